@@ -1,0 +1,90 @@
+/* Wire encoding for the hook; see wire.h.  memcpy keeps it alignment-free and little-endian on
+ * the x86-64 and aarch64 hosts we support (the v1 format is native little-endian). */
+#include "gemini/wire.h"
+
+#include <string.h>
+
+static int put_head(uint8_t *buf, const char *name, int32_t req_id, int32_t type)
+{
+    size_t len = strnlen(name, GEM_MAX_NAME_LEN + 1);
+    if (len == 0 || len > GEM_MAX_NAME_LEN)
+        return -1;
+    uint64_t len64 = len;
+    memset(buf, 0, GEM_REQ_MSG_LEN);
+    memcpy(buf, &len64, 8);
+    memcpy(buf + 8, name, len); /* buf[8 + len] stays the NUL */
+    memcpy(buf + 9 + len, &req_id, 4);
+    memcpy(buf + 13 + len, &type, 4);
+    return (int)(17 + len); /* payload offset */
+}
+
+int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
+                          double overuse_ms, double burst_ms)
+{
+    int off = put_head(buf, name, req_id, GEM_REQ_QUOTA);
+    if (off < 0)
+        return -1;
+    memcpy(buf + off, &overuse_ms, 8);
+    memcpy(buf + off + 8, &burst_ms, 8);
+    return GEM_REQ_MSG_LEN;
+}
+
+int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id)
+{
+    return put_head(buf, name, req_id, GEM_REQ_MEM_LIMIT) < 0 ? -1 : GEM_REQ_MSG_LEN;
+}
+
+int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
+                               uint64_t bytes, int32_t is_allocate)
+{
+    int off = put_head(buf, name, req_id, GEM_REQ_MEM_UPDATE);
+    if (off < 0)
+        return -1;
+    memcpy(buf + off, &bytes, 8);
+    memcpy(buf + off + 8, &is_allocate, 4);
+    return GEM_REQ_MSG_LEN;
+}
+
+int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
+                          const uint8_t *proof16)
+{
+    int off = put_head(buf, name, req_id, GEM_REQ_HELLO);
+    if (off < 0)
+        return -1;
+    memcpy(buf + off, proof16, 16);
+    return GEM_REQ_MSG_LEN;
+}
+
+int32_t gem_wire_rsp_id(const uint8_t *buf)
+{
+    int32_t v;
+    memcpy(&v, buf, 4);
+    return v;
+}
+
+int32_t gem_wire_rsp_status(const uint8_t *buf)
+{
+    int32_t v;
+    memcpy(&v, buf + GEM_RSP_STATUS_OFFSET, 4);
+    return v;
+}
+
+double gem_wire_rsp_quota_ms(const uint8_t *buf)
+{
+    double v;
+    memcpy(&v, buf + 4, 8);
+    return v;
+}
+
+int32_t gem_wire_rsp_verdict(const uint8_t *buf)
+{
+    int32_t v;
+    memcpy(&v, buf + 4, 4);
+    return v;
+}
+
+void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit)
+{
+    memcpy(used, buf + 4, 8);
+    memcpy(limit, buf + 12, 8);
+}

@@ -1,0 +1,1 @@
+/* placeholder: the hook's burst predictor API (filled in with the hook) */

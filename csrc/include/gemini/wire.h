@@ -1,0 +1,55 @@
+/* The wire protocol: Gemini v1's byte layout (spec §2) plus new types.
+ * The Python twin is gemini/core/wire.py; tests/native/test_wire_layout.py checks they agree.
+ *
+ *   request  (80 B) = u64 name_len | name | NUL | i32 req_id | i32 type | payload | zero fill
+ *   response (40 B) = i32 req_id | payload (32 B) | i32 status
+ *
+ * Pure: no sockets, no globals.  This header is also fed to cffi's cdef, so it holds no
+ * preprocessor logic beyond plain #defines of integers. */
+#ifndef GEMINI_WIRE_H
+#define GEMINI_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define GEM_REQ_MSG_LEN 80
+#define GEM_RSP_MSG_LEN 40
+#define GEM_MAX_NAME_LEN 47
+#define GEM_RSP_STATUS_OFFSET 36
+#define GEM_NOTIFY_ID -1
+
+enum gem_request_type {
+    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms */
+    GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit */
+    GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate -> i32 verdict */
+    GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
+    GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting -> ack */
+    GEM_REQ_HELLO = 5       /* 16 bytes proof -> ack */
+};
+
+enum gem_status {
+    GEM_STATUS_OK = 0,
+    GEM_STATUS_UNKNOWN_CLIENT = 1,
+    GEM_STATUS_BAD_REQUEST = 2,
+    GEM_STATUS_CLIENT_REMOVED = 3,
+    GEM_STATUS_NOT_AUTHORIZED = 4
+};
+
+/* Each encoder writes a whole zero-filled frame into buf and returns its length,
+ * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
+int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
+                          double overuse_ms, double burst_ms);
+int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id);
+int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
+                               uint64_t bytes, int32_t is_allocate);
+int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
+                          const uint8_t *proof16);
+
+/* Response readers: buf is one GEM_RSP_MSG_LEN frame. */
+int32_t gem_wire_rsp_id(const uint8_t *buf);
+int32_t gem_wire_rsp_status(const uint8_t *buf);
+double gem_wire_rsp_quota_ms(const uint8_t *buf);
+int32_t gem_wire_rsp_verdict(const uint8_t *buf);
+void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
+
+#endif

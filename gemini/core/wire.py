@@ -1,0 +1,168 @@
+"""The wire protocol, byte for byte Gemini v1 (spec §2), plus new message types.
+
+Requests are 80 bytes, responses 40 bytes, little-endian, unpadded:
+
+    request  = u64 name_len | name | NUL | i32 req_id | i32 type | payload | zero fill
+    response = i32 req_id | payload (32 bytes) | i32 status
+
+`status` sits in the last four bytes of a response, which v1 always zero-filled, so v1 peers read
+every reply of ours as before (status 0 = OK) and ignore the error codes we add.  New request types
+take new numbers; the old three keep theirs.  A STATUS reply is followed by `body_len` bytes of JSON.
+An unsolicited message from a server carries `req_id == NOTIFY_ID`.
+
+Everything here is pure: bytes in, values out.  The C twin is csrc/include/gemini/wire.h.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+REQ_MSG_LEN = 80
+RSP_MSG_LEN = 40
+_HEAD = struct.Struct("<Q")  # name_len
+_IDS = struct.Struct("<ii")  # req_id, type
+_RSP_ID = struct.Struct("<i")
+_RSP_STATUS = struct.Struct("<i")
+RSP_STATUS_OFFSET = RSP_MSG_LEN - 4
+# 8 (name_len) + 1 (NUL) + 8 (id, type) + 16 (largest payload) = 33 bytes around the name.
+MAX_NAME_LEN = REQ_MSG_LEN - 33
+NOTIFY_ID = -1
+MAX_STATUS_BODY = 1 << 20
+
+
+class WireError(ValueError):
+    """Bytes that are not a valid message; the connection that sent them is closed."""
+
+
+class RequestType(enum.IntEnum):
+    QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms
+    MEM_LIMIT = 1  # -> used_bytes, limit_bytes
+    MEM_UPDATE = 2  # bytes, is_allocate -> verdict (1 ok, 0 refused)
+    STATUS = 3  # tool -> schd: -> body_len + JSON body
+    REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
+    HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
+
+
+class Status(enum.IntEnum):
+    OK = 0
+    UNKNOWN_CLIENT = 1
+    BAD_REQUEST = 2
+    CLIENT_REMOVED = 3
+    NOT_AUTHORIZED = 4
+
+
+_REQ_PAYLOAD = {
+    RequestType.QUOTA: struct.Struct("<dd"),
+    RequestType.MEM_LIMIT: struct.Struct(""),
+    RequestType.MEM_UPDATE: struct.Struct("<Qi"),
+    RequestType.STATUS: struct.Struct(""),
+    RequestType.REPORT: struct.Struct("<Qii"),
+    RequestType.HELLO: struct.Struct("<16s"),
+}
+_RSP_PAYLOAD = {
+    RequestType.QUOTA: struct.Struct("<d"),
+    RequestType.MEM_LIMIT: struct.Struct("<QQ"),
+    RequestType.MEM_UPDATE: struct.Struct("<i"),
+    RequestType.STATUS: struct.Struct("<Q"),
+    RequestType.REPORT: struct.Struct(""),
+    RequestType.HELLO: struct.Struct(""),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    name: str
+    req_id: int
+    type: RequestType
+    args: tuple[float | int | bytes, ...] = ()
+
+
+@dataclass(frozen=True)
+class Response:
+    req_id: int
+    status: Status
+    values: tuple[float | int, ...] = ()
+
+
+def check_name(name: str) -> bytes:
+    raw = name.encode()
+    if not raw:
+        raise WireError("client name is empty")
+    if len(raw) > MAX_NAME_LEN:
+        raise WireError(f"client name {name!r} is {len(raw)} bytes; the limit is {MAX_NAME_LEN}")
+    if b"\0" in raw:
+        raise WireError(f"client name {name!r} contains a NUL byte")
+    return raw
+
+
+def encode_request(req: Request) -> bytes:
+    raw = check_name(req.name)
+    payload = _REQ_PAYLOAD[req.type].pack(*req.args)
+    msg = _HEAD.pack(len(raw)) + raw + b"\0" + _IDS.pack(req.req_id, int(req.type)) + payload
+    return msg.ljust(REQ_MSG_LEN, b"\0")
+
+
+def decode_request(msg: bytes) -> Request:
+    if len(msg) != REQ_MSG_LEN:
+        raise WireError(f"request is {len(msg)} bytes, not {REQ_MSG_LEN}")
+    (name_len,) = _HEAD.unpack_from(msg)
+    if not 0 < name_len <= MAX_NAME_LEN:
+        raise WireError(f"name length {name_len} is outside 1..{MAX_NAME_LEN}")
+    end = 8 + name_len
+    if msg[end] != 0:
+        raise WireError("client name is not NUL-terminated")
+    try:
+        name = msg[8:end].decode()
+    except UnicodeDecodeError as exc:
+        raise WireError("client name is not UTF-8") from exc
+    req_id, type_no = _IDS.unpack_from(msg, end + 1)
+    try:
+        req_type = RequestType(type_no)
+    except ValueError as exc:
+        raise WireError(f"unknown request type {type_no}") from exc
+    args = _REQ_PAYLOAD[req_type].unpack_from(msg, end + 9)
+    return Request(name, req_id, req_type, tuple(args))
+
+
+def encode_response(req_type: RequestType, rsp: Response) -> bytes:
+    payload = _RSP_PAYLOAD[req_type].pack(*rsp.values) if rsp.values else b""
+    msg = bytearray(RSP_MSG_LEN)
+    _RSP_ID.pack_into(msg, 0, rsp.req_id)
+    msg[4 : 4 + len(payload)] = payload
+    _RSP_STATUS.pack_into(msg, RSP_STATUS_OFFSET, int(rsp.status))
+    return bytes(msg)
+
+
+def decode_response(req_type: RequestType, msg: bytes) -> Response:
+    """Decode a reply to a request of `req_type` (v1 replies carry no type of their own)."""
+    if len(msg) != RSP_MSG_LEN:
+        raise WireError(f"response is {len(msg)} bytes, not {RSP_MSG_LEN}")
+    (req_id,) = _RSP_ID.unpack_from(msg)
+    (status_no,) = _RSP_STATUS.unpack_from(msg, RSP_STATUS_OFFSET)
+    try:
+        status = Status(status_no)
+    except ValueError as exc:
+        raise WireError(f"unknown response status {status_no}") from exc
+    values = _RSP_PAYLOAD[req_type].unpack_from(msg, 4)
+    return Response(req_id, status, tuple(values))
+
+
+class FrameReader:
+    """Splits a byte stream into fixed-size frames; partial input waits for the rest."""
+
+    def __init__(self, frame_len: int) -> None:
+        self.frame_len = frame_len
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buf += data
+        n = len(self._buf) // self.frame_len * self.frame_len
+        frames = [bytes(self._buf[i : i + self.frame_len]) for i in range(0, n, self.frame_len)]
+        del self._buf[:n]
+        return frames
+
+    @property
+    def pending(self) -> int:
+        return len(self._buf)

@@ -1,0 +1,130 @@
+"""The single build path for the C parts (used by `pip install`, `make build` and the tests).
+
+Builds, from csrc/:
+- libgemhook.so.1     the LD_PRELOAD hook: csrc/hook/*.c + csrc/common/*.c, a plain C library
+                      (no Python symbols: a cffi extension would die under LD_BIND_NOW);
+- fake/libcuda.so.1   the fake CUDA driver: csrc/fake/*.c (+ csrc/common/*.c);
+- bin/<name>          the test programs csrc/fake/programs/*.c (`direct_*` ones link the driver);
+- _common             a cffi module over the pure C in csrc/common, for the tests.
+
+`python -m gemini.native._build` builds everything in place, next to this file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from cffi import FFI
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CSRC = ROOT / "csrc"
+INCLUDE = CSRC / "include"
+CFLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}"]
+# cffi's cdef understands declarations and `#define NAME <int>` only.
+_CDEF_HEADERS = ["wire.h", "predictor.h"]
+_DEFINE = re.compile(r"^#define\s+\w+\s+-?\d+\s*$")
+
+
+def _c_sources(folder: Path) -> list[str]:
+    return [str(p) for p in sorted(folder.glob("*.c"))]
+
+
+def _cc() -> list[str]:
+    return shlex.split(os.environ.get("CC", "cc"))
+
+
+def _run(cmd: list[str]) -> None:
+    print(" ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True)
+
+
+def _shared_library(out: Path, sources: list[str], soname: str, extra: list[str]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [*_cc(), *CFLAGS, "-shared", f"-Wl,-soname,{soname}", "-o", str(out), *sources]
+    _run(cmd + extra + ["-ldl", "-lpthread", "-lrt"])
+
+
+def build_hook(out_dir: Path) -> Path:
+    out = out_dir / "libgemhook.so.1"
+    extra = ["-fvisibility=hidden", "-Wl,-z,defs", "-Wl,-z,now"]
+    version_script = CSRC / "hook" / "libgemhook.map"
+    if version_script.exists():
+        extra.append(f"-Wl,--version-script={version_script}")
+    _shared_library(out, _c_sources(CSRC / "hook") + _c_sources(CSRC / "common"), out.name, extra)
+    return out
+
+
+def build_fake_driver(out_dir: Path) -> Path:
+    fake_dir = out_dir / "fake"
+    out = fake_dir / "libcuda.so.1"
+    extra = ["-Wl,-z,defs"]
+    version_script = CSRC / "fake" / "libcuda.map"
+    if version_script.exists():
+        extra.append(f"-Wl,--version-script={version_script}")
+    _shared_library(out, _c_sources(CSRC / "fake") + _c_sources(CSRC / "common"), out.name, extra)
+    link = fake_dir / "libcuda.so"
+    if not link.exists():
+        link.symlink_to(out.name)
+    return out
+
+
+def build_programs(out_dir: Path) -> list[Path]:
+    bin_dir = out_dir / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    built = []
+    for src in sorted((CSRC / "fake" / "programs").glob("*.c")):
+        out = bin_dir / src.stem
+        link = [f"-L{out_dir / 'fake'}", "-l:libcuda.so.1"] if src.stem.startswith("direct") else []
+        _run([*_cc(), *CFLAGS, "-o", str(out), str(src), *link, "-ldl", "-lpthread", "-lm"])
+        built.append(out)
+    return built
+
+
+def build_native(out_dir: Path) -> None:
+    if _c_sources(CSRC / "hook"):
+        build_hook(out_dir)
+    if _c_sources(CSRC / "fake"):
+        build_fake_driver(out_dir)
+        build_programs(out_dir)
+
+
+def _cdef_text() -> str:
+    lines = []
+    for name in _CDEF_HEADERS:
+        path = INCLUDE / "gemini" / name
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            if not line.startswith("#") or _DEFINE.match(line):
+                lines.append(line)
+    return "\n".join(lines)
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(_cdef_text())
+ffibuilder.set_source(
+    "gemini.native._common",
+    "\n".join(f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()),
+    sources=[os.path.relpath(p, ROOT) for p in _c_sources(CSRC / "common")],
+    include_dirs=[str(INCLUDE)],
+    extra_compile_args=["-std=gnu11"],
+)
+
+
+def main() -> int:
+    build_native(HERE)
+    ffibuilder.compile(tmpdir=str(ROOT / "build" / "cffi"), verbose=False)
+    built = next((ROOT / "build" / "cffi" / "gemini" / "native").glob("_common*.so"))
+    target = HERE / built.name
+    target.write_bytes(built.read_bytes())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
