@@ -1,0 +1,69 @@
+"""gem-pmgr: the pod manager of one client on one GPU (original environment, spec §1.2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+
+from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.core.wire import WireError, check_name
+from gemini.daemon.lifecycle import run_until_signal
+from gemini.daemon.logsetup import setup_logging
+
+EXAMPLE = (
+    "example: POD_NAME=client1 POD_MANAGER_PORT=50052 SCHEDULER_IP=127.0.0.1 "
+    "SCHEDULER_PORT=50051 gem-pmgr"
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="gem-pmgr",
+        description="Gemini pod manager: shares one client's GPU token and memory limit among "
+        "its processes.  Configured by environment variables, as the original; flags override.",
+        epilog=EXAMPLE,
+    )
+    p.add_argument("--name", default=env("POD_NAME") or socket.gethostname(),
+                   help="client name, an ID of the config (env POD_NAME, default the host name)")
+    p.add_argument("--port", type=int, default=int(env("POD_MANAGER_PORT", "50052")),
+                   help="port for the hooks (env POD_MANAGER_PORT, default 50052)")
+    p.add_argument("--ip", default=env("POD_MANAGER_IP", "127.0.0.1"),
+                   help="address for the hooks (env POD_MANAGER_IP, default 127.0.0.1)")
+    p.add_argument("--scheduler-ip", default=env("SCHEDULER_IP", "127.0.0.1"),
+                   help="scheduler address (env SCHEDULER_IP, default 127.0.0.1)")
+    p.add_argument("--scheduler-port", type=int, default=int(env("SCHEDULER_PORT", "50051")),
+                   help="scheduler port (env SCHEDULER_PORT, default 50051)")
+    add_verbosity(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    except ValueError as exc:  # a non-numeric port in the environment
+        print(f"gem-pmgr: {exc}", file=sys.stderr)
+        return 2
+    try:
+        check_name(args.name)
+    except WireError as exc:
+        print(f"gem-pmgr: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(f"gem-pmgr[{args.name}]", args.verbose)
+    from gemini.daemon.podmanager import serve_pod_manager
+
+    try:
+        return run_until_signal(
+            lambda stop: serve_pod_manager(
+                args.name, args.ip, args.port, args.scheduler_ip, args.scheduler_port, stop
+            )
+        )
+    except OSError as exc:
+        print(f"gem-pmgr: cannot listen on {args.ip}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

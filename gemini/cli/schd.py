@@ -1,0 +1,56 @@
+"""gem-schd: the scheduler of one GPU (original flags and defaults, spec §1.1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.core.config import ConfigError
+from gemini.core.scheduler import Timing
+from gemini.daemon.lifecycle import run_until_signal
+from gemini.daemon.logsetup import setup_logging
+
+EXAMPLE = "example: gem-schd -p /etc/gemini -f resource-config.txt -P 50051 -q 250 -m 100 -w 10000"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="gem-schd",
+        description="Gemini scheduler: hands out GPU time tokens to clients per the config file.",
+        epilog=EXAMPLE,
+    )
+    p.add_argument("-P", "--port", type=int, default=50051, help="TCP port (default 50051)")
+    p.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("-q", "--quota", type=float, default=250.0, help="base quota, ms (250)")
+    p.add_argument("-m", "--min_quota", type=float, default=100.0, help="minimum quota, ms (100)")
+    p.add_argument("-w", "--window", type=float, default=10000.0, help="usage window, ms (10000)")
+    p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
+    p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
+    add_verbosity(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    setup_logging("gem-schd", args.verbose)
+    timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000)
+    if not 0 < timing.min_quota_s <= timing.base_quota_s or timing.window_s <= 0:
+        print("gem-schd: need 0 < min_quota <= quota and window > 0", file=sys.stderr)
+        return 2
+    path = Path(args.limit_file_dir) / args.limit_file
+    from gemini.daemon.scheduler import serve_scheduler
+
+    try:
+        return run_until_signal(lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop))
+    except ConfigError as exc:
+        print(f"gem-schd: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gem-schd: cannot listen on {args.ip}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

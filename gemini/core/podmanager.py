@@ -1,0 +1,226 @@
+"""The pod manager's logic for one client on one GPU, without sockets or clocks (spec §4, §5).
+
+Rules:
+- All processes (hooks) of the client share one token.  A hook's QUOTA request is answered from
+  the cached token if its predicted burst fits in what is left; otherwise the pod manager asks the
+  scheduler for a new token (which returns the old one), once, for every hook waiting meanwhile.
+- It reports to the scheduler the largest overuse and the largest predicted burst of its hooks.
+- Memory: the pod manager owns the client's limit.  A hook reserves bytes before it allocates
+  (MEM_UPDATE alloc) and gives them back when it frees; a hook that disconnects gives back all
+  it held.  The reserved total never exceeds the limit.
+- Hooks must use the client's own name.
+Inputs are `on_*` methods taking `now` (seconds); each returns actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gemini.core import actions as act
+from gemini.core.actions import Action, ConnId, Reply, SendUpstream
+from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
+
+MS = 1000.0
+REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
+
+
+@dataclass
+class HookState:
+    reserved: int = 0
+    burst_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Waiter:
+    conn: ConnId
+    req: Request
+
+
+class PodCore:
+    def __init__(self, name: str, now: float) -> None:
+        self.name = name
+        self.limit: int | None = None  # unknown until the scheduler tells us
+        self.used = 0
+        self.hooks: dict[ConnId, HookState] = {}
+        self.quota_s = 0.0
+        self.quota_at = now
+        self.overuse_ms = 0.0
+        self.fetch_id: int | None = None  # upstream QUOTA in flight
+        self.quota_waiters: list[Waiter] = []
+        self.memory_waiters: list[Waiter] = []
+        self.upstream: dict[int, RequestType] = {}
+        self.connected = False
+        self._next_id = 0
+        self._report_due = False
+        self._last_report = float("-inf")
+
+    # ---- scheduler connection -----------------------------------------------------------------
+
+    def on_scheduler_connected(self, now: float) -> list[Action]:
+        self.connected = True
+        out: list[Action] = [self._send(RequestType.MEM_LIMIT, ())]
+        if self.fetch_id is not None:
+            out += self._fetch()
+        self._report_due = True
+        return out + self._maybe_report(now)
+
+    def on_scheduler_lost(self, now: float) -> list[Action]:
+        self.connected = False
+        self.upstream.clear()
+        # Whatever token we had is gone with the scheduler; a fetch in flight is sent again.
+        self.quota_s = 0.0
+        if self.fetch_id is not None:
+            self.fetch_id = -1
+        return [act.warning(self.name, "lost the scheduler; hooks wait until it is back")]
+
+    def upstream_type(self, req_id: int) -> RequestType | None:
+        """Which request a scheduler response answers (None: not ours)."""
+        if req_id == NOTIFY_ID:
+            return RequestType.MEM_LIMIT
+        return self.upstream.get(req_id)
+
+    def on_upstream_response(self, rsp: Response, now: float) -> list[Action]:
+        req_type = self.upstream_type(rsp.req_id)
+        self.upstream.pop(rsp.req_id, None)
+        if req_type is RequestType.MEM_LIMIT:
+            return self._on_limit(rsp)
+        if req_type is RequestType.QUOTA and rsp.req_id == self.fetch_id:
+            return self._on_token(rsp, now)
+        return []
+
+    # ---- hooks ---------------------------------------------------------------------------------
+
+    def on_hook_connect(self, conn: ConnId, now: float) -> list[Action]:
+        self.hooks[conn] = HookState()
+        self._report_due = True
+        return [act.debug(self.name, f"process connected ({len(self.hooks)} now)")]
+
+    def on_hook_disconnect(self, conn: ConnId, now: float) -> list[Action]:
+        hook = self.hooks.pop(conn, None)
+        self.quota_waiters = [w for w in self.quota_waiters if w.conn != conn]
+        self.memory_waiters = [w for w in self.memory_waiters if w.conn != conn]
+        if hook is None:
+            return []
+        self.used -= hook.reserved
+        self._report_due = True
+        out: list[Action] = [
+            act.info(self.name, f"process gone, {hook.reserved} B given back ({len(self.hooks)} left)")
+        ]
+        return out + self._maybe_report(now)
+
+    def on_hook_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        if req.name != self.name:
+            reply = Reply(conn, req.type, Response(req.req_id, Status.UNKNOWN_CLIENT))
+            why = f"refused a process that calls itself {req.name!r}"
+            return [reply, act.warning(self.name, why), act.Close(conn, "wrong client name")]
+        if req.type is RequestType.QUOTA:
+            return self._on_hook_quota(Waiter(conn, req), now)
+        if req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE):
+            if self.limit is None:
+                self.memory_waiters.append(Waiter(conn, req))
+                return []
+            return self._on_hook_memory(Waiter(conn, req), now)
+        return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+
+    def _on_hook_quota(self, w: Waiter, now: float) -> list[Action]:
+        overuse_ms, burst_ms = (float(a) for a in w.req.args)  # type: ignore[arg-type]
+        self.overuse_ms = max(self.overuse_ms, overuse_ms)
+        self.hooks.setdefault(w.conn, HookState()).burst_ms = burst_ms
+        left_s = self.quota_s - (now - self.quota_at)
+        if self.fetch_id is None and left_s - burst_ms / MS > 0:
+            return [self._quota_reply(w, left_s)]
+        self.quota_waiters.append(w)
+        if self.fetch_id is not None:
+            return []
+        self._report_due = True
+        return [*self._fetch(), *self._maybe_report(now)]
+
+    def _fetch(self) -> list[Action]:
+        """Ask the scheduler for a token, or mark the fetch as pending until it is back."""
+        if not self.connected:
+            self.fetch_id = -1
+            return []
+        burst_ms = max((h.burst_ms for h in self.hooks.values()), default=0.0)
+        send = self._send(RequestType.QUOTA, (self.overuse_ms, burst_ms))
+        self.fetch_id = send.request.req_id
+        return [send]
+
+    def _on_token(self, rsp: Response, now: float) -> list[Action]:
+        self.fetch_id = None
+        waiters, self.quota_waiters = self.quota_waiters, []
+        self._report_due = True
+        if rsp.status is not Status.OK:
+            out: list[Action] = [act.warning(self.name, f"scheduler refused a token: {rsp.status.name}")]
+            out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
+            return out
+        self.quota_s = float(rsp.values[0]) / MS
+        self.quota_at = now
+        self.overuse_ms = 0.0
+        return [self._quota_reply(w, self.quota_s) for w in waiters] + self._maybe_report(now)
+
+    def _quota_reply(self, w: Waiter, left_s: float) -> Reply:
+        return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (left_s * MS,)))
+
+    # ---- memory --------------------------------------------------------------------------------
+
+    def _on_limit(self, rsp: Response) -> list[Action]:
+        if rsp.status is not Status.OK:
+            return [act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")]
+        limit = int(rsp.values[1])
+        out: list[Action] = []
+        if limit != self.limit:
+            out.append(act.info(self.name, f"memory limit {limit} B (in use {self.used} B)"))
+        self.limit = limit
+        waiters, self.memory_waiters = self.memory_waiters, []
+        for w in waiters:
+            out += self._on_hook_memory(w, 0.0)
+        return out
+
+    def _on_hook_memory(self, w: Waiter, now: float) -> list[Action]:
+        assert self.limit is not None
+        req = w.req
+        if req.type is RequestType.MEM_LIMIT:
+            values = (self.used, self.limit)
+            return [Reply(w.conn, req.type, Response(req.req_id, Status.OK, values))]
+        size, is_alloc = (int(a) for a in req.args)  # type: ignore[call-overload]
+        hook = self.hooks.setdefault(w.conn, HookState())
+        out: list[Action] = []
+        if is_alloc:
+            ok = self.used + size <= self.limit
+            if ok:
+                self.used += size
+                hook.reserved += size
+            else:
+                why = f"refused {size} B: {self.used} of {self.limit} B in use"
+                out.append(act.info(self.name, why))
+        else:
+            size = min(size, hook.reserved)  # never give back more than this process holds
+            self.used -= size
+            hook.reserved -= size
+            ok = True
+        self._report_due = True
+        out.append(Reply(w.conn, req.type, Response(req.req_id, Status.OK, (int(ok),))))
+        return out + self._maybe_report(now)
+
+    # ---- reports to the scheduler -------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        if self._report_due and self.connected:
+            return self._last_report + REPORT_INTERVAL_S
+        return None
+
+    def on_deadline(self, now: float) -> list[Action]:
+        return self._maybe_report(now)
+
+    def _maybe_report(self, now: float) -> list[Action]:
+        if not (self._report_due and self.connected) or now < self._last_report + REPORT_INTERVAL_S:
+            return []
+        self._report_due = False
+        self._last_report = now
+        waiting = len({w.conn for w in self.quota_waiters})
+        return [self._send(RequestType.REPORT, (self.used, len(self.hooks), waiting))]
+
+    def _send(self, req_type: RequestType, args: tuple[float | int, ...]) -> SendUpstream:
+        self._next_id = self._next_id + 1 if self._next_id < 2**31 - 1 else 1
+        self.upstream[self._next_id] = req_type
+        return SendUpstream(Request(self.name, self._next_id, req_type, args))

@@ -1,0 +1,53 @@
+"""Who gets the GPU next and for how long: Gemini's priority and adaptive quota (spec §3.4, §3.5).
+
+Pure functions over plain numbers, in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUOTA_UPDATE_RATE = 0.5  # weight of the newest burst in the quota's moving average
+NO_BURST = 1e-9
+
+
+@dataclass(frozen=True)
+class Standing:
+    """One waiting client's position in the current window."""
+
+    name: str
+    usage: float  # seconds used inside the window
+    require: float  # request × window: the guarantee
+    allowed: float  # limit × window: the hard cap
+
+    @property
+    def missing(self) -> float:
+        return self.require - self.usage
+
+    @property
+    def remaining(self) -> float:
+        return self.allowed - self.usage
+
+
+def priority_key(s: Standing) -> tuple[int, float]:
+    """Sort key, smallest first: clients below their guarantee first, the largest unmet fraction
+    of it first; then everyone else by least usage (work conservation up to the limit)."""
+    if s.missing > 0:
+        return (0, -s.missing / s.require)
+    return (1, s.usage)
+
+
+def pick(standings: list[Standing]) -> Standing | None:
+    """The client to serve next among those still under their limit, or None if all are capped.
+    Ties keep arrival order (the sort is stable)."""
+    valid = [s for s in standings if s.remaining > 0]
+    return min(valid, key=priority_key) if valid else None
+
+
+def next_quota(previous: float, burst: float, base: float, minimum: float, maximum: float) -> float:
+    """Self-adaptive quota: move halfway toward the client's predicted burst, within bounds.
+    Without burst information the static base quota is used."""
+    if burst < NO_BURST:
+        return base
+    quota = QUOTA_UPDATE_RATE * burst + (1 - QUOTA_UPDATE_RATE) * previous
+    return min(max(quota, minimum), maximum)

@@ -1,0 +1,287 @@
+"""The scheduler's logic for one GPU, without sockets or clocks (Gemini spec §3).
+
+Rules:
+- One token per GPU.  A token is granted to a waiting QUOTA request and ends when its quota
+  expires or when its holder sends its next QUOTA request (the implicit early return).
+- A request first charges the client's last interval: `end = min(now, end + overuse)`.
+- Waiting clients are picked by `policy.pick` over their sliding-window usage; a client at its
+  limit waits even if the GPU is idle (the limit is a hard cap).  A client with no interval in the
+  window is served first come, first served.
+- A connection that goes away loses its queued requests; if it held the token, the token ends now.
+- A new config applies to the next decision; removed clients are refused new tokens, changed
+  memory limits are pushed to the pod managers of that client.
+
+Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
+`next_deadline()` says when `on_deadline` must be called.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gemini.core import actions as act
+from gemini.core.actions import Action, ConnId, Reply
+from gemini.core.config import ClientSpec, ResourceConfig
+from gemini.core.policy import Standing, next_quota, pick
+from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
+from gemini.core.window import Interval, UsageHistory
+
+MS = 1000.0
+# When every waiting client is capped, look again no sooner than this (seconds).
+MIN_RECHECK_S = 0.001
+
+
+@dataclass(frozen=True)
+class Timing:
+    base_quota_s: float = 0.250
+    min_quota_s: float = 0.100
+    window_s: float = 10.0
+
+
+@dataclass
+class ClientState:
+    spec: ClientSpec
+    quota_s: float
+    burst_s: float = 0.0
+    mem_used: int = 0
+    processes: int = 0
+    waiting: int = 0
+    conns: set[ConnId] = field(default_factory=set)
+
+
+@dataclass
+class Candidate:
+    conn: ConnId
+    name: str
+    req_id: int
+    arrived: float
+
+
+@dataclass
+class Grant:
+    conn: ConnId
+    interval: Interval
+
+
+class SchedulerCore:
+    def __init__(self, config: ResourceConfig, timing: Timing, now: float) -> None:
+        self.timing = timing
+        self.started_at = now
+        self.clients: dict[str, ClientState] = {}
+        self.removed: set[str] = set()
+        self.history = UsageHistory()
+        self.candidates: list[Candidate] = []
+        self.holder: Grant | None = None
+        self._recheck_at: float | None = None  # set when every waiting client is capped
+        self._apply_config(config)
+
+    # ---- inputs -------------------------------------------------------------------------------
+
+    def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        if req.type is RequestType.STATUS:
+            return [self._status_reply(conn, req, now)]
+        if req.type is RequestType.HELLO:
+            return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+        client = self.clients.get(req.name)
+        if client is None:
+            return self._refuse(conn, req)
+        client.conns.add(conn)
+        if req.type is RequestType.QUOTA:
+            return self._on_quota(conn, req, client, now)
+        if req.type is RequestType.MEM_LIMIT:
+            values = (client.mem_used, client.spec.gpu_mem)
+            return [Reply(conn, req.type, Response(req.req_id, Status.OK, values))]
+        if req.type is RequestType.MEM_UPDATE:
+            # Memory is enforced by the pod manager (spec §3.6); the scheduler agrees.
+            return [Reply(conn, req.type, Response(req.req_id, Status.OK, (1,)))]
+        mem_used, processes, waiting = req.args
+        client.mem_used, client.processes, client.waiting = int(mem_used), int(processes), int(waiting)
+        return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+
+    def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
+        out: list[Action] = []
+        self.candidates = [c for c in self.candidates if c.conn != conn]
+        for name, client in self.clients.items():
+            if conn in client.conns:
+                client.conns.discard(conn)
+                if not client.conns:
+                    client.mem_used = client.processes = client.waiting = 0
+                out.append(act.info(name, "pod manager disconnected"))
+        if self.holder is not None and self.holder.conn == conn:
+            self.holder.interval.end = min(self.holder.interval.end, now)
+            out.append(act.info(self.holder.interval.name, "token holder gone; token taken back"))
+            self.holder = None
+        return out + self._schedule(now)
+
+    def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
+        return self._apply_config(config) + self._schedule(now)
+
+    def on_deadline(self, now: float) -> list[Action]:
+        return self._schedule(now)
+
+    def next_deadline(self) -> float | None:
+        if self.holder is not None:
+            return self.holder.interval.end
+        return self._recheck_at
+
+    # ---- token ---------------------------------------------------------------------------------
+
+    def _on_quota(self, conn: ConnId, req: Request, client: ClientState, now: float) -> list[Action]:
+        overuse_ms, burst_ms = (float(a) for a in req.args)  # type: ignore[arg-type]
+        name = req.name
+        latest = self.history.latest(name)
+        if latest is not None:
+            latest.end = min(now, latest.end + max(overuse_ms, 0.0) / MS)
+        out: list[Action] = []
+        if self.holder is not None and self.holder.interval.name == name:
+            self.holder = None  # the holder's next request returns its token
+            out.append(act.debug(name, "token returned"))
+        client.burst_s = max(burst_ms, 0.0) / MS
+        self.candidates.append(Candidate(conn, name, req.req_id, now))
+        return out + self._schedule(now)
+
+    def _schedule(self, now: float) -> list[Action]:
+        self._recheck_at = None
+        out: list[Action] = []
+        if self.holder is not None:
+            if now < self.holder.interval.end:
+                return out
+            out.append(act.debug(self.holder.interval.name, "quota expired"))
+            self.holder = None
+        out += self._drop_removed_candidates()
+        if not self.candidates:
+            return out
+        chosen = self._select(now)
+        if chosen is None:
+            return out
+        self.candidates.remove(chosen)
+        client = self.clients[chosen.name]
+        client.quota_s = next_quota(
+            client.quota_s,
+            client.burst_s,
+            self.timing.base_quota_s,
+            self.timing.min_quota_s,
+            client.spec.limit * self.timing.window_s,
+        )
+        interval = self.history.record(chosen.name, now, now + client.quota_s)
+        self.holder = Grant(chosen.conn, interval)
+        quota_ms = client.quota_s * MS
+        response = Response(chosen.req_id, Status.OK, (quota_ms,))
+        out.append(Reply(chosen.conn, RequestType.QUOTA, response))
+        out.append(act.debug(chosen.name, f"token granted for {quota_ms:.1f} ms"))
+        return out
+
+    def _window(self, now: float) -> tuple[float, float]:
+        size = min(self.timing.window_s, now - self.started_at)
+        return now - size, size
+
+    def _select(self, now: float) -> Candidate | None:
+        window_start, window_size = self._window(now)
+        self.history.expire(window_start)
+        front = self.candidates[0]
+        if not self.history.has(front.name):
+            return front  # no usage in the window: first come, first served
+        usage = self.history.usage(window_start, now)
+        standings = []
+        for c in self.candidates:
+            spec = self.clients[c.name].spec
+            used = usage.get(c.name, 0.0)
+            standings.append(
+                Standing(c.name, used, spec.request * window_size, spec.limit * window_size)
+            )
+        best = pick(standings)
+        if best is None:
+            # Everyone waiting is at its limit; usage falls as the window slides, so look again
+            # when the closest one could be under it.
+            over = min(-s.remaining for s in standings)
+            self._recheck_at = now + max(over, MIN_RECHECK_S)
+            return None
+        return self.candidates[standings.index(best)]
+
+    # ---- config --------------------------------------------------------------------------------
+
+    def _apply_config(self, config: ResourceConfig) -> list[Action]:
+        out: list[Action] = []
+        old = self.clients
+        self.clients = {}
+        for spec in config.clients:
+            state = old.get(spec.name)
+            if state is None:
+                self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)
+                if old:
+                    out.append(act.info(spec.name, "client added"))
+                continue
+            if state.spec != spec:
+                out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
+            if state.spec.gpu_mem != spec.gpu_mem:
+                out += self._push_memory_limit(state, spec.gpu_mem)
+            state.spec = spec
+            self.clients[spec.name] = state
+        for name in old.keys() - self.clients.keys():
+            out.append(act.info(name, "client removed: no new tokens"))
+        self.removed = (self.removed | old.keys()) - self.clients.keys()
+        return out
+
+    def _push_memory_limit(self, state: ClientState, limit: int) -> list[Action]:
+        response = Response(NOTIFY_ID, Status.OK, (state.mem_used, limit))
+        return [Reply(conn, RequestType.MEM_LIMIT, response) for conn in sorted(state.conns)]
+
+    def _drop_removed_candidates(self) -> list[Action]:
+        out: list[Action] = []
+        for c in [c for c in self.candidates if c.name not in self.clients]:
+            self.candidates.remove(c)
+            out += self._refuse(c.conn, Request(c.name, c.req_id, RequestType.QUOTA))
+        return out
+
+    def _refuse(self, conn: ConnId, req: Request) -> list[Action]:
+        if req.name in self.removed:
+            status, why = Status.CLIENT_REMOVED, "client was removed from the config"
+        else:
+            status, why = Status.UNKNOWN_CLIENT, "unknown client: not in the config"
+        return [Reply(conn, req.type, Response(req.req_id, status)), act.warning(req.name, why)]
+
+    # ---- status --------------------------------------------------------------------------------
+
+    def snapshot(self, now: float) -> dict[str, object]:
+        window_start, window_size = self._window(now)
+        usage = self.history.usage(window_start, now)
+        holder = self.holder.interval.name if self.holder is not None else None
+        waiting = {c.name for c in self.candidates}
+        clients = [
+            {
+                "name": name,
+                "request": c.spec.request,
+                "limit": c.spec.limit,
+                "gpu_mem": c.spec.gpu_mem,
+                "mem_used": c.mem_used,
+                "share": usage.get(name, 0.0) / window_size if window_size > 0 else 0.0,
+                "quota_ms": c.quota_s * MS,
+                "holder": name == holder,
+                "waiting": name in waiting,
+                "processes": c.processes,
+                "waiting_processes": c.waiting,
+                "connected": bool(c.conns),
+            }
+            for name, c in self.clients.items()
+        ]
+        history = [
+            [i.name, i.start - self.started_at, min(i.end, now) - self.started_at]
+            for i in self.history.intervals
+            if i.start <= now
+        ]
+        return {
+            "uptime_s": now - self.started_at,
+            "window_s": window_size,
+            "holder": holder,
+            "clients": clients,
+            "history": history,
+        }
+
+    def _status_reply(self, conn: ConnId, req: Request, now: float) -> Reply:
+        body = json.dumps(self.snapshot(now)).encode()
+        return Reply(conn, req.type, Response(req.req_id, Status.OK, (len(body),)), body)
+
+
+def _describe(spec: ClientSpec) -> str:
+    return f"request {spec.request:g}, limit {spec.limit:g}, memory {spec.gpu_mem} B"

@@ -1,0 +1,101 @@
+"""gem-pmgr's shell: a server for the hooks of one client and a client of the scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from gemini.core.actions import SendUpstream
+from gemini.core.podmanager import PodCore
+from gemini.core.wire import RSP_MSG_LEN, WireError, decode_response, encode_request
+from gemini.daemon.server import FrameServer
+
+log = logging.getLogger("gemini.pmgr")
+
+RETRY_MIN_S = 0.05
+RETRY_MAX_S = 2.0
+
+
+class PodManagerDaemon:
+    def __init__(self, name: str, scheduler_host: str, scheduler_port: int) -> None:
+        self.core = PodCore(name, asyncio.get_running_loop().time())
+        self.scheduler = (scheduler_host, scheduler_port)
+        self.server = FrameServer(
+            self.core,
+            self.core.on_hook_request,
+            self.core.on_hook_disconnect,
+            on_connect=self.core.on_hook_connect,
+            send_upstream=self._send_upstream,
+        )
+        self._upstream: asyncio.StreamWriter | None = None
+        self._upstream_task: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def start(self, host: str, port: int) -> int:
+        bound = await self.server.start(host, port)
+        self._upstream_task = asyncio.create_task(self._keep_upstream())
+        return bound
+
+    async def close(self) -> None:
+        if self._upstream_task is not None:
+            self._upstream_task.cancel()
+        if self._upstream is not None:
+            self._upstream.close()
+        await self.server.close()
+
+    def _send_upstream(self, action: SendUpstream) -> None:
+        if self._upstream is not None and not self._upstream.is_closing():
+            self._upstream.write(encode_request(action.request))
+
+    async def _keep_upstream(self) -> None:
+        """Stay connected to the scheduler, reconnecting with back-off after any failure."""
+        delay = RETRY_MIN_S
+        name = self.core.name
+        while True:
+            try:
+                reader, writer = await asyncio.open_connection(*self.scheduler)
+            except OSError as exc:
+                if delay == RETRY_MIN_S:
+                    log.warning("[%s] scheduler %s:%d unreachable (%s); retrying", name,
+                                *self.scheduler, exc.strerror or exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            delay = RETRY_MIN_S
+            log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
+            self._upstream = writer
+            self.connected.set()
+            self.server.run(self.core.on_scheduler_connected(self.server.now()))
+            await self._read_upstream(reader)
+            self._upstream = None
+            self.connected.clear()
+            writer.close()
+            self.server.run(self.core.on_scheduler_lost(self.server.now()))
+
+    async def _read_upstream(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while True:
+                frame = await reader.readexactly(RSP_MSG_LEN)
+                req_type = self.core.upstream_type(int.from_bytes(frame[:4], "little", signed=True))
+                if req_type is None:
+                    continue  # a reply to a request we no longer wait for
+                try:
+                    rsp = decode_response(req_type, frame)
+                except WireError as exc:
+                    log.warning("[%s] bad reply from the scheduler: %s", self.core.name, exc)
+                    return
+                self.server.run(self.core.on_upstream_response(rsp, self.server.now()))
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            return
+
+
+async def serve_pod_manager(
+    name: str, host: str, port: int, scheduler_host: str, scheduler_port: int, stop: asyncio.Event
+) -> None:
+    daemon = PodManagerDaemon(name, scheduler_host, scheduler_port)
+    bound = await daemon.start(host, port)
+    log.info("[%s] pod manager listening on %s:%d", name, host, bound)
+    try:
+        await stop.wait()
+    finally:
+        await daemon.close()

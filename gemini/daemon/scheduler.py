@@ -1,0 +1,46 @@
+"""gem-schd's shell: the scheduler core behind a TCP server, reloading its config file."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+from gemini.core.config import ResourceConfig
+from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.daemon.server import FrameServer
+
+log = logging.getLogger("gemini.schd")
+
+
+class SchedulerDaemon:
+    def __init__(self, config: ResourceConfig, timing: Timing) -> None:
+        self.core = SchedulerCore(config, timing, asyncio.get_running_loop().time())
+        self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect)
+
+    async def start(self, host: str, port: int) -> int:
+        return await self.server.start(host, port)
+
+    def apply_config(self, config: ResourceConfig) -> None:
+        log.info("config reloaded: %d clients", len(config.clients))
+        self.server.run(self.core.on_config(config, self.server.now()))
+
+    async def close(self) -> None:
+        await self.server.close()
+
+
+async def serve_scheduler(
+    config_path: Path, timing: Timing, host: str, port: int, stop: asyncio.Event
+) -> None:
+    from gemini.daemon.watcher import ConfigWatcher, read_config
+
+    daemon = SchedulerDaemon(read_config(config_path), timing)
+    bound = await daemon.start(host, port)
+    log.info("scheduler listening on %s:%d, config %s", host, bound, config_path)
+    watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), daemon.apply_config)
+    watcher.start()
+    try:
+        await stop.wait()
+    finally:
+        watcher.stop()
+        await daemon.close()

@@ -1,0 +1,66 @@
+"""The C protocol (csrc/common/wire.c, used by the hook) and the Python one agree byte for byte."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemini.core import wire
+from gemini.core.wire import Request, RequestType, Response, Status
+from gemini.native import _common
+
+ffi, lib = _common.ffi, _common.lib
+
+ascii_names = st.text(st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=47)
+
+
+def test_constants_agree():
+    assert lib.GEM_REQ_MSG_LEN == wire.REQ_MSG_LEN
+    assert lib.GEM_RSP_MSG_LEN == wire.RSP_MSG_LEN
+    assert lib.GEM_MAX_NAME_LEN == wire.MAX_NAME_LEN
+    assert lib.GEM_RSP_STATUS_OFFSET == wire.RSP_STATUS_OFFSET
+    assert lib.GEM_NOTIFY_ID == wire.NOTIFY_ID
+    for t in wire.RequestType:
+        assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
+    for s in wire.Status:
+        assert getattr(lib, f"GEM_STATUS_{s.name}") == s.value
+
+
+def _c_frame(encode, *args) -> bytes:
+    buf = ffi.new("uint8_t[]", wire.REQ_MSG_LEN)
+    assert encode(buf, *args) == wire.REQ_MSG_LEN
+    return bytes(ffi.buffer(buf))
+
+
+@given(ascii_names, st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False),
+       st.floats(allow_nan=False))
+def test_quota_request(name, req_id, overuse, burst):
+    c = _c_frame(lib.gem_wire_encode_quota, name.encode(), req_id, overuse, burst)
+    assert c == wire.encode_request(Request(name, req_id, RequestType.QUOTA, (overuse, burst)))
+
+
+@given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 1))
+def test_memory_requests(name, req_id, size, alloc):
+    c = _c_frame(lib.gem_wire_encode_mem_update, name.encode(), req_id, size, alloc)
+    py = Request(name, req_id, RequestType.MEM_UPDATE, (size, alloc))
+    assert c == wire.encode_request(py)
+    c = _c_frame(lib.gem_wire_encode_mem_limit, name.encode(), req_id)
+    assert c == wire.encode_request(Request(name, req_id, RequestType.MEM_LIMIT))
+
+
+def test_c_refuses_names_python_refuses():
+    buf = ffi.new("uint8_t[]", wire.REQ_MSG_LEN)
+    assert lib.gem_wire_encode_mem_limit(buf, b"x" * 48, 1) == -1
+    assert lib.gem_wire_encode_mem_limit(buf, b"", 1) == -1
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False), st.sampled_from(list(Status)))
+def test_c_reads_python_responses(req_id, quota, status):
+    frame = wire.encode_response(RequestType.QUOTA, Response(req_id, status, (quota,)))
+    assert lib.gem_wire_rsp_id(frame) == req_id
+    assert lib.gem_wire_rsp_status(frame) == status
+    assert lib.gem_wire_rsp_quota_ms(frame) == quota
+    frame = wire.encode_response(RequestType.MEM_LIMIT, Response(req_id, status, (5, 1 << 40)))
+    used, limit = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+    lib.gem_wire_rsp_mem_limit(frame, used, limit)
+    assert (used[0], limit[0]) == (5, 1 << 40)
+    frame = wire.encode_response(RequestType.MEM_UPDATE, Response(req_id, status, (1,)))
+    assert lib.gem_wire_rsp_verdict(frame) == 1

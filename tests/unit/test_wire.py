@@ -1,0 +1,120 @@
+"""The wire format: Gemini v1's byte layout, pinned by golden frames, plus round trips."""
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemini.core.wire import (
+    MAX_NAME_LEN,
+    REQ_MSG_LEN,
+    RSP_MSG_LEN,
+    FrameReader,
+    Request,
+    RequestType,
+    Response,
+    Status,
+    WireError,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+
+
+def v1_request(name: bytes, req_id: int, type_no: int, payload: bytes) -> bytes:
+    """The frame exactly as the original's prepare_request builds it (spec §2.3)."""
+    msg = struct.pack("<Q", len(name)) + name + b"\0" + struct.pack("<ii", req_id, type_no)
+    return (msg + payload).ljust(80, b"\0")
+
+
+def test_quota_request_matches_v1_bytes():
+    req = Request("client1", 7, RequestType.QUOTA, (1.5, 20.0))
+    assert encode_request(req) == v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
+
+
+def test_memory_update_matches_v1_bytes():
+    req = Request("c", 3, RequestType.MEM_UPDATE, (1 << 30, 1))
+    assert encode_request(req) == v1_request(b"c", 3, 2, struct.pack("<Qi", 1 << 30, 1))
+
+
+def test_v1_responses_decode_with_ok_status():
+    quota = struct.pack("<id", 9, 250.0).ljust(40, b"\0")
+    assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0,))
+    limit = struct.pack("<iQQ", 1, 5, 1 << 30).ljust(40, b"\0")
+    assert decode_response(RequestType.MEM_LIMIT, limit).values == (5, 1 << 30)
+
+
+def test_error_status_sits_in_the_last_four_bytes():
+    frame = encode_response(RequestType.QUOTA, Response(4, Status.UNKNOWN_CLIENT))
+    assert len(frame) == RSP_MSG_LEN
+    assert struct.unpack_from("<i", frame, 36) == (Status.UNKNOWN_CLIENT,)
+
+
+def test_longest_name_fits_and_one_more_is_refused():
+    name = "n" * MAX_NAME_LEN
+    frame = encode_request(Request(name, 1, RequestType.QUOTA, (0.0, 0.0)))
+    assert len(frame) == REQ_MSG_LEN
+    assert decode_request(frame).name == name
+    with pytest.raises(WireError, match="limit is 47"):
+        encode_request(Request(name + "n", 1, RequestType.QUOTA, (0.0, 0.0)))
+
+
+@pytest.mark.parametrize(
+    ("frame", "reason"),
+    [
+        (b"\0" * 79, "not 80"),
+        (struct.pack("<Q", 0).ljust(80, b"\0"), "outside"),
+        (struct.pack("<Q", 1 << 40).ljust(80, b"\0"), "outside"),
+        (v1_request(b"abc", 1, 99, b""), "unknown request type 99"),
+        ((struct.pack("<Q", 3) + b"abcX").ljust(80, b"\0"), "NUL"),
+        (v1_request(b"\xff\xfe", 1, 0, b""), "UTF-8"),
+    ],
+)
+def test_malformed_requests_raise_wire_error(frame, reason):
+    with pytest.raises(WireError, match=reason):
+        decode_request(frame)
+
+
+names = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=12
+)
+args_by_type = {
+    RequestType.QUOTA: st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False)),
+    RequestType.MEM_LIMIT: st.just(()),
+    RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 1)),
+    RequestType.STATUS: st.just(()),
+    RequestType.REPORT: st.tuples(
+        st.integers(0, 2**64 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)
+    ),
+}
+
+
+@st.composite
+def requests(draw):
+    req_type = draw(st.sampled_from(list(args_by_type)))
+    return Request(draw(names), draw(st.integers(-(2**31), 2**31 - 1)), req_type,
+                   draw(args_by_type[req_type]))
+
+
+@given(requests())
+def test_request_round_trip(req):
+    assert decode_request(encode_request(req)) == req
+
+
+@given(st.binary(min_size=80, max_size=80))
+def test_any_80_bytes_decode_or_raise_wire_error(frame):
+    try:
+        decode_request(frame)
+    except WireError:
+        pass
+
+
+@given(st.lists(st.binary(max_size=200), max_size=10))
+def test_frame_reader_yields_exact_frames(chunks):
+    reader = FrameReader(REQ_MSG_LEN)
+    frames = [f for c in chunks for f in reader.feed(c)]
+    data = b"".join(chunks)
+    assert b"".join(frames) == data[: len(frames) * REQ_MSG_LEN]
+    assert reader.pending == len(data) % REQ_MSG_LEN
