@@ -1,0 +1,388 @@
+"""The resource config: which clients share the GPU, with what share of time and memory.
+
+Two syntaxes build the same frozen `ResourceConfig`:
+
+* the original text format (`parse_text`), which existing `resource-config.txt` files use;
+* YAML (`parse_yaml`), for people who prefer named fields.
+
+Every problem is a `ConfigError` naming the source, the line and the reason, so a bad edit to a
+running scheduler's config can be reported in one line and ignored.  Pure: text in, values out;
+reading files and watching them is `gemini.daemon.watcher`'s job.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gemini.core.units import parse_bytes
+from gemini.core.wire import MAX_NAME_LEN
+
+YAML_SUFFIXES = (".yaml", ".yml")
+UM_FLAG = "um"
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    """One client (pod, tenant): guaranteed and maximum share of GPU time, memory limit in bytes."""
+
+    name: str
+    request: float
+    limit: float
+    gpu_mem: int
+    unified_memory: bool = False
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    clients: tuple[ClientSpec, ...]
+
+    def get(self, name: str) -> ClientSpec | None:
+        return next((c for c in self.clients if c.name == name), None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.clients)
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    """What changed between two configs; `memory_changed` is a subset of `changed`."""
+
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[str, ...]
+    memory_changed: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; `line` is None for problems of the whole file."""
+
+    def __init__(self, source: str, line: int | None, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        where = source if line is None else f"{source}:{line}"
+        super().__init__(f"{where}: {reason}")
+
+
+class _Invalid(ValueError):
+    """A reason without a place; the parsers add source and line."""
+
+
+# ---- shared validation ---------------------------------------------------------------------------
+
+
+def _check_name(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise _Invalid(f"client name must be a non-empty string, got {value!r}")
+    if any(ch.isspace() for ch in value) or "\0" in value:
+        raise _Invalid(f"client name {value!r} must not contain whitespace or NUL")
+    if value.startswith("#"):
+        raise _Invalid(f"client name {value!r} must not start with '#' (that starts a comment)")
+    # The name travels in every 80-byte request (wire.py); a longer one could never register.
+    size = len(value.encode("utf-8"))
+    if size > MAX_NAME_LEN:
+        raise _Invalid(f"client name {value!r} is {size} bytes, at most {MAX_NAME_LEN} allowed")
+    return value
+
+
+def _number(field: str, value: object) -> float:
+    # bool is an int subclass; `request: true` in YAML is a mistake, not 1.0.
+    if isinstance(value, bool):
+        raise _Invalid(f"{field} must be a number, got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            raise _Invalid(f"{field} {value!r} is not a number") from None
+    else:
+        raise _Invalid(f"{field} must be a number, got {value!r}")
+    if not math.isfinite(number):
+        raise _Invalid(f"{field} {value!r} is not a finite number")
+    return number
+
+
+def _shares(request_value: object, limit_value: object) -> tuple[float, float]:
+    request = _number("request", request_value)
+    limit = _number("limit", limit_value)
+    if request <= 0:
+        raise _Invalid(f"request {request:g} must be greater than 0")
+    if request > limit:
+        raise _Invalid(f"request {request:g} is above limit {limit:g}")
+    if limit > 1:
+        raise _Invalid(f"limit {limit:g} is above 1 (a whole GPU)")
+    return request, limit
+
+
+def _memory(value: object) -> int:
+    if isinstance(value, bool):
+        raise _Invalid(f"gpu_mem must be a size, got {value!r}")
+    if isinstance(value, int):
+        size = value
+    elif isinstance(value, str):
+        try:
+            size = parse_bytes(value)
+        except ValueError as exc:
+            raise _Invalid(f"gpu_mem: {exc}") from None
+    else:
+        raise _Invalid(f"gpu_mem must be bytes or a size like '4GiB', got {value!r}")
+    if size <= 0:
+        raise _Invalid(f"gpu_mem must be greater than 0, got {value!r}")
+    return size
+
+
+def _client(name: object, request: object, limit: object, gpu_mem: object, um: bool) -> ClientSpec:
+    shares = _shares(request, limit)
+    return ClientSpec(_check_name(name), *shares, _memory(gpu_mem), um)
+
+
+class _Registry:
+    """Collects clients in order and rejects a second use of a name."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.first_line: dict[str, int | None] = {}
+        self.clients: list[ClientSpec] = []
+
+    def add(self, spec: ClientSpec, line: int | None) -> None:
+        if spec.name in self.first_line:
+            first = self.first_line[spec.name]
+            where = "" if first is None else f" (first on line {first})"
+            raise ConfigError(self.source, line, f"duplicate client {spec.name!r}{where}")
+        self.first_line[spec.name] = line
+        self.clients.append(spec)
+
+    def result(self) -> ResourceConfig:
+        return ResourceConfig(tuple(self.clients))
+
+
+# ---- the original text format --------------------------------------------------------------------
+
+
+def _content_lines(text: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each line that has fields; a field starting with '#' ends it."""
+    for number, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        cut = next((i for i, f in enumerate(fields) if f.startswith("#")), len(fields))
+        if fields[:cut]:
+            yield number, fields[:cut]
+
+
+def _count(source: str, line: int, fields: list[str]) -> int:
+    if len(fields) != 1:
+        raise ConfigError(source, line, "expected the number of clients N alone on the first line")
+    try:
+        count = int(fields[0])
+    except ValueError:
+        reason = f"client count {fields[0]!r} is not a whole number"
+        raise ConfigError(source, line, reason) from None
+    if count < 0:
+        raise ConfigError(source, line, f"client count {count} is negative")
+    return count
+
+
+def _text_client(fields: list[str]) -> ClientSpec:
+    if len(fields) not in (4, 5):
+        raise _Invalid(f"expected 'ID REQUEST LIMIT GPU_MEM [um]', got {len(fields)} fields")
+    um = len(fields) == 5
+    if um and fields[4].lower() != UM_FLAG:
+        raise _Invalid(f"unknown 5th field {fields[4]!r}: only 'um' (unified memory) is allowed")
+    return _client(*fields[:4], um)
+
+
+def parse_text(text: str, source: str = "<string>") -> ResourceConfig:
+    """Parse the original format: a client count N, then N lines `ID REQUEST LIMIT GPU_MEM [um]`.
+
+    Fields are separated by any spaces or tabs.  Unlike the original (which read whitespace-
+    separated tokens from anywhere), each client must sit on its own line, so errors can name it;
+    blank lines and `#` comments (a field starting with `#` comments out the rest of its line)
+    are allowed.
+    REQUEST and LIMIT are fractions of the GPU with 0 < REQUEST <= LIMIT <= 1; GPU_MEM is bytes or a
+    size with a unit (`4GiB`, see `units.parse_bytes`); `um` marks a unified-memory client.
+    """
+    lines = list(_content_lines(text))
+    if not lines:
+        raise ConfigError(source, None, "empty config: expected the number of clients N first")
+    (count_line, count_fields), *client_lines = lines
+    count = _count(source, count_line, count_fields)
+    if len(client_lines) < count:
+        reason = f"the first line announces {count} clients, found {len(client_lines)}"
+        raise ConfigError(source, count_line, reason)
+    if len(client_lines) > count:
+        reason = f"more client lines than the {count} announced on line {count_line}"
+        raise ConfigError(source, client_lines[count][0], reason)
+    registry = _Registry(source)
+    for line, fields in client_lines:
+        try:
+            spec = _text_client(fields)
+        except _Invalid as exc:
+            raise ConfigError(source, line, str(exc)) from None
+        registry.add(spec, line)
+    return registry.result()
+
+
+def render_text(config: ResourceConfig) -> str:
+    """The config in the original format; `parse_text(render_text(c)) == c`."""
+    out = [f"{len(config.clients)}"]
+    for c in config.clients:
+        um = f" {UM_FLAG}" if c.unified_memory else ""
+        out.append(f"{c.name} {c.request!r} {c.limit!r} {c.gpu_mem}{um}")
+    return "\n".join(out) + "\n"
+
+
+# ---- YAML ----------------------------------------------------------------------------------------
+
+_YAML_FIELDS = ("name", "request", "limit", "gpu_mem", "unified_memory")
+_YAML_REQUIRED = _YAML_FIELDS[:4]
+
+
+def _line(node: yaml.Node | None) -> int | None:
+    return None if node is None else node.start_mark.line + 1
+
+
+def _mapping_lines(node: yaml.Node | None) -> dict[Any, int | None]:
+    """key -> line of that key, for a YAML mapping node (empty for anything else)."""
+    if not isinstance(node, yaml.MappingNode):
+        return {}
+    return {key.value: _line(key) for key, _ in node.value}
+
+
+def _item_nodes(root: yaml.Node | None) -> list[yaml.Node | None]:
+    """The nodes of the `clients:` list items, to give each error a line."""
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if key.value == "clients" and isinstance(value, yaml.SequenceNode):
+            return list(value.value)
+    return []
+
+
+def _load_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
+    try:
+        # Two passes: compose for the line marks, safe_load for plain values.  Configs are tiny.
+        return yaml.safe_load(text), yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = None if mark is None else mark.line + 1
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(source, line, f"invalid YAML: {problem}") from None
+
+
+def _clients_list(data: Any, root: yaml.Node | None, source: str) -> list[Any]:
+    if data is None:
+        raise ConfigError(source, None, "empty config: expected a 'clients:' list")
+    if not isinstance(data, dict):
+        raise ConfigError(source, _line(root), "expected a mapping with a 'clients:' list")
+    lines = _mapping_lines(root)
+    extra = sorted(str(k) for k in data if k != "clients")
+    if extra:
+        first = extra[0]
+        raise ConfigError(source, lines.get(first), f"unknown top-level key {first!r}")
+    clients = data.get("clients")
+    if clients is None:
+        clients = [] if "clients" in data else None
+    if not isinstance(clients, list):
+        where = lines.get("clients", _line(root))
+        raise ConfigError(source, where, "'clients' must be a list of {name, request, limit, ...}")
+    return clients
+
+
+def _yaml_client(item: Any, lines: dict[Any, int | None]) -> ClientSpec:
+    """Raises _Invalid with the key it blames as `args[1]`, so the caller can find its line."""
+    if not isinstance(item, dict):
+        raise _Invalid("each client must be a mapping of name, request, limit, gpu_mem")
+    for key in item:
+        if key not in _YAML_FIELDS:
+            raise _Invalid(f"unknown field {key!r}: expected {', '.join(_YAML_FIELDS)}", key)
+    missing = [k for k in _YAML_REQUIRED if k not in item]
+    if missing:
+        raise _Invalid(f"client is missing {', '.join(missing)}")
+    um = item.get("unified_memory", False)
+    if not isinstance(um, bool):
+        raise _Invalid(f"unified_memory must be true or false, got {um!r}", "unified_memory")
+    try:
+        return _client(item["name"], item["request"], item["limit"], item["gpu_mem"], um)
+    except _Invalid as exc:
+        raise _Invalid(str(exc), _blamed_field(str(exc))) from None
+
+
+def _blamed_field(reason: str) -> str | None:
+    # The shared checks word their reasons by field; point the line at that field's key.
+    if reason.startswith("client name"):
+        return "name"
+    return next((f for f in _YAML_REQUIRED if reason.startswith(f)), None)
+
+
+def parse_yaml(text: str, source: str = "<string>") -> ResourceConfig:
+    """Parse YAML: a top-level `clients:` list of mappings, in the order given.
+
+        clients:
+          - {name: client1, request: 0.5, limit: 0.5, gpu_mem: 4GiB}
+          - name: client2
+            request: 0.2
+            limit: 1.0
+            gpu_mem: 1073741824
+            unified_memory: true     # optional, default false
+
+    A list (not a mapping keyed by name) keeps the order the text format has, which gives pod
+    managers their ports.  The fields and checks are those of `parse_text`.
+    """
+    data, root = _load_yaml(text, source)
+    clients = _clients_list(data, root, source)
+    nodes = _item_nodes(root)
+    registry = _Registry(source)
+    for index, item in enumerate(clients):
+        node = nodes[index] if index < len(nodes) else None
+        lines = _mapping_lines(node)
+        try:
+            spec = _yaml_client(item, lines)
+        except _Invalid as exc:
+            key = exc.args[1] if len(exc.args) > 1 else None
+            raise ConfigError(source, lines.get(key, _line(node)), exc.args[0]) from None
+        registry.add(spec, lines.get("name", _line(node)))
+    return registry.result()
+
+
+def render_yaml(config: ResourceConfig) -> str:
+    """The config as YAML; `parse_yaml(render_yaml(c)) == c`."""
+    items = []
+    for c in config.clients:
+        item: dict[str, Any] = {
+            "name": c.name, "request": c.request, "limit": c.limit, "gpu_mem": c.gpu_mem,
+        }
+        if c.unified_memory:
+            item["unified_memory"] = True
+        items.append(item)
+    return yaml.safe_dump({"clients": items}, sort_keys=False, allow_unicode=True)
+
+
+# ---- either ------------------------------------------------------------------------------------
+
+
+def parse(text: str, source: str = "<string>") -> ResourceConfig:
+    """Parse by the source's suffix: .yaml/.yml is YAML, anything else the original format."""
+    if source.lower().endswith(YAML_SUFFIXES):
+        return parse_yaml(text, source)
+    return parse_text(text, source)
+
+
+def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
+    before = {c.name: c for c in old.clients}
+    after = {c.name: c for c in new.clients}
+    both = [n for n in after if n in before]
+    return ConfigDiff(
+        added=tuple(n for n in after if n not in before),
+        removed=tuple(n for n in before if n not in after),
+        changed=tuple(n for n in both if before[n] != after[n]),
+        memory_changed=tuple(n for n in both if before[n].gpu_mem != after[n].gpu_mem),
+    )
