@@ -1,0 +1,193 @@
+"""launch-backend: one scheduler and one pod manager per client of the config (spec §1.4).
+
+Fixed against the original: SIGINT or SIGTERM stops exactly the processes it started (SIGTERM,
+then SIGKILL after a grace period) and exits 0; a pod manager that dies is reported and the rest
+keep running, while a scheduler that dies stops everything (exit 1).  Clients added to the config
+while it runs get a pod manager too (disable with --no-follow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.core.config import ConfigError, ResourceConfig, diff
+from gemini.core.launch import BackendArgs, ProcessSpec, plan_added, plan_backend
+from gemini.daemon.logsetup import setup_logging
+from gemini.daemon.watcher import ConfigWatcher, read_config
+
+log = logging.getLogger("gemini.launch")
+GRACE_S = 5.0
+EXAMPLE = "example: tools/launch-backend.py gem-schd gem-pmgr --config resource-config.txt"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    d = BackendArgs("", "")
+    p = argparse.ArgumentParser(
+        prog="launch-backend",
+        description="Start a Gemini scheduler and one pod manager per client of the config; "
+        "Ctrl-C stops them all.",
+        epilog=EXAMPLE,
+    )
+    p.add_argument("schd", metavar="SCHD", help="scheduler command, e.g. gem-schd")
+    p.add_argument("pmgr", metavar="PMGR", help="pod manager command, e.g. gem-pmgr")
+    p.add_argument("--ip", default=d.ip, help=f"address of everything (default {d.ip})")
+    p.add_argument("--port", type=int, default=d.port,
+                   help=f"scheduler port; pod managers get port+1, +2, ... (default {d.port})")
+    p.add_argument("--config", default=d.config, help=f"text or YAML config ({d.config})")
+    p.add_argument("--base_quota", type=float, default=d.base_quota, help="ms (300)")
+    p.add_argument("--min_quota", type=float, default=d.min_quota, help="ms (20)")
+    p.add_argument("--window", type=float, default=d.window, help="ms (10000)")
+    p.add_argument("--no-follow", dest="follow", action="store_false",
+                   help="do not start pod managers for clients added to the config later")
+    add_verbosity(p)
+    return p
+
+
+class Supervisor:
+    """Owns the child processes: starts them, notices deaths, stops them all at the end."""
+
+    def __init__(self, args: BackendArgs, config: ResourceConfig) -> None:
+        self.args = args
+        self.config = config
+        self.scheduler: asyncio.subprocess.Process | None = None
+        self.managers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}
+        self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
+        self.stopping = False
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _keep(self, task: asyncio.Task[None]) -> None:
+        # The loop holds tasks weakly; keep a reference until each finishes.
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def spawn(self, spec: ProcessSpec, port: int | None = None) -> None:
+        # Own session and group: a terminal's Ctrl-C reaches only us, so we decide the stop
+        # order, and a child exiting from that signal is never mistaken for a crash.
+        proc = await asyncio.create_subprocess_exec(
+            *spec.argv, env={**os.environ, **spec.env}, start_new_session=True
+        )
+        if port is None:
+            self.scheduler = proc
+        else:
+            self.managers[spec.name] = (port, proc)
+        program = os.path.basename(spec.argv[0])
+        print(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})", flush=True)
+        self._keep(asyncio.ensure_future(self._reap(spec.name, proc)))
+
+    async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        await proc.wait()
+        self.exits.put_nowait((name, proc))
+
+    async def start(self, plan: list[ProcessSpec]) -> None:
+        scheduler, *managers = plan
+        await self.spawn(scheduler)
+        for spec in managers:
+            await self.spawn(spec, int(spec.env["POD_MANAGER_PORT"]))
+
+    async def supervise(self, stop: asyncio.Event) -> int:
+        """0 when `stop` is set, 1 when the scheduler dies; pod manager deaths are only logged."""
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            while True:
+                exited = asyncio.ensure_future(self.exits.get())
+                await asyncio.wait({stopped, exited}, return_when=asyncio.FIRST_COMPLETED)
+                if stopped.done():
+                    exited.cancel()
+                    return 0
+                name, proc = exited.result()
+                if proc is self.scheduler:
+                    log.error("the scheduler exited with %s; stopping everything", proc.returncode)
+                    return 1
+                log.error("pod manager of %s exited with %s; the others keep running",
+                          name, proc.returncode)
+        finally:
+            stopped.cancel()
+
+    def on_config(self, new: ResourceConfig) -> None:
+        removed = diff(self.config, new).removed
+        self.config = new
+        if removed:
+            log.info("removed from the config: %s; their pod managers keep running",
+                     ", ".join(removed))
+        running = {name: port for name, (port, _) in self.managers.items()}
+        self._keep(asyncio.ensure_future(self._add(plan_added(new, self.args, running))))
+
+    async def _add(self, plan: list[ProcessSpec]) -> None:
+        for spec in plan:
+            if self.stopping:
+                return
+            try:
+                await self.spawn(spec, int(spec.env["POD_MANAGER_PORT"]))
+            except OSError as exc:
+                log.error("cannot start the pod manager of %s: %s", spec.name, exc)
+
+    async def shutdown(self) -> None:
+        """SIGTERM to every child still running, SIGKILL to those left after GRACE_S."""
+        self.stopping = True
+        procs = [p for p in [self.scheduler, *(p for _, p in self.managers.values())] if p]
+        alive = [p for p in procs if p.returncode is None]
+        for proc in alive:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        waits = [asyncio.ensure_future(p.wait()) for p in alive]
+        if not waits:
+            return
+        _, pending = await asyncio.wait(waits, timeout=GRACE_S)
+        for proc in alive:
+            if proc.returncode is None:
+                log.warning("pid %d ignored SIGTERM for %.0f s; killing it", proc.pid, GRACE_S)
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        if pending:
+            await asyncio.wait(pending)
+
+
+async def run(args: BackendArgs, config: ResourceConfig, follow: bool) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    supervisor = Supervisor(args, config)
+    watcher = None
+    try:
+        try:
+            await supervisor.start(plan_backend(config, args))
+        except OSError as exc:
+            log.error("cannot start %s: %s", exc.filename, exc.strerror or exc)
+            return 2
+        if follow:
+            watcher = ConfigWatcher(Path(args.config), loop, supervisor.on_config, current=config)
+            watcher.start()
+        return await supervisor.supervise(stop)
+    finally:
+        if watcher is not None:
+            watcher.stop()
+        await supervisor.shutdown()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    setup_logging("launch-backend", ns.verbose)
+    args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
+                       ns.min_quota, ns.window, ns.verbose)
+    try:
+        config = read_config(Path(args.config))
+        plan_backend(config, args)  # check ports and commands before starting anything
+    except (ConfigError, ValueError) as exc:
+        print(f"launch-backend: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(run(args, config, ns.follow))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

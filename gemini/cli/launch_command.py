@@ -1,0 +1,118 @@
+"""launch-command: run one program under the Gemini hook, as a client of a pod manager (spec §1.5).
+
+Fixed against the original: the command runs as a list argv with no shell (the original passed a
+list with `shell=True`, so only argv[0] reached the program); the hook path comes from the
+installed package instead of `$HOME/gemini/lib`; an existing LD_PRELOAD is kept after the hook; and
+the exit code is the program's (128 + N when signal N ended it, as shells report it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from types import FrameType
+
+from gemini.core.launch import plan_command
+from gemini.native import NativeBuildMissing, hook_library_path
+
+PROG = "launch-command"
+GRACE_S = 5.0
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 127
+EXAMPLE = f"example: tools/{PROG}.py --name client1 --port 50052 -- python train.py --epochs 3"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run COMMAND with the Gemini hook preloaded, talking to the pod manager "
+        "of client NAME.",
+        epilog=EXAMPLE,
+    )
+    p.add_argument("--name", required=True, help="client name (POD_NAME), an ID of the config")
+    p.add_argument("--port", type=int, required=True, help="the client's pod manager port")
+    p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="stop the command's process group after this many seconds")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND...")
+    return p
+
+
+def exit_code(returncode: int) -> int:
+    """A Popen returncode as a shell would report it: -N (killed by signal N) -> 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def stop_group(proc: subprocess.Popen[bytes], grace_s: float = GRACE_S) -> None:
+    """SIGTERM to the child's whole group, SIGKILL if the child outlives the grace period."""
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    # The group outlives its leader when grandchildren remain; ESRCH means nobody is left.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, object]:
+    """Ctrl-C / SIGTERM -> SIGTERM to the child's group; a second one -> SIGKILL."""
+    count = [0]
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        count[0] += 1
+        _signal_group(proc, signal.SIGTERM if count[0] == 1 else signal.SIGKILL)
+
+    return {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _usage_error(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    try:
+        hook = hook_library_path()
+    except NativeBuildMissing as exc:
+        return _usage_error(f"the Gemini hook is missing: {exc}")
+    try:
+        spec = plan_command(args.name, args.port, command, str(hook), ip=args.ip,
+                            ld_preload=os.environ.get("LD_PRELOAD"))
+    except ValueError as exc:
+        return _usage_error(str(exc))
+    try:
+        # A session of its own: --timeout and Ctrl-C then reach everything the command started.
+        proc = subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, start_new_session=True)
+    except OSError as exc:
+        print(f"{PROG}: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    previous = _forward_signals(proc)
+    try:
+        return exit_code(_wait(proc, args.timeout))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(f"{PROG}: timeout after {timeout:g} s; stopping the command", file=sys.stderr)
+        stop_group(proc)
+        return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

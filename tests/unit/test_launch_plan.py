@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+
+from gemini.core.config import parse_text
+from gemini.core.launch import BackendArgs, ProcessSpec, plan_added, plan_backend, plan_command
+
+CONFIG = parse_text("2\nclient1 0.5 0.5 4GiB\nclient2 0.3 0.8 2GiB\n")
+
+
+def test_backend_plan_matches_the_original_launcher() -> None:
+    args = BackendArgs("gem-schd", "gem-pmgr", config="/etc/gemini/resource-config.txt")
+    schd, pm1, pm2 = plan_backend(CONFIG, args)
+    assert schd == ProcessSpec(
+        "scheduler",
+        ("gem-schd", "-p", "/etc/gemini", "-f", "resource-config.txt", "-P", "50051",
+         "-q", "300", "-m", "20", "-w", "10000", "--ip", "127.0.0.1"),
+        {},
+        "127.0.0.1:50051",
+    )
+    assert pm1 == ProcessSpec(
+        "client1",
+        ("gem-pmgr",),
+        {"SCHEDULER_IP": "127.0.0.1", "SCHEDULER_PORT": "50051", "POD_MANAGER_IP": "127.0.0.1",
+         "POD_MANAGER_PORT": "50052", "POD_NAME": "client1"},
+        "127.0.0.1:50052",
+    )
+    assert (pm2.name, pm2.env["POD_MANAGER_PORT"], pm2.listen) == (
+        "client2", "50053", "127.0.0.1:50053"
+    )
+
+
+def test_commands_with_arguments_ip_port_and_options() -> None:
+    args = BackendArgs(
+        "python -m gemini.cli.schd", "'my pmgr' --flag", ip="10.0.0.2", port=6000,
+        config="resource-config.yaml", base_quota=250.5, min_quota=100, window=2000, verbose=2,
+    )
+    schd, pm1, _ = plan_backend(CONFIG, args)
+    assert schd.argv == (
+        "python", "-m", "gemini.cli.schd", "-p", ".", "-f", "resource-config.yaml", "-P", "6000",
+        "-q", "250.5", "-m", "100", "-w", "2000", "--ip", "10.0.0.2", "-v", "2",
+    )
+    assert pm1.argv == ("my pmgr", "--flag")
+    assert pm1.env["SCHEDULER_IP"] == pm1.env["POD_MANAGER_IP"] == "10.0.0.2"
+    assert (pm1.env["SCHEDULER_PORT"], pm1.env["POD_MANAGER_PORT"]) == ("6000", "6001")
+
+
+def test_relative_config_directory() -> None:
+    schd = plan_backend(CONFIG, BackendArgs("s", "p", config="conf/r.txt"))[0]
+    assert schd.argv[1:5] == ("-p", "conf", "-f", "r.txt")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (BackendArgs("", "p"), "the scheduler command is empty"),
+        (BackendArgs("s", "  "), "the pod manager command is empty"),
+        (BackendArgs("s", "p", port=65534), "port 65536 is outside 1..65535"),
+        (BackendArgs("s", "p", port=0), "port 0 is outside"),
+    ],
+)
+def test_backend_plan_errors(args: BackendArgs, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        plan_backend(CONFIG, args)
+
+
+def test_added_clients_get_their_launch_port_when_free() -> None:
+    new = parse_text("3\nclient1 0.5 0.5 1\nclient2 0.3 0.8 1\nclient3 0.1 0.1 1\n")
+    running = {"client1": 50052, "client2": 50053}
+    (spec,) = plan_added(new, BackendArgs("s", "p"), running)
+    assert (spec.name, spec.env["POD_MANAGER_PORT"]) == ("client3", "50054")
+
+
+def test_added_clients_never_take_a_running_port() -> None:
+    # client0 is inserted first: its launch-time port 50052 belongs to client1.
+    new = parse_text("3\nclient0 0.1 0.1 1\nclient1 0.5 0.5 1\nclient2 0.3 0.8 1\n")
+    running = {"client1": 50052, "client2": 50053}
+    (spec,) = plan_added(new, BackendArgs("s", "p"), running)
+    assert (spec.name, spec.env["POD_MANAGER_PORT"]) == ("client0", "50054")
+
+
+def test_nothing_added() -> None:
+    assert plan_added(CONFIG, BackendArgs("s", "p"), {"client1": 1, "client2": 2}) == []
+
+
+def test_command_plan() -> None:
+    spec = plan_command("client1", 50052, ["python", "-c", "print(1)"], "/lib/libgemhook.so.1")
+    assert spec.argv == ("python", "-c", "print(1)")
+    assert spec.env == {
+        "POD_MANAGER_IP": "127.0.0.1",
+        "POD_MANAGER_PORT": "50052",
+        "POD_NAME": "client1",
+        "LD_PRELOAD": "/lib/libgemhook.so.1",
+    }
+
+
+def test_command_plan_keeps_existing_preload_after_the_hook() -> None:
+    spec = plan_command("c", 1, ["x"], "/h.so", ip="10.1.1.1", ld_preload="/a.so:/b.so")
+    assert spec.env["LD_PRELOAD"] == "/h.so:/a.so:/b.so"
+    assert spec.env["POD_MANAGER_IP"] == "10.1.1.1"
+
+
+@pytest.mark.parametrize(("command", "port"), [([], 1), (["x"], 70000)])
+def test_command_plan_errors(command: list[str], port: int) -> None:
+    with pytest.raises(ValueError):
+        plan_command("c", port, command, "/h.so")
