@@ -1,0 +1,150 @@
+/* gem_init(): once per process, from every entry point (dlsym and cuGetProcAddress can run
+ * before cuInit).  Reads the environment, nothing else: no CUDA call, no socket, no signal
+ * handler.  A pthread_atfork child handler drops inherited connections, tokens and threads.
+ *
+ *   POD_MANAGER_IP    default 127.0.0.1
+ *   POD_MANAGER_PORT  default 50052; comma-separated list, element i = pod manager of device i;
+ *                     an element "unix:/path" is a Unix socket
+ *   POD_NAME          default the host name
+ *   GEMINI_HOOK_DISABLE=1   pure pass-through
+ *   GEMINI_HOOK_STATS=path  per-symbol call counts written as JSON at exit
+ *   GEMINI_LOG, CU_HOOK_DEBUG   see log.c */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct gem_config gem_cfg;
+_Atomic uint64_t gem_calls[GEM_SYM_COUNT];
+int gem_stats_on;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void copy(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+static void parse_endpoints(const char *host, const char *ports)
+{
+    char buf[1024];
+    copy(buf, sizeof(buf), ports);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok && gem_cfg.ndev < GEM_MAX_DEVICES;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ')
+            tok++;
+        struct gem_endpoint *ep = &gem_cfg.ep[gem_cfg.ndev];
+        copy(ep->host, sizeof(ep->host), host);
+        if (strncmp(tok, "unix:", 5) == 0) {
+            copy(ep->unix_path, sizeof(ep->unix_path), tok + 5);
+        } else {
+            char *end = NULL;
+            long port = strtol(tok, &end, 10);
+            if (end == tok || port <= 0 || port > 65535) {
+                GEM_LOG(GEM_LOG_ERROR, "bad POD_MANAGER_PORT element '%s' (ignored)", tok);
+                continue;
+            }
+            ep->port = (int)port;
+        }
+        gem_cfg.ndev++;
+    }
+}
+
+static void write_stats(void)
+{
+    if (!gem_stats_on)
+        return;
+    char path[300];
+    snprintf(path, sizeof(path), "%s", gem_cfg.stats_path);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        GEM_LOG(GEM_LOG_WARN, "cannot write stats to %s: %s", path, strerror(errno));
+        return;
+    }
+    fputc('{', f);
+    for (int i = 0; i < GEM_SYM_COUNT; i++)
+        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", gem_syms[i].name,
+                (unsigned long long)atomic_load(&gem_calls[i]));
+    fputs("}\n", f);
+    fclose(f);
+}
+
+static void after_fork_child(void)
+{
+    gem_ipc_reset_after_fork();
+    gem_token_reset_after_fork();
+    gem_mem_reset_after_fork();
+    if (gem_stats_on) { /* the child writes its own counts, to <path>.<pid> */
+        char path[sizeof(gem_cfg.stats_path)];
+        snprintf(path, sizeof(path), "%.200s.%d", gem_cfg.stats_path, (int)getpid());
+        copy(gem_cfg.stats_path, sizeof(gem_cfg.stats_path), path);
+        for (int i = 0; i < GEM_SYM_COUNT; i++)
+            atomic_store(&gem_calls[i], 0);
+    }
+}
+
+static void init_once(void)
+{
+    gem_log_init();
+    const char *name = getenv("POD_NAME");
+    if (name != NULL && name[0] != '\0')
+        copy(gem_cfg.pod_name, sizeof(gem_cfg.pod_name), name);
+    else if (gethostname(gem_cfg.pod_name, sizeof(gem_cfg.pod_name) - 1) != 0)
+        copy(gem_cfg.pod_name, sizeof(gem_cfg.pod_name), "unknown");
+    const char *disable = getenv("GEMINI_HOOK_DISABLE");
+    gem_cfg.disabled = disable != NULL && strcmp(disable, "1") == 0;
+    const char *host = getenv("POD_MANAGER_IP");
+    const char *ports = getenv("POD_MANAGER_PORT");
+    parse_endpoints(host && host[0] ? host : "127.0.0.1", ports && ports[0] ? ports : "50052");
+    if (gem_cfg.ndev == 0)
+        parse_endpoints("127.0.0.1", "50052");
+    const char *stats = getenv("GEMINI_HOOK_STATS");
+    if (stats != NULL && stats[0] != '\0') {
+        copy(gem_cfg.stats_path, sizeof(gem_cfg.stats_path), stats);
+        gem_stats_on = 1;
+        atexit(write_stats);
+    }
+    pthread_atfork(NULL, NULL, after_fork_child);
+    GEM_LOG(GEM_LOG_DEBUG, "loaded: %d pod manager(s)%s", gem_cfg.ndev,
+            gem_cfg.disabled ? ", disabled (pass-through)" : "");
+}
+
+void gem_init(void)
+{
+    pthread_once(&once, init_once);
+}
+
+int gem_dev_of_ordinal(int ordinal)
+{
+    if (gem_cfg.ndev == 1)
+        return 0; /* one pod manager: it manages whatever device the process uses */
+    if (ordinal < 0 || ordinal >= gem_cfg.ndev) {
+        static _Atomic int warned;
+        if (!atomic_exchange(&warned, 1))
+            GEM_LOG(GEM_LOG_WARN, "device %d has no pod manager in POD_MANAGER_PORT: not limited",
+                    ordinal);
+        return -1;
+    }
+    return ordinal;
+}
+
+int gem_current_dev(void)
+{
+    if (gem_cfg.ndev == 1)
+        return 0;
+    CUdevice d = 0;
+    __typeof__(&cuCtxGetDevice) get = REAL_AUX(cuCtxGetDevice);
+    if (get == NULL || get(&d) != CUDA_SUCCESS)
+        d = 0;
+    return gem_dev_of_ordinal(d);
+}
+
+void gem_sleep_ns(int64_t ns)
+{
+    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}

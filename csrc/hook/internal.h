@@ -1,0 +1,125 @@
+/* Hook-private declarations.  Nothing here is exported: the library is built with
+ * -fvisibility=hidden and only GEM_EXPORT functions (the cu* wrappers of hooks.def and dlsym)
+ * are visible, as libgemhook.map also says. */
+#ifndef GEMINI_HOOK_INTERNAL_H
+#define GEMINI_HOOK_INTERNAL_H
+
+#include "gemini/cuda_subset.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define GEM_EXPORT __attribute__((visibility("default")))
+#define GEM_MAX_DEVICES 16
+
+/* ---- the symbol table (real.c) ------------------------------------------------------------ */
+enum gem_stream_kind { LEG = 0, PTS = 1, ANY = 2 };
+
+enum gem_sym {
+#define GEM_HOOK(sym, base, ver, stream) GEM_SYM_##sym,
+#include "gemini/hooks.def"
+#undef GEM_HOOK
+    GEM_SYM_COUNT
+};
+
+/* Driver functions the hook calls but does not intercept. */
+#define GEM_AUX_LIST(X)                                                                          \
+    X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuEventCreate) X(cuEventRecord)    \
+        X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)
+enum gem_aux {
+#define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
+    GEM_AUX_LIST(GEM_AUX_ENUM)
+#undef GEM_AUX_ENUM
+        GEM_AUX_COUNT
+};
+
+struct gem_sym_info {
+    const char *name;   /* exported name */
+    const char *base;   /* cuGetProcAddress lookup name */
+    int version;        /* first cudaVersion resolving to it */
+    int stream;         /* enum gem_stream_kind */
+    void *wrapper;      /* our function */
+};
+extern const struct gem_sym_info gem_syms[GEM_SYM_COUNT];
+
+void *gem_real_dlsym(void *handle, const char *name);
+void *gem_real(enum gem_sym s);            /* never NULL: a stub returning NOT_FOUND */
+void *gem_real_aux(enum gem_aux a);        /* NULL if the driver lacks it */
+void gem_real_set(enum gem_sym s, void *fn); /* a pointer the driver gave (ignored if ours) */
+void *gem_real_exported(enum gem_sym s);   /* the driver's exported symbol, or NULL */
+int gem_sym_find(const char *name);        /* index in gem_syms or -1 */
+int gem_is_wrapper(const void *fn);
+
+#define REAL(sym) ((__typeof__(&sym))gem_real(GEM_SYM_##sym))
+#define REAL_AUX(sym) ((__typeof__(&sym))gem_real_aux(GEM_AUX_##sym))
+
+/* ---- init, configuration, stats (init.c) ------------------------------------------------- */
+struct gem_endpoint {
+    char host[64];
+    char unix_path[108]; /* non-empty: Unix socket */
+    int port;
+};
+
+struct gem_config {
+    int disabled;
+    int ndev;
+    struct gem_endpoint ep[GEM_MAX_DEVICES];
+    char pod_name[64];
+    char stats_path[256];
+};
+extern struct gem_config gem_cfg;
+extern _Atomic uint64_t gem_calls[GEM_SYM_COUNT];
+extern int gem_stats_on;
+
+void gem_init(void);
+static inline void gem_enter(enum gem_sym s)
+{
+    gem_init();
+    if (gem_stats_on)
+        atomic_fetch_add_explicit(&gem_calls[s], 1, memory_order_relaxed);
+}
+#define GEM_ENTER(sym) gem_enter(GEM_SYM_##sym)
+#define GEM_PASS() (gem_cfg.disabled)
+
+/* Device index of the pod manager for a device ordinal / the current context; -1: unmanaged. */
+int gem_dev_of_ordinal(int ordinal);
+int gem_current_dev(void);
+
+static inline int64_t gem_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+void gem_sleep_ns(int64_t ns);
+
+/* ---- log.c ------------------------------------------------------------------------------- */
+enum gem_log_level { GEM_LOG_ERROR = 0, GEM_LOG_WARN = 1, GEM_LOG_INFO = 2, GEM_LOG_DEBUG = 3 };
+extern int gem_log_level;
+void gem_log_init(void);
+void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define GEM_LOG(level, ...)                                                                      \
+    do {                                                                                         \
+        if ((level) <= gem_log_level)                                                            \
+            gem_log((level), __VA_ARGS__);                                                       \
+    } while (0)
+
+/* ---- ipc.c ------------------------------------------------------------------------------- */
+/* Blocking calls that retry until the pod manager answers (fail closed).  0 on success. */
+int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms);
+int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit);
+int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
+void gem_ipc_reset_after_fork(void);
+
+/* ---- token.c ----------------------------------------------------------------------------- */
+void gem_token_acquire(int dev);
+void gem_token_note_sync(int dev);
+void gem_token_reset_after_fork(void);
+
+/* ---- memory.c ---------------------------------------------------------------------------- */
+uint64_t gem_mem_live_bytes(int dev);
+void gem_mem_reset_after_fork(void);
+
+#endif

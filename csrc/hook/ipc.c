@@ -1,0 +1,350 @@
+/* The connection to the pod manager: one persistent TCP (or Unix) connection per
+ * (process, device), fixed 80-byte requests and 40-byte responses (gemini/wire.h).
+ *
+ * Several threads may have a request outstanding on one connection (a launch waiting for a
+ * token must not hold up an allocation in another thread): each caller writes its frame, then
+ * one caller at a time reads responses and hands each to the waiter whose request id it echoes
+ * (leader/followers).  No lock is held across a blocking read.
+ *
+ * Failures never end the application: a call retries with backoff until the pod manager
+ * answers (fail closed), printing one line when it becomes unreachable and one when it is back.
+ * Writes use MSG_NOSIGNAL, so a dead peer cannot raise SIGPIPE. */
+#include "internal.h"
+#include "gemini/wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct waiter {
+    struct waiter *next;
+    int32_t id;
+    int fd;   /* the connection the request went out on */
+    int done; /* 1: answered, -1: connection lost */
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+};
+
+struct conn {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int fd;
+    int connecting;
+    int reading;
+    int down_logged;
+    int32_t next_id;
+    struct waiter *waiters;
+};
+
+static struct conn conns[GEM_MAX_DEVICES];
+static pthread_once_t conns_once = PTHREAD_ONCE_INIT;
+
+static void conns_init(void)
+{
+    for (int i = 0; i < GEM_MAX_DEVICES; i++) {
+        pthread_mutex_init(&conns[i].m, NULL);
+        pthread_cond_init(&conns[i].cv, NULL);
+        conns[i].fd = -1;
+        conns[i].connecting = 0;
+        conns[i].reading = 0;
+        conns[i].down_logged = 0;
+        conns[i].next_id = 0;
+        conns[i].waiters = NULL;
+    }
+}
+
+void gem_ipc_reset_after_fork(void)
+{
+    pthread_once(&conns_once, conns_init);
+    for (int i = 0; i < GEM_MAX_DEVICES; i++)
+        if (conns[i].fd >= 0)
+            close(conns[i].fd); /* the parent's connection stays open in the parent */
+    conns_init();
+}
+
+static const char *where(int dev, char *buf, size_t cap)
+{
+    const struct gem_endpoint *ep = &gem_cfg.ep[dev];
+    if (ep->unix_path[0])
+        snprintf(buf, cap, "unix:%s", ep->unix_path);
+    else
+        snprintf(buf, cap, "%s:%d", ep->host, ep->port);
+    return buf;
+}
+
+static int open_socket(int dev)
+{
+    const struct gem_endpoint *ep = &gem_cfg.ep[dev];
+    int fd;
+    if (ep->unix_path[0]) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", ep->unix_path);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            return -1;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+            return fd;
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", ep->port);
+    int rc = getaddrinfo(ep->host, port, &hints, &res);
+    if (rc != 0) {
+        errno = EHOSTUNREACH;
+        return -1;
+    }
+    fd = -1;
+    int e = ECONNREFUSED;
+    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+        fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            e = errno;
+            continue;
+        }
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        e = errno;
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd >= 0) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    errno = e;
+    return fd;
+}
+
+static int write_all(int fd, const uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int read_all(int fd, uint8_t *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = recv(fd, buf, len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        buf += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Called with c->m held; drops it while connecting.  Returns 0 when c->fd is usable. */
+static int ensure_connected(struct conn *c, int dev)
+{
+    while (c->fd < 0 && c->connecting)
+        pthread_cond_wait(&c->cv, &c->m);
+    if (c->fd >= 0)
+        return 0;
+    c->connecting = 1;
+    pthread_mutex_unlock(&c->m);
+    int fd = open_socket(dev);
+    int err = errno;
+    pthread_mutex_lock(&c->m);
+    c->connecting = 0;
+    char buf[160];
+    if (fd < 0) {
+        if (!c->down_logged)
+            GEM_LOG(GEM_LOG_ERROR, "pod manager %s unreachable (%s); waiting and retrying",
+                    where(dev, buf, sizeof(buf)), strerror(err));
+        c->down_logged = 1;
+    } else {
+        if (c->down_logged)
+            GEM_LOG(GEM_LOG_WARN, "pod manager %s reachable again", where(dev, buf, sizeof(buf)));
+        c->down_logged = 0;
+        c->fd = fd;
+    }
+    pthread_cond_broadcast(&c->cv);
+    return fd < 0 ? -1 : 0;
+}
+
+/* Close a broken connection once.  While another thread is blocked reading it, only shut it
+ * down (that reader wakes up and closes it), so an fd number is never closed under a reader. */
+static void drop_connection(struct conn *c, int fd, int i_am_reader)
+{
+    if (c->fd == fd) {
+        c->fd = -1;
+        for (struct waiter *w = c->waiters; w != NULL; w = w->next)
+            if (w->fd == fd && !w->done)
+                w->done = -1;
+        if (c->reading && !i_am_reader)
+            shutdown(fd, SHUT_RDWR);
+        else
+            close(fd);
+    } else if (i_am_reader) {
+        close(fd); /* dropped by a writer while we were reading: ours to close */
+    }
+    pthread_cond_broadcast(&c->cv);
+}
+
+static void unlink_waiter(struct conn *c, struct waiter *me)
+{
+    for (struct waiter **p = &c->waiters; *p != NULL; p = &(*p)->next)
+        if (*p == me) {
+            *p = me->next;
+            return;
+        }
+}
+
+typedef int (*encode_fn)(uint8_t *buf, int32_t id, const void *arg);
+
+/* One attempt: 0 answered, -1 connection problem (the caller backs off and retries). */
+static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
+{
+    pthread_once(&conns_once, conns_init);
+    struct conn *c = &conns[dev];
+    pthread_mutex_lock(&c->m);
+    if (ensure_connected(c, dev) != 0) {
+        pthread_mutex_unlock(&c->m);
+        return -1;
+    }
+    struct waiter me = {.id = c->next_id++};
+    if (c->next_id < 0)
+        c->next_id = 0;
+    uint8_t req[GEM_REQ_MSG_LEN];
+    if (encode(req, me.id, arg) < 0) {
+        pthread_mutex_unlock(&c->m);
+        GEM_LOG(GEM_LOG_ERROR, "POD_NAME '%s' is empty or longer than %d bytes",
+                gem_cfg.pod_name, GEM_MAX_NAME_LEN);
+        return -1;
+    }
+    int fd = c->fd;
+    me.fd = fd;
+    me.next = c->waiters;
+    c->waiters = &me;
+    /* Short write of 80 bytes to a local peer: done under the connection lock so that frames
+     * from several threads never interleave. */
+    if (write_all(fd, req, sizeof(req)) != 0)
+        drop_connection(c, fd, 0);
+    while (me.done == 0) {
+        if (c->reading) {
+            pthread_cond_wait(&c->cv, &c->m);
+            continue;
+        }
+        c->reading = 1;
+        pthread_mutex_unlock(&c->m);
+        uint8_t buf[GEM_RSP_MSG_LEN];
+        int rc = read_all(fd, buf, sizeof(buf));
+        pthread_mutex_lock(&c->m);
+        c->reading = 0;
+        if (rc != 0) {
+            drop_connection(c, fd, 1);
+        } else {
+            int32_t id = gem_wire_rsp_id(buf);
+            for (struct waiter *w = c->waiters; w != NULL; w = w->next)
+                if (w->id == id && w->done == 0) {
+                    memcpy(w->rsp, buf, sizeof(buf));
+                    w->done = 1;
+                    break;
+                } /* a response nobody waits for (stale id) is dropped */
+        }
+        pthread_cond_broadcast(&c->cv);
+    }
+    unlink_waiter(c, &me);
+    if (me.done < 0 && !c->down_logged) {
+        char where_buf[160];
+        GEM_LOG(GEM_LOG_ERROR, "lost the pod manager %s; reconnecting",
+                where(dev, where_buf, sizeof(where_buf)));
+        c->down_logged = 1;
+    }
+    pthread_mutex_unlock(&c->m);
+    if (me.done < 0)
+        return -1;
+    memcpy(rsp, me.rsp, sizeof(me.rsp));
+    return 0;
+}
+
+/* Retries until answered with status OK.  Backoff 50 ms doubling to 1 s. */
+static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
+{
+    int64_t backoff = 50000000;
+    for (;;) {
+        if (attempt(dev, encode, arg, rsp) == 0) {
+            int32_t status = gem_wire_rsp_status(rsp);
+            if (status == GEM_STATUS_OK)
+                return;
+            GEM_LOG(GEM_LOG_ERROR, "pod manager refused a request (status %d); retrying",
+                    (int)status);
+        }
+        gem_sleep_ns(backoff);
+        backoff = backoff * 2 > 1000000000 ? 1000000000 : backoff * 2;
+    }
+}
+
+struct quota_arg {
+    double overuse_ms, burst_ms;
+};
+struct update_arg {
+    uint64_t bytes;
+    int is_allocate;
+};
+
+static int enc_quota(uint8_t *buf, int32_t id, const void *arg)
+{
+    const struct quota_arg *a = arg;
+    return gem_wire_encode_quota(buf, gem_cfg.pod_name, id, a->overuse_ms, a->burst_ms);
+}
+
+static int enc_limit(uint8_t *buf, int32_t id, const void *arg)
+{
+    (void)arg;
+    return gem_wire_encode_mem_limit(buf, gem_cfg.pod_name, id);
+}
+
+static int enc_update(uint8_t *buf, int32_t id, const void *arg)
+{
+    const struct update_arg *a = arg;
+    return gem_wire_encode_mem_update(buf, gem_cfg.pod_name, id, a->bytes, a->is_allocate);
+}
+
+int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)
+{
+    struct quota_arg a = {overuse_ms, burst_ms};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    call(dev, enc_quota, &a, rsp);
+    *quota_ms = gem_wire_rsp_quota_ms(rsp);
+    return 0;
+}
+
+int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit)
+{
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    call(dev, enc_limit, NULL, rsp);
+    gem_wire_rsp_mem_limit(rsp, used, limit);
+    return 0;
+}
+
+int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict)
+{
+    struct update_arg a = {bytes, is_allocate};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    call(dev, enc_update, &a, rsp);
+    *verdict = gem_wire_rsp_verdict(rsp);
+    return 0;
+}

@@ -1,0 +1,378 @@
+/* Memory limit on every allocation path, frees, and the virtualised totals.
+ *
+ * Allocation shape: reserve the bytes at the pod manager BEFORE the driver call
+ * (MEM_UPDATE(bytes, 1); refused -> CUDA_ERROR_OUT_OF_MEMORY and the driver is not called),
+ * call the driver, give the reservation back if the driver failed, else remember
+ * (kind, handle) -> (bytes, device).  Frees that succeed give the bytes back; frees of unknown
+ * handles pass through.  The map has its own mutex and is never touched on the launch path.
+ *
+ * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
+ * client (never below 0, never above what the driver says is free). */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_PTR = 1, K_HANDLE = 2, K_ARRAY = 3, K_MIPMAP = 4 };
+
+struct entry {
+    struct entry *next;
+    uint64_t key;
+    uint64_t bytes;
+    int kind;
+    int dev;
+};
+
+#define NBUCKETS 4096
+static struct entry *buckets[NBUCKETS];
+static uint64_t live[GEM_MAX_DEVICES];
+static pthread_mutex_t map_m = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned bucket(int kind, uint64_t key)
+{
+    uint64_t h = (key ^ ((uint64_t)kind << 61)) * 0x9E3779B97F4A7C15ull;
+    return (unsigned)(h >> 52) % NBUCKETS;
+}
+
+void gem_mem_reset_after_fork(void)
+{
+    /* the parent's allocations are the parent's (accounted on its own connection) */
+    pthread_mutex_init(&map_m, NULL);
+    for (int i = 0; i < NBUCKETS; i++) {
+        struct entry *e = buckets[i];
+        while (e != NULL) {
+            struct entry *next = e->next;
+            free(e);
+            e = next;
+        }
+        buckets[i] = NULL;
+    }
+    memset(live, 0, sizeof(live));
+}
+
+uint64_t gem_mem_live_bytes(int dev)
+{
+    pthread_mutex_lock(&map_m);
+    uint64_t v = live[dev];
+    pthread_mutex_unlock(&map_m);
+    return v;
+}
+
+static void remember(int kind, uint64_t key, uint64_t bytes, int dev)
+{
+    struct entry *e = malloc(sizeof(*e));
+    if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
+        int v;
+        gem_ipc_mem_update(dev, bytes, 0, &v);
+        return;
+    }
+    *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = dev};
+    unsigned b = bucket(kind, key);
+    pthread_mutex_lock(&map_m);
+    e->next = buckets[b];
+    buckets[b] = e;
+    live[dev] += bytes;
+    pthread_mutex_unlock(&map_m);
+}
+
+/* After a successful free: give the bytes back if we know the handle. */
+static void forget(int kind, uint64_t key)
+{
+    unsigned b = bucket(kind, key);
+    struct entry *found = NULL;
+    pthread_mutex_lock(&map_m);
+    for (struct entry **p = &buckets[b]; *p != NULL; p = &(*p)->next)
+        if ((*p)->kind == kind && (*p)->key == key) {
+            found = *p;
+            *p = found->next;
+            live[found->dev] -= found->bytes;
+            break;
+        }
+    pthread_mutex_unlock(&map_m);
+    if (found == NULL) {
+        GEM_LOG(GEM_LOG_DEBUG, "freeing unknown memory %#llx", (unsigned long long)key);
+        return;
+    }
+    int v;
+    gem_ipc_mem_update(found->dev, found->bytes, 0, &v);
+    free(found);
+}
+
+/* 0: reserved (or nothing to reserve), -1: refused. */
+static int reserve(int dev, uint64_t bytes, const char *what)
+{
+    if (dev < 0 || bytes == 0)
+        return 0;
+    int verdict = 0;
+    gem_ipc_mem_update(dev, bytes, 1, &verdict);
+    if (verdict)
+        return 0;
+    GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
+            (unsigned long long)bytes);
+    return -1;
+}
+
+static void give_back(int dev, uint64_t bytes)
+{
+    int v;
+    if (dev >= 0 && bytes > 0)
+        gem_ipc_mem_update(dev, bytes, 0, &v);
+}
+
+/* After the driver call: track on success, return the reservation on failure. */
+static CUresult settle(CUresult r, int dev, int kind, uint64_t key, uint64_t bytes)
+{
+    if (dev < 0 || bytes == 0)
+        return r;
+    if (r == CUDA_SUCCESS)
+        remember(kind, key, bytes, dev);
+    else
+        give_back(dev, bytes);
+    return r;
+}
+
+#define ALLOC(sym, dev, bytes, kind, keyexpr, call)                                              \
+    do {                                                                                         \
+        GEM_ENTER(sym);                                                                          \
+        if (GEM_PASS())                                                                          \
+            return REAL(sym) call;                                                               \
+        int d_ = (dev);                                                                          \
+        uint64_t b_ = (bytes);                                                                   \
+        if (reserve(d_, b_, #sym) != 0)                                                          \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                     \
+        CUresult r_ = REAL(sym) call;                                                            \
+        return settle(r_, d_, kind, r_ == CUDA_SUCCESS ? (uint64_t)(keyexpr) : 0, b_);           \
+    } while (0)
+
+#define FREE(sym, kind, key, call)                                                               \
+    do {                                                                                         \
+        GEM_ENTER(sym);                                                                          \
+        CUresult r_ = REAL(sym) call;                                                            \
+        if (r_ == CUDA_SUCCESS && !GEM_PASS())                                                   \
+            forget(kind, (uint64_t)(key));                                                       \
+        return r_;                                                                               \
+    } while (0)
+
+GEM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ALLOC(cuMemAlloc_v2, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize));
+}
+
+GEM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    ALLOC(cuMemAllocManaged, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, flags));
+}
+
+GEM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    ALLOC(cuMemAllocAsync, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, s));
+}
+
+GEM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+    ALLOC(cuMemAllocAsync_ptsz, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, s));
+}
+
+GEM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                            CUstream s)
+{
+    ALLOC(cuMemAllocFromPoolAsync, gem_current_dev(), bytesize, K_PTR, *dptr,
+          (dptr, bytesize, pool, s));
+}
+
+GEM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                 CUmemoryPool pool, CUstream s)
+{
+    ALLOC(cuMemAllocFromPoolAsync_ptsz, gem_current_dev(), bytesize, K_PTR, *dptr,
+          (dptr, bytesize, pool, s));
+}
+
+static int device_of_prop(const CUmemAllocationProp *prop)
+{
+    if (prop != NULL && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        return gem_dev_of_ordinal(prop->location.id);
+    return gem_current_dev();
+}
+
+GEM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    ALLOC(cuMemCreate, device_of_prop(prop), size, K_HANDLE, *handle, (handle, size, prop, flags));
+}
+
+/* Bytes per element of one channel (all CUarray_format values; unknown ones count 4). */
+static uint64_t format_bytes(CUarray_format f, unsigned channels)
+{
+    switch ((int)f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return channels;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2ull * channels;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4ull * channels;
+    case CU_AD_FORMAT_NV12:
+        return 2; /* 1.5 B per pixel, rounded up */
+    case CU_AD_FORMAT_UNORM_INT8X1:
+    case CU_AD_FORMAT_SNORM_INT8X1:
+        return 1;
+    case CU_AD_FORMAT_UNORM_INT8X2:
+    case CU_AD_FORMAT_SNORM_INT8X2:
+    case CU_AD_FORMAT_UNORM_INT16X1:
+    case CU_AD_FORMAT_SNORM_INT16X1:
+        return 2;
+    case CU_AD_FORMAT_UNORM_INT8X4:
+    case CU_AD_FORMAT_SNORM_INT8X4:
+    case CU_AD_FORMAT_UNORM_INT16X2:
+    case CU_AD_FORMAT_SNORM_INT16X2:
+        return 4;
+    case CU_AD_FORMAT_UNORM_INT16X4:
+    case CU_AD_FORMAT_SNORM_INT16X4:
+        return 8;
+    default:
+        return 4ull * (channels ? channels : 1); /* block-compressed and newer: over-estimate */
+    }
+}
+
+static uint64_t dim(size_t v)
+{
+    return v ? v : 1;
+}
+
+static uint64_t array_bytes(const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    return d ? dim(d->Width) * dim(d->Height) * format_bytes(d->Format, d->NumChannels) : 0;
+}
+
+static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (d == NULL)
+        return 0;
+    return dim(d->Width) * dim(d->Height) * dim(d->Depth) * format_bytes(d->Format, d->NumChannels);
+}
+
+static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+    if (d == NULL)
+        return 0;
+    int layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+    uint64_t w = dim(d->Width), h = dim(d->Height), z = dim(d->Depth), total = 0;
+    for (unsigned l = 0; l < (levels ? levels : 1); l++) {
+        total += w * h * z * format_bytes(d->Format, d->NumChannels);
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : 1;
+        if (!layered)
+            z = z > 1 ? z / 2 : 1;
+    }
+    return total;
+}
+
+GEM_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    ALLOC(cuArrayCreate_v2, gem_current_dev(), array_bytes(desc), K_ARRAY, (uintptr_t)*pHandle,
+          (pHandle, desc));
+}
+
+GEM_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    ALLOC(cuArray3DCreate_v2, gem_current_dev(), array3d_bytes(desc), K_ARRAY,
+          (uintptr_t)*pHandle, (pHandle, desc));
+}
+
+GEM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+                                           const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                           unsigned int numMipmapLevels)
+{
+    ALLOC(cuMipmappedArrayCreate, gem_current_dev(), mipmap_bytes(desc, numMipmapLevels), K_MIPMAP,
+          (uintptr_t)*pHandle, (pHandle, desc, numMipmapLevels));
+}
+
+/* Pitch: reserve WidthInBytes rounded up to 512 B x Height before (the pitch is not known
+ * yet), then settle to the real pitch x Height. */
+GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                       size_t Height, unsigned int ElementSizeBytes)
+{
+    GEM_ENTER(cuMemAllocPitch_v2);
+    if (GEM_PASS())
+        return REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    int dev = gem_current_dev();
+    uint64_t guess = ((uint64_t)WidthInBytes + 511) / 512 * 512 * Height;
+    if (reserve(dev, guess, "cuMemAllocPitch_v2") != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (r != CUDA_SUCCESS || dev < 0 || guess == 0)
+        return settle(r, dev, K_PTR, 0, guess);
+    uint64_t actual = (uint64_t)*pPitch * Height;
+    if (actual > guess && reserve(dev, actual - guess, "cuMemAllocPitch_v2") != 0) {
+        REAL(cuMemFree_v2)(*dptr);
+        give_back(dev, guess);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < guess)
+        give_back(dev, guess - actual);
+    return settle(r, dev, K_PTR, *dptr, actual);
+}
+
+GEM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    FREE(cuMemFree_v2, K_PTR, dptr, (dptr));
+}
+
+GEM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+    FREE(cuMemFreeAsync, K_PTR, dptr, (dptr, s));
+}
+
+GEM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+    FREE(cuMemFreeAsync_ptsz, K_PTR, dptr, (dptr, s));
+}
+
+GEM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    FREE(cuMemRelease, K_HANDLE, handle, (handle));
+}
+
+GEM_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+{
+    FREE(cuArrayDestroy, K_ARRAY, (uintptr_t)hArray, (hArray));
+}
+
+GEM_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    FREE(cuMipmappedArrayDestroy, K_MIPMAP, (uintptr_t)hMipmappedArray, (hMipmappedArray));
+}
+
+GEM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
+{
+    GEM_ENTER(cuMemGetInfo_v2);
+    CUresult r = REAL(cuMemGetInfo_v2)(free_bytes, total_bytes);
+    int dev = GEM_PASS() ? -1 : gem_current_dev();
+    if (r != CUDA_SUCCESS || dev < 0)
+        return r;
+    uint64_t used = 0, limit = 0;
+    gem_ipc_mem_limit(dev, &used, &limit);
+    uint64_t left = used >= limit ? 0 : limit - used;
+    if (free_bytes != NULL && left < *free_bytes)
+        *free_bytes = left;
+    if (total_bytes != NULL)
+        *total_bytes = limit;
+    return r;
+}
+
+GEM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device)
+{
+    GEM_ENTER(cuDeviceTotalMem_v2);
+    CUresult r = REAL(cuDeviceTotalMem_v2)(bytes, device);
+    int dev = GEM_PASS() ? -1 : gem_dev_of_ordinal(device);
+    if (r != CUDA_SUCCESS || dev < 0 || bytes == NULL)
+        return r;
+    uint64_t used = 0, limit = 0;
+    gem_ipc_mem_limit(dev, &used, &limit);
+    *bytes = limit;
+    return r;
+}

@@ -1,0 +1,127 @@
+/* The real driver: the only file that resolves driver symbols.
+ *
+ * One slot per hooked symbol holds the driver's function for that exact variant.  A slot is
+ * filled by whoever learns the pointer first: the driver's answer to cuGetProcAddress for that
+ * (name, version, flags), the application's own dlsym on the driver, or, for programs linked
+ * directly against libcuda, a dlsym on our own dlopen handle of the driver. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+const struct gem_sym_info gem_syms[GEM_SYM_COUNT] = {
+#define GEM_HOOK(sym, base, ver, stream) [GEM_SYM_##sym] = {#sym, base, ver, stream, (void *)&sym},
+#include "gemini/hooks.def"
+#undef GEM_HOOK
+};
+
+static const char *const aux_names[GEM_AUX_COUNT] = {
+#define GEM_AUX_NAME(sym) [GEM_AUX_##sym] = #sym,
+    GEM_AUX_LIST(GEM_AUX_NAME)
+#undef GEM_AUX_NAME
+};
+
+static _Atomic(void *) slots[GEM_SYM_COUNT];
+static _Atomic(void *) aux_slots[GEM_AUX_COUNT];
+static void *driver;
+static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static _Atomic(dlsym_fn) real_dlsym_fn;
+
+/* glibc >= 2.34 moved dlsym into libc (GLIBC_2.34) and dropped the private __libc_dlsym; older
+ * glibc has only the GLIBC_2.2.5 (x86-64) / GLIBC_2.17 (aarch64) version.  dlvsym is not
+ * overridden, so this cannot recurse into our own dlsym. */
+void *gem_real_dlsym(void *handle, const char *name)
+{
+    dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
+    if (fn == NULL) {
+        static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+        for (size_t i = 0; fn == NULL && i < sizeof(versions) / sizeof(versions[0]); i++)
+            fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+        if (fn == NULL)
+            return NULL;
+        atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
+    }
+    return fn(handle, name);
+}
+
+static void open_driver(void)
+{
+    const char *path = getenv("GEMINI_REAL_LIBCUDA");
+    if (path == NULL || path[0] == '\0')
+        path = "libcuda.so.1";
+    driver = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (driver == NULL)
+        GEM_LOG(GEM_LOG_ERROR, "cannot open the CUDA driver %s: %s", path, dlerror());
+}
+
+static void *driver_symbol(const char *name)
+{
+    pthread_once(&driver_once, open_driver);
+    return driver ? gem_real_dlsym(driver, name) : NULL;
+}
+
+static CUresult missing(void)
+{
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+void *gem_real(enum gem_sym s)
+{
+    void *fn = atomic_load_explicit(&slots[s], memory_order_acquire);
+    if (__builtin_expect(fn != NULL, 1))
+        return fn;
+    fn = driver_symbol(gem_syms[s].name);
+    if (fn == NULL || gem_is_wrapper(fn)) {
+        GEM_LOG(GEM_LOG_WARN, "the driver has no %s", gem_syms[s].name);
+        return (void *)&missing; /* called with the caller's arguments, which it ignores */
+    }
+    atomic_store_explicit(&slots[s], fn, memory_order_release);
+    return fn;
+}
+
+void *gem_real_exported(enum gem_sym s)
+{
+    void *fn = driver_symbol(gem_syms[s].name);
+    return gem_is_wrapper(fn) ? NULL : fn;
+}
+
+void *gem_real_aux(enum gem_aux a)
+{
+    void *fn = atomic_load_explicit(&aux_slots[a], memory_order_acquire);
+    if (fn == NULL) {
+        fn = driver_symbol(aux_names[a]);
+        if (fn != NULL)
+            atomic_store_explicit(&aux_slots[a], fn, memory_order_release);
+    }
+    return fn;
+}
+
+void gem_real_set(enum gem_sym s, void *fn)
+{
+    if (fn != NULL && !gem_is_wrapper(fn))
+        atomic_store_explicit(&slots[s], fn, memory_order_release);
+}
+
+int gem_sym_find(const char *name)
+{
+    if (name == NULL || name[0] != 'c' || name[1] != 'u')
+        return -1;
+    for (int i = 0; i < GEM_SYM_COUNT; i++)
+        if (strcmp(name, gem_syms[i].name) == 0)
+            return i;
+    return -1;
+}
+
+int gem_is_wrapper(const void *fn)
+{
+    if (fn == NULL)
+        return 0;
+    for (int i = 0; i < GEM_SYM_COUNT; i++)
+        if (gem_syms[i].wrapper == fn)
+            return 1;
+    return 0;
+}

@@ -1,0 +1,90 @@
+/* Host synchronisation points: the end of a burst for the predictor (spec §6.7, widened to
+ * stream/event syncs and every blocking copy as §14.2 asks).  The stop is marked after the
+ * real call returns, whatever it returned. */
+#include "internal.h"
+
+#define SYNC_DONE()                                                                              \
+    do {                                                                                         \
+        if (!GEM_PASS())                                                                         \
+            gem_token_note_sync(gem_current_dev());                                              \
+    } while (0)
+
+GEM_EXPORT CUresult cuCtxSynchronize(void)
+{
+    GEM_ENTER(cuCtxSynchronize);
+    CUresult r = REAL(cuCtxSynchronize)();
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuStreamSynchronize(CUstream s)
+{
+    GEM_ENTER(cuStreamSynchronize);
+    CUresult r = REAL(cuStreamSynchronize)(s);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
+{
+    GEM_ENTER(cuStreamSynchronize_ptsz);
+    CUresult r = REAL(cuStreamSynchronize_ptsz)(s);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuEventSynchronize(CUevent e)
+{
+    GEM_ENTER(cuEventSynchronize);
+    CUresult r = REAL(cuEventSynchronize)(e);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    GEM_ENTER(cuMemcpy);
+    CUresult r = REAL(cuMemcpy)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    GEM_ENTER(cuMemcpy_ptds);
+    CUresult r = REAL(cuMemcpy_ptds)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    GEM_ENTER(cuMemcpyHtoD_v2);
+    CUresult r = REAL(cuMemcpyHtoD_v2)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
+{
+    GEM_ENTER(cuMemcpyHtoD_v2_ptds);
+    CUresult r = REAL(cuMemcpyHtoD_v2_ptds)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    GEM_ENTER(cuMemcpyDtoH_v2);
+    CUresult r = REAL(cuMemcpyDtoH_v2)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
+
+GEM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
+{
+    GEM_ENTER(cuMemcpyDtoH_v2_ptds);
+    CUresult r = REAL(cuMemcpyDtoH_v2_ptds)(dst, src, n);
+    SYNC_DONE();
+    return r;
+}
