@@ -29,19 +29,20 @@ class Standing:
         return self.allowed - self.usage
 
 
-def priority_key(s: Standing) -> tuple[int, float]:
-    """Sort key, smallest first: clients below their guarantee first, the largest unmet fraction
-    of it first; then everyone else by least usage (work conservation up to the limit)."""
-    if s.missing > 0:
+def priority_key(s: Standing, slack: float = 0.0) -> tuple[int, float]:
+    """Sort key, smallest first: clients below their guarantee (by more than `slack`) first, the
+    largest unmet fraction of it first; then everyone else by least usage (work conservation up
+    to the limit)."""
+    if s.missing > slack:
         return (0, -s.missing / s.require)
     return (1, s.usage)
 
 
-def pick(standings: list[Standing]) -> Standing | None:
-    """The client to serve next among those still under their limit, or None if all are capped.
-    Ties keep arrival order (the sort is stable)."""
-    valid = [s for s in standings if s.remaining > 0]
-    return min(valid, key=priority_key) if valid else None
+def pick(standings: list[Standing], min_grant: float = 0.0, slack: float = 0.0) -> Standing | None:
+    """The client to serve next among those with room for at least `min_grant` seconds under
+    their limit, or None if all are capped.  Ties keep arrival order."""
+    valid = [s for s in standings if s.remaining > 0 and s.remaining >= min_grant]
+    return min(valid, key=lambda s: priority_key(s, slack)) if valid else None
 
 
 def next_quota(previous: float, burst: float, base: float, minimum: float, maximum: float) -> float:

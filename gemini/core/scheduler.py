@@ -18,6 +18,7 @@ Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each ret
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 
 from gemini.core import actions as act
@@ -143,20 +144,20 @@ class SchedulerCore:
 
     def _schedule(self, now: float) -> list[Action]:
         self._recheck_at = None
-        out: list[Action] = []
+        out = self._drop_removed_candidates()
         if self.holder is not None:
             if now < self.holder.interval.end:
                 return out
             out.append(act.debug(self.holder.interval.name, "quota expired"))
             self.holder = None
-        out += self._drop_removed_candidates()
         if not self.candidates:
             return out
         chosen = self._select(now)
         if chosen is None:
             return out
-        self.candidates.remove(chosen)
-        client = self.clients[chosen.name]
+        candidate, standing = chosen
+        self.candidates.remove(candidate)
+        client = self.clients[candidate.name]
         client.quota_s = next_quota(
             client.quota_s,
             client.burst_s,
@@ -164,40 +165,52 @@ class SchedulerCore:
             self.timing.min_quota_s,
             client.spec.limit * self.timing.window_s,
         )
-        interval = self.history.record(chosen.name, now, now + client.quota_s)
-        self.holder = Grant(chosen.conn, interval)
-        quota_ms = client.quota_s * MS
-        response = Response(chosen.req_id, Status.OK, (quota_ms,))
-        out.append(Reply(chosen.conn, RequestType.QUOTA, response))
-        out.append(act.debug(chosen.name, f"token granted for {quota_ms:.1f} ms"))
+        length = self._grant_length(client.quota_s, standing)
+        interval = self.history.record(candidate.name, now, now + length)
+        self.holder = Grant(candidate.conn, interval)
+        response = Response(candidate.req_id, Status.OK, (length * MS,))
+        out.append(Reply(candidate.conn, RequestType.QUOTA, response))
+        out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         return out
+
+    def _grant_length(self, quota_s: float, standing: Standing | None) -> float:
+        """The adaptive quota, cut short where a whole one would overshoot: past the client's
+        limit, or past its guarantee while others wait (never below the minimum quota).  Without
+        the cut a client ends, on average, about half a quota above its share: 1.25 points for a
+        250 ms quota in a 10 s window."""
+        if standing is None:
+            return quota_s
+        length = min(quota_s, standing.remaining)
+        if standing.missing > 0 and self.candidates:
+            length = min(length, max(standing.missing, self.timing.min_quota_s))
+        return max(length, self.timing.min_quota_s)
 
     def _window(self, now: float) -> tuple[float, float]:
         size = min(self.timing.window_s, now - self.started_at)
         return now - size, size
 
-    def _select(self, now: float) -> Candidate | None:
+    def _select(self, now: float) -> tuple[Candidate, Standing | None] | None:
         window_start, window_size = self._window(now)
         self.history.expire(window_start)
         front = self.candidates[0]
         if not self.history.has(front.name):
-            return front  # no usage in the window: first come, first served
+            return front, None  # no usage in the window: first come, first served
         usage = self.history.usage(window_start, now)
         standings = []
         for c in self.candidates:
             spec = self.clients[c.name].spec
             used = usage.get(c.name, 0.0)
-            standings.append(
-                Standing(c.name, used, spec.request * window_size, spec.limit * window_size)
-            )
-        best = pick(standings)
+            # A limit of 1 caps nothing, also while the young window is all one client's.
+            allowed = math.inf if spec.limit >= 1.0 else spec.limit * window_size
+            standings.append(Standing(c.name, used, spec.request * window_size, allowed))
+        best = pick(standings, self.timing.min_quota_s)
         if best is None:
             # Everyone waiting is at its limit; usage falls as the window slides, so look again
-            # when the closest one could be under it.
-            over = min(-s.remaining for s in standings)
-            self._recheck_at = now + max(over, MIN_RECHECK_S)
+            # when the closest one has room for a short grant again.
+            short = min(self.timing.min_quota_s - s.remaining for s in standings)
+            self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
-        return self.candidates[standings.index(best)]
+        return self.candidates[standings.index(best)], best
 
     # ---- config --------------------------------------------------------------------------------
 

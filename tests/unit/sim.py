@@ -1,13 +1,16 @@
 """A virtual-clock simulator for the scheduler core: saturating clients, one GPU, no sockets.
 
 Each client behaves like a hook that always has work: it asks for a token, uses the GPU for the
-whole quota it gets, and asks again the moment the quota ends (which returns the token).  A client
-may also hold the GPU past its quota (`overrun_s`): that time is reported as overuse next time.
+quota it gets, and asks again shortly before the quota ends (as Gemini's hook does when its next
+burst would not fit), which returns the token.  The lead is 0.5-2.5 ms, drawn from a seeded
+generator, so runs are repeatable but clients do not move in lock step.  Each request reports the
+client's predicted burst (`burst_ms`), from which the scheduler sizes its quota.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 from dataclasses import dataclass, field
 
 from gemini.core.actions import Reply
@@ -20,18 +23,19 @@ from gemini.core.wire import Request, RequestType, Status
 class SimClient:
     name: str
     conn: int
-    overrun_s: float = 0.0
     busy: list[tuple[float, float]] = field(default_factory=list)  # GPU intervals it ran
     req_id: int = 0
 
 
 class Sim:
     def __init__(self, specs: list[tuple[str, float, float]], timing: Timing | None = None,
-                 overrun_s: float = 0.0) -> None:
+                 burst_ms: float = 0.0, seed: int = 1) -> None:
         self.now = 0.0
         config = ResourceConfig(tuple(ClientSpec(n, r, l, 1 << 30) for n, r, l in specs))
         self.core = SchedulerCore(config, timing or Timing(), self.now)
-        self.clients = {n: SimClient(n, i + 1, overrun_s) for i, (n, _, _) in enumerate(specs)}
+        self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
+        self.burst_ms = burst_ms
+        self._rng = random.Random(seed)
         self.by_conn = {c.conn: c for c in self.clients.values()}
         self._wakeups: list[tuple[float, int, str]] = []
         self._seq = 0
@@ -39,16 +43,16 @@ class Sim:
         self.grants = 0
 
     def start(self, name: str, at: float = 0.0) -> None:
-        self._wake(name, at, overuse_ms=0.0)
+        self._wake(name, at)
 
-    def _wake(self, name: str, at: float, overuse_ms: float) -> None:
+    def _wake(self, name: str, at: float) -> None:
         self._seq += 1
-        heapq.heappush(self._wakeups, (at, self._seq, f"{name}\0{overuse_ms}"))
+        heapq.heappush(self._wakeups, (at, self._seq, name))
 
-    def request(self, name: str, overuse_ms: float = 0.0, burst_ms: float = 0.0) -> None:
+    def request(self, name: str) -> None:
         c = self.clients[name]
         c.req_id += 1
-        req = Request(name, c.req_id, RequestType.QUOTA, (overuse_ms, burst_ms))
+        req = Request(name, c.req_id, RequestType.QUOTA, (0.0, self.burst_ms))
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _handle(self, actions: list) -> None:
@@ -60,9 +64,9 @@ class Sim:
 
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
-        end = self.now + quota_s + c.overrun_s
+        end = self.now + max(quota_s - self._rng.uniform(0.0005, 0.0025), 0.0)
         c.busy.append((self.now, end))
-        self._wake(c.name, self.now + quota_s, overuse_ms=c.overrun_s * 1000)
+        self._wake(c.name, end)
 
     def run_until(self, t_end: float) -> None:
         while True:
@@ -75,9 +79,8 @@ class Sim:
                 return
             self.now = max(self.now, nxt)
             if wake is not None and wake <= nxt:
-                _, _, payload = heapq.heappop(self._wakeups)
-                name, overuse = payload.split("\0")
-                self.request(name, float(overuse))
+                _, _, name = heapq.heappop(self._wakeups)
+                self.request(name)
             else:
                 self._handle(self.core.on_deadline(self.now))
 

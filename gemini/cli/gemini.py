@@ -1,0 +1,143 @@
+"""`gemini`: one command for everything (the original command names keep working too)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gemini.core.status import render
+
+DEFAULT_PORT = 50051
+
+
+def _ports(text: str) -> list[int]:
+    return [int(p) for p in text.split(",") if p]
+
+
+def _status_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ip", default="127.0.0.1", help="scheduler address (default 127.0.0.1)")
+    p.add_argument("--port", type=_ports, default=[DEFAULT_PORT],
+                   help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
+
+
+def _fetch(ip: str, ports: list[int]) -> dict[int, dict[str, object]]:
+    from gemini.client import query_status
+
+    return {port: query_status(ip, port) for port in ports}
+
+
+def cmd_status(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="gemini status", description="Show each client's share, token and memory, per GPU.",
+        epilog="example: gemini status --port 50051,50061 --json",
+    )
+    _status_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON for scripts")
+    args = p.parse_args(argv)
+    try:
+        snaps = _fetch(args.ip, args.port)
+    except OSError as exc:
+        print(f"gemini status: cannot reach the scheduler at {args.ip}:{args.port}: {exc}. "
+              "Is gem-schd running (tools/launch-backend.py)?", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({str(port): snap for port, snap in snaps.items()}, indent=1))
+    else:
+        print("\n\n".join(render(s, f"GPU scheduler :{port}  ") for port, s in snaps.items()))
+    return 0
+
+
+def cmd_top(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="gemini top", description="Live view of the shares, refreshed (q or Ctrl-C quits).",
+        epilog="example: gemini top --interval 0.5",
+    )
+    _status_args(p)
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (1)")
+    p.add_argument("--count", type=int, default=0, help="stop after this many refreshes (0: never)")
+    args = p.parse_args(argv)
+    shown = 0
+    try:
+        while True:
+            try:
+                text = "\n\n".join(
+                    render(s, f"GPU scheduler :{port}  ", with_bars=True)
+                    for port, s in _fetch(args.ip, args.port).items()
+                )
+            except OSError as exc:
+                text = f"scheduler at {args.ip}:{args.port} unreachable: {exc}"
+            sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini top\n") + text + "\n")
+            sys.stdout.flush()
+            shown += 1
+            if args.count and shown >= args.count:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_check_config(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="gemini check-config",
+        description="Validate a resource config (text or YAML) and print what it would apply.",
+        epilog="example: gemini check-config resource-config.txt",
+    )
+    p.add_argument("file", type=Path)
+    args = p.parse_args(argv)
+    from gemini.core.config import ConfigError
+    from gemini.daemon.watcher import read_config
+
+    try:
+        config = read_config(args.file)
+    except ConfigError as exc:
+        print(f"invalid: {exc}", file=sys.stderr)
+        return 1
+    print(f"{args.file}: {len(config.clients)} clients")
+    for c in config.clients:
+        um = ", unified memory" if c.unified_memory else ""
+        print(f"  {c.name}: request {c.request:g}, limit {c.limit:g}, "
+              f"memory {c.gpu_mem:,} B ({c.gpu_mem / 2**30:.2f} GiB){um}")
+    return 0
+
+
+def _delegate(module: str) -> Callable[[list[str]], int]:
+    def run(argv: list[str]) -> int:
+        import importlib
+
+        main: Callable[[list[str]], int] = importlib.import_module(module).main
+        return main(argv)
+
+    return run
+
+
+COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
+    "schd": (_delegate("gemini.cli.schd"), "run the scheduler of one GPU (= gem-schd)"),
+    "pmgr": (_delegate("gemini.cli.pmgr"), "run the pod manager of one client (= gem-pmgr)"),
+    "launch-backend": (_delegate("gemini.cli.launch_backend"),
+                       "start a scheduler and a pod manager per client"),
+    "launch-command": (_delegate("gemini.cli.launch_command"), "run a program under the hook"),
+    "status": (cmd_status, "show shares, tokens and memory"),
+    "top": (cmd_top, "the same, live"),
+    "trace": (_delegate("gemini.cli.trace"), "record token grants to a Chrome trace and a PNG"),
+    "check-config": (cmd_check_config, "validate a config file"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print("usage: gemini COMMAND [ARGS]  (gemini COMMAND --help for more)\n\ncommands:")
+        for name, (_, text) in COMMANDS.items():
+            print(f"  {name:15} {text}")
+        print("\nexample: gemini status")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    run, _ = COMMANDS[argv[0]]
+    return run(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

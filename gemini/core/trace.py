@@ -1,0 +1,56 @@
+"""Token-grant traces: merging status snapshots, Chrome trace JSON, shares over time (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+Interval = tuple[str, float, float]  # client, start s, end s (scheduler uptime)
+
+
+class TraceRecorder:
+    """Collects the grant intervals of successive status snapshots; a grant seen twice keeps
+    the latest end (an early return shortens it)."""
+
+    def __init__(self) -> None:
+        self._ends: dict[tuple[str, float], float] = {}
+
+    def add(self, history: Iterable[list[Any]]) -> None:
+        for name, start, end in history:
+            self._ends[(str(name), round(float(start), 6))] = float(end)
+
+    def intervals(self) -> list[Interval]:
+        return sorted(((n, s, e) for (n, s), e in self._ends.items()), key=lambda i: i[1])
+
+
+def chrome_trace(intervals: list[Interval], gpu: str = "GPU") -> dict[str, Any]:
+    """Chrome / Perfetto trace-event JSON: one track per client, one slice per grant."""
+    names = sorted({n for n, _, _ in intervals})
+    tid = {n: i + 1 for i, n in enumerate(names)}
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[n], "args": {"name": n}}
+        for n in names
+    ]
+    events.append({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": gpu}})
+    events += [
+        {"ph": "X", "name": "token", "cat": n, "pid": 1, "tid": tid[n],
+         "ts": round(s * 1e6, 1), "dur": round((e - s) * 1e6, 1)}
+        for n, s, e in intervals
+    ]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def shares_over_time(intervals: list[Interval], bin_s: float) -> dict[str, list[tuple[float, float]]]:
+    """Per client, (bin start, fraction of the bin its grants covered)."""
+    if not intervals:
+        return {}
+    t0 = min(s for _, s, _ in intervals)
+    t1 = max(e for _, _, e in intervals)
+    bins = max(1, int((t1 - t0) / bin_s + 0.999))
+    out: dict[str, list[float]] = {n: [0.0] * bins for n, _, _ in intervals}
+    for n, s, e in intervals:
+        first, last = int((s - t0) // bin_s), int(min(bins - 1, (e - t0) // bin_s))
+        for b in range(first, last + 1):
+            lo, hi = t0 + b * bin_s, t0 + (b + 1) * bin_s
+            out[n][b] += max(0.0, min(e, hi) - max(s, lo)) / bin_s
+    return {n: [(t0 + i * bin_s, v) for i, v in enumerate(vals)] for n, vals in out.items()}

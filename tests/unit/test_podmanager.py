@@ -1,0 +1,130 @@
+"""The pod manager core: one token shared by a client's processes, and its memory ledger."""
+
+import pytest
+
+from gemini.core.actions import Close, Reply, SendUpstream
+from gemini.core.podmanager import PodCore
+from gemini.core.wire import Request, RequestType, Response, Status
+
+
+def quota(req_id, overuse=0.0, burst=0.0, name="pod"):
+    return Request(name, req_id, RequestType.QUOTA, (overuse, burst))
+
+
+def mem(req_id, size, alloc=1):
+    return Request("pod", req_id, RequestType.MEM_UPDATE, (size, alloc))
+
+
+def replies(actions):
+    return [(a.conn, a.response) for a in actions if isinstance(a, Reply)]
+
+
+def upstream(actions):
+    return [a.request for a in actions if isinstance(a, SendUpstream)]
+
+
+def ready_pod(limit=1000) -> PodCore:
+    pod = PodCore("pod", 0.0)
+    limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
+    pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, limit)), 0.0)
+    pod.on_hook_connect(1, 0.0)
+    pod.on_hook_connect(2, 0.0)
+    return pod
+
+
+def grant(pod, now, quota_ms):
+    return pod.on_upstream_response(Response(pod.fetch_id, Status.OK, (quota_ms,)), now)
+
+
+def test_processes_share_one_fetch_and_one_token():
+    pod = ready_pod()
+    [fetch] = upstream(pod.on_hook_request(1, quota(1, overuse=3.0, burst=10.0), 0.0))
+    assert fetch.type is RequestType.QUOTA
+    assert upstream(pod.on_hook_request(2, quota(1, overuse=7.0, burst=40.0), 0.0)) == []
+    got = replies(grant(pod, 0.01, 250.0))
+    assert [(c, r.values) for c, r in got] == [(1, (250.0,)), (2, (250.0,))]
+    # Later requests are served from the cached token while the burst fits.
+    [(conn, rsp)] = replies(pod.on_hook_request(1, quota(2, burst=50.0), 0.11))
+    assert conn == 1 and rsp.values[0] == pytest.approx(150.0)
+
+
+def test_fetch_reports_the_largest_overuse_and_burst():
+    pod = ready_pod()
+    pod.on_hook_request(2, quota(1, burst=40.0), 0.0)
+    grant(pod, 0.0, 100.0)
+    pod.on_hook_request(2, quota(2, overuse=2.0, burst=40.0), 0.05)
+    [fetch] = upstream(pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0), 0.06))
+    assert fetch.args == (9.0, 70.0)
+
+
+def test_scheduler_refusal_reaches_every_waiting_process():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1), 0.0)
+    pod.on_hook_request(2, quota(1), 0.0)
+    out = pod.on_upstream_response(Response(pod.fetch_id, Status.CLIENT_REMOVED), 0.0)
+    assert [r.status for _, r in replies(out)] == [Status.CLIENT_REMOVED] * 2
+
+
+def test_memory_reservations_never_exceed_the_limit():
+    pod = ready_pod(limit=1000)
+    assert replies(pod.on_hook_request(1, mem(1, 600), 0.0))[0][1].values == (1,)
+    assert replies(pod.on_hook_request(2, mem(1, 500), 0.0))[0][1].values == (0,)
+    assert replies(pod.on_hook_request(2, mem(2, 400), 0.0))[0][1].values == (1,)
+    assert pod.used == 1000
+    pod.on_hook_request(1, mem(2, 600, alloc=0), 0.0)
+    assert pod.used == 400
+    # A process cannot give back more than it holds.
+    pod.on_hook_request(1, mem(3, 10_000, alloc=0), 0.0)
+    assert pod.used == 400
+
+
+def test_a_process_that_goes_away_gives_its_memory_back():
+    pod = ready_pod()
+    pod.on_hook_request(1, mem(1, 300), 0.0)
+    pod.on_hook_request(2, mem(1, 200), 0.0)
+    pod.on_hook_disconnect(1, 0.1)
+    assert pod.used == 200
+    limit = replies(pod.on_hook_request(2, Request("pod", 2, RequestType.MEM_LIMIT), 0.1))
+    assert limit[0][1].values == (200, 1000)
+
+
+def test_memory_requests_wait_for_the_limit():
+    pod = PodCore("pod", 0.0)
+    pod.on_hook_connect(1, 0.0)
+    assert pod.on_hook_request(1, mem(1, 10), 0.0) == []
+    limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
+    out = pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, 100)), 0.0)
+    assert replies(out)[0][1].values == (1,)
+
+
+def test_pushed_limit_applies_to_the_next_allocation():
+    pod = ready_pod(limit=1000)
+    pod.on_upstream_response(Response(-1, Status.OK, (0, 100)), 0.0)
+    assert replies(pod.on_hook_request(1, mem(1, 500), 0.0))[0][1].values == (0,)
+
+
+def test_wrong_client_name_is_refused_and_closed():
+    pod = ready_pod()
+    out = pod.on_hook_request(1, quota(1, name="other"), 0.0)
+    assert replies(out)[0][1].status is Status.UNKNOWN_CLIENT
+    assert any(isinstance(a, Close) for a in out)
+
+
+def test_a_fetch_lost_with_the_scheduler_is_sent_again():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1), 0.0)
+    pod.on_scheduler_lost(0.1)
+    assert upstream(pod.on_hook_request(2, quota(1), 0.2)) == []
+    sent = upstream(pod.on_scheduler_connected(0.3))
+    assert [r.type for r in sent][:2] == [RequestType.MEM_LIMIT, RequestType.QUOTA]
+    got = replies(grant(pod, 0.3, 100.0))
+    assert sorted(c for c, _ in got) == [1, 2]
+
+
+def test_reports_are_rate_limited():
+    pod = ready_pod()
+    pod.on_deadline(0.2)
+    pod.on_hook_request(1, mem(1, 5), 0.21)
+    assert pod.next_deadline() == pytest.approx(0.3)
+    [report] = upstream(pod.on_deadline(pod.next_deadline()))
+    assert report.type is RequestType.REPORT and report.args == (5, 2, 0)

@@ -1,0 +1,228 @@
+"""The scheduler core on a virtual clock: shares, caps, early return, dead clients, reloads."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemini.core.actions import Reply
+from gemini.core.config import ClientSpec, ResourceConfig
+from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.wire import NOTIFY_ID, Request, RequestType, Status
+from tests.unit.sim import Sim
+
+
+def promised(specs: list[tuple[str, float, float]]) -> dict[str, float]:
+    """What Gemini's policy promises saturating clients: each its request, the rest shared so
+    that usage is as equal as possible, no one above its limit (water-filling)."""
+    def total(level: float) -> float:
+        return sum(min(max(r, level), lim) for _, r, lim in specs)
+
+    if total(1.0) <= 1.0:
+        return {n: lim for n, _, lim in specs}
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if total(mid) < 1.0 else (lo, mid)
+    return {n: min(max(r, lo), lim) for n, r, lim in specs}
+
+
+# The launchers' defaults (base 300 ms, minimum 20 ms, 10 s window); hooks report 50 ms bursts.
+LAUNCHER = Timing(0.300, 0.020, 10.0)
+
+
+def run_shares(specs, seconds=60.0, timing=LAUNCHER, burst_ms=50.0):
+    sim = Sim(specs, timing=timing, burst_ms=burst_ms)
+    for name, _, _ in specs:
+        sim.start(name)
+    sim.run_until(seconds)
+    return {n: sim.share(n, 0.0, seconds) for n, _, _ in specs}, sim
+
+
+SCENARIOS = {
+    "2 clients 0.3/0.7": [("a", 0.3, 1.0), ("b", 0.7, 1.0)],
+    "2 clients 0.5/0.5": [("a", 0.5, 0.5), ("b", 0.5, 0.5)],
+    "3 clients 0.2/0.2/0.6": [("a", 0.2, 1.0), ("b", 0.2, 1.0), ("c", 0.6, 1.0)],
+    "4 clients 0.1/0.2/0.3/0.4": [("a", 0.1, 1), ("b", 0.2, 1), ("c", 0.3, 1), ("d", 0.4, 1)],
+    "2 clients, spare shared": [("a", 0.2, 0.6), ("b", 0.2, 1.0)],
+    "16 clients": [(f"c{i}", 0.02 + 0.005 * i, 1.0) for i in range(16)],
+    "16 clients, capped": [(f"c{i}", 0.03, 0.05 + 0.01 * (i % 4)) for i in range(16)],
+    "1 client capped at 0.4": [("solo", 0.1, 0.4)],
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_saturating_shares_within_one_point_of_the_promise(name):
+    specs = SCENARIOS[name]
+    shares, _ = run_shares(specs)
+    expected = promised(specs)
+    errors = {n: abs(shares[n] - expected[n]) for n in shares}
+    assert max(errors.values()) <= 0.01, (shares, expected)
+
+
+@pytest.mark.parametrize("name", ["2 clients 0.3/0.7", "3 clients 0.2/0.2/0.6",
+                                  "4 clients 0.1/0.2/0.3/0.4", "1 client capped at 0.4"])
+def test_static_quotas_also_within_one_point(name):
+    # The binary's defaults (250 ms quotas, 100 ms minimum) and no burst information.
+    specs = SCENARIOS[name]
+    shares, _ = run_shares(specs, timing=Timing(), burst_ms=0.0)
+    expected = promised(specs)
+    assert max(abs(shares[n] - expected[n]) for n in shares) <= 0.01, (shares, expected)
+
+
+def test_limit_caps_usage_in_every_window():
+    specs = [("a", 0.1, 0.4), ("b", 0.1, 0.3)]
+    _, sim = run_shares(specs, seconds=60.0, timing=Timing(), burst_ms=0.0)
+    window = Timing().window_s
+    for t in range(10, 60):
+        for name, _, limit in specs:
+            used = sim.share(name, t - window, t) * window
+            assert used <= limit * window + 1e-9
+
+
+def test_overuse_is_charged_to_the_last_grant():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)  # granted until 0.25
+    core.on_request(2, quota_req("b", 1), 0.1)
+    core.on_deadline(0.25)  # a's quota ends; b's starts
+    core.on_request(1, quota_req("a", 2, overuse=100.0), 0.3)
+    first_a = [i for i in core.history.intervals if i.name == "a"][0]
+    assert first_a.end == pytest.approx(0.3)  # 0.25 + 0.1 overuse, capped at now
+
+
+def config(*specs) -> ResourceConfig:
+    return ResourceConfig(tuple(ClientSpec(n, r, lim, mem) for n, r, lim, mem in specs))
+
+
+def quota_req(name, req_id, overuse=0.0, burst=0.0):
+    return Request(name, req_id, RequestType.QUOTA, (overuse, burst))
+
+
+def grants(actions):
+    return [a for a in actions if isinstance(a, Reply) and a.type is RequestType.QUOTA]
+
+
+def test_early_return_hands_the_token_over_at_once():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1), 0.0))
+    assert g.conn == 1 and g.response.values == (250.0,)
+    assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []  # a holds it
+    # a comes back early (its next request): b gets the token now, not at 0.25 s.
+    [g] = grants(core.on_request(1, quota_req("a", 2), 0.05))
+    assert g.conn == 2
+    assert core.history.latest("a").end == pytest.approx(0.05)
+
+
+def test_dead_holder_frees_the_token_and_its_queued_requests():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(2, quota_req("b", 1), 0.0)
+    [g] = grants(core.on_disconnect(1, 0.1))
+    assert g.conn == 2
+    assert core.history.latest("a").end == pytest.approx(0.1)
+
+
+def test_queued_request_of_a_dead_connection_is_dropped():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(2, quota_req("b", 1), 0.0)
+    core.on_disconnect(2, 0.1)
+    assert core.on_deadline(0.25) == [] or not grants(core.on_deadline(0.25))
+    assert core.candidates == [] and core.holder is None
+
+
+def test_unknown_client_gets_an_error_reply():
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(), 0.0)
+    [reply] = [a for a in core.on_request(1, quota_req("zed", 1), 0.0) if isinstance(a, Reply)]
+    assert reply.response.status is Status.UNKNOWN_CLIENT
+
+
+def test_removed_client_is_refused_and_memory_change_is_pushed():
+    core = SchedulerCore(config(("a", 0.5, 1, 100), ("b", 0.5, 1, 100)), Timing(), 0.0)
+    core.on_request(1, Request("a", 1, RequestType.MEM_LIMIT), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.0)
+    core.on_request(2, quota_req("b", 1), 0.0)  # waits behind a
+    actions = core.on_config(config(("a", 0.5, 1, 200)), 0.1)
+    pushes = [a for a in actions if isinstance(a, Reply) and a.response.req_id == NOTIFY_ID]
+    assert [(p.conn, p.response.values) for p in pushes] == [(1, (0, 200))]
+    refused = [a for a in actions if isinstance(a, Reply) and a.conn == 2]
+    assert refused[0].response.status is Status.CLIENT_REMOVED
+    [again] = [a for a in core.on_request(2, quota_req("b", 2), 0.2) if isinstance(a, Reply)]
+    assert again.response.status is Status.CLIENT_REMOVED
+
+
+def test_reload_with_same_config_changes_nothing():
+    cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
+    core = SchedulerCore(cfg, Timing(), 0.0)
+    core.on_request(1, quota_req("a", 1, burst=80.0), 0.0)
+    before = (core.clients["a"].quota_s, core.holder)
+    assert core.on_config(cfg, 0.1) == []
+    assert (core.clients["a"].quota_s, core.holder) == before
+
+
+def test_adaptive_quota_moves_toward_the_burst():
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0), 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))
+    assert g.response.values[0] == pytest.approx(200.0)  # (150 + 250) / 2
+    [g] = grants(core.on_request(1, quota_req("a", 2, burst=10.0), 0.2))
+    assert g.response.values[0] == pytest.approx(105.0)
+    [g] = grants(core.on_request(1, quota_req("a", 3, burst=1.0), 0.3))
+    assert g.response.values[0] == pytest.approx(100.0)  # clamped at the minimum
+
+
+def test_status_snapshot_names_the_holder():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(2, quota_req("b", 1), 0.1)
+    snap = core.snapshot(0.2)
+    rows = {c["name"]: c for c in snap["clients"]}
+    assert snap["holder"] == "a" and rows["a"]["holder"] and rows["b"]["waiting"]
+    assert rows["a"]["share"] == pytest.approx(1.0)
+
+
+# ---- properties ---------------------------------------------------------------------------
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["request", "disconnect", "advance", "reload"]),
+        st.integers(0, 3),
+        st.floats(0.0, 0.4),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_invariants_under_random_operations(operations):
+    names = ["a", "b", "c", "d"]
+    full = config(*[(n, 0.2, 0.5 + 0.1 * i, 1) for i, n in enumerate(names)])
+    core = SchedulerCore(full, Timing(0.1, 0.05, 2.0), 0.0)
+    now, req_id = 0.0, 0
+    conns = {n: i + 1 for i, n in enumerate(names)}
+    for op, who, dt in operations:
+        name = names[who]
+        if op == "request":
+            if any(c.conn == conns[name] for c in core.candidates):
+                continue  # a pod manager has one request in flight at a time
+            req_id += 1
+            actions = core.on_request(conns[name], quota_req(name, req_id, dt * 100), now)
+        elif op == "disconnect":
+            actions = core.on_disconnect(conns[name], now)
+            conns[name] += 10
+        elif op == "advance":
+            now += dt
+            deadline = core.next_deadline()
+            actions = core.on_deadline(now) if deadline is not None and deadline <= now else []
+        else:
+            keep = [(n, 0.2, 0.6, 1) for n in names if n != name]
+            actions = core.on_config(config(*keep) if dt < 0.2 else full, now)
+        granted = grants(actions)
+        assert len([g for g in granted if g.response.status is Status.OK]) <= 1
+        live = {c for c in conns.values()}
+        assert all(c.conn in live for c in core.candidates)
+        if core.holder is not None:
+            assert core.holder.interval in core.history.intervals
+            # A removed client keeps a token in hand until its next request.
+            assert core.holder.interval.name in core.clients.keys() | core.removed
+        deadline = core.next_deadline()
+        assert deadline is None or deadline >= now or core.holder is not None
