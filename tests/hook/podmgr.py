@@ -1,0 +1,134 @@
+"""A scripted pod manager for the hook tests: loopback TCP on port 0, one thread per connection.
+
+It records every request, answers QUOTA with `quota_ms` (or holds the answers until `release()`),
+answers MEM_UPDATE with the real pod manager's ledger rule (refuse what would pass `limit`), and,
+like the real one, gives a connection's bytes back when it closes.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from gemini.core import wire
+from gemini.core.wire import Request, RequestType, Response, Status
+
+
+@dataclass
+class FakePodManager:
+    name: str = "hooktest"
+    limit: int = 1 << 30
+    quota_ms: float = 10_000.0
+    hold_quota: bool = False
+    requests: list[Request] = field(default_factory=list)
+    used: int = 0
+    connections: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Condition()
+        self._held: list[tuple[socket.socket, Request]] = []
+        self._per_conn: dict[int, int] = {}
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self._conns: list[socket.socket] = []
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    # ---- test side ---------------------------------------------------------------------------
+
+    def of_type(self, t: RequestType) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.type is t]
+
+    def wait_for(self, pred, timeout: float = 10.0) -> bool:
+        """Wait until pred(self) is true (evaluated under the lock after every request)."""
+        with self._lock:
+            return self._lock.wait_for(lambda: pred(self), timeout)
+
+    def release(self) -> None:
+        """Answer the QUOTA requests held so far and stop holding."""
+        with self._lock:
+            self.hold_quota = False
+            held, self._held = self._held, []
+        for conn, req in held:
+            self._reply(conn, req, Status.OK, (self.quota_ms,))
+
+    def close(self) -> None:
+        self._stop = True
+        self._sock.close()
+        for c in self._conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            c.close()
+
+    # ---- server side -------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            with self._lock:
+                self.connections += 1
+                self._lock.notify_all()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
+        try:
+            conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
+        except OSError:
+            pass
+
+    def _serve(self, conn: socket.socket) -> None:
+        reader = wire.FrameReader(wire.REQ_MSG_LEN)
+        key = id(conn)
+        try:
+            while True:
+                data = conn.recv(4096)
+                if not data:
+                    break
+                for frame in reader.feed(data):
+                    self._handle(conn, key, wire.decode_request(frame))
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self.used -= self._per_conn.pop(key, 0)
+                self._lock.notify_all()
+            conn.close()
+
+    def _handle(self, conn: socket.socket, key: int, req: Request) -> None:
+        with self._lock:
+            self.requests.append(req)
+            self._lock.notify_all()
+            if req.name != self.name:
+                reply = (Status.UNKNOWN_CLIENT, ())
+            elif req.type is RequestType.QUOTA:
+                if self.hold_quota:
+                    self._held.append((conn, req))
+                    return
+                reply = (Status.OK, (self.quota_ms,))
+            elif req.type is RequestType.MEM_LIMIT:
+                reply = (Status.OK, (self.used, self.limit))
+            elif req.type is RequestType.MEM_UPDATE:
+                size, is_alloc = int(req.args[0]), int(req.args[1])
+                mine = self._per_conn.get(key, 0)
+                if is_alloc:
+                    ok = self.used + size <= self.limit
+                    if ok:
+                        self.used += size
+                        self._per_conn[key] = mine + size
+                else:
+                    size = min(size, mine)
+                    self.used -= size
+                    self._per_conn[key] = mine - size
+                    ok = True
+                reply = (Status.OK, (int(ok),))
+            else:
+                reply = (Status.OK, ())
+        self._reply(conn, req, *reply)

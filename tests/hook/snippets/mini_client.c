@@ -1,0 +1,88 @@
+/* Reaches the driver the way CUDA 12/13 runtimes do: dlopen("libcuda.so.1"),
+ * dlsym(handle, "cuGetProcAddress_v2"), then cuGetProcAddress("cuGetProcAddress") and every
+ * other function through the pointer that returned.
+ *   mini_client launch N [ptsz]     N launches then one stream sync; prints {"launched": N}
+ *   mini_client alloc BYTES         prints {"rc": R}
+ *   mini_client meminfo             prints {"free": F, "total": T}
+ *   mini_client fork                launch in a forked child too */
+#include "gemini/cuda_subset.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+static gpa_fn gpa;
+
+static void *get(const char *name, int version, cuuint64_t flags)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st;
+    if (gpa(name, &fn, version, flags, &st) != CUDA_SUCCESS || fn == NULL) {
+        fprintf(stderr, "lookup of %s failed\n", name);
+        exit(3);
+    }
+    return fn;
+}
+
+static int launch(long n, int ptsz)
+{
+    cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+    __typeof__(&cuLaunchKernel) lk = get("cuLaunchKernel", 12000, flags);
+    __typeof__(&cuStreamSynchronize) ss = get("cuStreamSynchronize", 12000, flags);
+    for (long i = 0; i < n; i++)
+        if (lk(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+            return 1;
+    return ss(NULL) != CUDA_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (h == NULL) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        return 2;
+    }
+    gpa = (gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+    gpa = (gpa_fn)get("cuGetProcAddress", 12000, 0);
+    __typeof__(&cuInit) init = get("cuInit", 12000, 0);
+    init(0);
+    if (argc >= 3 && strcmp(argv[1], "launch") == 0) {
+        long n = atol(argv[2]);
+        int rc = launch(n, argc > 3 && strcmp(argv[3], "ptsz") == 0);
+        printf("{\"launched\": %ld, \"rc\": %d}\n", n, rc);
+        return rc;
+    }
+    if (argc >= 3 && strcmp(argv[1], "alloc") == 0) {
+        __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
+        __typeof__(&cuMemFree_v2) release = get("cuMemFree", 12000, 0);
+        CUdeviceptr p = 0;
+        CUresult rc = alloc(&p, strtoull(argv[2], NULL, 10));
+        if (rc == CUDA_SUCCESS && argc > 3 && strcmp(argv[3], "free") == 0)
+            release(p);
+        printf("{\"rc\": %d}\n", (int)rc);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "meminfo") == 0) {
+        __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
+        size_t f = 0, t = 0;
+        CUresult rc = info(&f, &t);
+        printf("{\"rc\": %d, \"free\": %zu, \"total\": %zu}\n", (int)rc, f, t);
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "fork") == 0) {
+        launch(1, 0);
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(launch(3, 0));
+        int status = 0;
+        waitpid(pid, &status, 0);
+        printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return 0;
+    }
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | meminfo | fork\n");
+    return 2;
+}

@@ -1,0 +1,103 @@
+/* A tiny stand-in CUDA driver for the hook's own tests (the full fake lives in csrc/fake).
+ * Distinct functions per _ptsz variant, so a test can see which variant the hook forwarded to.
+ * Every call is counted; MINI_DRIVER_LOG=path appends "name\n" per call. */
+#include "gemini/cuda_subset.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long long next_ptr = 0x7f0000000000ull;
+static int initialised;
+
+static void note(const char *name)
+{
+    const char *path = getenv("MINI_DRIVER_LOG");
+    if (path == NULL)
+        return;
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s\n", name);
+        fclose(f);
+    }
+}
+
+CUresult cuInit(unsigned int flags) { (void)flags; initialised = 1; note("cuInit"); return CUDA_SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *c) { *c = (CUcontext)0x1000; return CUDA_SUCCESS; }
+CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return CUDA_SUCCESS; }
+CUresult cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+CUresult cuEventCreate(CUevent *e, unsigned int f) { (void)f; *e = (CUevent)malloc(8); return CUDA_SUCCESS; }
+CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return CUDA_SUCCESS; }
+CUresult cuEventSynchronize(CUevent e) { (void)e; note("cuEventSynchronize"); return CUDA_SUCCESS; }
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { (void)a; (void)b; *ms = 0; return CUDA_SUCCESS; }
+CUresult cuCtxSynchronize(void) { note("cuCtxSynchronize"); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) { (void)s; note("cuStreamSynchronize"); return CUDA_SUCCESS; }
+CUresult cuStreamSynchronize_ptsz(CUstream s) { (void)s; note("cuStreamSynchronize_ptsz"); return CUDA_SUCCESS; }
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned sh, CUstream s, void **p, void **x)
+{
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)s; (void)p; (void)x;
+    note("cuLaunchKernel");
+    return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned sh, CUstream s, void **p, void **x)
+{
+    (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sh; (void)s; (void)p; (void)x;
+    note("cuLaunchKernel_ptsz");
+    return CUDA_SUCCESS;
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
+{
+    note("cuMemAlloc_v2");
+    if (n > (1ull << 40))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *p = next_ptr;
+    next_ptr += (n + 4095) & ~4095ull;
+    return CUDA_SUCCESS;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; note("cuMemFree_v2"); return CUDA_SUCCESS; }
+CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) { *free_b = 70ull << 30; *total = 80ull << 30; return CUDA_SUCCESS; }
+CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = 80ull << 30; return CUDA_SUCCESS; }
+
+struct row { const char *base; int version; int ptsz; void *fn; };
+static const struct row rows[] = {
+    {"cuInit", 2000, -1, (void *)cuInit},
+    {"cuGetProcAddress", 12000, -1, (void *)cuGetProcAddress_v2},
+    {"cuGetProcAddress", 11030, -1, (void *)cuGetProcAddress},
+    {"cuCtxGetCurrent", 4000, -1, (void *)cuCtxGetCurrent},
+    {"cuCtxSynchronize", 2000, -1, (void *)cuCtxSynchronize},
+    {"cuStreamSynchronize", 7000, 1, (void *)cuStreamSynchronize_ptsz},
+    {"cuStreamSynchronize", 2000, 0, (void *)cuStreamSynchronize},
+    {"cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz},
+    {"cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel},
+    {"cuMemAlloc", 3020, -1, (void *)cuMemAlloc_v2},
+    {"cuMemFree", 3020, -1, (void *)cuMemFree_v2},
+    {"cuMemGetInfo", 3020, -1, (void *)cuMemGetInfo_v2},
+    {"cuDeviceTotalMem", 3020, -1, (void *)cuDeviceTotalMem_v2},
+};
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *status)
+{
+    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        if (strcmp(rows[i].base, symbol) != 0 || rows[i].version > version)
+            continue;
+        if (rows[i].ptsz >= 0 && rows[i].ptsz != ptsz)
+            continue;
+        *pfn = rows[i].fn;
+        if (status)
+            *status = CU_GET_PROC_ADDRESS_SUCCESS;
+        return CUDA_SUCCESS;
+    }
+    *pfn = NULL;
+    if (status)
+        *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, version, flags, NULL);
+}

@@ -1,0 +1,105 @@
+"""The hook against the mini driver (tests/hook/snippets): interposition, token gate, memory
+limit, robustness.  The full path matrix against the fake driver is in test_hook_paths.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from gemini.core.wire import RequestType
+
+pytestmark = pytest.mark.hook
+
+HOOKS_DEF = __import__("pathlib").Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
+
+
+def table_symbols() -> set[str]:
+    return set(re.findall(r"^GEM_HOOK\((\w+),", HOOKS_DEF.read_text(), re.M))
+
+
+def test_exported_symbols_are_the_table_plus_dlsym(hook_lib):
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(hook_lib)], capture_output=True,
+                        text=True, check=True)
+    exported = {line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line.strip()}
+    assert exported == table_symbols() | {"dlsym"}
+
+
+def test_cudart_like_lookup_reaches_every_launch(hook_env, mini, pm):
+    r = hook_env.run([str(mini / "mini_client"), "launch", "7"])
+    assert r.returncode == 0, r.stderr
+    assert r.stats["cuLaunchKernel"] == 7
+    assert r.stats["cuLaunchKernel_ptsz"] == 0
+    assert r.stats["cuStreamSynchronize"] == 1
+    assert r.stats["cuGetProcAddress_v2"] >= 3  # the swapped cuGetProcAddress is ours too
+    assert len(pm.of_type(RequestType.QUOTA)) == 1
+
+
+def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
+    r = hook_env.run([str(mini / "mini_client"), "launch", "4", "ptsz"])
+    assert r.returncode == 0, r.stderr
+    assert r.stats["cuLaunchKernel_ptsz"] == 4
+    assert r.stats["cuLaunchKernel"] == 0
+    assert r.stats["cuStreamSynchronize_ptsz"] == 1
+
+
+def test_over_limit_allocation_is_refused_and_leaves_nothing(hook_env, mini, pm):
+    pm.limit = 1000
+    r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"])
+    assert r.out == [{"rc": 2}]
+    assert pm.used == 0
+    r = hook_env.run([str(mini / "mini_client"), "alloc", "600", "free"])
+    assert r.out == [{"rc": 0}]
+    assert [tuple(q.args) for q in pm.of_type(RequestType.MEM_UPDATE)] == [
+        (5000, 1), (600, 1), (600, 0)]
+    assert pm.wait_for(lambda p: p.used == 0)
+
+
+def test_meminfo_shows_the_limit(hook_env, mini, pm):
+    pm.limit = 3 << 30
+    pm.used = 1 << 30
+    r = hook_env.run([str(mini / "mini_client"), "meminfo"])
+    assert r.out == [{"rc": 0, "free": 2 << 30, "total": 3 << 30}]
+
+
+def test_launch_without_a_token_waits_for_the_pod_manager(hook_env, mini, pm):
+    pm.hold_quota = True
+    proc = hook_env.start([str(mini / "mini_client"), "launch", "3"])
+    try:
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) == 1)
+        assert proc.popen.poll() is None  # blocked inside the first launch
+        assert proc.lines.empty()
+        pm.release()
+        assert '"launched": 3' in proc.wait_line("launched")
+        assert proc.popen.wait(10) == 0
+    finally:
+        proc.kill()
+
+
+def test_disable_is_a_pure_pass_through(hook_env, mini, pm):
+    pm.limit = 10
+    r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"], GEMINI_HOOK_DISABLE="1")
+    assert r.out == [{"rc": 0}]
+    r = hook_env.run([str(mini / "mini_client"), "launch", "2"], GEMINI_HOOK_DISABLE="1")
+    assert r.returncode == 0
+    assert pm.requests == [] and pm.connections == 0
+
+
+def test_pod_manager_down_at_start_waits_and_retries(hook_env, mini, pm):
+    port = pm.port
+    pm.close()  # nothing listens there now
+    proc = hook_env.start([str(mini / "mini_client"), "launch", "1"], POD_MANAGER_PORT=str(port))
+    try:
+        line = proc.wait_line("unreachable")
+        assert f"127.0.0.1:{port}" in line and "gemini-hook[hooktest" in line
+        assert proc.popen.poll() is None  # waiting, not exited
+    finally:
+        proc.kill()
+
+
+def test_forked_child_has_its_own_connection_and_token(hook_env, mini, pm):
+    r = hook_env.run([str(mini / "mini_client"), "fork"])
+    assert r.out == [{"child": 0}], r.stderr
+    assert pm.wait_for(lambda p: p.connections == 2)
+    assert len(pm.of_type(RequestType.QUOTA)) == 2
