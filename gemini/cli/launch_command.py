@@ -21,6 +21,7 @@ from gemini.native import NativeBuildMissing, hook_library_path
 
 PROG = "launch-command"
 GRACE_S = 5.0
+_POLL_S = 1.0
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127
 EXAMPLE = f"example: tools/{PROG}.py --name client1 --port 50052 -- python train.py --epochs 3"
@@ -106,8 +107,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    # Always with a timeout: Popen then polls with short sleeps, which a signal interrupts, where
+    # a blocking waitpid() entered just after a signal arrived would sit on it until the child
+    # exits by itself.
     try:
-        return proc.wait(timeout)
+        if timeout is not None:
+            return proc.wait(timeout)
+        while True:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                return proc.wait(_POLL_S)
     except subprocess.TimeoutExpired:
         print(f"{PROG}: timeout after {timeout:g} s; stopping the command", file=sys.stderr)
         stop_group(proc)

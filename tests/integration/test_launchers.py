@@ -1,0 +1,335 @@
+"""The launchers as real processes, with small Python stand-ins for gem-schd, gem-pmgr and programs.
+
+Synchronisation is on output lines and process exits, each with a timeout; no sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from gemini.cli import launch_command
+from gemini.native import NativeBuildMissing
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 20.0
+PY = sys.executable
+CONFIG = "2\nclient1 0.5 0.5 4GiB\nclient2 0.3 0.8 2GiB\n"
+
+# Prints one JSON line (role, argv, env) and waits; SIGTERM -> prints "stopped" and exits 0.
+# STANDIN_DIE=<role or POD_NAME> makes that one exit 3 right away, as a crash.
+STANDIN = r"""
+import json, os, signal, sys
+role = sys.argv[1]
+who = os.environ.get("POD_NAME", role)
+def say(text):
+    os.write(1, (text + "\n").encode())  # one write: the stand-ins share the launcher's pipe
+# Blocked, then sigwait: a SIGTERM sent right after our report can never be missed.
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+keys = ("SCHEDULER_IP", "SCHEDULER_PORT", "POD_MANAGER_IP", "POD_MANAGER_PORT", "POD_NAME")
+say(json.dumps({"role": role, "who": who, "argv": sys.argv[2:], "pid": os.getpid(),
+                "env": {k: os.environ[k] for k in keys if k in os.environ}}))
+if os.environ.get("STANDIN_DIE") == who:
+    sys.exit(3)
+signal.sigwait({signal.SIGTERM})
+say(f"stopped {who}")
+"""
+
+
+class Lines:
+    """A process's stdout lines, read by a thread, waited on with a timeout."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.queue.put(line.rstrip("\n"))
+        self.queue.put(None)  # EOF: every process holding the pipe has exited
+
+    def next(self) -> str | None:
+        try:
+            line = self.queue.get(timeout=TIMEOUT_S)
+        except queue.Empty:
+            raise AssertionError(f"no output within {TIMEOUT_S} s; so far: {self.seen}") from None
+        if line is not None:
+            self.seen.append(line)
+        return line
+
+    def until(self, predicate: Callable[[str], bool]) -> str:
+        while (line := self.next()) is not None:
+            if predicate(line):
+                return line
+        raise AssertionError(f"EOF before the expected line; got: {self.seen}")
+
+    def until_eof(self) -> list[str]:
+        rest = []
+        while (line := self.next()) is not None:
+            rest.append(line)
+        return rest
+
+
+def _json_lines(lines: list[str]) -> list[dict]:
+    return [json.loads(x) for x in lines if x.startswith("{")]
+
+
+@pytest.fixture
+def standin(tmp_path: Path) -> Path:
+    path = tmp_path / "standin.py"
+    path.write_text(STANDIN)
+    return path
+
+
+_started: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers():  # type: ignore[no-untyped-def]
+    """A failed test must not leave a launcher (and its children) behind."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.terminate()  # both launchers stop their children on SIGTERM
+            try:
+                proc.wait(TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def start_backend(
+    tmp_path: Path, standin: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], Lines]:
+    conf = tmp_path / "resource-config.txt"
+    if not conf.exists():
+        conf.write_text(CONFIG)
+    argv = [PY, "-m", "gemini.cli.launch_backend", f"{PY} {standin} scheduler",
+            f"{PY} {standin} pmgr", "--config", str(conf), *extra]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env={**os.environ, **(env or {})})
+    _started.append(proc)
+    return proc, Lines(proc)
+
+
+def wait_started(lines: Lines, count: int) -> list[dict]:
+    """Until `count` stand-ins have reported; returns their reports by start order."""
+    reports: list[dict] = []
+    while len(reports) < count:
+        line = lines.until(lambda x: x.startswith("{"))
+        reports.append(json.loads(line))
+    return reports
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    _, err = proc.communicate(timeout=TIMEOUT_S)
+    return proc.returncode, err
+
+
+# ---- launch-backend ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_backend_args_env_and_signal_stops_all(
+    tmp_path: Path, standin: Path, sig: signal.Signals
+) -> None:
+    proc, lines = start_backend(tmp_path, standin, "--port", "6000", "--base_quota", "250")
+    pm1, pm2, schd = sorted(wait_started(lines, 3), key=lambda r: r["who"])
+    conf_dir = str(tmp_path)
+    assert schd["argv"] == ["-p", conf_dir, "-f", "resource-config.txt", "-P", "6000", "-q", "250",
+                            "-m", "20", "-w", "10000", "--ip", "127.0.0.1"]
+    assert pm1["env"] == {"SCHEDULER_IP": "127.0.0.1", "SCHEDULER_PORT": "6000",
+                          "POD_MANAGER_IP": "127.0.0.1", "POD_MANAGER_PORT": "6001",
+                          "POD_NAME": "client1"}
+    assert (pm2["env"]["POD_NAME"], pm2["env"]["POD_MANAGER_PORT"]) == ("client2", "6002")
+    assert pm1["argv"] == pm2["argv"] == []
+
+    proc.send_signal(sig)
+    rest = lines.until_eof()  # EOF: the stand-ins, which share the pipe, are all gone
+    assert {"stopped scheduler", "stopped client1", "stopped client2"} <= set(rest)
+    code, _ = finish(proc)
+    assert code == 0
+    announced = [x for x in lines.seen if " on 127.0.0.1:" in x]
+    program = Path(PY).name
+    assert [x.split(" (pid")[0] for x in announced] == [
+        f"scheduler: {program} on 127.0.0.1:6000",
+        f"client1: {program} on 127.0.0.1:6001",
+        f"client2: {program} on 127.0.0.1:6002",
+    ]
+
+
+def test_backend_yaml_config(tmp_path: Path, standin: Path) -> None:
+    conf = tmp_path / "r.yaml"
+    conf.write_text("clients:\n  - {name: only, request: 0.5, limit: 1, gpu_mem: 1GiB}\n")
+    proc, lines = start_backend(tmp_path, standin, "--config", str(conf), "--no-follow")
+    reports = wait_started(lines, 2)
+    assert sorted(r["who"] for r in reports) == ["only", "scheduler"]
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 0
+
+
+def test_pod_manager_death_is_logged_and_the_rest_keep_running(
+    tmp_path: Path, standin: Path
+) -> None:
+    proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE": "client2"})
+    wait_started(lines, 3)
+    assert proc.stderr is not None
+    err_line = proc.stderr.readline()  # blocks until the launcher has logged the death
+    assert "pod manager of client2 exited with 3; the others keep running" in err_line
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    rest = lines.until_eof()
+    assert {"stopped scheduler", "stopped client1"} <= set(rest)
+    assert finish(proc)[0] == 0
+
+
+def test_scheduler_death_stops_everything(tmp_path: Path, standin: Path) -> None:
+    proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE": "scheduler"})
+    lines.until_eof()  # the pod managers are stopped too, so the pipe closes
+    code, err = finish(proc)
+    assert code == 1
+    assert "the scheduler exited with 3; stopping everything" in err
+
+
+def test_client_added_to_the_config_gets_a_pod_manager(tmp_path: Path, standin: Path) -> None:
+    proc, lines = start_backend(tmp_path, standin)
+    wait_started(lines, 3)
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text(CONFIG.replace("2\n", "3\n", 1) + "client3 0.1 0.2 1GiB\n")
+    (report,) = wait_started(lines, 1)
+    assert report["env"]["POD_NAME"] == "client3"
+    assert report["env"]["POD_MANAGER_PORT"] == "50054"
+    proc.send_signal(signal.SIGINT)
+    assert "stopped client3" in lines.until_eof()
+    assert finish(proc)[0] == 0
+
+
+def test_bad_config_is_reported_with_file_and_line(tmp_path: Path, standin: Path) -> None:
+    (tmp_path / "resource-config.txt").write_text("1\nclient1 0.9 0.5 1\n")
+    proc, _ = start_backend(tmp_path, standin)
+    code, err = finish(proc)
+    assert code == 2
+    assert f"{tmp_path}/resource-config.txt:2: request 0.9 is above limit 0.5" in err
+
+
+def test_missing_scheduler_command(tmp_path: Path) -> None:
+    conf = tmp_path / "c.txt"
+    conf.write_text(CONFIG)
+    proc = subprocess.run(
+        [PY, "-m", "gemini.cli.launch_backend", "no-such-gem-schd", "gem-pmgr", "--config",
+         str(conf)], capture_output=True, text=True, timeout=TIMEOUT_S, cwd=ROOT,
+    )
+    assert proc.returncode == 2
+    assert "cannot start no-such-gem-schd" in proc.stderr
+
+
+# ---- launch-command ------------------------------------------------------------------------------
+
+PRINT_ENV = (
+    "import os; print(os.environ['LD_PRELOAD'], os.environ['POD_NAME'], "
+    "os.environ['POD_MANAGER_IP'], os.environ['POD_MANAGER_PORT'])"
+)
+
+
+@pytest.fixture
+def hook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A stand-in hook file; the dynamic loader ignores it (not ELF) and runs the program."""
+    path = tmp_path / "libgemhook.so.1"
+    path.write_bytes(b"")
+    monkeypatch.setattr(launch_command, "hook_library_path", lambda: path)
+    return path
+
+
+def test_command_env(hook: Path, capfd: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LD_PRELOAD", "/other.so")
+    code = launch_command.main(["--name", "client1", "--port", "50052", "--", PY, "-c", PRINT_ENV])
+    assert code == 0
+    out = capfd.readouterr().out.split()
+    assert out == [f"{hook}:/other.so", "client1", "127.0.0.1", "50052"]
+
+
+def test_command_argv_is_not_a_shell_line(hook: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    code = launch_command.main(["--name", "c", "--port", "1", "--ip", "10.0.0.9", PY, "-c",
+                                "import sys; print(sys.argv[1:])", "a b", "$HOME", ";"])
+    assert code == 0
+    assert capfd.readouterr().out.strip() == "['a b', '$HOME', ';']"
+
+
+@pytest.mark.parametrize(("script", "code"), [
+    ("import sys; sys.exit(7)", 7),
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9),
+])
+def test_command_exit_code_is_the_childs(hook: Path, script: str, code: int) -> None:
+    assert launch_command.main(["--name", "c", "--port", "1", PY, "-c", script]) == code
+
+
+def test_command_not_found(hook: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    assert launch_command.main(["--name", "c", "--port", "1", "no-such-program-xyz"]) == 127
+    assert "cannot run no-such-program-xyz" in capfd.readouterr().err
+
+
+def test_command_missing(hook: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    assert launch_command.main(["--name", "c", "--port", "1"]) == 2
+    assert "no command to run" in capfd.readouterr().err
+
+
+def test_hook_not_built(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    def missing() -> Path:
+        raise NativeBuildMissing("/x/libgemhook.so.1 is not built: run `make build`")
+
+    monkeypatch.setattr(launch_command, "hook_library_path", missing)
+    assert launch_command.main(["--name", "c", "--port", "1", "true"]) == 2
+    assert "the Gemini hook is missing: /x/libgemhook.so.1 is not built" in capfd.readouterr().err
+
+
+# A program that starts a grandchild in its group; both print their pids and wait forever.
+FAMILY = (
+    "import subprocess, sys, time; "
+    "g = subprocess.Popen([sys.executable, '-c', 'import time; print(\"grandchild\", flush=True); "
+    "time.sleep(600)']); print('child', flush=True); time.sleep(600)"
+)
+# Runs launch-command in a process of its own, with the stand-in hook path patched in.
+RUNNER = (
+    "import sys; from pathlib import Path; import gemini.cli.launch_command as m; "
+    "m.hook_library_path = lambda: Path(sys.argv[1]); sys.exit(m.main(sys.argv[2:]))"
+)
+
+
+def start_command(hook: Path, *args: str) -> tuple[subprocess.Popen[str], Lines]:
+    argv = [PY, "-c", RUNNER, str(hook), "--name", "c", "--port", "1", *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    _started.append(proc)
+    return proc, Lines(proc)
+
+
+def test_command_timeout_stops_the_whole_group(hook: Path) -> None:
+    proc, lines = start_command(hook, "--timeout", "0.5", PY, "-c", FAMILY)
+    assert set(lines.until_eof()) == {"child", "grandchild"}  # EOF: both are gone
+    code, err = finish(proc)
+    assert code == 128 + signal.SIGTERM
+    assert "timeout after 0.5 s" in err
+
+
+def test_command_ctrl_c_is_forwarded_to_the_group(hook: Path) -> None:
+    proc, lines = start_command(hook, PY, "-c", FAMILY)
+    while not {"child", "grandchild"} <= set(lines.seen):
+        lines.next()
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 128 + signal.SIGTERM
