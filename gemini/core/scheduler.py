@@ -4,6 +4,9 @@ Rules:
 - One token per GPU.  A token is granted to a waiting QUOTA request and ends when its quota
   expires or when its holder sends its next QUOTA request (the implicit early return).
 - A request first charges the client's last interval: `end = min(now, end + overuse)`.
+- When a quota expires, its holder counts as waiting for `return_grace_s` more: if it is the one
+  to serve next, the token waits that long for its request (the decision is otherwise unfair
+  to busy clients, whose next request races the expiry).
 - Waiting clients are picked by `policy.pick` over their sliding-window usage; a client at its
   limit waits even if the GPU is idle (the limit is a hard cap).  A client with no interval in the
   window is served first come, first served.
@@ -38,6 +41,10 @@ class Timing:
     base_quota_s: float = 0.250
     min_quota_s: float = 0.100
     window_s: float = 10.0
+    # How long an expired holder that should go next may take to ask again before the token goes
+    # to someone else.  A busy client asks at about its expiry; without this the scheduler would
+    # only ever see the other clients waiting then, and alternate them whatever their shares.
+    return_grace_s: float = 0.005
 
 
 @dataclass
@@ -75,6 +82,7 @@ class SchedulerCore:
         self.candidates: list[Candidate] = []
         self.holder: Grant | None = None
         self._recheck_at: float | None = None  # set when every waiting client is capped
+        self._grace: tuple[str, float] | None = None  # expired holder, until when
         self._apply_config(config)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -148,8 +156,15 @@ class SchedulerCore:
         if self.holder is not None:
             if now < self.holder.interval.end:
                 return out
-            out.append(act.debug(self.holder.interval.name, "quota expired"))
+            name = self.holder.interval.name
+            out.append(act.debug(name, "quota expired"))
             self.holder = None
+            if name in self.clients and all(c.name != name for c in self.candidates):
+                self._grace = (name, now + self.timing.return_grace_s)
+        if self._grace is not None and (
+            now >= self._grace[1] or any(c.name == self._grace[0] for c in self.candidates)
+        ):
+            self._grace = None
         if not self.candidates:
             return out
         chosen = self._select(now)
@@ -196,21 +211,29 @@ class SchedulerCore:
         if not self.history.has(front.name):
             return front, None  # no usage in the window: first come, first served
         usage = self.history.usage(window_start, now)
-        standings = []
-        for c in self.candidates:
-            spec = self.clients[c.name].spec
-            used = usage.get(c.name, 0.0)
-            # A limit of 1 caps nothing, also while the young window is all one client's.
-            allowed = math.inf if spec.limit >= 1.0 else spec.limit * window_size
-            standings.append(Standing(c.name, used, spec.request * window_size, allowed))
+        names = [c.name for c in self.candidates]
+        if self._grace is not None:
+            names.append(self._grace[0])  # the expired holder, expected back at once
+        standings = [self._standing(n, usage, window_size) for n in names]
         best = pick(standings, self.timing.min_quota_s)
         if best is None:
             # Everyone waiting is at its limit; usage falls as the window slides, so look again
-            # when the closest one has room for a short grant again.
+            # when the closest one has room for a minimum quota.
             short = min(self.timing.min_quota_s - s.remaining for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
-        return self.candidates[standings.index(best)], best
+        index = standings.index(best)
+        if index == len(self.candidates):
+            assert self._grace is not None
+            self._recheck_at = self._grace[1]  # wait for the expired holder's request
+            return None
+        return self.candidates[index], best
+
+    def _standing(self, name: str, usage: dict[str, float], window_size: float) -> Standing:
+        spec = self.clients[name].spec
+        # A limit of 1 caps nothing, also while the young window is all one client's.
+        allowed = math.inf if spec.limit >= 1.0 else spec.limit * window_size
+        return Standing(name, usage.get(name, 0.0), spec.request * window_size, allowed)
 
     # ---- config --------------------------------------------------------------------------------
 

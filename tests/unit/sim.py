@@ -1,9 +1,10 @@
 """A virtual-clock simulator for the scheduler core: saturating clients, one GPU, no sockets.
 
 Each client behaves like a hook that always has work: it asks for a token, uses the GPU for the
-quota it gets, and asks again shortly before the quota ends (as Gemini's hook does when its next
-burst would not fit), which returns the token.  The lead is 0.5-2.5 ms, drawn from a seeded
-generator, so runs are repeatable but clients do not move in lock step.  Each request reports the
+quota it gets, and asks again about when the quota ends: from 2.5 ms before (as Gemini's hook does
+when its next burst would not fit), which returns the token, to 2 ms after (a request that races
+the expiry).  The times are drawn from a seeded generator, so runs are repeatable but clients do
+not move in lock step.  Each request reports the
 client's predicted burst (`burst_ms`), from which the scheduler sizes its quota.
 """
 
@@ -64,9 +65,9 @@ class Sim:
 
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
-        end = self.now + max(quota_s - self._rng.uniform(0.0005, 0.0025), 0.0)
-        c.busy.append((self.now, end))
-        self._wake(c.name, end)
+        back = self.now + max(quota_s + self._rng.uniform(-0.0025, 0.002), 0.0)
+        c.busy.append((self.now, min(back, self.now + quota_s)))
+        self._wake(c.name, back)
 
     def run_until(self, t_end: float) -> None:
         while True:

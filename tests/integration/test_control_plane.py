@@ -1,0 +1,142 @@
+"""Scheduler + pod managers as real processes over loopback, with processes acting as hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gemini.client import Connection, query_status
+from gemini.core.wire import RequestType, Status
+from tests.procs import ROOT, start_pod_manager, start_scheduler
+
+# Quotas of 30-60 ms, a 2 s window, and 20 ms for a busy Python process on a loaded machine to
+# ask again after its quota ends.
+FAST = ("-q", "60", "-m", "30", "-w", "2000", "--grace", "20")
+
+
+def start_hook(port: int, name: str, seconds: float) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "tests.integration.fake_hook", "--port", str(port),
+            "--name", name, "--seconds", str(seconds)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def finish(proc: subprocess.Popen[str]) -> dict:
+    out, _ = proc.communicate(timeout=60)
+    lines = [json.loads(x) for x in out.splitlines()]
+    assert proc.returncode == 0, lines
+    return lines[-1]
+
+
+def share_in(results: dict[str, dict], start: float, end: float) -> dict[str, float]:
+    held = {
+        name: sum(max(0.0, min(e, end) - max(s, start)) for s, e in r["intervals"])
+        for name, r in results.items()
+    }
+    total = sum(held.values())
+    return {n: h / total for n, h in held.items()}
+
+
+@pytest.fixture
+def backend(tmp_path):
+    started = []
+
+    def start(config_text: str, names: list[str]):
+        cfg = tmp_path / "resource-config.txt"
+        cfg.write_text(config_text)
+        schd = start_scheduler(cfg, *FAST)
+        started.append(schd)
+        pmgrs = {}
+        for name in names:
+            pm = start_pod_manager(name, schd.port)
+            started.append(pm)
+            pm.wait_for("memory limit")
+            pmgrs[name] = pm
+        return cfg, schd, pmgrs
+
+    yield start
+    for d in reversed(started):
+        d.stop()
+
+
+@pytest.mark.system
+def test_shares_follow_the_config_and_a_live_edit(backend):
+    cfg, schd, pmgrs = backend("2\na 0.3 1.0 1GiB\nb 0.7 1.0 1GiB\n", ["a", "b"])
+    hooks = {n: start_hook(pm.port, n, 9.0) for n, pm in pmgrs.items()}
+    # Edit the file once the run is under way (the hooks print "ready" when connected).
+    for proc in hooks.values():
+        assert json.loads(proc.stdout.readline())["ready"]
+    t0 = time.monotonic()
+    time.sleep(4.0)  # the first phase of the workload, not a synchronisation
+    assert query_status("127.0.0.1", schd.port)["holder"] in ("a", "b")
+    cfg.write_text("2\na 0.7 1.0 1GiB\nb 0.3 1.0 1GiB\n")
+    t_edit = time.monotonic()
+    schd.wait_for(r"client changed")
+    results = {n: finish(p) for n, p in hooks.items()}
+    before = share_in(results, t0 + 1.0, t_edit)
+    after = share_in(results, t_edit + 2.5, t0 + 9.0)  # one 2 s window after the edit
+    assert before["a"] == pytest.approx(0.3, abs=0.1), before
+    assert after["a"] == pytest.approx(0.7, abs=0.1), after
+
+
+@pytest.mark.system
+def test_three_clients_get_their_guarantees(backend):
+    _, _, pmgrs = backend("3\na 0.2 1 1GiB\nb 0.2 1 1GiB\nc 0.6 1 1GiB\n", ["a", "b", "c"])
+    hooks = {n: start_hook(pm.port, n, 5.0) for n, pm in pmgrs.items()}
+    results = {n: finish(p) for n, p in hooks.items()}
+    starts = [r["intervals"][0][0] for r in results.values()]
+    shares = share_in(results, max(starts) + 1.0, max(starts) + 4.5)
+    for name, want in (("a", 0.2), ("b", 0.2), ("c", 0.6)):
+        assert shares[name] == pytest.approx(want, abs=0.08), shares
+
+
+@pytest.mark.system
+def test_memory_limit_is_shared_by_processes_and_released_on_exit(backend):
+    _, schd, pmgrs = backend("1\na 1 1 1000\n", ["a"])
+    port = pmgrs["a"].port
+    with Connection("127.0.0.1", port, "a") as first, Connection("127.0.0.1", port, "a") as second:
+        assert first.call(RequestType.MEM_UPDATE, 600, 1)[0].values == (1,)
+        assert second.call(RequestType.MEM_UPDATE, 600, 1)[0].values == (0,)
+        assert second.call(RequestType.MEM_LIMIT)[0].values == (600, 1000)
+    with Connection("127.0.0.1", port, "a") as third:
+        # The first process went away: its 600 bytes are free again.
+        assert third.call(RequestType.MEM_UPDATE, 900, 1)[0].values == (1,)
+
+
+@pytest.mark.system
+def test_unknown_names_are_answered_with_an_error(backend):
+    _, schd, pmgrs = backend("1\na 1 1 1000\n", ["a"])
+    with Connection("127.0.0.1", schd.port, "nobody") as conn:
+        rsp, _ = conn.call(RequestType.QUOTA, 0.0, 0.0)
+        assert rsp.status is Status.UNKNOWN_CLIENT
+    with Connection("127.0.0.1", pmgrs["a"].port, "b") as conn:
+        rsp, _ = conn.call(RequestType.MEM_LIMIT)
+        assert rsp.status is Status.UNKNOWN_CLIENT
+
+
+@pytest.mark.system
+def test_garbage_closes_only_the_sender(backend):
+    _, schd, pmgrs = backend("1\na 1 1 1000\n", ["a"])
+    import socket
+
+    with socket.create_connection(("127.0.0.1", schd.port)) as s:
+        s.sendall(b"\xff" * 80)
+        assert s.recv(1) == b""  # closed by the scheduler
+    schd.wait_for("closing connection")
+    with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
+        assert conn.call(RequestType.QUOTA, 0.0, 0.0)[0].status is Status.OK
+
+
+def test_missing_config_is_a_clear_error(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "gemini.cli.schd", "-p", str(tmp_path), "-f", "nope.txt"],
+        capture_output=True, text=True, cwd=ROOT, timeout=30,
+    )
+    assert proc.returncode == 2
+    assert "nope.txt" in proc.stderr

@@ -1,0 +1,80 @@
+"""Starting the daemons as real processes in tests, and waiting on what they print."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+STARTUP_TIMEOUT_S = 20.0
+
+
+@dataclass
+class Daemon:
+    proc: subprocess.Popen[str]
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    log: list[str] = field(default_factory=list)
+    port: int = 0
+
+    def wait_for(self, pattern: str, timeout: float = STARTUP_TIMEOUT_S) -> re.Match[str]:
+        """Block until a log line matches (returns the match) or fail after `timeout`."""
+        regex = re.compile(pattern)
+        for line in self.log:
+            if m := regex.search(line):
+                return m
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no log line matching {pattern!r}; got:\n" + "".join(self.log))
+            self.log.append(line)
+            if m := regex.search(line):
+                return m
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def _spawn(argv: list[str], env: dict[str, str] | None = None) -> Daemon:
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            env=full_env, cwd=ROOT)
+    daemon = Daemon(proc)
+
+    def pump() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            daemon.lines.put(line)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return daemon
+
+
+def start_scheduler(config: Path, *flags: str) -> Daemon:
+    argv = [sys.executable, "-m", "gemini.cli.schd", "-P", "0", "-p", str(config.parent),
+            "-f", config.name, *flags]
+    d = _spawn(argv)
+    d.port = int(d.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+    return d
+
+
+def start_pod_manager(name: str, scheduler_port: int, *flags: str) -> Daemon:
+    argv = [sys.executable, "-m", "gemini.cli.pmgr", "--port", "0", *flags]
+    env = {"POD_NAME": name, "SCHEDULER_PORT": str(scheduler_port), "SCHEDULER_IP": "127.0.0.1"}
+    d = _spawn(argv, env)
+    d.port = int(d.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+    return d
