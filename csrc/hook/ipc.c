@@ -38,6 +38,8 @@ struct conn {
     int connecting;
     int reading;
     int down_logged;
+    int ever_connected;
+    int reclaim_pending; /* a new connection after a lost one: claim our live bytes again */
     int32_t next_id;
     struct waiter *waiters;
 };
@@ -54,6 +56,8 @@ static void conns_init(void)
         conns[i].connecting = 0;
         conns[i].reading = 0;
         conns[i].down_logged = 0;
+        conns[i].ever_connected = 0;
+        conns[i].reclaim_pending = 0;
         conns[i].next_id = 0;
         conns[i].waiters = NULL;
     }
@@ -179,6 +183,8 @@ static int ensure_connected(struct conn *c, int dev)
             GEM_LOG(GEM_LOG_WARN, "pod manager %s reachable again", where(dev, buf, sizeof(buf)));
         c->down_logged = 0;
         c->fd = fd;
+        c->reclaim_pending = c->ever_connected;
+        c->ever_connected = 1;
     }
     pthread_cond_broadcast(&c->cv);
     return fd < 0 ? -1 : 0;
@@ -213,6 +219,7 @@ static void unlink_waiter(struct conn *c, struct waiter *me)
 }
 
 typedef int (*encode_fn)(uint8_t *buf, int32_t id, const void *arg);
+static void reclaim(int dev);
 
 /* One attempt: 0 answered, -1 connection problem (the caller backs off and retries). */
 static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
@@ -223,6 +230,18 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
     if (ensure_connected(c, dev) != 0) {
         pthread_mutex_unlock(&c->m);
         return -1;
+    }
+    if (c->reclaim_pending) {
+        /* The pod manager gave this process's bytes back when the old connection closed;
+         * the allocations are still alive, so claim them again before anything else. */
+        c->reclaim_pending = 0;
+        pthread_mutex_unlock(&c->m);
+        reclaim(dev);
+        pthread_mutex_lock(&c->m);
+        if (ensure_connected(c, dev) != 0) {
+            pthread_mutex_unlock(&c->m);
+            return -1;
+        }
     }
     struct waiter me = {.id = c->next_id++};
     if (c->next_id < 0)
@@ -321,6 +340,20 @@ static int enc_update(uint8_t *buf, int32_t id, const void *arg)
 {
     const struct update_arg *a = arg;
     return gem_wire_encode_mem_update(buf, gem_cfg.pod_name, id, a->bytes, a->is_allocate);
+}
+
+static void reclaim(int dev)
+{
+    uint64_t live = gem_mem_live_bytes(dev);
+    if (live == 0)
+        return;
+    struct update_arg a = {live, 1};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    if (attempt(dev, enc_update, &a, rsp) != 0)
+        return; /* lost again: the next connection claims them */
+    if (gem_wire_rsp_status(rsp) != GEM_STATUS_OK || !gem_wire_rsp_verdict(rsp))
+        GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",
+                (unsigned long long)live);
 }
 
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)

@@ -76,7 +76,9 @@ void *gem_real(enum gem_sym s)
         return fn;
     fn = driver_symbol(gem_syms[s].name);
     if (fn == NULL || gem_is_wrapper(fn)) {
-        GEM_LOG(GEM_LOG_WARN, "the driver has no %s", gem_syms[s].name);
+        static _Atomic uint64_t warned; /* once per symbol */
+        if (!(atomic_fetch_or(&warned, 1ull << (s % 64)) & (1ull << (s % 64))))
+            GEM_LOG(GEM_LOG_WARN, "the driver has no %s", gem_syms[s].name);
         return (void *)&missing; /* called with the caller's arguments, which it ignores */
     }
     atomic_store_explicit(&slots[s], fn, memory_order_release);

@@ -56,6 +56,10 @@ class FakePodManager:
 
     def close(self) -> None:
         self._stop = True
+        try:  # wakes the accept() thread; close() alone leaves the socket listening until then
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._sock.close()
         for c in self._conns:
             try:

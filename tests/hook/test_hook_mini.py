@@ -4,6 +4,7 @@ limit, robustness.  The full path matrix against the fake driver is in test_hook
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 
 import pytest
@@ -86,9 +87,14 @@ def test_disable_is_a_pure_pass_through(hook_env, mini, pm):
     assert pm.requests == [] and pm.connections == 0
 
 
-def test_pod_manager_down_at_start_waits_and_retries(hook_env, mini, pm):
-    port = pm.port
-    pm.close()  # nothing listens there now
+def unused_port() -> int:
+    with socket.socket() as s:  # bound, never listening: connections are refused
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_pod_manager_down_at_start_waits_and_retries(hook_env, mini):
+    port = unused_port()
     proc = hook_env.start([str(mini / "mini_client"), "launch", "1"], POD_MANAGER_PORT=str(port))
     try:
         line = proc.wait_line("unreachable")
