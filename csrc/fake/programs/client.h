@@ -1,0 +1,649 @@
+/* Shared body of the two test clients, gem_client (reaches the driver the way cudart does:
+ * dlopen -> dlsym("cuGetProcAddress_v2") -> that for "cuGetProcAddress" -> everything through
+ * the pointer it returned) and direct_client (linked against libcuda.so.1, calls the exported
+ * names).  Each program fills `struct api` its own way in client_load() and calls client_main().
+ *
+ * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
+ *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
+ *        [--sync stream|ctx|event] [--ptsz] [--report-every SEC]
+ *   fork-work <work options>      the same in a forked child too (one line per process)
+ *   alloc --path alloc|pitch|managed|async|pool|vmm|array|array3d|mipmapped --bytes B [--hold]
+ *   meminfo
+ *   all-paths [--ptsz]
+ * Common options: --device D (default 0). */
+#ifndef GEMINI_FAKE_CLIENT_H
+#define GEMINI_FAKE_CLIENT_H
+
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gemini/cuda_subset.h"
+
+/*   X(field, exported symbol, exported per-thread symbol, base name, version, per-thread version)
+ * A per-thread version of 0: the function has no per-thread variant (flags 0 always). */
+#define CLIENT_API(X)                                                                            \
+    X(Init, cuInit, cuInit, "cuInit", 2000, 0)                                                   \
+    X(DriverGetVersion, cuDriverGetVersion, cuDriverGetVersion, "cuDriverGetVersion", 2020, 0)   \
+    X(DeviceGet, cuDeviceGet, cuDeviceGet, "cuDeviceGet", 2000, 0)                               \
+    X(DeviceGetCount, cuDeviceGetCount, cuDeviceGetCount, "cuDeviceGetCount", 2000, 0)           \
+    X(DeviceGetName, cuDeviceGetName, cuDeviceGetName, "cuDeviceGetName", 2000, 0)               \
+    X(DeviceTotalMem, cuDeviceTotalMem_v2, cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0)     \
+    X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain,                \
+      "cuDevicePrimaryCtxRetain", 7000, 0)                                                       \
+    X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2,       \
+      "cuDevicePrimaryCtxRelease", 11000, 0)                                                     \
+    X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0)               \
+    X(CtxSynchronize, cuCtxSynchronize, cuCtxSynchronize, "cuCtxSynchronize", 2000, 0)           \
+    X(ModuleLoadData, cuModuleLoadData, cuModuleLoadData, "cuModuleLoadData", 2000, 0)           \
+    X(ModuleGetFunction, cuModuleGetFunction, cuModuleGetFunction, "cuModuleGetFunction", 2000,  \
+      0)                                                                                         \
+    X(LaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz, "cuLaunchKernel", 4000, 7000)           \
+    X(LaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, 11060) \
+    X(LaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz,        \
+      "cuLaunchCooperativeKernel", 9000, 9000)                                                   \
+    X(GraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 10000)             \
+    X(StreamCreate, cuStreamCreate, cuStreamCreate, "cuStreamCreate", 2000, 0)                   \
+    X(StreamDestroy, cuStreamDestroy_v2, cuStreamDestroy_v2, "cuStreamDestroy", 4000, 0)         \
+    X(StreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz, "cuStreamSynchronize",   \
+      2000, 7000)                                                                                \
+    X(StreamQuery, cuStreamQuery, cuStreamQuery_ptsz, "cuStreamQuery", 2000, 7000)               \
+    X(StreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz,                 \
+      "cuStreamBeginCapture", 10010, 10010)                                                      \
+    X(StreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz, "cuStreamEndCapture",       \
+      10000, 10000)                                                                              \
+    X(GraphInstantiateWithFlags, cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags,       \
+      "cuGraphInstantiateWithFlags", 11040, 0)                                                   \
+    X(GraphDestroy, cuGraphDestroy, cuGraphDestroy, "cuGraphDestroy", 10000, 0)                  \
+    X(GraphExecDestroy, cuGraphExecDestroy, cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0)  \
+    X(EventCreate, cuEventCreate, cuEventCreate, "cuEventCreate", 2000, 0)                       \
+    X(EventRecord, cuEventRecord, cuEventRecord_ptsz, "cuEventRecord", 2000, 7000)               \
+    X(EventSynchronize, cuEventSynchronize, cuEventSynchronize, "cuEventSynchronize", 2000, 0)   \
+    X(EventQuery, cuEventQuery, cuEventQuery, "cuEventQuery", 2000, 0)                           \
+    X(EventElapsedTime, cuEventElapsedTime, cuEventElapsedTime, "cuEventElapsedTime", 2000, 0)   \
+    X(EventElapsedTime2, cuEventElapsedTime_v2, cuEventElapsedTime_v2, "cuEventElapsedTime",     \
+      12080, 0)                                                                                  \
+    X(EventDestroy, cuEventDestroy_v2, cuEventDestroy_v2, "cuEventDestroy", 4000, 0)             \
+    X(MemGetInfo, cuMemGetInfo_v2, cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0)                     \
+    X(MemAlloc, cuMemAlloc_v2, cuMemAlloc_v2, "cuMemAlloc", 3020, 0)                             \
+    X(MemFree, cuMemFree_v2, cuMemFree_v2, "cuMemFree", 3020, 0)                                 \
+    X(MemAllocPitch, cuMemAllocPitch_v2, cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0)         \
+    X(MemAllocManaged, cuMemAllocManaged, cuMemAllocManaged, "cuMemAllocManaged", 6000, 0)       \
+    X(MemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 11020)     \
+    X(MemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz,              \
+      "cuMemAllocFromPoolAsync", 11020, 11020)                                                   \
+    X(MemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 11020)         \
+    X(MemPoolCreate, cuMemPoolCreate, cuMemPoolCreate, "cuMemPoolCreate", 11020, 0)              \
+    X(MemPoolDestroy, cuMemPoolDestroy, cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0)          \
+    X(MemCreate, cuMemCreate, cuMemCreate, "cuMemCreate", 10020, 0)                              \
+    X(MemRelease, cuMemRelease, cuMemRelease, "cuMemRelease", 10020, 0)                          \
+    X(MemAddressReserve, cuMemAddressReserve, cuMemAddressReserve, "cuMemAddressReserve", 10020, \
+      0)                                                                                         \
+    X(MemAddressFree, cuMemAddressFree, cuMemAddressFree, "cuMemAddressFree", 10020, 0)          \
+    X(MemMap, cuMemMap, cuMemMap, "cuMemMap", 10020, 0)                                          \
+    X(MemUnmap, cuMemUnmap, cuMemUnmap, "cuMemUnmap", 10020, 0)                                  \
+    X(MemSetAccess, cuMemSetAccess, cuMemSetAccess, "cuMemSetAccess", 10020, 0)                  \
+    X(MemGetAllocationGranularity, cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, \
+      "cuMemGetAllocationGranularity", 10020, 0)                                                 \
+    X(ArrayCreate, cuArrayCreate_v2, cuArrayCreate_v2, "cuArrayCreate", 3020, 0)                 \
+    X(Array3DCreate, cuArray3DCreate_v2, cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0)         \
+    X(ArrayDestroy, cuArrayDestroy, cuArrayDestroy, "cuArrayDestroy", 2000, 0)                   \
+    X(MipmappedArrayCreate, cuMipmappedArrayCreate, cuMipmappedArrayCreate,                      \
+      "cuMipmappedArrayCreate", 5000, 0)                                                         \
+    X(MipmappedArrayDestroy, cuMipmappedArrayDestroy, cuMipmappedArrayDestroy,                   \
+      "cuMipmappedArrayDestroy", 5000, 0)                                                        \
+    X(Memcpy, cuMemcpy, cuMemcpy_ptds, "cuMemcpy", 4000, 7000)                                   \
+    X(MemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 3020, 7000)             \
+    X(MemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 3020, 7000)             \
+    X(MemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync",     \
+      3020, 7000)                                                                                \
+    X(MemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync",     \
+      3020, 7000)                                                                                \
+    X(MemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemPrefetchAsync_v2_ptsz, "cuMemPrefetchAsync", \
+      12020, 12020)                                                                              \
+    X(GetErrorName, cuGetErrorName, cuGetErrorName, "cuGetErrorName", 6000, 0)
+
+struct api {
+#define CLIENT_FIELD(field, sym, psym, base, ver, pver) __typeof__(sym) *field;
+    CLIENT_API(CLIENT_FIELD)
+#undef CLIENT_FIELD
+};
+
+/* Implemented by each program: fill *a (per-thread variants if ptsz); 0 or -1 with err set. */
+static int client_load(struct api *a, int ptsz, char *err, size_t errlen);
+
+/* ---- options ------------------------------------------------------------------------------- */
+struct opts {
+    const char *cmd;
+    double kernel_ms;
+    long burst;
+    double seconds;
+    long bursts; /* > 0: exactly this many bursts, ignoring --seconds */
+    const char *launch;
+    const char *sync;
+    int ptsz;
+    double report_every;
+    const char *path;
+    unsigned long long bytes;
+    int hold;
+    int device;
+};
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->kernel_ms = 1.0;
+    o->burst = 1;
+    o->seconds = 1.0;
+    o->launch = "kernel";
+    o->sync = "stream";
+    o->path = "alloc";
+    o->bytes = 1 << 20;
+    if (argc < 2)
+        return -1;
+    o->cmd = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--ptsz") == 0) {
+            o->ptsz = 1;
+            continue;
+        }
+        if (strcmp(a, "--hold") == 0) {
+            o->hold = 1;
+            continue;
+        }
+        if (v == NULL)
+            return -1;
+        i++;
+        if (strcmp(a, "--kernel-ms") == 0)
+            o->kernel_ms = atof(v);
+        else if (strcmp(a, "--burst") == 0)
+            o->burst = atol(v);
+        else if (strcmp(a, "--seconds") == 0)
+            o->seconds = atof(v);
+        else if (strcmp(a, "--bursts") == 0)
+            o->bursts = atol(v);
+        else if (strcmp(a, "--launch") == 0)
+            o->launch = v;
+        else if (strcmp(a, "--sync") == 0)
+            o->sync = v;
+        else if (strcmp(a, "--report-every") == 0)
+            o->report_every = atof(v);
+        else if (strcmp(a, "--path") == 0)
+            o->path = v;
+        else if (strcmp(a, "--bytes") == 0)
+            o->bytes = strtoull(v, NULL, 0);
+        else if (strcmp(a, "--device") == 0)
+            o->device = atoi(v);
+        else
+            return -1;
+    }
+    return o->burst > 0 ? 0 : -1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- setup ------------------------------------------------------------------------------------ */
+struct session {
+    struct api a;
+    CUdevice dev;
+    CUcontext ctx;
+    const char *failed; /* the call that failed first */
+    int rc;
+};
+
+#define CHECK(s, call, name)             \
+    do {                                 \
+        CUresult r_ = (call);            \
+        if (r_ != CUDA_SUCCESS) {        \
+            if ((s)->rc == 0) {          \
+                (s)->rc = (int)r_;       \
+                (s)->failed = (name);    \
+            }                            \
+        }                                \
+    } while (0)
+
+static void print_fail(const struct session *s)
+{
+    if (s->failed != NULL)
+        printf(", \"failed\": \"%s\"", s->failed);
+}
+
+static int session_open(struct session *s, const struct opts *o)
+{
+    char err[256] = "";
+    memset(s, 0, sizeof *s);
+    if (client_load(&s->a, o->ptsz, err, sizeof err) != 0) {
+        printf("{\"rc\": -1, \"error\": \"%s\", \"pid\": %d}\n", err, (int)getpid());
+        return -1;
+    }
+    CHECK(s, s->a.Init(0), "cuInit");
+    if (s->rc == 0)
+        CHECK(s, s->a.DeviceGet(&s->dev, o->device), "cuDeviceGet");
+    if (s->rc == 0)
+        CHECK(s, s->a.DevicePrimaryCtxRetain(&s->ctx, s->dev), "cuDevicePrimaryCtxRetain");
+    if (s->rc == 0)
+        CHECK(s, s->a.CtxSetCurrent(s->ctx), "cuCtxSetCurrent");
+    if (s->rc != 0) {
+        printf("{\"rc\": %d", s->rc);
+        print_fail(s);
+        printf(", \"pid\": %d}\n", (int)getpid());
+        return -1;
+    }
+    return 0;
+}
+
+static const char g_image[] = "gemini fake module";
+
+/* ---- work ------------------------------------------------------------------------------------- */
+static CUresult launch_one(struct session *s, const char *how, CUfunction f, CUstream st,
+                           uint64_t *ns)
+{
+    void *params[] = {ns};
+    if (strcmp(how, "ex") == 0) {
+        CUlaunchConfig c;
+        memset(&c, 0, sizeof c);
+        c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+        c.blockDimX = c.blockDimY = c.blockDimZ = 1;
+        c.hStream = st;
+        return s->a.LaunchKernelEx(&c, f, params, NULL);
+    }
+    if (strcmp(how, "coop") == 0)
+        return s->a.LaunchCooperativeKernel(f, 1, 1, 1, 1, 1, 1, 0, st, params);
+    return s->a.LaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, params, NULL);
+}
+
+static void work_line(const char *kind, long long kernels, double gpu_ms, double wall,
+                      double event_ms, const struct session *s)
+{
+    printf("{%s\"kernels\": %lld, \"gpu_ms\": %.3f, \"wall_s\": %.6f, \"event_ms\": %.3f, "
+           "\"pid\": %d, \"rc\": %d",
+           kind, kernels, gpu_ms, wall, event_ms, (int)getpid(), s->rc);
+    print_fail(s);
+    printf("}\n");
+    fflush(stdout);
+}
+
+static int cmd_work(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    int graph = strcmp(o->launch, "graph") == 0;
+    const char *how = graph ? "kernel" : o->launch;
+    if (strcmp(how, "kernel") != 0 && strcmp(how, "ex") != 0 && strcmp(how, "coop") != 0) {
+        printf("{\"rc\": -1, \"error\": \"bad --launch\"}\n");
+        return 0;
+    }
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CUstream st = NULL;
+    CUevent ev0 = NULL, ev1 = NULL;
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
+    CHECK(&s, s.a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
+    if (s.rc == 0)
+        CHECK(&s, s.a.ModuleGetFunction(&f, mod, "gem_sleep_kernel"), "cuModuleGetFunction");
+    if (s.rc == 0)
+        CHECK(&s, s.a.StreamCreate(&st, 0), "cuStreamCreate");
+    if (s.rc == 0 && strcmp(o->sync, "event") == 0) {
+        CHECK(&s, s.a.EventCreate(&ev0, 0), "cuEventCreate");
+        CHECK(&s, s.a.EventCreate(&ev1, 0), "cuEventCreate");
+    }
+    if (s.rc == 0 && graph) {
+        CHECK(&s, s.a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        for (long i = 0; i < o->burst && s.rc == 0; i++)
+            CHECK(&s, launch_one(&s, how, f, st, &ns), "launch");
+        CHECK(&s, s.a.StreamEndCapture(st, &g), "cuStreamEndCapture");
+        if (s.rc == 0)
+            CHECK(&s, s.a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
+    }
+    long long kernels = 0;
+    double gpu_ms = 0, event_ms = 0;
+    double t0 = now_s(), next_report = t0 + o->report_every;
+    long done = 0;
+    while (s.rc == 0) {
+        if (ev0 != NULL)
+            CHECK(&s, s.a.EventRecord(ev0, st), "cuEventRecord");
+        if (graph) {
+            CHECK(&s, s.a.GraphLaunch(ge, st), "cuGraphLaunch");
+        } else {
+            for (long i = 0; i < o->burst && s.rc == 0; i++)
+                CHECK(&s, launch_one(&s, how, f, st, &ns), "launch");
+        }
+        if (s.rc != 0)
+            break;
+        kernels += o->burst;
+        gpu_ms += (double)o->burst * (double)ns / 1e6;
+        if (strcmp(o->sync, "ctx") == 0) {
+            CHECK(&s, s.a.CtxSynchronize(), "cuCtxSynchronize");
+        } else if (ev1 != NULL) {
+            CHECK(&s, s.a.EventRecord(ev1, st), "cuEventRecord");
+            CHECK(&s, s.a.EventSynchronize(ev1), "cuEventSynchronize");
+            float ms = 0;
+            CHECK(&s, s.a.EventElapsedTime2(&ms, ev0, ev1), "cuEventElapsedTime");
+            event_ms += ms;
+        } else {
+            CHECK(&s, s.a.StreamSynchronize(st), "cuStreamSynchronize");
+        }
+        done++;
+        double t = now_s();
+        if (o->report_every > 0 && t >= next_report) {
+            work_line("\"progress\": true, ", kernels, gpu_ms, t - t0, event_ms, &s);
+            while (next_report <= t)
+                next_report += o->report_every;
+        }
+        if (o->bursts > 0 ? done >= o->bursts : t - t0 >= o->seconds)
+            break;
+    }
+    double wall = now_s() - t0;
+    if (ge != NULL)
+        s.a.GraphExecDestroy(ge);
+    if (g != NULL)
+        s.a.GraphDestroy(g);
+    if (ev0 != NULL)
+        s.a.EventDestroy(ev0);
+    if (ev1 != NULL)
+        s.a.EventDestroy(ev1);
+    if (st != NULL)
+        s.a.StreamDestroy(st);
+    work_line("", kernels, gpu_ms, wall, event_ms, &s);
+    return 0;
+}
+
+static int cmd_fork_work(const struct opts *o)
+{
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0) {
+        printf("{\"rc\": -1, \"error\": \"fork: %s\"}\n", strerror(errno));
+        return 0;
+    }
+    cmd_work(o);
+    if (child == 0) {
+        fflush(stdout);
+        _exit(0);
+    }
+    int status;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    return 0;
+}
+
+/* ---- alloc ------------------------------------------------------------------------------------ */
+struct held {
+    const char *path;
+    CUdeviceptr p;
+    CUstream st;
+    CUmemoryPool pool;
+    CUmemGenericAllocationHandle h;
+    size_t vmm_size;
+    CUarray arr;
+    CUmipmappedArray mip;
+};
+
+static CUresult alloc_path(struct session *s, struct held *x, unsigned long long bytes)
+{
+    const char *p = x->path;
+    if (strcmp(p, "alloc") == 0)
+        return s->a.MemAlloc(&x->p, bytes);
+    if (strcmp(p, "pitch") == 0) {
+        size_t pitch;
+        return s->a.MemAllocPitch(&x->p, &pitch, bytes, 1, 4);
+    }
+    if (strcmp(p, "managed") == 0)
+        return s->a.MemAllocManaged(&x->p, bytes, CU_MEM_ATTACH_GLOBAL);
+    if (strcmp(p, "async") == 0) {
+        CUresult r = s->a.StreamCreate(&x->st, 0);
+        return r != CUDA_SUCCESS ? r : s->a.MemAllocAsync(&x->p, bytes, x->st);
+    }
+    if (strcmp(p, "pool") == 0) {
+        CUmemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = s->dev;
+        CUresult r = s->a.StreamCreate(&x->st, 0);
+        if (r == CUDA_SUCCESS)
+            r = s->a.MemPoolCreate(&x->pool, &props);
+        return r != CUDA_SUCCESS ? r : s->a.MemAllocFromPoolAsync(&x->p, bytes, x->pool, x->st);
+    }
+    if (strcmp(p, "vmm") == 0) {
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = s->dev;
+        size_t gran = 0;
+        CUresult r = s->a.MemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+        if (r != CUDA_SUCCESS)
+            return r;
+        x->vmm_size = (bytes + gran - 1) / gran * gran;
+        r = s->a.MemCreate(&x->h, x->vmm_size, &prop, 0);
+        if (r != CUDA_SUCCESS)
+            return r;
+        r = s->a.MemAddressReserve(&x->p, x->vmm_size, 0, 0, 0);
+        if (r == CUDA_SUCCESS)
+            r = s->a.MemMap(x->p, x->vmm_size, 0, x->h, 0);
+        if (r == CUDA_SUCCESS) {
+            CUmemAccessDesc d;
+            memset(&d, 0, sizeof d);
+            d.location = prop.location;
+            d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            r = s->a.MemSetAccess(x->p, x->vmm_size, &d, 1);
+        }
+        return r;
+    }
+    if (strcmp(p, "array") == 0) {
+        CUDA_ARRAY_DESCRIPTOR d = {bytes, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1};
+        return s->a.ArrayCreate(&x->arr, &d);
+    }
+    if (strcmp(p, "array3d") == 0) {
+        CUDA_ARRAY3D_DESCRIPTOR d = {bytes, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+        return s->a.Array3DCreate(&x->arr, &d);
+    }
+    if (strcmp(p, "mipmapped") == 0) {
+        CUDA_ARRAY3D_DESCRIPTOR d = {bytes, 0, 0, CU_AD_FORMAT_UNSIGNED_INT8, 1, 0};
+        return s->a.MipmappedArrayCreate(&x->mip, &d, 1);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult free_path(struct session *s, struct held *x)
+{
+    const char *p = x->path;
+    CUresult r = CUDA_SUCCESS;
+    if (strcmp(p, "alloc") == 0 || strcmp(p, "pitch") == 0 || strcmp(p, "managed") == 0) {
+        r = x->p ? s->a.MemFree(x->p) : CUDA_SUCCESS;
+    } else if (strcmp(p, "async") == 0 || strcmp(p, "pool") == 0) {
+        if (x->p)
+            r = s->a.MemFreeAsync(x->p, x->st);
+        if (x->st)
+            s->a.StreamSynchronize(x->st);
+        if (x->pool)
+            s->a.MemPoolDestroy(x->pool);
+        if (x->st)
+            s->a.StreamDestroy(x->st);
+    } else if (strcmp(p, "vmm") == 0) {
+        if (x->p) {
+            s->a.MemUnmap(x->p, x->vmm_size);
+            s->a.MemAddressFree(x->p, x->vmm_size);
+        }
+        if (x->h)
+            r = s->a.MemRelease(x->h);
+    } else if (strcmp(p, "array") == 0 || strcmp(p, "array3d") == 0) {
+        r = x->arr ? s->a.ArrayDestroy(x->arr) : CUDA_SUCCESS;
+    } else if (strcmp(p, "mipmapped") == 0) {
+        r = x->mip ? s->a.MipmappedArrayDestroy(x->mip) : CUDA_SUCCESS;
+    }
+    return r;
+}
+
+static int cmd_alloc(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    struct held x;
+    memset(&x, 0, sizeof x);
+    x.path = o->path;
+    CUresult rc = alloc_path(&s, &x, o->bytes);
+    size_t fr = 0, tot = 0;
+    CUresult mrc = s.a.MemGetInfo(&fr, &tot);
+    printf("{\"rc\": %d, \"mem_free\": %zu, \"mem_total\": %zu, \"meminfo_rc\": %d, \"pid\": %d}\n",
+           (int)rc, fr, tot, (int)mrc, (int)getpid());
+    fflush(stdout);
+    if (o->hold) {
+        char line[64];
+        if (fgets(line, sizeof line, stdin) == NULL) {
+            /* stdin closed: free anyway */
+        }
+    }
+    CUresult frc = free_path(&s, &x);
+    s.a.MemGetInfo(&fr, &tot);
+    printf("{\"free_rc\": %d, \"mem_free\": %zu, \"mem_total\": %zu}\n", (int)frc, fr, tot);
+    return 0;
+}
+
+/* ---- meminfo ---------------------------------------------------------------------------------- */
+static int cmd_meminfo(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    size_t fr = 0, tot = 0, dtot = 0;
+    CHECK(&s, s.a.MemGetInfo(&fr, &tot), "cuMemGetInfo");
+    CHECK(&s, s.a.DeviceTotalMem(&dtot, s.dev), "cuDeviceTotalMem");
+    printf("{\"free\": %zu, \"total\": %zu, \"device_total\": %zu, \"rc\": %d, \"pid\": %d}\n", fr,
+           tot, dtot, s.rc, (int)getpid());
+    return 0;
+}
+
+/* ---- all-paths -------------------------------------------------------------------------------- */
+struct calls {
+    int n;
+    int first_rc;
+};
+
+static void note(struct calls *c, const char *name, CUresult r)
+{
+    printf("%s\"%s\": %d", c->n++ ? ", " : "", name, (int)r);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY && c->first_rc == 0)
+        c->first_rc = (int)r;
+}
+
+static int cmd_all_paths(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    struct calls c = {0, 0};
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CUstream st = NULL;
+    CUevent e0 = NULL, e1 = NULL;
+    uint64_t ns = 100000; /* 0.1 ms */
+    printf("{\"calls\": {");
+    note(&c, "cuModuleLoadData", s.a.ModuleLoadData(&mod, g_image));
+    note(&c, "cuModuleGetFunction", s.a.ModuleGetFunction(&f, mod, "gem_sleep_kernel"));
+    note(&c, "cuStreamCreate", s.a.StreamCreate(&st, 0));
+    note(&c, "cuEventCreate", s.a.EventCreate(&e0, 0));
+    s.a.EventCreate(&e1, 0);
+    s.a.EventRecord(e0, st);
+    note(&c, "cuLaunchKernel", launch_one(&s, "kernel", f, st, &ns));
+    note(&c, "cuLaunchKernelEx", launch_one(&s, "ex", f, st, &ns));
+    note(&c, "cuLaunchCooperativeKernel", launch_one(&s, "coop", f, st, &ns));
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    note(&c, "cuStreamBeginCapture", s.a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    launch_one(&s, "kernel", f, st, &ns);
+    note(&c, "cuStreamEndCapture", s.a.StreamEndCapture(st, &g));
+    note(&c, "cuGraphInstantiateWithFlags", s.a.GraphInstantiateWithFlags(&ge, g, 0));
+    note(&c, "cuGraphLaunch", s.a.GraphLaunch(ge, st));
+    note(&c, "cuEventRecord", s.a.EventRecord(e1, st));
+    note(&c, "cuStreamQuery", s.a.StreamQuery(st));
+    note(&c, "cuEventQuery", s.a.EventQuery(e1));
+    note(&c, "cuEventSynchronize", s.a.EventSynchronize(e1));
+    float ms = 0;
+    note(&c, "cuEventElapsedTime", s.a.EventElapsedTime(&ms, e0, e1));
+    note(&c, "cuEventElapsedTime_v2", s.a.EventElapsedTime2(&ms, e0, e1));
+    note(&c, "cuStreamSynchronize", s.a.StreamSynchronize(st));
+    note(&c, "cuCtxSynchronize", s.a.CtxSynchronize());
+    note(&c, "cuGraphExecDestroy", s.a.GraphExecDestroy(ge));
+    note(&c, "cuGraphDestroy", s.a.GraphDestroy(g));
+
+    static const char *const paths[] = {"alloc", "pitch", "managed", "async", "pool",
+                                        "vmm", "array", "array3d", "mipmapped"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        struct held x;
+        memset(&x, 0, sizeof x);
+        x.path = paths[i];
+        char name[64];
+        snprintf(name, sizeof name, "alloc:%s", paths[i]);
+        note(&c, name, alloc_path(&s, &x, 1 << 20));
+        if (strcmp(paths[i], "managed") == 0) {
+            CUmemLocation loc = {CU_MEM_LOCATION_TYPE_DEVICE, s.dev};
+            note(&c, "cuMemPrefetchAsync", s.a.MemPrefetchAsync(x.p, 1 << 20, loc, 0, st));
+        }
+        if (strcmp(paths[i], "alloc") == 0) {
+            char buf[64] = "hello";
+            note(&c, "cuMemcpyHtoD", s.a.MemcpyHtoD(x.p, buf, sizeof buf));
+            note(&c, "cuMemcpyDtoH", s.a.MemcpyDtoH(buf, x.p, sizeof buf));
+            note(&c, "cuMemcpyHtoDAsync", s.a.MemcpyHtoDAsync(x.p, buf, sizeof buf, st));
+            note(&c, "cuMemcpyDtoHAsync", s.a.MemcpyDtoHAsync(buf, x.p, sizeof buf, st));
+            note(&c, "cuMemcpy", s.a.Memcpy(x.p, x.p, sizeof buf));
+        }
+        snprintf(name, sizeof name, "free:%s", paths[i]);
+        note(&c, name, free_path(&s, &x));
+    }
+    size_t fr = 0, tot = 0, dtot = 0;
+    note(&c, "cuMemGetInfo", s.a.MemGetInfo(&fr, &tot));
+    note(&c, "cuDeviceTotalMem", s.a.DeviceTotalMem(&dtot, s.dev));
+    note(&c, "cuEventDestroy", s.a.EventDestroy(e0));
+    s.a.EventDestroy(e1);
+    note(&c, "cuStreamDestroy", s.a.StreamDestroy(st));
+    note(&c, "cuDevicePrimaryCtxRelease", s.a.DevicePrimaryCtxRelease(s.dev));
+    printf("}, \"mem_free\": %zu, \"mem_total\": %zu, \"device_total\": %zu, \"pid\": %d, "
+           "\"rc\": %d}\n",
+           fr, tot, dtot, (int)getpid(), c.first_rc);
+    return 0;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: work|fork-work|alloc|meminfo|all-paths [options] (see client.h)\n");
+    return 2;
+}
+
+static int client_main(int argc, char **argv)
+{
+    struct opts o;
+    if (parse_opts(argc, argv, &o) != 0)
+        return usage();
+    if (strcmp(o.cmd, "work") == 0)
+        return cmd_work(&o);
+    if (strcmp(o.cmd, "fork-work") == 0)
+        return cmd_fork_work(&o);
+    if (strcmp(o.cmd, "alloc") == 0)
+        return cmd_alloc(&o);
+    if (strcmp(o.cmd, "meminfo") == 0)
+        return cmd_meminfo(&o);
+    if (strcmp(o.cmd, "all-paths") == 0)
+        return cmd_all_paths(&o);
+    return usage();
+}
+
+#endif
