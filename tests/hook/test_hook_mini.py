@@ -45,6 +45,13 @@ def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
     assert r.stats["cuStreamSynchronize_ptsz"] == 1
 
 
+def test_cuda11_four_argument_entry_point_is_hooked_too(hook_env, mini):
+    r = hook_env.run([str(mini / "mini_client"), "gpa11"])
+    assert r.out == [{"rc": 0}], r.stderr
+    assert r.stats["cuGetProcAddress"] == 1  # the lookup of cuLaunchKernel through it
+    assert r.stats["cuLaunchKernel"] == 1
+
+
 def test_over_limit_allocation_is_refused_and_leaves_nothing(hook_env, mini, pm):
     pm.limit = 1000
     r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"])

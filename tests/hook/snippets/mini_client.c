@@ -73,6 +73,16 @@ int main(int argc, char **argv)
         printf("{\"rc\": %d, \"free\": %zu, \"total\": %zu}\n", (int)rc, f, t);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "gpa11") == 0) { /* the CUDA 11 4-argument entry point */
+        typedef CUresult (*gpa11_fn)(const char *, void **, int, cuuint64_t);
+        gpa11_fn gpa11 = (gpa11_fn)get("cuGetProcAddress", 11030, 0);
+        void *lk = NULL;
+        CUresult rc = gpa11("cuLaunchKernel", &lk, 11030, 0);
+        if (rc == CUDA_SUCCESS)
+            rc = ((__typeof__(&cuLaunchKernel))lk)(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+        printf("{\"rc\": %d}\n", (int)rc);
+        return 0;
+    }
     if (argc >= 2 && strcmp(argv[1], "fork") == 0) {
         launch(1, 0);
         pid_t pid = fork();
