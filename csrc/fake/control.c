@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_internal.h"
 
@@ -219,4 +220,15 @@ void fake_set_kernel_ns(uint64_t ns)
         return;
     s->default_kernel_ns = ns;
     fake_unlock(s);
+}
+
+int fake_debug_hold_lock(int fd, uint64_t ns)
+{
+    struct fake_shm *s = fake_lock();
+    if (s == NULL)
+        return -1;
+    ssize_t w = write(fd, "L\n", 2);
+    fake_sleep_until(fake_now_ns() + ns);
+    fake_unlock(s);
+    return w == 2 ? 0 : -1;
 }

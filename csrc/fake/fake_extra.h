@@ -55,6 +55,7 @@ uint64_t fake_mem_used(int dev);           /* after giving back memory of dead p
 uint64_t fake_mem_total(int dev);
 void fake_set_mem_total(int dev, uint64_t bytes);
 void fake_set_kernel_ns(uint64_t ns);      /* default duration of kernels not named gem_sleep_kernel */
+int fake_debug_hold_lock(int fd, uint64_t ns); /* take the segment lock, write "L\n" to fd, hold it ns */
 
 #ifdef __cplusplus
 }
