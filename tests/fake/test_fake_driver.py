@@ -382,3 +382,16 @@ def _release(p: subprocess.Popen[str]) -> None:
     p.stdin.write("\n")
     p.stdin.flush()
     p.communicate(timeout=10)
+
+
+@pytest.mark.parametrize("launch", ["kernel", "graph"])
+def test_the_queue_is_bounded_like_a_real_gpu(gpu: FakeGpu, launch: str) -> None:
+    # 2000 kernels of 0.1 ms: at most ~1024 may be in flight, so launching them must wait for
+    # roughly the first ~976 to finish (about 98 ms); unbounded, it would take ~1 ms.
+    r = gpu.run1(
+        "gem_client", "work", "--kernel-ms", "0.1", "--burst", "2000", "--bursts", "1",
+        "--launch", launch,
+    )  # fmt: skip
+    assert r["rc"] == 0 and r["kernels"] == 2000
+    assert r["launch_s"] >= 0.08
+    assert r["wall_s"] >= 0.199

@@ -266,11 +266,11 @@ static CUresult launch_one(struct session *s, const char *how, CUfunction f, CUs
 }
 
 static void work_line(const char *kind, long long kernels, double gpu_ms, double wall,
-                      double event_ms, const struct session *s)
+                      double event_ms, double launch_s, const struct session *s)
 {
     printf("{%s\"kernels\": %lld, \"gpu_ms\": %.3f, \"wall_s\": %.6f, \"event_ms\": %.3f, "
-           "\"pid\": %d, \"rc\": %d",
-           kind, kernels, gpu_ms, wall, event_ms, (int)getpid(), s->rc);
+           "\"launch_s\": %.6f, \"pid\": %d, \"rc\": %d",
+           kind, kernels, gpu_ms, wall, event_ms, launch_s, (int)getpid(), s->rc);
     print_fail(s);
     printf("}\n");
     fflush(stdout);
@@ -312,18 +312,20 @@ static int cmd_work(const struct opts *o)
             CHECK(&s, s.a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
     }
     long long kernels = 0;
-    double gpu_ms = 0, event_ms = 0;
+    double gpu_ms = 0, event_ms = 0, launch_s = 0; /* launch_s: host time spent launching */
     double t0 = now_s(), next_report = t0 + o->report_every;
     long done = 0;
     while (s.rc == 0) {
         if (ev0 != NULL)
             CHECK(&s, s.a.EventRecord(ev0, st), "cuEventRecord");
+        double l0 = now_s();
         if (graph) {
             CHECK(&s, s.a.GraphLaunch(ge, st), "cuGraphLaunch");
         } else {
             for (long i = 0; i < o->burst && s.rc == 0; i++)
                 CHECK(&s, launch_one(&s, how, f, st, &ns), "launch");
         }
+        launch_s += now_s() - l0;
         if (s.rc != 0)
             break;
         kernels += o->burst;
@@ -342,7 +344,7 @@ static int cmd_work(const struct opts *o)
         done++;
         double t = now_s();
         if (o->report_every > 0 && t >= next_report) {
-            work_line("\"progress\": true, ", kernels, gpu_ms, t - t0, event_ms, &s);
+            work_line("\"progress\": true, ", kernels, gpu_ms, t - t0, event_ms, launch_s, &s);
             while (next_report <= t)
                 next_report += o->report_every;
         }
@@ -360,7 +362,7 @@ static int cmd_work(const struct opts *o)
         s.a.EventDestroy(ev1);
     if (st != NULL)
         s.a.StreamDestroy(st);
-    work_line("", kernels, gpu_ms, wall, event_ms, &s);
+    work_line("", kernels, gpu_ms, wall, event_ms, launch_s, &s);
     return 0;
 }
 
