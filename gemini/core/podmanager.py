@@ -5,6 +5,9 @@ Rules:
   the cached token if its predicted burst fits in what is left; otherwise the pod manager asks the
   scheduler for a new token (which returns the old one), once, for every hook waiting meanwhile.
 - It reports to the scheduler the largest overuse and the largest predicted burst of its hooks.
+- Asking the scheduler returns the client's token, so it waits while another process still runs
+  on time it was handed (else that time would run on the next client's token, uncharged); a
+  process that asks again has given its own time back.
 - Memory: the pod manager owns the client's limit.  A hook reserves bytes before it allocates
   (MEM_UPDATE alloc) and gives them back when it frees; a hook that disconnects gives back all
   it held.  The reserved total never exceeds the limit.
@@ -28,6 +31,7 @@ REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and
 class HookState:
     reserved: int = 0
     burst_ms: float = 0.0
+    running_until: float = float("-inf")  # end of the token time this process was handed
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class PodCore:
         self.quota_at = now
         self.overuse_ms = 0.0
         self.fetch_id: int | None = None  # upstream QUOTA in flight
+        self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
         self.memory_waiters: list[Waiter] = []
         self.upstream: dict[int, RequestType] = {}
@@ -101,6 +106,8 @@ class PodCore:
         self.memory_waiters = [w for w in self.memory_waiters if w.conn != conn]
         if hook is None:
             return []
+        if self.fetch_at is not None:
+            self.fetch_at = now  # the process it waited for may be this one
         self.used -= hook.reserved
         self._report_due = True
         out: list[Action] = [
@@ -125,15 +132,28 @@ class PodCore:
     def _on_hook_quota(self, w: Waiter, now: float) -> list[Action]:
         overuse_ms, burst_ms = (float(a) for a in w.req.args)  # type: ignore[arg-type]
         self.overuse_ms = max(self.overuse_ms, overuse_ms)
-        self.hooks.setdefault(w.conn, HookState()).burst_ms = burst_ms
+        hook = self.hooks.setdefault(w.conn, HookState())
+        hook.burst_ms = burst_ms
+        hook.running_until = now  # asking again: it is done with what it had
         left_s = self.quota_s - (now - self.quota_at)
-        if self.fetch_id is None and left_s - burst_ms / MS > 0:
-            return [self._quota_reply(w, left_s)]
+        waiting = self.fetch_id is not None or self.fetch_at is not None
+        if not waiting and left_s - burst_ms / MS > 0:
+            return [self._quota_reply(w, now, left_s)]
         self.quota_waiters.append(w)
-        if self.fetch_id is not None:
+        if self.fetch_at is not None:
+            return self._fetch_when_free(now)  # this process may have been the one to wait for
+        if waiting:
             return []
         self._report_due = True
-        return [*self._fetch(), *self._maybe_report(now)]
+        return [*self._fetch_when_free(now), *self._maybe_report(now)]
+
+    def _fetch_when_free(self, now: float) -> list[Action]:
+        busy_until = max((h.running_until for h in self.hooks.values()), default=now)
+        if busy_until > now:
+            self.fetch_at = busy_until
+            return []
+        self.fetch_at = None
+        return self._fetch()
 
     def _fetch(self) -> list[Action]:
         """Ask the scheduler for a token, or mark the fetch as pending until it is back."""
@@ -156,9 +176,13 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_at = now
         self.overuse_ms = 0.0
-        return [self._quota_reply(w, self.quota_s) for w in waiters] + self._maybe_report(now)
+        replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
+        return replies + self._maybe_report(now)
 
-    def _quota_reply(self, w: Waiter, left_s: float) -> Reply:
+    def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
+        hook = self.hooks.get(w.conn)
+        if hook is not None:
+            hook.running_until = now + left_s
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (left_s * MS,)))
 
     # ---- memory --------------------------------------------------------------------------------
@@ -205,12 +229,16 @@ class PodCore:
     # ---- reports to the scheduler -------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
+        deadlines = [self.fetch_at]
         if self._report_due and self.connected:
-            return self._last_report + REPORT_INTERVAL_S
-        return None
+            deadlines.append(self._last_report + REPORT_INTERVAL_S)
+        return min((d for d in deadlines if d is not None), default=None)
 
     def on_deadline(self, now: float) -> list[Action]:
-        return self._maybe_report(now)
+        out: list[Action] = []
+        if self.fetch_at is not None and now >= self.fetch_at:
+            out += self._fetch_when_free(now)
+        return out + self._maybe_report(now)
 
     def _maybe_report(self, now: float) -> list[Action]:
         if not (self._report_due and self.connected) or now < self._last_report + REPORT_INTERVAL_S:

@@ -111,7 +111,7 @@ ffibuilder.cdef(_cdef_text())
 ffibuilder.set_source(
     "gemini.native._common",
     "\n".join(f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()),
-    sources=[os.path.relpath(p, ROOT) for p in _c_sources(CSRC / "common")],
+    sources=_c_sources(CSRC / "common"),
     include_dirs=[str(INCLUDE)],
     extra_compile_args=["-std=gnu11"],
 )

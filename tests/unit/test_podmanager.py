@@ -53,7 +53,9 @@ def test_fetch_reports_the_largest_overuse_and_burst():
     pod.on_hook_request(2, quota(1, burst=40.0), 0.0)
     grant(pod, 0.0, 100.0)
     pod.on_hook_request(2, quota(2, overuse=2.0, burst=40.0), 0.05)
-    [fetch] = upstream(pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0), 0.06))
+    pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0), 0.06)
+    # Process 2 runs until 0.1 on the time it was handed; then the token goes back.
+    [fetch] = [r for r in upstream(pod.on_deadline(0.1)) if r.type is RequestType.QUOTA]
     assert fetch.args == (9.0, 70.0)
 
 
@@ -128,3 +130,27 @@ def test_reports_are_rate_limited():
     assert pod.next_deadline() == pytest.approx(0.3)
     [report] = upstream(pod.on_deadline(pod.next_deadline()))
     assert report.type is RequestType.REPORT and report.args == (5, 2, 0)
+
+
+def test_token_is_not_returned_while_another_process_runs_on_it():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    grant(pod, 0.0, 100.0)  # both processes may run until 0.1
+    left = replies(pod.on_hook_request(2, quota(1, burst=10.0), 0.01))[0][1].values[0]
+    assert left == pytest.approx(90.0)
+    # Process 1's next burst does not fit: it must wait until process 2's time ends (0.1) ...
+    assert upstream(pod.on_hook_request(1, quota(2, burst=95.0), 0.02)) == []
+    assert pod.next_deadline() == pytest.approx(0.1)
+    [fetch] = [r for r in upstream(pod.on_deadline(0.1)) if r.type is RequestType.QUOTA]
+    assert fetch.args[1] == 95.0
+
+
+def test_a_waiting_fetch_goes_at_once_when_the_others_ask_too():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1), 0.0)
+    grant(pod, 0.0, 100.0)
+    pod.on_hook_request(2, quota(1), 0.01)
+    assert upstream(pod.on_hook_request(1, quota(2, burst=95.0), 0.02)) == []
+    # Process 2 asks again: it gave back its time, nobody runs on the token any more.
+    sent = upstream(pod.on_hook_request(2, quota(2, burst=95.0), 0.03))
+    assert [r.type for r in sent][:1] == [RequestType.QUOTA]

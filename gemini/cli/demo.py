@@ -1,0 +1,126 @@
+"""`make run`: the scheduler and pod managers from resource-config.txt, plus a busy demo program
+for each of the first two clients, under the hook; their shares shown live until Ctrl-C.
+
+On a machine with an NVIDIA GPU the demo programs are PyTorch (or CuPy) matrix loops on it; on any
+other machine they run on the fake CUDA driver's simulated GPU.  Edit resource-config.txt while it
+runs and watch the shares follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gemini.core.config import ResourceConfig
+from gemini.core.status import render
+from gemini.daemon.watcher import read_config
+from gemini.native import fake_driver_dir, hook_library_path, program_path
+
+GPU_WORKLOAD = """
+import time
+try:
+    import torch
+    a = torch.randn(4096, 4096, device="cuda")
+    step = lambda: (a @ a).sum().item()
+except ImportError:
+    import cupy
+    a = cupy.random.rand(4096, 4096, dtype=cupy.float32)
+    step = lambda: float((a @ a).sum())
+while True:
+    step()
+"""
+
+
+def real_gpu_present() -> bool:
+    smi = shutil.which("nvidia-smi")
+    if smi is None or os.environ.get("GEMINI_DEMO_FAKE") == "1":
+        return False
+    return subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def workload(real_gpu: bool) -> tuple[list[str], dict[str, str]]:
+    if real_gpu:
+        return [sys.executable, "-c", GPU_WORKLOAD], {}
+    argv = [str(program_path("gem_client")), "work", "--kernel-ms", "5", "--burst", "4",
+            "--seconds", "100000"]
+    env = {
+        "LD_LIBRARY_PATH": f"{fake_driver_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        "GEMINI_FAKE_GPU": f"/gemini-demo-{os.getuid()}",
+    }
+    return argv, env
+
+
+def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    out = log.open("ab")
+    return subprocess.Popen(argv, env={**os.environ, **env}, stdout=out, stderr=out,
+                            start_new_session=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="gemini demo", description=__doc__)
+    p.add_argument("--config", type=Path, default=Path("resource-config.txt"))
+    p.add_argument("--port", type=int, default=50051)
+    p.add_argument("--seconds", type=float, default=0, help="stop after this long (0: Ctrl-C)")
+    p.add_argument("--logs", type=Path, default=Path("demo-logs"))
+    args = p.parse_args(argv)
+    config: ResourceConfig = read_config(args.config)
+    real = real_gpu_present()
+    args.logs.mkdir(exist_ok=True)
+    print(f"gemini demo on {'the real GPU' if real else 'the simulated GPU (fake driver)'}; "
+          f"config {args.config} (edit it live); logs in {args.logs}/; Ctrl-C stops.")
+    py = sys.executable
+    procs = [start([py, "-m", "gemini.cli.launch_backend", f"{py} -m gemini.cli.schd",
+                    f"{py} -m gemini.cli.pmgr", "--config", str(args.config),
+                    "--port", str(args.port)], {}, args.logs / "backend.log")]
+    work_argv, work_env = workload(real)
+    for index, client in enumerate(config.clients[:2], start=1):
+        hook_env = {
+            **work_env,
+            "POD_NAME": client.name,
+            "POD_MANAGER_IP": "127.0.0.1",
+            "POD_MANAGER_PORT": str(args.port + index),
+            "LD_PRELOAD": str(hook_library_path()),
+        }
+        procs.append(start(work_argv, hook_env, args.logs / f"{client.name}.log"))
+    try:
+        return watch(args.port, args.seconds)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+
+
+def watch(port: int, seconds: float) -> int:
+    from gemini.client import query_status
+
+    end = time.monotonic() + seconds if seconds else None
+    while end is None or time.monotonic() < end:
+        time.sleep(1.0)  # the refresh period of the display
+        try:
+            text = render(query_status("127.0.0.1", port), with_bars=True)
+        except OSError as exc:
+            text = f"waiting for the scheduler on port {port}: {exc}"
+        sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini demo\n") + text + "\n")
+        sys.stdout.flush()
+    return 0
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

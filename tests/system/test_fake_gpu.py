@@ -1,0 +1,125 @@
+"""The whole system on the fake driver's simulated GPU: gem-schd + gem-pmgr + programs under the
+hook, reaching the driver the way cudart does.  Shares are counted in kernels of a fixed length
+(fixed work), as ratios with tolerances that hold on a loaded 2-core machine."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from gemini.client import Connection, query_status
+from gemini.core.wire import RequestType
+from gemini.native import fake_driver_dir, hook_library_path, program_path
+from tests.procs import start_pod_manager, start_scheduler
+
+pytestmark = pytest.mark.system
+KERNEL_MS = 5.0
+FAST = ("-q", "100", "-m", "50", "-w", "2000", "--grace", "20")
+_gpus = itertools.count()
+
+
+@pytest.fixture
+def system(tmp_path):
+    started: list = []
+    procs: list[subprocess.Popen[str]] = []
+    gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
+
+    class System:
+        def backend(self, config_text: str, *flags: str):
+            cfg = tmp_path / "resource-config.txt"
+            cfg.write_text(config_text)
+            self.schd = start_scheduler(cfg, *(flags or FAST))
+            started.append(self.schd)
+            self.pmgrs = {}
+            for line in config_text.splitlines()[1:]:
+                name = line.split()[0]
+                pm = start_pod_manager(name, self.schd.port)
+                started.append(pm)
+                pm.wait_for("memory limit")
+                self.pmgrs[name] = pm
+            return self
+
+        def client(self, name: str, *argv: str) -> subprocess.Popen[str]:
+            env = {
+                **os.environ,
+                "LD_LIBRARY_PATH": str(fake_driver_dir()),
+                "LD_PRELOAD": str(hook_library_path()),
+                "GEMINI_FAKE_GPU": gpu,
+                "POD_NAME": name,
+                "POD_MANAGER_PORT": str(self.pmgrs[name].port),
+            }
+            proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(proc)
+            return proc
+
+        def work(self, name: str, seconds: float) -> subprocess.Popen[str]:
+            return self.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                               "--seconds", str(seconds))
+
+    yield System()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    for d in reversed(started):
+        d.stop()
+
+
+def result(proc: subprocess.Popen[str]) -> dict:
+    out, _ = proc.communicate(timeout=60)
+    return json.loads(out.splitlines()[-1])
+
+
+def test_two_clients_get_their_shares(system):
+    system.backend("2\na 0.3 1.0 1GiB\nb 0.7 1.0 1GiB\n")
+    a, b = system.work("a", 6), system.work("b", 6)
+    ka, kb = result(a)["kernels"], result(b)["kernels"]
+    assert ka / (ka + kb) == pytest.approx(0.3, abs=0.08), (ka, kb)
+
+
+def test_a_limit_caps_a_client_alone(system):
+    system.backend("1\nsolo 0.1 0.4 1GiB\n")
+    r = result(system.work("solo", 6))
+    busy = r["kernels"] * KERNEL_MS / 1000
+    assert busy / r["wall_s"] == pytest.approx(0.4, abs=0.06), r
+
+
+def test_processes_of_one_client_share_its_token(system):
+    system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n")
+    a1, a2, b = system.work("a", 6), system.work("a", 6), system.work("b", 6)
+    ka = result(a1)["kernels"] + result(a2)["kernels"]
+    kb = result(b)["kernels"]
+    # Two processes of `a` together get a's half, not two thirds.
+    assert ka / (ka + kb) == pytest.approx(0.5, abs=0.1), (ka, kb)
+
+
+def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
+    system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "500", "-m", "500", "-w", "4000")
+    holder = system.client("a", "alloc", "--path", "alloc", "--bytes", str(256 << 20), "--hold")
+    assert json.loads(holder.stdout.readline())["rc"] == 0
+    pm = system.pmgrs["a"].port
+    with Connection("127.0.0.1", pm, "a") as probe:
+        assert probe.call(RequestType.MEM_LIMIT)[0].values[0] == 256 << 20
+    worker = system.work("a", 30)
+    waiting = system.work("b", 30)
+    deadline = time.monotonic() + 20
+    while query_status("127.0.0.1", system.schd.port)["holder"] != "a":
+        assert time.monotonic() < deadline, "a never got the token"
+    killed_at = time.monotonic()
+    worker.send_signal(signal.SIGKILL)
+    holder.send_signal(signal.SIGKILL)
+    # Memory: released as soon as the pod manager sees the connections close.
+    with Connection("127.0.0.1", pm, "a") as probe:
+        while probe.call(RequestType.MEM_LIMIT)[0].values[0] != 0:
+            assert time.monotonic() - killed_at < 2.0, "memory of the killed process still counted"
+    # GPU: b holds the token no later than one quota (0.5 s) after the kill, plus slack.
+    while query_status("127.0.0.1", system.schd.port)["holder"] != "b":
+        assert time.monotonic() - killed_at < 0.5 + 1.5, "token still stuck with a dead client"
+    waiting.kill()
