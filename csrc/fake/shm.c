@@ -105,7 +105,7 @@ static struct fake_shm *map_segment(const char *name, int *err)
         while (fstat(fd, &st) == 0 && (size_t)st.st_size < size && tries++ < 2000)
             sleep_ms(1);
         if ((size_t)st.st_size != size) {
-            *err = (size_t)st.st_size < size ? EAGAIN : EPROTO;
+            *err = EPROTO; /* wrong size, or still empty after 2 s */
             close(fd);
             return NULL;
         }
@@ -151,6 +151,12 @@ int fake_shm_attach(const char *name)
     pthread_mutex_lock(&g_attach_mu);
     int err = 0;
     struct fake_shm *s = map_segment(want, &err);
+    if (s == NULL && err == EPROTO) {
+        /* A segment of another layout (an older build) or one whose creator died before
+         * initialising it: replace it with a fresh one. */
+        shm_unlink(want);
+        s = map_segment(want, &err);
+    }
     if (s != NULL) {
         /* An earlier mapping stays mapped: other threads may still hold pointers into it. */
         __atomic_store_n(&g_self, NULL, __ATOMIC_RELEASE);

@@ -50,6 +50,8 @@ def control(fake_built: Path) -> Iterator[Any]:
     ffi.cdef("""
         int cuGetProcAddress(const char *, void **, int, uint64_t);
         int cuGetProcAddress_v2(const char *, void **, int, uint64_t, int *);
+        int cuMemGetInfo_v2(size_t *, size_t *);
+        int cuGetErrorName(int, const char **);
     """)
     lib = ffi.dlopen(str(fake_built))
     yield ffi, lib

@@ -395,3 +395,45 @@ def test_the_queue_is_bounded_like_a_real_gpu(gpu: FakeGpu, launch: str) -> None
     assert r["rc"] == 0 and r["kernels"] == 2000
     assert r["launch_s"] >= 0.08
     assert r["wall_s"] >= 0.199
+
+
+def test_other_kernels_take_the_default_duration(gpu: FakeGpu) -> None:
+    r = gpu.run1(
+        "direct_client", "work", "--kernel-name", "matmul", "--burst", "10", "--bursts", "1",
+        env={"GEMINI_FAKE_KERNEL_NS": "2000000"},
+    )  # fmt: skip
+    assert r["rc"] == 0
+    assert gpu.lib.fake_pid_gpu_ns(r["pid"]) == 20_000_000
+    gpu.lib.fake_set_kernel_ns(3000)
+    r = gpu.run1(
+        "direct_client", "work", "--kernel-name", "matmul", "--burst", "10", "--bursts", "1"
+    )
+    assert gpu.lib.fake_pid_gpu_ns(r["pid"]) == 30_000
+
+
+def test_devices_have_their_own_memory_and_timeline(gpu: FakeGpu) -> None:
+    two = {"GEMINI_FAKE_DEVICES": "2"}
+    info = gpu.run1("gem_client", "meminfo", "--device", "1", env=two)
+    assert info["devices"] == 2 and info["driver_version"] == 13000 and info["rc"] == 0
+    gpu.lib.fake_set_mem_total(1, 64 * MIB)
+    assert (
+        gpu.run("gem_client", "alloc", "--device", "1", "--bytes", str(65 * MIB), env=two)[0]["rc"]
+        == CUDA_ERROR_OUT_OF_MEMORY
+    )
+    assert gpu.run("gem_client", "alloc", "--bytes", str(65 * MIB), env=two)[0]["rc"] == 0
+    args = ["work", "--kernel-ms", "1", "--burst", "5", "--bursts", "1", "--device", "1"]
+    assert gpu.run1("gem_client", *args, env=two)["rc"] == 0
+    assert gpu.lib.fake_dev_busy_ns(1) == 5_000_000 and gpu.lib.fake_dev_busy_ns(0) == 0
+    # Only one device unless told otherwise.
+    assert gpu.run1("gem_client", "meminfo", "--device", "1")["rc"] == 101  # INVALID_DEVICE
+
+
+def test_cuda_calls_before_cuinit_fail_like_the_real_driver(control: Any) -> None:
+    ffi, lib = control
+    # This interpreter never calls cuInit: memory calls fail, lookups and error names work.
+    free, total = ffi.new("size_t *"), ffi.new("size_t *")
+    assert lib.cuMemGetInfo_v2(free, total) == 3  # CUDA_ERROR_NOT_INITIALIZED
+    name = ffi.new("const char **")
+    assert lib.cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, name) == 0
+    assert ffi.string(name[0]) == b"CUDA_ERROR_OUT_OF_MEMORY"
+    assert lib.fake_call_count(b"cuMemGetInfo_v2") >= 1

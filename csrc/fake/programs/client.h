@@ -5,7 +5,9 @@
  *
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
- *        [--sync stream|ctx|event] [--ptsz] [--report-every SEC]
+ *        [--sync stream|ctx|event] [--ptsz] [--report-every SEC] [--kernel-name NAME]
+ *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
+ *        other names run GEMINI_FAKE_KERNEL_NS each)
  *   fork-work <work options>      the same in a forked child too (one line per process)
  *   alloc --path alloc|pitch|managed|async|pool|vmm|array|array3d|mipmapped --bytes B [--hold]
  *   meminfo
@@ -130,6 +132,7 @@ struct opts {
     int ptsz;
     double report_every;
     const char *path;
+    const char *kernel_name;
     unsigned long long bytes;
     int hold;
     int device;
@@ -144,6 +147,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->launch = "kernel";
     o->sync = "stream";
     o->path = "alloc";
+    o->kernel_name = "gem_sleep_kernel";
     o->bytes = 1 << 20;
     if (argc < 2)
         return -1;
@@ -176,6 +180,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->sync = v;
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
+        else if (strcmp(a, "--kernel-name") == 0)
+            o->kernel_name = v;
         else if (strcmp(a, "--path") == 0)
             o->path = v;
         else if (strcmp(a, "--bytes") == 0)
@@ -296,7 +302,7 @@ static int cmd_work(const struct opts *o)
     uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
     CHECK(&s, s.a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
     if (s.rc == 0)
-        CHECK(&s, s.a.ModuleGetFunction(&f, mod, "gem_sleep_kernel"), "cuModuleGetFunction");
+        CHECK(&s, s.a.ModuleGetFunction(&f, mod, o->kernel_name), "cuModuleGetFunction");
     if (s.rc == 0)
         CHECK(&s, s.a.StreamCreate(&st, 0), "cuStreamCreate");
     if (s.rc == 0 && strcmp(o->sync, "event") == 0) {
@@ -527,10 +533,16 @@ static int cmd_meminfo(const struct opts *o)
     if (session_open(&s, o) != 0)
         return 0;
     size_t fr = 0, tot = 0, dtot = 0;
+    int count = 0, version = 0;
+    char name[64] = "";
     CHECK(&s, s.a.MemGetInfo(&fr, &tot), "cuMemGetInfo");
     CHECK(&s, s.a.DeviceTotalMem(&dtot, s.dev), "cuDeviceTotalMem");
-    printf("{\"free\": %zu, \"total\": %zu, \"device_total\": %zu, \"rc\": %d, \"pid\": %d}\n", fr,
-           tot, dtot, s.rc, (int)getpid());
+    CHECK(&s, s.a.DeviceGetCount(&count), "cuDeviceGetCount");
+    CHECK(&s, s.a.DriverGetVersion(&version), "cuDriverGetVersion");
+    CHECK(&s, s.a.DeviceGetName(name, (int)sizeof name, s.dev), "cuDeviceGetName");
+    printf("{\"free\": %zu, \"total\": %zu, \"device_total\": %zu, \"devices\": %d, "
+           "\"driver_version\": %d, \"name\": \"%s\", \"rc\": %d, \"pid\": %d}\n",
+           fr, tot, dtot, count, version, name, s.rc, (int)getpid());
     return 0;
 }
 
