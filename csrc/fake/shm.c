@@ -213,8 +213,9 @@ void fake_unlock(struct fake_shm *s)
         pthread_mutex_unlock(&s->mu);
 }
 
-/* Field 22 of /proc/<pid>/stat (start time in clock ticks since boot); 0 if unreadable. */
-static uint64_t proc_starttime(int pid)
+/* From /proc/<pid>/stat: field 3 (state) and field 22 (start time in clock ticks since boot).
+ * Returns 0 if unreadable. */
+static uint64_t proc_stat(int pid, char *state)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -233,6 +234,8 @@ static uint64_t proc_starttime(int pid)
     for (int field = 3; field <= 22; field++) {
         while (*p == ' ')
             p++;
+        if (field == 3 && state != NULL)
+            *state = *p;
         if (field == 22)
             return strtoull(p, NULL, 10);
         while (*p != ' ' && *p != '\0')
@@ -243,15 +246,21 @@ static uint64_t proc_starttime(int pid)
     return 0;
 }
 
+static uint64_t proc_starttime(int pid)
+{
+    return proc_stat(pid, NULL);
+}
+
 static int slot_dead(const struct fake_proc_slot *p)
 {
     if (kill(p->pid, 0) != 0 && errno == ESRCH)
         return 1;
-    if (p->starttime != 0) {
-        uint64_t st = proc_starttime(p->pid);
-        if (st != 0 && st != p->starttime)
-            return 1; /* the pid was reused by another process */
-    }
+    char state = '?';
+    uint64_t st = proc_stat(p->pid, &state);
+    if (state == 'Z' || state == 'X')
+        return 1; /* exited, not yet waited for by its parent */
+    if (p->starttime != 0 && st != 0 && st != p->starttime)
+        return 1; /* the pid was reused by another process */
     return 0;
 }
 

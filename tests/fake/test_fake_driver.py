@@ -4,6 +4,7 @@ processes, memory limits, cleanup after SIGKILL, events, fault injection."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -328,8 +329,9 @@ def test_memory_of_a_killed_holder_comes_back(gpu: FakeGpu) -> None:
     assert gpu.mem_used() == 64 * MIB
     assert gpu.lib.fake_pid_mem_used(holder.pid, 0) == 64 * MIB
     holder.kill()
+    _wait_zombie(holder.pid)  # not reaped yet: a dead process all the same
+    assert gpu.mem_used() == 0  # noticed by the next look
     holder.wait()
-    assert gpu.mem_used() == 0  # noticed by the next look (kill(pid, 0))
     assert gpu.run1("gem_client", "meminfo")["free"] == gpu.lib.fake_mem_total(0)
 
 
@@ -369,6 +371,11 @@ def _json_line(p: subprocess.Popen[str]) -> dict[str, Any]:
     line = p.stdout.readline()
     assert line, p.stderr.read() if p.stderr else ""
     return json.loads(line)
+
+
+def _wait_zombie(pid: int) -> None:
+    """Block until the process has exited, leaving it unreaped (a zombie)."""
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
 
 
 def _last_json(p: subprocess.Popen[str]) -> dict[str, Any]:
