@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     except WireError as exc:
         print(f"gem-pmgr: {exc}", file=sys.stderr)
         return 2
-    setup_logging(f"gem-pmgr[{args.name}]", args.verbose)
+    setup_logging("gem-pmgr", args.verbose)
     from gemini.daemon.podmanager import serve_pod_manager
 
     try:

@@ -83,8 +83,8 @@ class FrameServer:
         except asyncio.IncompleteReadError as exc:
             if exc.partial:
                 log.warning("[%s] closing connection: truncated message", peer)
-        except (ConnectionError, OSError):
-            pass
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            pass  # the peer went away, or we are shutting down: either way the connection ends
         finally:
             self.writers.pop(conn, None)
             writer.close()
