@@ -444,3 +444,15 @@ def test_cuda_calls_before_cuinit_fail_like_the_real_driver(control: Any) -> Non
     assert lib.cuGetErrorName(CUDA_ERROR_OUT_OF_MEMORY, name) == 0
     assert ffi.string(name[0]) == b"CUDA_ERROR_OUT_OF_MEMORY"
     assert lib.fake_call_count(b"cuMemGetInfo_v2") >= 1
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
+@pytest.mark.parametrize(("stream", "ptsz"), [("created", False), ("null", False), ("null", True)])
+def test_threads_share_the_gpu(gpu: FakeGpu, program: str, stream: str, ptsz: bool) -> None:
+    args = ["work", "--threads", "4", "--kernel-ms", "2", "--burst", "5", "--seconds", "0.2"]
+    r = gpu.run1(program, *args, "--stream", stream, *(["--ptsz"] if ptsz else []))
+    assert r["rc"] == 0
+    assert gpu.lib.fake_pid_kernels(r["pid"]) == r["kernels"]
+    assert 0.8 <= r["gpu_ms"] / 1000 / r["wall_s"] <= 1.02
+    launches = "cuLaunchKernel_ptsz" if ptsz else "cuLaunchKernel"
+    assert gpu.lib.fake_pid_call_count(r["pid"], launches.encode()) == r["kernels"]

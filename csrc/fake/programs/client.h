@@ -6,6 +6,8 @@
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
  *        [--sync stream|ctx|event] [--ptsz] [--report-every SEC] [--kernel-name NAME]
+ *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
+ *        [--stream created|null] (null: the default stream; the per-thread one with --ptsz)
  *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
  *        other names run GEMINI_FAKE_KERNEL_NS each)
  *   fork-work <work options>      the same in a forked child too (one line per process)
@@ -18,6 +20,7 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,6 +136,8 @@ struct opts {
     double report_every;
     const char *path;
     const char *kernel_name;
+    const char *stream;
+    int threads;
     unsigned long long bytes;
     int hold;
     int device;
@@ -148,6 +153,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->sync = "stream";
     o->path = "alloc";
     o->kernel_name = "gem_sleep_kernel";
+    o->stream = "created";
+    o->threads = 1;
     o->bytes = 1 << 20;
     if (argc < 2)
         return -1;
@@ -180,6 +187,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->sync = v;
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
+        else if (strcmp(a, "--threads") == 0)
+            o->threads = atoi(v);
+        else if (strcmp(a, "--stream") == 0)
+            o->stream = v;
         else if (strcmp(a, "--kernel-name") == 0)
             o->kernel_name = v;
         else if (strcmp(a, "--path") == 0)
@@ -271,15 +282,116 @@ static CUresult launch_one(struct session *s, const char *how, CUfunction f, CUs
     return s->a.LaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, st, params, NULL);
 }
 
-static void work_line(const char *kind, long long kernels, double gpu_ms, double wall,
-                      double event_ms, double launch_s, const struct session *s)
+/* Totals shared by the worker threads of one `work` (atomics: progress lines read them). */
+struct totals {
+    long long kernels;
+    long long gpu_ns;
+    long long event_ns;
+    long long launch_ns; /* host time spent launching (blocked when the GPU queue is full) */
+};
+
+static void work_line(const char *kind, struct totals *t, double wall, int rc, const char *failed)
 {
     printf("{%s\"kernels\": %lld, \"gpu_ms\": %.3f, \"wall_s\": %.6f, \"event_ms\": %.3f, "
            "\"launch_s\": %.6f, \"pid\": %d, \"rc\": %d",
-           kind, kernels, gpu_ms, wall, event_ms, launch_s, (int)getpid(), s->rc);
-    print_fail(s);
+           kind, __atomic_load_n(&t->kernels, __ATOMIC_RELAXED),
+           (double)__atomic_load_n(&t->gpu_ns, __ATOMIC_RELAXED) / 1e6, wall,
+           (double)__atomic_load_n(&t->event_ns, __ATOMIC_RELAXED) / 1e6,
+           (double)__atomic_load_n(&t->launch_ns, __ATOMIC_RELAXED) / 1e9, (int)getpid(), rc);
+    if (failed != NULL)
+        printf(", \"failed\": \"%s\"", failed);
     printf("}\n");
     fflush(stdout);
+}
+
+struct worker {
+    struct session *s;
+    const struct opts *o;
+    CUfunction f;
+    struct totals *t;
+    double t0;
+    int index;
+    int rc;
+    const char *failed;
+    pthread_t tid;
+};
+
+static void *work_thread(void *arg)
+{
+    struct worker *w = arg;
+    struct session *s = w->s;
+    const struct opts *o = w->o;
+    int graph = strcmp(o->launch, "graph") == 0;
+    const char *how = graph ? "kernel" : o->launch;
+    CUstream st = NULL; /* --stream null: the default stream (per-thread one with --ptsz) */
+    CUevent ev0 = NULL, ev1 = NULL;
+    CUgraph g = NULL;
+    CUgraphExec ge = NULL;
+    uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
+    CHECK(w, s->a.CtxSetCurrent(s->ctx), "cuCtxSetCurrent"); /* a new thread has none */
+    if (w->rc == 0 && strcmp(o->stream, "null") != 0)
+        CHECK(w, s->a.StreamCreate(&st, 0), "cuStreamCreate");
+    if (w->rc == 0 && strcmp(o->sync, "event") == 0) {
+        CHECK(w, s->a.EventCreate(&ev0, 0), "cuEventCreate");
+        CHECK(w, s->a.EventCreate(&ev1, 0), "cuEventCreate");
+    }
+    if (w->rc == 0 && graph) {
+        CHECK(w, s->a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        for (long i = 0; i < o->burst && w->rc == 0; i++)
+            CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
+        CHECK(w, s->a.StreamEndCapture(st, &g), "cuStreamEndCapture");
+        if (w->rc == 0)
+            CHECK(w, s->a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
+    }
+    double next_report = w->t0 + o->report_every;
+    long done = 0;
+    while (w->rc == 0) {
+        if (ev0 != NULL)
+            CHECK(w, s->a.EventRecord(ev0, st), "cuEventRecord");
+        double l0 = now_s();
+        if (graph) {
+            CHECK(w, s->a.GraphLaunch(ge, st), "cuGraphLaunch");
+        } else {
+            for (long i = 0; i < o->burst && w->rc == 0; i++)
+                CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
+        }
+        __atomic_fetch_add(&w->t->launch_ns, (long long)((now_s() - l0) * 1e9), __ATOMIC_RELAXED);
+        if (w->rc != 0)
+            break;
+        __atomic_fetch_add(&w->t->kernels, o->burst, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&w->t->gpu_ns, o->burst * (long long)ns, __ATOMIC_RELAXED);
+        if (strcmp(o->sync, "ctx") == 0) {
+            CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
+        } else if (ev1 != NULL) {
+            CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");
+            CHECK(w, s->a.EventSynchronize(ev1), "cuEventSynchronize");
+            float ms = 0;
+            CHECK(w, s->a.EventElapsedTime2(&ms, ev0, ev1), "cuEventElapsedTime");
+            __atomic_fetch_add(&w->t->event_ns, (long long)((double)ms * 1e6), __ATOMIC_RELAXED);
+        } else {
+            CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
+        }
+        done++;
+        double t = now_s();
+        if (w->index == 0 && o->report_every > 0 && t >= next_report) {
+            work_line("\"progress\": true, ", w->t, t - w->t0, w->rc, w->failed);
+            while (next_report <= t)
+                next_report += o->report_every;
+        }
+        if (o->bursts > 0 ? done >= o->bursts : t - w->t0 >= o->seconds)
+            break;
+    }
+    if (ge != NULL)
+        s->a.GraphExecDestroy(ge);
+    if (g != NULL)
+        s->a.GraphDestroy(g);
+    if (ev0 != NULL)
+        s->a.EventDestroy(ev0);
+    if (ev1 != NULL)
+        s->a.EventDestroy(ev1);
+    if (st != NULL)
+        s->a.StreamDestroy(st);
+    return NULL;
 }
 
 static int cmd_work(const struct opts *o)
@@ -287,88 +399,40 @@ static int cmd_work(const struct opts *o)
     struct session s;
     if (session_open(&s, o) != 0)
         return 0;
-    int graph = strcmp(o->launch, "graph") == 0;
-    const char *how = graph ? "kernel" : o->launch;
-    if (strcmp(how, "kernel") != 0 && strcmp(how, "ex") != 0 && strcmp(how, "coop") != 0) {
+    const char *how = o->launch;
+    if (strcmp(how, "kernel") != 0 && strcmp(how, "ex") != 0 && strcmp(how, "coop") != 0 &&
+        strcmp(how, "graph") != 0) {
         printf("{\"rc\": -1, \"error\": \"bad --launch\"}\n");
         return 0;
     }
     CUmodule mod = NULL;
     CUfunction f = NULL;
-    CUstream st = NULL;
-    CUevent ev0 = NULL, ev1 = NULL;
-    CUgraph g = NULL;
-    CUgraphExec ge = NULL;
-    uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
     CHECK(&s, s.a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
     if (s.rc == 0)
         CHECK(&s, s.a.ModuleGetFunction(&f, mod, o->kernel_name), "cuModuleGetFunction");
-    if (s.rc == 0)
-        CHECK(&s, s.a.StreamCreate(&st, 0), "cuStreamCreate");
-    if (s.rc == 0 && strcmp(o->sync, "event") == 0) {
-        CHECK(&s, s.a.EventCreate(&ev0, 0), "cuEventCreate");
-        CHECK(&s, s.a.EventCreate(&ev1, 0), "cuEventCreate");
+    struct totals t;
+    memset(&t, 0, sizeof t);
+    int n = o->threads > 0 ? o->threads : 1;
+    struct worker *ws = calloc((size_t)n, sizeof *ws);
+    double t0 = now_s();
+    for (int i = 0; i < n && s.rc == 0 && ws != NULL; i++) {
+        ws[i] = (struct worker){.s = &s, .o = o, .f = f, .t = &t, .t0 = t0, .index = i};
+        if (i > 0 && pthread_create(&ws[i].tid, NULL, work_thread, &ws[i]) != 0)
+            ws[i].rc = -1, ws[i].failed = "pthread_create";
     }
-    if (s.rc == 0 && graph) {
-        CHECK(&s, s.a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-        for (long i = 0; i < o->burst && s.rc == 0; i++)
-            CHECK(&s, launch_one(&s, how, f, st, &ns), "launch");
-        CHECK(&s, s.a.StreamEndCapture(st, &g), "cuStreamEndCapture");
-        if (s.rc == 0)
-            CHECK(&s, s.a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
+    if (s.rc == 0 && ws != NULL) {
+        work_thread(&ws[0]); /* the main thread is worker 0 */
+        for (int i = 1; i < n; i++)
+            if (ws[i].failed == NULL || strcmp(ws[i].failed, "pthread_create") != 0)
+                pthread_join(ws[i].tid, NULL);
+        for (int i = 0; i < n; i++)
+            if (s.rc == 0 && ws[i].rc != 0) {
+                s.rc = ws[i].rc;
+                s.failed = ws[i].failed;
+            }
     }
-    long long kernels = 0;
-    double gpu_ms = 0, event_ms = 0, launch_s = 0; /* launch_s: host time spent launching */
-    double t0 = now_s(), next_report = t0 + o->report_every;
-    long done = 0;
-    while (s.rc == 0) {
-        if (ev0 != NULL)
-            CHECK(&s, s.a.EventRecord(ev0, st), "cuEventRecord");
-        double l0 = now_s();
-        if (graph) {
-            CHECK(&s, s.a.GraphLaunch(ge, st), "cuGraphLaunch");
-        } else {
-            for (long i = 0; i < o->burst && s.rc == 0; i++)
-                CHECK(&s, launch_one(&s, how, f, st, &ns), "launch");
-        }
-        launch_s += now_s() - l0;
-        if (s.rc != 0)
-            break;
-        kernels += o->burst;
-        gpu_ms += (double)o->burst * (double)ns / 1e6;
-        if (strcmp(o->sync, "ctx") == 0) {
-            CHECK(&s, s.a.CtxSynchronize(), "cuCtxSynchronize");
-        } else if (ev1 != NULL) {
-            CHECK(&s, s.a.EventRecord(ev1, st), "cuEventRecord");
-            CHECK(&s, s.a.EventSynchronize(ev1), "cuEventSynchronize");
-            float ms = 0;
-            CHECK(&s, s.a.EventElapsedTime2(&ms, ev0, ev1), "cuEventElapsedTime");
-            event_ms += ms;
-        } else {
-            CHECK(&s, s.a.StreamSynchronize(st), "cuStreamSynchronize");
-        }
-        done++;
-        double t = now_s();
-        if (o->report_every > 0 && t >= next_report) {
-            work_line("\"progress\": true, ", kernels, gpu_ms, t - t0, event_ms, launch_s, &s);
-            while (next_report <= t)
-                next_report += o->report_every;
-        }
-        if (o->bursts > 0 ? done >= o->bursts : t - t0 >= o->seconds)
-            break;
-    }
-    double wall = now_s() - t0;
-    if (ge != NULL)
-        s.a.GraphExecDestroy(ge);
-    if (g != NULL)
-        s.a.GraphDestroy(g);
-    if (ev0 != NULL)
-        s.a.EventDestroy(ev0);
-    if (ev1 != NULL)
-        s.a.EventDestroy(ev1);
-    if (st != NULL)
-        s.a.StreamDestroy(st);
-    work_line("", kernels, gpu_ms, wall, event_ms, launch_s, &s);
+    free(ws);
+    work_line("", &t, now_s() - t0, s.rc, s.failed);
     return 0;
 }
 
