@@ -467,9 +467,6 @@ CUresult cuModuleUnload(CUmodule hmod)
     return CUDA_SUCCESS;
 }
 
-/* Used by launch.c: validity and duration of a kernel. */
-FAKE_HIDDEN CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra,
-                                      uint64_t *ns);
 CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra, uint64_t *ns)
 {
     if (f == NULL || f->magic != FUNC_MAGIC)

@@ -131,6 +131,9 @@ FAKE_HIDDEN int fake_initialized(void);
 FAKE_HIDDEN int fake_device_count(void);
 FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's device */
 FAKE_HIDDEN void fake_proc_tail_note(int dev, uint64_t end);
+/* A kernel's validity and duration (gem_sleep_kernel: its first parameter, in ns). */
+FAKE_HIDDEN CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra,
+                                      uint64_t *ns);
 FAKE_HIDDEN uint64_t fake_proc_tail(int dev);
 FAKE_HIDDEN void fake_driver_atfork_child(void);
 /* launch.c: a stream handle (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a created one) -> its

@@ -7,8 +7,6 @@
 
 #include "fake_internal.h"
 
-FAKE_HIDDEN CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra,
-                                      uint64_t *ns);
 
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
