@@ -23,17 +23,26 @@ class Daemon:
     log: list[str] = field(default_factory=list)
     port: int = 0
 
-    def wait_for(self, pattern: str, timeout: float = STARTUP_TIMEOUT_S) -> re.Match[str]:
+    def mark(self) -> int:
+        """A position in the log: `wait_for(..., since=mark)` ignores lines before it."""
+        while not self.lines.empty():
+            self.log.append(self.lines.get())
+        return len(self.log)
+
+    def wait_for(
+        self, pattern: str, timeout: float = STARTUP_TIMEOUT_S, since: int = 0
+    ) -> re.Match[str]:
         """Block until a log line matches (returns the match) or fail after `timeout`."""
         regex = re.compile(pattern)
-        for line in self.log:
+        for line in self.log[since:]:
             if m := regex.search(line):
                 return m
         while True:
             try:
                 line = self.lines.get(timeout=timeout)
             except queue.Empty:
-                raise AssertionError(f"no log line matching {pattern!r}; got:\n" + "".join(self.log))
+                got = "".join(self.log)
+                raise AssertionError(f"no log line matching {pattern!r}; got:\n{got}") from None
             self.log.append(line)
             if m := regex.search(line):
                 return m

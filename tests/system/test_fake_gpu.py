@@ -4,77 +4,17 @@ hook, reaching the driver the way cudart does.  Shares are counted in kernels of
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import signal
-import subprocess
 import time
 
 import pytest
 
 from gemini.client import Connection, query_status
 from gemini.core.wire import RequestType
-from gemini.native import fake_driver_dir, hook_library_path, program_path
-from tests.procs import start_pod_manager, start_scheduler
+from tests.system.conftest import KERNEL_MS, result
 
 pytestmark = pytest.mark.system
-KERNEL_MS = 5.0
-FAST = ("-q", "100", "-m", "50", "-w", "2000", "--grace", "20")
-_gpus = itertools.count()
-
-
-@pytest.fixture
-def system(tmp_path):
-    started: list = []
-    procs: list[subprocess.Popen[str]] = []
-    gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
-
-    class System:
-        def backend(self, config_text: str, *flags: str):
-            cfg = tmp_path / "resource-config.txt"
-            cfg.write_text(config_text)
-            self.schd = start_scheduler(cfg, *(flags or FAST))
-            started.append(self.schd)
-            self.pmgrs = {}
-            for line in config_text.splitlines()[1:]:
-                name = line.split()[0]
-                pm = start_pod_manager(name, self.schd.port)
-                started.append(pm)
-                pm.wait_for("memory limit")
-                self.pmgrs[name] = pm
-            return self
-
-        def client(self, name: str, *argv: str) -> subprocess.Popen[str]:
-            env = {
-                **os.environ,
-                "LD_LIBRARY_PATH": str(fake_driver_dir()),
-                "LD_PRELOAD": str(hook_library_path()),
-                "GEMINI_FAKE_GPU": gpu,
-                "POD_NAME": name,
-                "POD_MANAGER_PORT": str(self.pmgrs[name].port),
-            }
-            proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            procs.append(proc)
-            return proc
-
-        def work(self, name: str, seconds: float) -> subprocess.Popen[str]:
-            return self.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
-                               "--seconds", str(seconds))
-
-    yield System()
-    for p in procs:
-        if p.poll() is None:
-            p.kill()
-        p.wait()
-    for d in reversed(started):
-        d.stop()
-
-
-def result(proc: subprocess.Popen[str]) -> dict:
-    out, _ = proc.communicate(timeout=60)
-    return json.loads(out.splitlines()[-1])
 
 
 def test_two_clients_get_their_shares(system):

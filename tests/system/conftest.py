@@ -1,0 +1,81 @@
+"""The whole system on the fake GPU: a scheduler, pod managers, and programs under the hook."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+
+import pytest
+
+from gemini.native import fake_driver_dir, hook_library_path, program_path
+from tests.procs import Daemon, start_pod_manager, start_scheduler
+
+KERNEL_MS = 5.0
+FAST = ("-q", "100", "-m", "50", "-w", "2000", "--grace", "20")
+_gpus = itertools.count()
+
+
+def result(proc: subprocess.Popen[str]) -> dict:
+    out, _ = proc.communicate(timeout=60)
+    return json.loads(out.splitlines()[-1])
+
+
+@pytest.fixture
+def system(tmp_path):
+    started: list = []
+    procs: list[subprocess.Popen[str]] = []
+    gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
+
+    class System:
+        def backend(self, config_text: str, *flags: str):
+            self.config = tmp_path / "resource-config.txt"
+            self.config.write_text(config_text)
+            self.flags = flags or FAST
+            self.schd = start_scheduler(self.config, *self.flags)
+            started.append(self.schd)
+            self.pmgrs: dict[str, Daemon] = {}
+            for line in config_text.splitlines()[1:]:
+                self.pod_manager(line.split()[0])
+            return self
+
+        def pod_manager(self, name: str, *flags: str) -> Daemon:
+            pm = start_pod_manager(name, self.schd.port, *flags)
+            started.append(pm)
+            pm.wait_for("memory limit")
+            self.pmgrs[name] = pm
+            return pm
+
+        def restart_scheduler(self) -> Daemon:
+            self.schd = start_scheduler(self.config, *self.flags, "-P", str(self.schd.port))
+            started.append(self.schd)
+            return self.schd
+
+        def client(self, name: str, *argv: str) -> subprocess.Popen[str]:
+            env = {
+                **os.environ,
+                "LD_LIBRARY_PATH": str(fake_driver_dir()),
+                "LD_PRELOAD": str(hook_library_path()),
+                "GEMINI_FAKE_GPU": gpu,
+                "POD_NAME": name,
+                "POD_MANAGER_PORT": str(self.pmgrs[name].port),
+            }
+            proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=env,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            procs.append(proc)
+            return proc
+
+        def work(self, name: str, seconds: float) -> subprocess.Popen[str]:
+            return self.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                               "--seconds", str(seconds))
+
+    yield System()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    for d in reversed(started):
+        d.stop()
+
+
