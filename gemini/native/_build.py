@@ -106,20 +106,28 @@ def _cdef_text() -> str:
     return "\n".join(lines)
 
 
-ffibuilder = FFI()
-ffibuilder.cdef(_cdef_text())
-ffibuilder.set_source(
-    "gemini.native._common",
-    "\n".join(f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()),
-    sources=_c_sources(CSRC / "common"),
-    include_dirs=[str(INCLUDE)],
-    extra_compile_args=["-std=gnu11"],
-)
+def make_ffi(absolute_sources: bool) -> FFI:
+    """The cffi module over csrc/common.  setuptools wants source paths relative to the project
+    root; a direct `compile()` runs in a build folder and needs them absolute."""
+    ffi = FFI()
+    ffi.cdef(_cdef_text())
+    sources = _c_sources(CSRC / "common")
+    ffi.set_source(
+        "gemini.native._common",
+        "\n".join(f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()),
+        sources=sources if absolute_sources else [os.path.relpath(p, ROOT) for p in sources],
+        include_dirs=[str(INCLUDE)],
+        extra_compile_args=["-std=gnu11"],
+    )
+    return ffi
+
+
+ffibuilder = make_ffi(absolute_sources=False)
 
 
 def main() -> int:
     build_native(HERE)
-    ffibuilder.compile(tmpdir=str(ROOT / "build" / "cffi"), verbose=False)
+    make_ffi(absolute_sources=True).compile(tmpdir=str(ROOT / "build" / "cffi"), verbose=False)
     built = next((ROOT / "build" / "cffi" / "gemini" / "native").glob("_common*.so"))
     target = HERE / built.name
     target.write_bytes(built.read_bytes())
