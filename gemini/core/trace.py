@@ -41,7 +41,8 @@ def chrome_trace(intervals: list[Interval], gpu: str = "GPU") -> dict[str, Any]:
 
 
 def shares_over_time(intervals: list[Interval], bin_s: float) -> dict[str, list[tuple[float, float]]]:
-    """Per client, (bin start, fraction of the bin its grants covered)."""
+    """Per client, (bin start, fraction of the bin its grants covered); the last bin may be
+    shorter than the others and is measured by its own length."""
     if not intervals:
         return {}
     t0 = min(s for _, s, _ in intervals)
@@ -51,6 +52,7 @@ def shares_over_time(intervals: list[Interval], bin_s: float) -> dict[str, list[
     for n, s, e in intervals:
         first, last = int((s - t0) // bin_s), int(min(bins - 1, (e - t0) // bin_s))
         for b in range(first, last + 1):
-            lo, hi = t0 + b * bin_s, t0 + (b + 1) * bin_s
-            out[n][b] += max(0.0, min(e, hi) - max(s, lo)) / bin_s
+            lo, hi = t0 + b * bin_s, min(t0 + (b + 1) * bin_s, t1)
+            if hi > lo:
+                out[n][b] += max(0.0, min(e, hi) - max(s, lo)) / (hi - lo)
     return {n: [(t0 + i * bin_s, v) for i, v in enumerate(vals)] for n, vals in out.items()}

@@ -1,0 +1,25 @@
+"""Trace building from status snapshots (pure)."""
+
+import pytest
+
+from gemini.core.trace import TraceRecorder, chrome_trace, shares_over_time
+
+
+def test_recorder_keeps_the_latest_end_of_each_grant():
+    rec = TraceRecorder()
+    rec.add([["a", 0.0, 0.1], ["b", 0.1, 0.2]])
+    rec.add([["b", 0.1, 0.15], ["a", 0.15, 0.3]])  # b returned early; a's next grant
+    assert rec.intervals() == [("a", 0.0, 0.1), ("b", 0.1, 0.15), ("a", 0.15, 0.3)]
+
+
+def test_chrome_trace_has_one_track_per_client():
+    trace = chrome_trace([("a", 0.0, 0.5), ("b", 0.5, 1.0)])
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert [(e["cat"], e["ts"], e["dur"]) for e in slices] == [("a", 0.0, 5e5), ("b", 5e5, 5e5)]
+    assert len({e["tid"] for e in slices}) == 2
+
+
+def test_shares_per_bin_including_a_short_last_bin():
+    shares = shares_over_time([("a", 0.0, 0.75), ("b", 0.75, 1.5)], bin_s=1.0)
+    assert shares["a"] == [(0.0, 0.75), (1.0, pytest.approx(0.0))]
+    assert shares["b"] == [(0.0, 0.25), (1.0, pytest.approx(1.0))]
