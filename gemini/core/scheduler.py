@@ -162,7 +162,9 @@ class SchedulerCore:
             if name in self.clients and all(c.name != name for c in self.candidates):
                 self._grace = (name, now + self.timing.return_grace_s)
         if self._grace is not None and (
-            now >= self._grace[1] or any(c.name == self._grace[0] for c in self.candidates)
+            now >= self._grace[1]
+            or self._grace[0] not in self.clients
+            or any(c.name == self._grace[0] for c in self.candidates)
         ):
             self._grace = None
         if not self.candidates:
