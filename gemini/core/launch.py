@@ -16,6 +16,7 @@ from gemini.core.config import ResourceConfig
 
 SCHEDULER = "scheduler"
 MAX_PORT = 65535
+MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the NUL
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class BackendArgs:
     min_quota: float = 20.0
     window: float = 10000.0
     verbose: int = 0
+    secret_file: str | None = None  # passed to every daemon: clients must prove it
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -72,6 +74,8 @@ def plan_scheduler(args: BackendArgs) -> ProcessSpec:
         "-q", _number(args.base_quota), "-m", _number(args.min_quota), "-w", _number(args.window),
         "--ip", args.ip,
     ]
+    if args.secret_file:
+        argv += ["--secret-file", args.secret_file]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(SCHEDULER, tuple(argv), {}, f"{args.ip}:{args.port}")
@@ -85,6 +89,8 @@ def plan_pod_manager(name: str, port: int, args: BackendArgs) -> ProcessSpec:
         "POD_MANAGER_PORT": _port(port),
         "POD_NAME": name,
     }
+    if args.secret_file:
+        env["GEMINI_SECRET_FILE"] = args.secret_file
     argv = _command(args.pmgr, "pod manager")
     return ProcessSpec(name, tuple(argv), env, f"{args.ip}:{port}")
 
@@ -121,22 +127,32 @@ def plan_added(
 
 def plan_command(
     name: str,
-    port: int,
+    port: int | None,
     command: Sequence[str],
     hook_path: str,
     *,
     ip: str = "127.0.0.1",
     ld_preload: str | None = None,
+    unix: str | None = None,
+    secret_file: str | None = None,
 ) -> ProcessSpec:
-    """A program under the hook; `ld_preload` is the caller's LD_PRELOAD, kept after the hook."""
+    """A program under the hook; `ld_preload` is the caller's LD_PRELOAD, kept after the hook.
+    `unix`: the pod manager's Unix socket, used instead of ip:port."""
     if not command:
         raise ValueError("no command to run")
+    if unix is None and port is None:
+        raise ValueError("need the pod manager's port or Unix socket")
+    if unix is not None and not 0 < len(unix.encode()) <= MAX_UNIX_PATH:
+        raise ValueError(f"Unix socket path {unix!r} is empty or longer than {MAX_UNIX_PATH} bytes")
     # The hook goes first so its cu* symbols win over any other preloaded library's.
     preload = hook_path if not ld_preload else f"{hook_path}:{ld_preload}"
+    where = f"unix:{unix}" if unix is not None else _port(port or 0)
     env = {
         "POD_MANAGER_IP": ip,
-        "POD_MANAGER_PORT": _port(port),
+        "POD_MANAGER_PORT": where,
         "POD_NAME": name,
         "LD_PRELOAD": preload,
     }
-    return ProcessSpec(name, tuple(command), env, f"{ip}:{port}")
+    if secret_file:
+        env["GEMINI_SECRET_FILE"] = secret_file
+    return ProcessSpec(name, tuple(command), env, where if unix is not None else f"{ip}:{port}")

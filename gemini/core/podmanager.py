@@ -111,7 +111,9 @@ class PodCore:
         self.used -= hook.reserved
         self._report_due = True
         out: list[Action] = [
-            act.info(self.name, f"process gone, {hook.reserved} B given back ({len(self.hooks)} left)")
+            act.info(
+                self.name, f"process gone, {hook.reserved} B given back ({len(self.hooks)} left)"
+            )
         ]
         return out + self._maybe_report(now)
 
@@ -170,7 +172,9 @@ class PodCore:
         waiters, self.quota_waiters = self.quota_waiters, []
         self._report_due = True
         if rsp.status is not Status.OK:
-            out: list[Action] = [act.warning(self.name, f"scheduler refused a token: {rsp.status.name}")]
+            out: list[Action] = [
+                act.warning(self.name, f"scheduler refused a token: {rsp.status.name}")
+            ]
             out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
             return out
         self.quota_s = float(rsp.values[0]) / MS
@@ -189,7 +193,9 @@ class PodCore:
 
     def _on_limit(self, rsp: Response) -> list[Action]:
         if rsp.status is not Status.OK:
-            return [act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")]
+            return [
+                act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")
+            ]
         limit = int(rsp.values[1])
         out: list[Action] = []
         if limit != self.limit:

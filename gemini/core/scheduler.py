@@ -28,8 +28,8 @@ from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Standing, next_quota, pick
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
 from gemini.core.window import Interval, UsageHistory
+from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
 
 MS = 1000.0
 # When every waiting client is capped, look again no sooner than this (seconds).
@@ -105,7 +105,11 @@ class SchedulerCore:
             # Memory is enforced by the pod manager (spec §3.6); the scheduler agrees.
             return [Reply(conn, req.type, Response(req.req_id, Status.OK, (1,)))]
         mem_used, processes, waiting = req.args
-        client.mem_used, client.processes, client.waiting = int(mem_used), int(processes), int(waiting)
+        client.mem_used, client.processes, client.waiting = (
+            int(mem_used),
+            int(processes),
+            int(waiting),
+        )
         return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
 
     def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
@@ -136,7 +140,9 @@ class SchedulerCore:
 
     # ---- token ---------------------------------------------------------------------------------
 
-    def _on_quota(self, conn: ConnId, req: Request, client: ClientState, now: float) -> list[Action]:
+    def _on_quota(
+        self, conn: ConnId, req: Request, client: ClientState, now: float
+    ) -> list[Action]:
         overuse_ms, burst_ms = (float(a) for a in req.args)  # type: ignore[arg-type]
         name = req.name
         latest = self.history.latest(name)

@@ -33,14 +33,23 @@ def chrome_trace(intervals: list[Interval], gpu: str = "GPU") -> dict[str, Any]:
     ]
     events.append({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": gpu}})
     events += [
-        {"ph": "X", "name": "token", "cat": n, "pid": 1, "tid": tid[n],
-         "ts": round(s * 1e6, 1), "dur": round((e - s) * 1e6, 1)}
+        {
+            "ph": "X",
+            "name": "token",
+            "cat": n,
+            "pid": 1,
+            "tid": tid[n],
+            "ts": round(s * 1e6, 1),
+            "dur": round((e - s) * 1e6, 1),
+        }
         for n, s, e in intervals
     ]
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
-def shares_over_time(intervals: list[Interval], bin_s: float) -> dict[str, list[tuple[float, float]]]:
+def shares_over_time(
+    intervals: list[Interval], bin_s: float
+) -> dict[str, list[tuple[float, float]]]:
     """Per client, (bin start, fraction of the bin its grants covered); the last bin may be
     shorter than the others and is measured by its own length."""
     if not intervals:

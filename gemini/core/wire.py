@@ -5,10 +5,10 @@ Requests are 80 bytes, responses 40 bytes, little-endian, unpadded:
     request  = u64 name_len | name | NUL | i32 req_id | i32 type | payload | zero fill
     response = i32 req_id | payload (32 bytes) | i32 status
 
-`status` sits in the last four bytes of a response, which v1 always zero-filled, so v1 peers read
-every reply of ours as before (status 0 = OK) and ignore the error codes we add.  New request types
-take new numbers; the old three keep theirs.  A STATUS reply is followed by `body_len` bytes of JSON.
-An unsolicited message from a server carries `req_id == NOTIFY_ID`.
+`status` sits in the last four bytes of a response, which v1 always zero-filled, so v1 peers
+read every reply of ours as before (status 0 = OK) and ignore the error codes we add.  New request
+types take new numbers; the old three keep theirs.  A STATUS reply is followed by `body_len`
+bytes of JSON.  An unsolicited message from a server carries `req_id == NOTIFY_ID`.
 
 Everything here is pure: bytes in, values out.  The C twin is csrc/include/gemini/wire.h.
 """

@@ -114,7 +114,9 @@ def make_ffi(absolute_sources: bool) -> FFI:
     sources = _c_sources(CSRC / "common")
     ffi.set_source(
         "gemini.native._common",
-        "\n".join(f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()),
+        "\n".join(
+            f'#include "gemini/{h}"' for h in _CDEF_HEADERS if (INCLUDE / "gemini" / h).exists()
+        ),
         sources=sources if absolute_sources else [os.path.relpath(p, ROOT) for p in sources],
         include_dirs=[str(INCLUDE)],
         extra_compile_args=["-std=gnu11"],

@@ -7,6 +7,7 @@ like the real one, gives a connection's bytes back when it closes.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -56,16 +57,13 @@ class FakePodManager:
 
     def close(self) -> None:
         self._stop = True
-        try:  # wakes the accept() thread; close() alone leaves the socket listening until then
+        # shutdown() wakes the accept() thread; close() alone leaves it listening until then
+        with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._sock.close()
         for c in self._conns:
-            try:
+            with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             c.close()
 
     # ---- server side -------------------------------------------------------------------------
@@ -83,10 +81,8 @@ class FakePodManager:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
-        try:
+        with contextlib.suppress(OSError):
             conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
-        except OSError:
-            pass
 
     def _serve(self, conn: socket.socket) -> None:
         reader = wire.FrameReader(wire.REQ_MSG_LEN)

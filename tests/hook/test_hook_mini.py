@@ -13,7 +13,9 @@ from gemini.core.wire import RequestType
 
 pytestmark = pytest.mark.hook
 
-HOOKS_DEF = __import__("pathlib").Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
+HOOKS_DEF = (
+    __import__("pathlib").Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
+)
 
 
 def table_symbols() -> set[str]:

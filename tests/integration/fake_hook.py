@@ -2,9 +2,9 @@
 
 It asks its pod manager for the token and "runs kernel bursts" of --burst-ms (sleeping stands in
 for GPU work) while a whole burst still fits in what is left of the token; then it asks again,
-early, as Gemini's hook does when its next burst would not fit.  It runs for --seconds.  It prints one JSON line at the end:
-the seconds it held the token and the intervals (time.monotonic(), the same clock in every
-process) during which it did.
+early, as Gemini's hook does when its next burst would not fit.  It runs for --seconds and prints
+one JSON line at the end: the seconds it held the token and the intervals (time.monotonic(), the
+same clock in every process) during which it did.
 """
 
 from __future__ import annotations

@@ -21,10 +21,24 @@ FAST = ("-q", "60", "-m", "30", "-w", "2000", "--grace", "20")
 
 
 def start_hook(port: int, name: str, seconds: float) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "tests.integration.fake_hook", "--port", str(port),
-            "--name", name, "--seconds", str(seconds)]
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.integration.fake_hook",
+        "--port",
+        str(port),
+        "--name",
+        name,
+        "--seconds",
+        str(seconds),
+    ]
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
 
 
 def finish(proc: subprocess.Popen[str]) -> dict:
@@ -98,7 +112,7 @@ def test_three_clients_get_their_guarantees(backend):
 
 @pytest.mark.system
 def test_memory_limit_is_shared_by_processes_and_released_on_exit(backend):
-    _, schd, pmgrs = backend("1\na 1 1 1000\n", ["a"])
+    _, _, pmgrs = backend("1\na 1 1 1000\n", ["a"])
     port = pmgrs["a"].port
     with Connection("127.0.0.1", port, "a") as first, Connection("127.0.0.1", port, "a") as second:
         assert first.call(RequestType.MEM_UPDATE, 600, 1)[0].values == (1,)
@@ -136,7 +150,10 @@ def test_garbage_closes_only_the_sender(backend):
 def test_missing_config_is_a_clear_error(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, "-m", "gemini.cli.schd", "-p", str(tmp_path), "-f", "nope.txt"],
-        capture_output=True, text=True, cwd=ROOT, timeout=30,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=30,
     )
     assert proc.returncode == 2
     assert "nope.txt" in proc.stderr

@@ -1,4 +1,4 @@
-"""The burst/window predictor (csrc/common/predictor.c) against a plain Python model of spec §6.7."""
+"""The burst/window predictor (csrc/common/predictor.c) against a Python model of spec §6.7."""
 
 from __future__ import annotations
 

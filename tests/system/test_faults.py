@@ -30,8 +30,18 @@ def progress(proc, timeout_s: float = 20.0) -> dict:
 
 
 def reporting_work(system, name: str, seconds: float):
-    return system.client(name, "work", "--kernel-ms", "5", "--burst", "4", "--seconds",
-                         str(seconds), "--report-every", "0.2")
+    return system.client(
+        name,
+        "work",
+        "--kernel-ms",
+        "5",
+        "--burst",
+        "4",
+        "--seconds",
+        str(seconds),
+        "--report-every",
+        "0.2",
+    )
 
 
 def test_a_pod_manager_killed_and_restarted_is_rejoined_by_its_processes(system):
@@ -71,22 +81,31 @@ def test_a_scheduler_killed_and_restarted_is_rejoined_by_everyone(system):
 
 def test_a_silent_connection_never_holds_the_token(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n")
-    with socket.create_connection(("127.0.0.1", system.schd.port)), \
-            socket.create_connection(("127.0.0.1", system.pmgrs["a"].port)):
+    with (
+        socket.create_connection(("127.0.0.1", system.schd.port)),
+        socket.create_connection(("127.0.0.1", system.pmgrs["a"].port)),
+    ):
         r = result(system.work("b", 3))
     assert r["kernels"] * 5 / 1000 / r["wall_s"] > 0.7  # b had the GPU to itself
 
 
 GARBAGE = st.one_of(
     st.binary(min_size=1, max_size=3 * REQ_MSG_LEN),
-    st.builds(lambda n, rest: struct.pack("<Q", n) + rest,
-              st.integers(0, 2**64 - 1), st.binary(max_size=REQ_MSG_LEN)),
-    st.builds(lambda t: (struct.pack("<Q", 1) + b"a\0" + struct.pack("<ii", 1, t)).ljust(80, b"\0"),
-              st.integers(-(2**31), 2**31 - 1)),
+    st.builds(
+        lambda n, rest: struct.pack("<Q", n) + rest,
+        st.integers(0, 2**64 - 1),
+        st.binary(max_size=REQ_MSG_LEN),
+    ),
+    st.builds(
+        lambda t: (struct.pack("<Q", 1) + b"a\0" + struct.pack("<ii", 1, t)).ljust(80, b"\0"),
+        st.integers(-(2**31), 2**31 - 1),
+    ),
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_garbage_on_any_port_closes_only_that_connection(system_once, data):
     system = system_once

@@ -29,10 +29,15 @@ class SimClient:
 
 
 class Sim:
-    def __init__(self, specs: list[tuple[str, float, float]], timing: Timing | None = None,
-                 burst_ms: float = 0.0, seed: int = 1) -> None:
+    def __init__(
+        self,
+        specs: list[tuple[str, float, float]],
+        timing: Timing | None = None,
+        burst_ms: float = 0.0,
+        seed: int = 1,
+    ) -> None:
         self.now = 0.0
-        config = ResourceConfig(tuple(ClientSpec(n, r, l, 1 << 30) for n, r, l in specs))
+        config = ResourceConfig(tuple(ClientSpec(n, r, lim, 1 << 30) for n, r, lim in specs))
         self.core = SchedulerCore(config, timing or Timing(), self.now)
         self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
         self.burst_ms = burst_ms
@@ -74,8 +79,11 @@ class Sim:
             deadline = self.core.next_deadline()
             wake = self._wakeups[0][0] if self._wakeups else None
             nxt = min(x for x in (deadline, wake, t_end) if x is not None)
-            if nxt >= t_end and (wake is None or wake >= t_end) and (
-                    deadline is None or deadline >= t_end):
+            if (
+                nxt >= t_end
+                and (wake is None or wake >= t_end)
+                and (deadline is None or deadline >= t_end)
+            ):
                 self.now = t_end
                 return
             self.now = max(self.now, nxt)

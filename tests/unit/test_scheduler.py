@@ -14,6 +14,7 @@ from tests.unit.sim import Sim
 def promised(specs: list[tuple[str, float, float]]) -> dict[str, float]:
     """What Gemini's policy promises saturating clients: each its request, the rest shared so
     that usage is as equal as possible, no one above its limit (water-filling)."""
+
     def total(level: float) -> float:
         return sum(min(max(r, level), lim) for _, r, lim in specs)
 
@@ -59,8 +60,15 @@ def test_saturating_shares_within_one_point_of_the_promise(name):
     assert max(errors.values()) <= 0.01, (shares, expected)
 
 
-@pytest.mark.parametrize("name", ["2 clients 0.3/0.7", "3 clients 0.2/0.2/0.6",
-                                  "4 clients 0.1/0.2/0.3/0.4", "1 client capped at 0.4"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "2 clients 0.3/0.7",
+        "3 clients 0.2/0.2/0.6",
+        "4 clients 0.1/0.2/0.3/0.4",
+        "1 client capped at 0.4",
+    ],
+)
 def test_static_quotas_also_within_one_point(name):
     # The binary's defaults (250 ms quotas, 100 ms minimum) and no burst information.
     specs = SCENARIOS[name]
@@ -85,7 +93,7 @@ def test_overuse_is_charged_to_the_last_grant():
     core.on_request(2, quota_req("b", 1), 0.1)
     core.on_deadline(0.25)  # a's quota ends; b's starts
     core.on_request(1, quota_req("a", 2, overuse=100.0), 0.3)
-    first_a = [i for i in core.history.intervals if i.name == "a"][0]
+    first_a = next(i for i in core.history.intervals if i.name == "a")
     assert first_a.end == pytest.approx(0.3)  # 0.25 + 0.1 overuse, capped at now
 
 
