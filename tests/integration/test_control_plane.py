@@ -157,3 +157,19 @@ def test_missing_config_is_a_clear_error(tmp_path: Path):
     )
     assert proc.returncode == 2
     assert "nope.txt" in proc.stderr
+
+
+@pytest.mark.system
+def test_a_live_memory_limit_edit_reaches_the_running_pod_manager(backend):
+    cfg, schd, pmgrs = backend("1\na 1 1 1000\n", ["a"])
+    mark = pmgrs["a"].mark()
+    cfg.write_text("1\na 1 1 5000\n")
+    pmgrs["a"].wait_for("memory limit 5000 B", since=mark)
+    with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
+        assert conn.call(RequestType.MEM_UPDATE, 4000, 1)[0].values == (1,)
+    # An invalid edit is refused with file, line and reason; the last good config stays.
+    mark = schd.mark()
+    cfg.write_text("1\na 1 1 -5\n")
+    schd.wait_for(r"resource-config.txt:2: .*keeping the last good config", since=mark)
+    with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
+        assert conn.call(RequestType.MEM_LIMIT)[0].values == (0, 5000)
