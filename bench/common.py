@@ -1,0 +1,367 @@
+"""Shared pieces of the benchmarks: paths, the gemini daemons as subprocesses, apps under the hook,
+tenants, deadlines and the share arithmetic.  Imports from gemini only what needs neither cffi nor
+watchdog (gemini.native's paths, gemini.client); the daemons run as their own processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+BUILD = Path(os.environ.get("GEMINI_BENCH_BUILD", BENCH / ".build"))
+GIB = 1 << 30
+PY = sys.executable
+
+# The launchers' defaults (tools/launch-backend.py): base quota 300 ms, minimum 20 ms, window 10 s.
+DEFAULT_TIMING = {"quota_ms": 300.0, "min_quota_ms": 20.0, "window_ms": 10000.0}
+
+
+class ScenarioTimeout(Exception):
+    pass
+
+
+# ---- environment ---------------------------------------------------------------------------------
+
+def base_env() -> dict[str, str]:
+    env = dict(os.environ)
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if str(ROOT) not in parts:
+        parts.append(str(ROOT))
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env["PYTHONUNBUFFERED"] = "1"
+    for k in ("LD_PRELOAD", "POD_NAME", "POD_MANAGER_PORT", "GEMINI_HOOK_DISABLE",
+              "GEMINI_HOOK_STATS", "PYTORCH_CUDA_ALLOC_CONF"):
+        env.pop(k, None)
+    return env
+
+
+def hook_path() -> Path:
+    if os.environ.get("GEMINI_BENCH_HOOK"):
+        return Path(os.environ["GEMINI_BENCH_HOOK"])
+    built = BUILD / "libgemhook.so.1"
+    if built.exists():
+        return built
+    from gemini.native import hook_library_path
+
+    return hook_library_path()
+
+
+def gpu_info() -> dict[str, str] | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    name, driver, mem = (s.strip() for s in out.stdout.splitlines()[0].split(",")[:3])
+    return {"name": name, "driver": driver, "memory": mem}
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower().replace("nvidia", "")).strip("-") or "gpu"
+
+
+# ---- deadlines -----------------------------------------------------------------------------------
+
+class Deadline:
+    """SIGALRM-based time limit for one scenario (main thread only)."""
+
+    def __init__(self, seconds: float, what: str) -> None:
+        self.seconds, self.what = max(1.0, seconds), what
+
+    def __enter__(self) -> Deadline:
+        def fire(signum: int, frame: object) -> None:
+            raise ScenarioTimeout(f"{self.what}: over its {self.seconds:.0f} s limit")
+
+        self._old = signal.signal(signal.SIGALRM, fire)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._old)
+
+
+# ---- processes -----------------------------------------------------------------------------------
+
+@dataclass
+class Proc:
+    """A child in its own session; stderr pumped into a queue and kept."""
+
+    proc: subprocess.Popen[str]
+    name: str
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    err: list[str] = field(default_factory=list)
+    port: int = 0
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        regex = re.compile(pattern)
+        for line in self.err:
+            if m := regex.search(line):
+                return m
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0 or (self.proc.poll() is not None and self.lines.empty()):
+                raise RuntimeError(f"{self.name}: no line matching {pattern!r}; stderr:\n"
+                                   + "".join(self.err[-30:]))
+            try:
+                line = self.lines.get(timeout=min(left, 0.2))
+            except queue.Empty:
+                continue
+            self.err.append(line)
+            if m := regex.search(line):
+                return m
+
+    def drain(self) -> str:
+        while not self.lines.empty():
+            self.err.append(self.lines.get_nowait())
+        return "".join(self.err)
+
+    def stop(self, sig: int = signal.SIGTERM, wait: float = 5.0) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+                self.proc.wait(wait)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class Procs:
+    """Every child a scenario starts; all stopped (by their own process-group ids) on exit."""
+
+    def __init__(self) -> None:
+        self.all: list[Proc] = []
+
+    def spawn(self, argv: Sequence[str], env: dict[str, str], name: str, *,
+              stdin: bool = False, cwd: Path = ROOT) -> Proc:
+        p = subprocess.Popen(list(argv), env=env, cwd=cwd, text=True, start_new_session=True,
+                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = Proc(p, name)
+
+        def pump() -> None:
+            assert p.stderr is not None
+            for line in p.stderr:
+                proc.lines.put(line)
+
+        threading.Thread(target=pump, daemon=True).start()
+        self.all.append(proc)
+        return proc
+
+    def __enter__(self) -> Procs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in reversed(self.all):
+            p.stop()
+
+
+def run_app(procs: Procs, argv: Sequence[str], env: dict[str, str], name: str,
+            timeout: float) -> dict:
+    """Run a program to its end; its last JSON stdout line, plus rc / stderr tail."""
+    p = procs.spawn(argv, env, name)
+    try:
+        out, _ = p.proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.stop(signal.SIGKILL)
+        out = p.proc.stdout.read() if p.proc.stdout else ""
+        return {"error": f"timed out after {timeout:.0f} s", "stderr": p.drain()[-1500:]}
+    result: dict = {}
+    for line in reversed((out or "").splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+                break
+            except json.JSONDecodeError:
+                continue
+    result.setdefault("rc", p.proc.returncode)
+    if p.proc.returncode != 0 or not result or "error" in result:
+        result["stderr"] = p.drain()[-1500:]
+    return result
+
+
+# ---- the gemini daemons --------------------------------------------------------------------------
+
+@dataclass
+class Client:
+    name: str
+    request: float
+    limit: float
+    mem: int = 4 * GIB
+
+
+class Backend:
+    """gem-schd + one gem-pmgr per client, as subprocesses on port 0 (the log line names the
+    port).  `hook_env(name)` is what an application needs to run under the hook as that client."""
+
+    def __init__(self, procs: Procs, clients: Iterable[Client], timing: dict | None = None,
+                 tag: str = "") -> None:
+        self.procs = procs
+        self.clients = list(clients)
+        t = {**DEFAULT_TIMING, **(timing or {})}
+        self.dir = Path(tempfile.mkdtemp(prefix=f"gembench-{tag}-"))
+        cfg = self.dir / "resource-config.txt"
+        cfg.write_text(f"{len(self.clients)}\n" + "".join(
+            f"{c.name} {c.request:g} {c.limit:g} {c.mem}\n" for c in self.clients))
+        env = base_env()
+        flags = ["-q", f"{t['quota_ms']:g}", "-m", f"{t['min_quota_ms']:g}",
+                 "-w", f"{t['window_ms']:g}"]
+        if "grace_ms" in t:
+            flags += ["--grace", f"{t['grace_ms']:g}"]
+        self.schd = procs.spawn([PY, "-m", "gemini.cli.schd", "-P", "0", "-p", str(self.dir),
+                                 "-f", cfg.name, *flags], env, "gem-schd")
+        self.schd.port = int(self.schd.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
+        self.pmgrs: dict[str, Proc] = {}
+        for c in self.clients:
+            penv = {**env, "POD_NAME": c.name, "SCHEDULER_PORT": str(self.schd.port),
+                    "SCHEDULER_IP": "127.0.0.1"}
+            pm = procs.spawn([PY, "-m", "gemini.cli.pmgr", "--port", "0"], penv, f"pmgr-{c.name}")
+            pm.port = int(pm.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
+            self.pmgrs[c.name] = pm
+        for pm in self.pmgrs.values():
+            pm.wait_for("memory limit", 30)
+
+    def hook_env(self, name: str, stats: Path | None = None) -> dict[str, str]:
+        env = {"LD_PRELOAD": str(hook_path()), "POD_NAME": name,
+               "POD_MANAGER_IP": "127.0.0.1", "POD_MANAGER_PORT": str(self.pmgrs[name].port)}
+        if stats is not None:
+            env["GEMINI_HOOK_STATS"] = str(stats)
+        return env
+
+    def stop(self) -> None:
+        for pm in self.pmgrs.values():
+            pm.stop()
+        self.schd.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def read_stats(path: Path) -> dict[str, int]:
+    try:
+        return {k: int(v) for k, v in json.loads(path.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def launch_counts(stats: dict[str, int]) -> dict[str, int]:
+    kern = sum(v for k, v in stats.items() if k.startswith("cuLaunch"))
+    graph = sum(v for k, v in stats.items() if k.startswith("cuGraphLaunch"))
+    return {"kernel_launches": kern, "graph_launches": graph}
+
+
+# ---- tenants -------------------------------------------------------------------------------------
+
+class Tenant:
+    def __init__(self, procs: Procs, name: str, env: dict[str, str], tenant_args: Sequence[str]):
+        self.name = name
+        self.p = procs.spawn([PY, str(BENCH / "tenant.py"), *tenant_args], env, f"tenant-{name}",
+                             stdin=True)
+        self.ready: dict = {}
+
+    def wait_ready(self, timeout: float) -> dict:
+        q: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: q.put(self.p.proc.stdout.readline()), daemon=True).start()
+        try:
+            line = q.get(timeout=timeout)
+        except queue.Empty:
+            raise RuntimeError(f"tenant {self.name} not ready after {timeout:.0f} s: "
+                               + self.p.drain()[-1500:]) from None
+        if not line:
+            raise RuntimeError(f"tenant {self.name} died: " + self.p.drain()[-1500:])
+        self.ready = json.loads(line)
+        return self.ready
+
+    def go(self, start: float, end: float) -> None:
+        assert self.p.proc.stdin is not None
+        self.p.proc.stdin.write(f"go {start:.6f} {end:.6f}\n")
+        self.p.proc.stdin.flush()
+
+    def result(self, timeout: float) -> dict:
+        try:
+            out, _ = self.p.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.stop(signal.SIGKILL)
+            raise RuntimeError(f"tenant {self.name} did not finish: "
+                               + self.p.drain()[-1500:]) from None
+        lines = [x for x in out.splitlines() if x.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"tenant {self.name} printed nothing: " + self.p.drain()[-1500:])
+        return json.loads(lines[-1])
+
+
+def tenant_args(kind: str, iters: int = 0, calibrate_ms: float = 0.0,
+                backend: str = "auto") -> list[str]:
+    if kind == "fake":
+        from gemini.native import program_path
+
+        return ["--backend", "fake", "--gem-client", str(program_path("gem_client")),
+                "--fake-kernel-ms", "1.5"]
+    args = ["--backend", backend]
+    if iters:
+        args += ["--iters", str(iters)]
+    if calibrate_ms:
+        args += ["--calibrate-ms", str(calibrate_ms)]
+    return args
+
+
+def fake_env(gpu_name: str) -> dict[str, str]:
+    from gemini.native import fake_driver_dir
+
+    return {"LD_LIBRARY_PATH": f"{fake_driver_dir()}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+            "GEMINI_FAKE_GPU": gpu_name}
+
+
+# ---- share arithmetic ----------------------------------------------------------------------------
+
+def count_at(samples: list[list[float]], t: float) -> float:
+    """Kernels completed by time t (step function over the tenant's samples)."""
+    lo, hi, best = 0, len(samples) - 1, 0.0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if samples[mid][0] <= t:
+            best = samples[mid][1]
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def rate(samples: list[list[float]], a: float, b: float) -> float:
+    return (count_at(samples, b) - count_at(samples, a)) / (b - a) if b > a else 0.0
+
+
+def windows(a: float, b: float, width: float) -> list[tuple[float, float]]:
+    out, t = [], a
+    while t + width <= b + 1e-9:
+        out.append((t, t + width))
+        t += width
+    return out
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
