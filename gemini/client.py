@@ -13,18 +13,55 @@ from gemini.core.wire import (
     Request,
     RequestType,
     Response,
+    Status,
     WireError,
     decode_response,
     encode_request,
 )
 
 
+class NotAuthorized(ConnectionError):
+    """The server wants a shared secret we do not have (or have wrong): --secret-file."""
+
+
 class Connection:
-    def __init__(self, host: str, port: int, name: str, timeout: float | None = 5.0) -> None:
+    """One connection to a daemon: TCP to host:port, or the Unix socket `unix` when given.
+    With a `secret`, the first message proves it (a server with a secret refuses all else)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        name: str,
+        timeout: float | None = 5.0,
+        *,
+        secret: bytes | None = None,
+        unix: str | None = None,
+    ) -> None:
         self.name = name
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._ids = itertools.count(1)
+        if unix is not None:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            try:
+                self.sock.connect(unix)
+            except OSError:
+                self.sock.close()
+                raise
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if secret is not None:
+            self.hello(secret)
+
+    def hello(self, secret: bytes) -> None:
+        try:
+            rsp, _ = self.call(RequestType.HELLO, secret)
+        except ConnectionError:
+            rsp = None  # closed on us: an old server that does not know HELLO, or a refusal
+        if rsp is None or rsp.status is not Status.OK:
+            self.close()
+            raise NotAuthorized("the server refused our secret (no or wrong --secret-file)")
 
     def close(self) -> None:
         self.sock.close()
@@ -61,8 +98,12 @@ class Connection:
         return rsp, body
 
 
-def query_status(host: str, port: int, timeout: float = 5.0) -> dict[str, Any]:
-    with Connection(host, port, "gemini-status", timeout) as conn:
-        _, body = conn.call(RequestType.STATUS)
+def query_status(
+    host: str, port: int, timeout: float = 5.0, secret: bytes | None = None
+) -> dict[str, Any]:
+    with Connection(host, port, "gemini-status", timeout, secret=secret) as conn:
+        rsp, body = conn.call(RequestType.STATUS)
+    if rsp.status is Status.NOT_AUTHORIZED:
+        raise NotAuthorized("the scheduler wants a shared secret: --secret-file")
     result: dict[str, Any] = json.loads(body)
     return result

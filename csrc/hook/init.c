@@ -1,17 +1,23 @@
 /* gem_init(): once per process, from every entry point (dlsym and cuGetProcAddress can run
- * before cuInit).  Reads the environment, nothing else: no CUDA call, no socket, no signal
- * handler.  A pthread_atfork child handler drops inherited connections, tokens and threads.
+ * before cuInit).  Reads the environment and the secret file it names, nothing else: no CUDA
+ * call, no socket, no signal handler.  A pthread_atfork child handler drops inherited
+ * connections, tokens and threads.
  *
  *   POD_MANAGER_IP    default 127.0.0.1
  *   POD_MANAGER_PORT  default 50052; comma-separated list, element i = pod manager of device i;
  *                     an element "unix:/path" is a Unix socket
  *   POD_NAME          default the host name
+ *   GEMINI_SECRET_FILE  32 hex digits (whitespace around them allowed): proved to the pod
+ *                     manager in a HELLO after each connect.  Read once, here; a missing or bad
+ *                     file leaves the pod manager unreachable (fail closed, one line, never exit)
  *   GEMINI_HOOK_DISABLE=1   pure pass-through
  *   GEMINI_HOOK_STATS=path  per-symbol call counts written as JSON at exit
  *   GEMINI_LOG, CU_HOOK_DEBUG   see log.c */
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,57 @@ static void parse_endpoints(const char *host, const char *ports)
         }
         gem_cfg.ndev++;
     }
+}
+
+static int hex_value(int ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = tolower(ch);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* 0, or -1 with the reason in gem_cfg.secret_error. */
+static int parse_secret(const char *text)
+{
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t len = strlen(text);
+    while (len > 0 && isspace((unsigned char)text[len - 1]))
+        len--;
+    if (len != 2 * GEM_SECRET_LEN)
+        return -1;
+    for (int i = 0; i < GEM_SECRET_LEN; i++) {
+        int hi = hex_value((unsigned char)text[2 * i]);
+        int lo = hex_value((unsigned char)text[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        gem_cfg.secret[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}
+
+static void read_secret(const char *path)
+{
+    char text[128]; /* longer files are wrong anyway: the read stops short and fails to parse */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = -1;
+    while (fd >= 0 && (n = read(fd, text, sizeof(text) - 1)) < 0 && errno == EINTR) {
+    }
+    const char *why = n < 0 ? strerror(errno) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (why == NULL) {
+        text[n] = '\0';
+        if (parse_secret(text) == 0) {
+            gem_cfg.secret_state = GEM_SECRET_OK;
+            return;
+        }
+        why = "not 32 hex digits";
+    }
+    gem_cfg.secret_state = GEM_SECRET_BAD;
+    snprintf(gem_cfg.secret_error, sizeof(gem_cfg.secret_error), "GEMINI_SECRET_FILE %.200s: %s",
+             path, why);
 }
 
 static void write_stats(void)
@@ -101,6 +158,9 @@ static void init_once(void)
     parse_endpoints(host && host[0] ? host : "127.0.0.1", ports && ports[0] ? ports : "50052");
     if (gem_cfg.ndev == 0)
         parse_endpoints("127.0.0.1", "50052");
+    const char *secret = getenv("GEMINI_SECRET_FILE");
+    if (secret != NULL && secret[0] != '\0')
+        read_secret(secret);
     const char *stats = getenv("GEMINI_HOOK_STATS");
     if (stats != NULL && stats[0] != '\0') {
         copy(gem_cfg.stats_path, sizeof(gem_cfg.stats_path), stats);

@@ -62,12 +62,18 @@ struct gem_endpoint {
     int port;
 };
 
+#define GEM_SECRET_LEN 16
+enum gem_secret_state { GEM_SECRET_NONE = 0, GEM_SECRET_OK = 1, GEM_SECRET_BAD = -1 };
+
 struct gem_config {
     int disabled;
     int ndev;
     struct gem_endpoint ep[GEM_MAX_DEVICES];
     char pod_name[64];
     char stats_path[256];
+    int secret_state;                /* enum gem_secret_state, from GEMINI_SECRET_FILE */
+    uint8_t secret[GEM_SECRET_LEN];  /* GEM_SECRET_OK: proved in a HELLO on each connection */
+    char secret_error[320];          /* GEM_SECRET_BAD: why, for the "unreachable" line */
 };
 extern struct gem_config gem_cfg;
 extern _Atomic uint64_t gem_calls[GEM_SYM_COUNT];

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -159,6 +160,29 @@ static int read_all(int fd, uint8_t *buf, size_t len)
     return 0;
 }
 
+/* With a secret, the first message on a fresh connection proves it.  Nobody else can use fd
+ * yet (c->fd is still -1 and c->connecting holds the others back), so the reply is read right
+ * here.  NULL when admitted, else why not. */
+static const char *say_hello(int fd)
+{
+    if (gem_cfg.secret_state != GEM_SECRET_OK)
+        return NULL;
+    uint8_t req[GEM_REQ_MSG_LEN], rsp[GEM_RSP_MSG_LEN];
+    if (gem_wire_encode_hello(req, gem_cfg.pod_name, 0, gem_cfg.secret) < 0)
+        return "POD_NAME is empty or too long";
+    /* A peer that never answers must not hang the first CUDA call: a bounded wait, then
+     * the usual retry. */
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (write_all(fd, req, sizeof(req)) != 0 || read_all(fd, rsp, sizeof(rsp)) != 0)
+        return "no answer to our HELLO: an old pod manager, or not one at all";
+    struct timeval forever = {0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &forever, sizeof(forever));
+    if (gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+        return "it refused the secret of GEMINI_SECRET_FILE";
+    return NULL;
+}
+
 /* Called with c->m held; drops it while connecting.  Returns 0 when c->fd is usable. */
 static int ensure_connected(struct conn *c, int dev)
 {
@@ -168,15 +192,21 @@ static int ensure_connected(struct conn *c, int dev)
         return 0;
     c->connecting = 1;
     pthread_mutex_unlock(&c->m);
-    int fd = open_socket(dev);
+    /* A bad secret file fails closed: the pod manager would refuse us anyway. */
+    const char *why = gem_cfg.secret_state == GEM_SECRET_BAD ? gem_cfg.secret_error : NULL;
+    int fd = why == NULL ? open_socket(dev) : -1;
     int err = errno;
+    if (fd >= 0 && (why = say_hello(fd)) != NULL) {
+        close(fd);
+        fd = -1;
+    }
     pthread_mutex_lock(&c->m);
     c->connecting = 0;
     char buf[160];
     if (fd < 0) {
         if (!c->down_logged)
             GEM_LOG(GEM_LOG_ERROR, "pod manager %s unreachable (%s); waiting and retrying",
-                    where(dev, buf, sizeof(buf)), strerror(err));
+                    where(dev, buf, sizeof(buf)), why != NULL ? why : strerror(err));
         c->down_logged = 1;
     } else {
         if (c->down_logged)

@@ -9,7 +9,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from gemini.cli._args import add_secret_file, load_secret_arg
 from gemini.core.status import render
+from gemini.secret import SecretError
 
 DEFAULT_PORT = 50051
 
@@ -22,12 +24,22 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ip", default="127.0.0.1", help="scheduler address (default 127.0.0.1)")
     p.add_argument("--port", type=_ports, default=[DEFAULT_PORT],
                    help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
+    add_secret_file(p, from_env=True)
 
 
-def _fetch(ip: str, ports: list[int]) -> dict[int, dict[str, object]]:
+def _fetch(ip: str, ports: list[int], secret: bytes | None) -> dict[int, dict[str, object]]:
     from gemini.client import query_status
 
-    return {port: query_status(ip, port) for port in ports}
+    return {port: query_status(ip, port, secret=secret) for port in ports}
+
+
+def _secret(prog: str, path: str | None) -> bytes | None:
+    """--secret-file's secret; exits with a clear line when the file is unusable."""
+    try:
+        return load_secret_arg(prog, path)
+    except SecretError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def cmd_status(argv: list[str]) -> int:
@@ -38,8 +50,9 @@ def cmd_status(argv: list[str]) -> int:
     _status_args(p)
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     args = p.parse_args(argv)
+    secret = _secret("gemini status", args.secret_file)
     try:
-        snaps = _fetch(args.ip, args.port)
+        snaps = _fetch(args.ip, args.port, secret)
     except OSError as exc:
         print(f"gemini status: cannot reach the scheduler at {args.ip}:{args.port}: {exc}. "
               "Is gem-schd running (tools/launch-backend.py)?", file=sys.stderr)
@@ -60,13 +73,14 @@ def cmd_top(argv: list[str]) -> int:
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (1)")
     p.add_argument("--count", type=int, default=0, help="stop after this many refreshes (0: never)")
     args = p.parse_args(argv)
+    secret = _secret("gemini top", args.secret_file)
     shown = 0
     try:
         while True:
             try:
                 text = "\n\n".join(
                     render(s, f"GPU scheduler :{port}  ", with_bars=True)
-                    for port, s in _fetch(args.ip, args.port).items()
+                    for port, s in _fetch(args.ip, args.port, secret).items()
                 )
             except OSError as exc:
                 text = f"scheduler at {args.ip}:{args.port} unreachable: {exc}"
@@ -104,6 +118,30 @@ def cmd_check_config(argv: list[str]) -> int:
     return 0
 
 
+def cmd_secret(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="gemini secret",
+        description="Make a shared-secret file (32 random hex digits, mode 0600) for "
+        "--secret-file / GEMINI_SECRET_FILE.",
+        epilog="example: gemini secret --out /etc/gemini/secret",
+    )
+    p.add_argument("--out", type=Path, required=True, help="the file to create")
+    p.add_argument("--force", action="store_true", help="replace an existing file")
+    args = p.parse_args(argv)
+    from gemini.secret import create_secret_file
+
+    try:
+        create_secret_file(args.out, force=args.force)
+    except FileExistsError:
+        print(f"gemini secret: {args.out} exists (--force replaces it)", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"gemini secret: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    print(f"wrote a new secret to {args.out} (mode 0600)")
+    return 0
+
+
 def _delegate(module: str) -> Callable[[list[str]], int]:
     def run(argv: list[str]) -> int:
         import importlib
@@ -124,6 +162,7 @@ COMMANDS: dict[str, tuple[Callable[[list[str]], int], str]] = {
     "top": (cmd_top, "the same, live"),
     "trace": (_delegate("gemini.cli.trace"), "record token grants to a Chrome trace and a PNG"),
     "check-config": (cmd_check_config, "validate a config file"),
+    "secret": (cmd_secret, "make a shared-secret file for --secret-file"),
 }
 
 

@@ -22,6 +22,7 @@ from gemini.core.config import ConfigError, ResourceConfig, diff
 from gemini.core.launch import BackendArgs, ProcessSpec, plan_added, plan_backend
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.watcher import ConfigWatcher, read_config
+from gemini.secret import load_secret
 
 log = logging.getLogger("gemini.launch")
 GRACE_S = 5.0
@@ -47,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=float, default=d.window, help="ms (10000)")
     p.add_argument("--no-follow", dest="follow", action="store_false",
                    help="do not start pod managers for clients added to the config later")
+    p.add_argument("--secret-file", metavar="PATH",
+                   help="shared secret for both daemons: clients must prove it (README)")
     add_verbosity(p)
     return p
 
@@ -178,12 +181,16 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
     setup_logging("launch-backend", ns.verbose)
+    # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
+    secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None
     args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
-                       ns.min_quota, ns.window, ns.verbose)
+                       ns.min_quota, ns.window, ns.verbose, secret_file)
     try:
+        if secret_file:
+            load_secret(secret_file)  # a bad file stops us here, not in every child
         config = read_config(Path(args.config))
         plan_backend(config, args)  # check ports and commands before starting anything
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)
         return 2
     return asyncio.run(run(args, config, ns.follow))

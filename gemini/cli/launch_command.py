@@ -18,6 +18,7 @@ from types import FrameType
 
 from gemini.core.launch import plan_command
 from gemini.native import NativeBuildMissing, hook_library_path
+from gemini.secret import load_secret
 
 PROG = "launch-command"
 GRACE_S = 5.0
@@ -35,7 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLE,
     )
     p.add_argument("--name", required=True, help="client name (POD_NAME), an ID of the config")
-    p.add_argument("--port", type=int, required=True, help="the client's pod manager port")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", type=int, help="the client's pod manager port")
+    where.add_argument("--unix", metavar="PATH",
+                       help="the pod manager's Unix socket (gem-pmgr --unix), instead of --port")
+    p.add_argument("--secret-file", metavar="PATH",
+                   help="shared secret the hook proves to the pod manager (GEMINI_SECRET_FILE)")
     p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
     p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                    help="stop the command's process group after this many seconds")
@@ -75,6 +81,11 @@ def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, object]:
     return {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
 
 
+def _absolute(path: str | None) -> str | None:
+    # The command may change directory before the hook reads the file.
+    return os.path.abspath(path) if path else None
+
+
 def _usage_error(message: str) -> int:
     print(f"{PROG}: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -88,8 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     except NativeBuildMissing as exc:
         return _usage_error(f"the Gemini hook is missing: {exc}")
     try:
+        if args.secret_file:
+            load_secret(args.secret_file)  # the hook would only wait forever on a bad file
         spec = plan_command(args.name, args.port, command, str(hook), ip=args.ip,
-                            ld_preload=os.environ.get("LD_PRELOAD"))
+                            ld_preload=os.environ.get("LD_PRELOAD"), unix=args.unix,
+                            secret_file=_absolute(args.secret_file))
     except ValueError as exc:
         return _usage_error(str(exc))
     try:

@@ -7,10 +7,16 @@ import os
 import socket
 import sys
 
-from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.cli._args import (
+    add_secret_file,
+    add_verbosity,
+    expand_verbosity,
+    load_secret_arg,
+)
 from gemini.core.wire import WireError, check_name
 from gemini.daemon.lifecycle import run_until_signal
 from gemini.daemon.logsetup import setup_logging
+from gemini.secret import SecretError
 
 EXAMPLE = (
     "example: POD_NAME=client1 POD_MANAGER_PORT=50052 SCHEDULER_IP=127.0.0.1 "
@@ -36,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scheduler address (env SCHEDULER_IP, default 127.0.0.1)")
     p.add_argument("--scheduler-port", type=int, default=int(env("SCHEDULER_PORT", "50051")),
                    help="scheduler port (env SCHEDULER_PORT, default 50051)")
+    p.add_argument("--unix", default=env("POD_MANAGER_SOCKET") or None, metavar="PATH",
+                   help="serve the hooks on this Unix socket instead of TCP, mode 0660, only "
+                   "for our own uid, root and --allow-uid (env POD_MANAGER_SOCKET)")
+    p.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
+                   help="another uid whose processes may use the --unix socket (repeatable)")
+    add_secret_file(p, from_env=True)
     add_verbosity(p)
     return p
 
@@ -51,17 +63,24 @@ def main(argv: list[str] | None = None) -> int:
     except WireError as exc:
         print(f"gem-pmgr: {exc}", file=sys.stderr)
         return 2
+    try:
+        secret = load_secret_arg("gem-pmgr", args.secret_file)
+    except SecretError as exc:
+        print(f"gem-pmgr: {exc}", file=sys.stderr)
+        return 2
     setup_logging("gem-pmgr", args.verbose)
     from gemini.daemon.podmanager import serve_pod_manager
 
     try:
         return run_until_signal(
             lambda stop: serve_pod_manager(
-                args.name, args.ip, args.port, args.scheduler_ip, args.scheduler_port, stop
+                args.name, args.ip, args.port, args.scheduler_ip, args.scheduler_port, stop,
+                secret=secret, unix=args.unix, allow_uids=args.allow_uid,
             )
         )
     except OSError as exc:
-        print(f"gem-pmgr: cannot listen on {args.ip}:{args.port}: {exc.strerror}", file=sys.stderr)
+        where = f"unix:{args.unix}" if args.unix else f"{args.ip}:{args.port}"
+        print(f"gem-pmgr: cannot listen on {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
 
 

@@ -6,11 +6,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.cli._args import add_secret_file, add_verbosity, expand_verbosity, load_secret_arg
 from gemini.core.config import ConfigError
 from gemini.core.scheduler import Timing
 from gemini.daemon.lifecycle import run_until_signal
 from gemini.daemon.logsetup import setup_logging
+from gemini.secret import SecretError
 
 EXAMPLE = "example: gem-schd -p /etc/gemini -f resource-config.txt -P 50051 -q 250 -m 100 -w 10000"
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ms an expired token holder may take to ask again while it is next (5)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
+    add_secret_file(p)
     add_verbosity(p)
     return p
 
@@ -42,11 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 < timing.min_quota_s <= timing.base_quota_s or timing.window_s <= 0:
         print("gem-schd: need 0 < min_quota <= quota and window > 0", file=sys.stderr)
         return 2
+    try:
+        secret = load_secret_arg("gem-schd", args.secret_file)
+    except SecretError as exc:
+        print(f"gem-schd: {exc}", file=sys.stderr)
+        return 2
     path = Path(args.limit_file_dir) / args.limit_file
     from gemini.daemon.scheduler import serve_scheduler
 
     try:
-        return run_until_signal(lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop))
+        return run_until_signal(
+            lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret)
+        )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)
         return 2

@@ -8,18 +8,20 @@ import sys
 import time
 from pathlib import Path
 
+from gemini.cli._args import add_secret_file, load_secret_arg
 from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
+from gemini.secret import SecretError
 
 POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
 
 
-def record(ip: str, port: int, seconds: float) -> list[Interval]:
+def record(ip: str, port: int, seconds: float, secret: bytes | None = None) -> list[Interval]:
     from gemini.client import query_status
 
     recorder = TraceRecorder()
     end = time.monotonic() + seconds
     while True:
-        recorder.add(query_status(ip, port)["history"])
+        recorder.add(query_status(ip, port, secret=secret)["history"])
         if time.monotonic() >= end:
             return recorder.intervals()
         time.sleep(POLL_S)
@@ -64,9 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("gemini-trace.json"))
     p.add_argument("--png", type=Path, default=None, help="PNG path (default: --out with .png)")
     p.add_argument("--bin", type=float, default=1.0, help="seconds per share bin in the PNG")
+    add_secret_file(p, from_env=True)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        intervals = record(args.ip, args.port, args.seconds)
+        secret = load_secret_arg("gemini trace", args.secret_file)
+    except SecretError as exc:
+        print(f"gemini trace: {exc}", file=sys.stderr)
+        return 2
+    try:
+        intervals = record(args.ip, args.port, args.seconds, secret)
     except OSError as exc:
         print(f"gemini trace: cannot reach the scheduler at {args.ip}:{args.port}: {exc}",
               file=sys.stderr)

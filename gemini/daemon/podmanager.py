@@ -4,37 +4,58 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 
 from gemini.core.actions import SendUpstream
 from gemini.core.podmanager import PodCore
-from gemini.core.wire import RSP_MSG_LEN, WireError, decode_response, encode_request
+from gemini.core.wire import (
+    RSP_MSG_LEN,
+    Request,
+    RequestType,
+    Status,
+    WireError,
+    decode_response,
+    encode_request,
+)
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.pmgr")
 
 RETRY_MIN_S = 0.05
 RETRY_MAX_S = 2.0
+HELLO_TIMEOUT_S = 5.0
+# The core numbers its requests from 1 up; the HELLO's id stays clear of them.
+HELLO_ID = 0
 
 
 class PodManagerDaemon:
-    def __init__(self, name: str, scheduler_host: str, scheduler_port: int) -> None:
+    def __init__(
+        self, name: str, scheduler_host: str, scheduler_port: int, secret: bytes | None = None
+    ) -> None:
         self.core = PodCore(name, asyncio.get_running_loop().time())
         self.scheduler = (scheduler_host, scheduler_port)
+        self.secret = secret
         self.server = FrameServer(
             self.core,
             self.core.on_hook_request,
             self.core.on_hook_disconnect,
             on_connect=self.core.on_hook_connect,
             send_upstream=self._send_upstream,
+            secret=secret,
         )
         self._upstream: asyncio.StreamWriter | None = None
         self._upstream_task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        self._refused_logged = False
 
     async def start(self, host: str, port: int) -> int:
         bound = await self.server.start(host, port)
         self._upstream_task = asyncio.create_task(self._keep_upstream())
         return bound
+
+    async def start_unix(self, path: str, allow_uids: Iterable[int] = ()) -> None:
+        await self.server.start_unix(path, allow_uids)
+        self._upstream_task = asyncio.create_task(self._keep_upstream())
 
     async def close(self) -> None:
         if self._upstream_task is not None:
@@ -61,6 +82,11 @@ class PodManagerDaemon:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
+            if not await self._hello(reader, writer):
+                writer.close()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
             delay = RETRY_MIN_S
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
             self._upstream = writer
@@ -71,6 +97,27 @@ class PodManagerDaemon:
             self.connected.clear()
             writer.close()
             self.server.run(self.core.on_scheduler_lost(self.server.now()))
+
+    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        """Prove the secret before anything else; False (logged once per streak) if refused."""
+        if self.secret is None:
+            return True
+        hello = Request(self.core.name, HELLO_ID, RequestType.HELLO, (self.secret,))
+        try:
+            writer.write(encode_request(hello))
+            frame = await asyncio.wait_for(reader.readexactly(RSP_MSG_LEN), HELLO_TIMEOUT_S)
+            status = decode_response(RequestType.HELLO, frame).status
+        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError,
+                WireError):
+            status = Status.NOT_AUTHORIZED  # a scheduler that closes on us refused the proof
+        if status is Status.OK:
+            self._refused_logged = False
+            return True
+        if not self._refused_logged:
+            log.error("[%s] scheduler %s:%d refused our secret (--secret-file); retrying",
+                      self.core.name, *self.scheduler)
+            self._refused_logged = True
+        return False
 
     async def _read_upstream(self, reader: asyncio.StreamReader) -> None:
         try:
@@ -90,11 +137,27 @@ class PodManagerDaemon:
 
 
 async def serve_pod_manager(
-    name: str, host: str, port: int, scheduler_host: str, scheduler_port: int, stop: asyncio.Event
+    name: str,
+    host: str,
+    port: int,
+    scheduler_host: str,
+    scheduler_port: int,
+    stop: asyncio.Event,
+    *,
+    secret: bytes | None = None,
+    unix: str | None = None,
+    allow_uids: Iterable[int] = (),
 ) -> None:
-    daemon = PodManagerDaemon(name, scheduler_host, scheduler_port)
-    bound = await daemon.start(host, port)
-    log.info("[%s] pod manager listening on %s:%d", name, host, bound)
+    """Serve the hooks on host:port, or on the Unix socket `unix` instead when given."""
+    daemon = PodManagerDaemon(name, scheduler_host, scheduler_port, secret)
+    guarded = ", hooks must prove the secret" if secret is not None else ""
+    if unix is not None:
+        await daemon.start_unix(unix, allow_uids)
+        uids = ", ".join(str(u) for u in sorted(daemon.server.allowed_uids))
+        log.info("[%s] pod manager listening on unix:%s (uids %s)%s", name, unix, uids, guarded)
+    else:
+        bound = await daemon.start(host, port)
+        log.info("[%s] pod manager listening on %s:%d%s", name, host, bound, guarded)
     try:
         await stop.wait()
     finally:

@@ -14,9 +14,12 @@ log = logging.getLogger("gemini.schd")
 
 
 class SchedulerDaemon:
-    def __init__(self, config: ResourceConfig, timing: Timing) -> None:
+    def __init__(
+        self, config: ResourceConfig, timing: Timing, secret: bytes | None = None
+    ) -> None:
         self.core = SchedulerCore(config, timing, asyncio.get_running_loop().time())
-        self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect)
+        self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect,
+                                  secret=secret)
 
     async def start(self, host: str, port: int) -> int:
         return await self.server.start(host, port)
@@ -30,13 +33,19 @@ class SchedulerDaemon:
 
 
 async def serve_scheduler(
-    config_path: Path, timing: Timing, host: str, port: int, stop: asyncio.Event
+    config_path: Path,
+    timing: Timing,
+    host: str,
+    port: int,
+    stop: asyncio.Event,
+    secret: bytes | None = None,
 ) -> None:
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
-    daemon = SchedulerDaemon(read_config(config_path), timing)
+    daemon = SchedulerDaemon(read_config(config_path), timing, secret)
     bound = await daemon.start(host, port)
-    log.info("scheduler listening on %s:%d, config %s", host, bound, config_path)
+    guarded = ", clients must prove the secret" if secret is not None else ""
+    log.info("scheduler listening on %s:%d, config %s%s", host, bound, config_path, guarded)
     watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), daemon.apply_config)
     watcher.start()
     try:
