@@ -180,7 +180,8 @@ class Procs:
 
 def run_app(procs: Procs, argv: Sequence[str], env: dict[str, str], name: str,
             timeout: float) -> dict:
-    """Run a program to its end; its last JSON stdout line, plus rc / stderr tail."""
+    """Run a program to its end: its last JSON stdout line (all of them in "json_lines" when
+    there are several), plus rc and, on failure, the stderr tail."""
     p = procs.spawn(argv, env, name)
     try:
         out, _ = p.proc.communicate(timeout=timeout)
@@ -188,15 +189,16 @@ def run_app(procs: Procs, argv: Sequence[str], env: dict[str, str], name: str,
         p.stop(signal.SIGKILL)
         out = p.proc.stdout.read() if p.proc.stdout else ""
         return {"error": f"timed out after {timeout:.0f} s", "stderr": p.drain()[-1500:]}
-    result: dict = {}
-    for line in reversed((out or "").splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
+    parsed = []
+    for line in (out or "").splitlines():
+        if line.strip().startswith("{"):
             try:
-                result = json.loads(line)
-                break
+                parsed.append(json.loads(line))
             except json.JSONDecodeError:
                 continue
+    result: dict = dict(parsed[-1]) if parsed else {}
+    if len(parsed) > 1:
+        result["json_lines"] = parsed
     result.setdefault("rc", p.proc.returncode)
     if p.proc.returncode != 0 or not result or "error" in result:
         result["stderr"] = p.drain()[-1500:]
@@ -365,3 +367,73 @@ def pct(values: Sequence[float], q: float) -> float:
         return float("nan")
     s = sorted(values)
     return s[min(len(s) - 1, int(q * len(s)))]
+
+
+# ---- token grants, from the scheduler's status -------------------------------------------------
+
+class GrantTracer:
+    """Polls the scheduler's STATUS (every `period` s) in a thread and keeps every grant interval
+    it reports, converted to this machine's CLOCK_MONOTONIC (offset = poll midpoint - uptime)."""
+
+    def __init__(self, port: int, period: float = 0.2) -> None:
+        self.port, self.period = port, period
+        self._raw: dict[tuple[str, float], float] = {}
+        self._offsets: list[float] = []
+        self._stop = threading.Event()
+        self.error = ""
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from gemini.client import query_status
+
+        while not self._stop.is_set():
+            try:
+                a = time.monotonic()
+                snap = query_status("127.0.0.1", self.port, timeout=2.0)
+                b = time.monotonic()
+                self._offsets.append((a + b) / 2 - float(snap["uptime_s"]))
+                for name, start, end in snap.get("history", []):
+                    self._raw[(str(name), round(float(start), 6))] = float(end)
+            except Exception as exc:  # a missed poll only loses detail
+                self.error = str(exc)[:200]
+            self._stop.wait(self.period)
+
+    def stop(self) -> list[tuple[str, float, float]]:
+        self._stop.set()
+        self._thread.join(5)
+        if not self._offsets:
+            return []
+        off = sorted(self._offsets)[len(self._offsets) // 2]
+        return sorted(((n, s + off, e + off) for (n, s), e in self._raw.items()),
+                      key=lambda i: i[1])
+
+
+def grant_stats(grants: list[tuple[str, float, float]], samples: dict[str, list[list[float]]],
+                a: float, b: float, slack: float = 0.002) -> dict[str, dict]:
+    """Per client, over [a, b]: number and length of grants, and the fraction of its kernels that
+    completed outside its own grants (work run on time not granted to it: overuse)."""
+    import bisect
+
+    out: dict[str, dict] = {}
+    for name, smp in samples.items():
+        mine = [(s, e) for n, s, e in grants if n == name and e >= a and s <= b]
+        lengths = [(e - s) * 1000 for s, e in mine]
+        starts = [s for s, _ in mine]
+        outside = total = 0
+        prev = None
+        for t, k in smp:
+            if t < a or t > b:
+                prev = k
+                continue
+            done = k - (prev if prev is not None else k)
+            prev = k
+            total += done
+            i = bisect.bisect_right(starts, t) - 1
+            if i < 0 or t > mine[i][1] + slack:
+                outside += done
+        out[name] = {"grants": len(mine),
+                     "grant_ms_mean": round(sum(lengths) / len(lengths), 1) if lengths else 0.0,
+                     "grant_ms_max": round(max(lengths), 1) if lengths else 0.0,
+                     "kernels_outside_grants": round(outside / total, 4) if total else 0.0}
+    return out

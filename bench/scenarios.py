@@ -17,10 +17,12 @@ from common import (
     PY,
     Backend,
     Client,
+    GrantTracer,
     Procs,
     Tenant,
     base_env,
     fake_env,
+    grant_stats,
     hook_path,
     launch_counts,
     pct,
@@ -74,12 +76,16 @@ def fmt(x: float, nd: int = 3) -> float:
 
 def run_tenants(ctx: Context, procs: Procs, specs: list[tuple[str, float, float]], seconds: float,
                 gemini: bool, schedule: dict[str, tuple[float, float]] | None = None,
-                timing: dict | None = None, tag: str = "run") -> tuple[dict[str, dict], float]:
+                timing: dict | None = None, tag: str = "run"
+                ) -> tuple[dict[str, dict], float, list[tuple[str, float, float]]]:
     """Tenants (name, request, limit) under gemini (or bare when not `gemini`), all started
-    together; `schedule` gives per-tenant (start, end) offsets.  Returns results and T0."""
-    backend = None
+    together; `schedule` gives per-tenant (start, end) offsets.  Returns results, T0 and the
+    token grants seen in the scheduler's status."""
+    backend = tracer = None
+    grants: list[tuple[str, float, float]] = []
     if gemini:
         backend = Backend(procs, [Client(n, r, lim, 2 * GIB) for n, r, lim in specs], timing, tag)
+        tracer = GrantTracer(backend.schd.port)
     try:
         tenants = []
         for name, _, _ in specs:
@@ -93,9 +99,11 @@ def run_tenants(ctx: Context, procs: Procs, specs: list[tuple[str, float, float]
             t.go(t0 + a, t0 + b)
         results = {t.name: t.result(seconds + 60) for t in tenants}
     finally:
+        if tracer:
+            grants = tracer.stop()
         if backend:
             backend.stop()
-    return results, t0
+    return results, t0, grants
 
 
 def calibrate(ctx: Context, procs: Procs, seconds: float = 3.0) -> dict:
@@ -116,7 +124,8 @@ def calibrate(ctx: Context, procs: Procs, seconds: float = 3.0) -> dict:
 
 
 def analyse(ctx: Context, results: dict[str, dict], t0: float, seconds: float,
-            targets: dict[str, float] | None, warm: float = 2.0) -> dict:
+            targets: dict[str, float] | None, warm: float = 2.0,
+            grants: list[tuple[str, float, float]] | None = None) -> dict:
     solo = ctx.solo_rate
     names = list(results)
     a, b = t0 + warm, t0 + seconds
@@ -134,6 +143,8 @@ def analyse(ctx: Context, results: dict[str, dict], t0: float, seconds: float,
     fine = windows(t0, b, 0.25)
     out["share_250ms"] = {n: [fmt(rate(results[n]["samples"], lo, hi) / solo) for lo, hi in fine]
                           for n in names}
+    if grants:
+        out["grants"] = grant_stats(grants, {n: results[n]["samples"] for n in names}, a, b)
     if targets:
         err10 = max(abs(whole[n] - targets[n]) for n in names) * 100
         err10n = max(abs(whole[n] / total - targets[n]) for n in names) * 100 if total else 0
@@ -159,9 +170,9 @@ def share_config(ctx: Context, procs: Procs, label: str, seconds: float = 12.0,
                  gemini: bool = True) -> dict:
     reqs = S3_CONFIGS[label]
     specs = [(f"c{i + 1}", r, 1.0) for i, r in enumerate(reqs)]
-    results, t0 = run_tenants(ctx, procs, specs, seconds, gemini, tag="s3")
+    results, t0, grants = run_tenants(ctx, procs, specs, seconds, gemini, tag="s3")
     targets = {n: r for n, r, _ in specs} if gemini else {n: 1 / len(specs) for n, _, _ in specs}
-    out = analyse(ctx, results, t0, seconds, targets)
+    out = analyse(ctx, results, t0, seconds, targets, grants=grants)
     out["gemini"] = gemini
     ctx.share_runs[("gemini " if gemini else "timeslice ") + label] = out
     return out
@@ -213,7 +224,7 @@ def s4(ctx: Context, procs: Procs) -> dict:
     quota_ms = 300.0
     a_end, b_start, b_end = 13.0, 4.0, 9.0
     specs = [("A", 0.3, 1.0), ("B", 0.5, 1.0)]
-    results, t0 = run_tenants(ctx, procs, specs, a_end, True,
+    results, t0, grants = run_tenants(ctx, procs, specs, a_end, True,
                               schedule={"A": (0.0, a_end), "B": (b_start, b_end)}, tag="s4")
     solo = ctx.solo_rate
     sa, sb = results["A"]["samples"], results["B"]["samples"]
@@ -234,14 +245,22 @@ def s4(ctx: Context, procs: Procs) -> dict:
     a_after = rate(sa, b_last + 1.0, t0 + a_end) / solo
     series = {n: [fmt(rate(r["samples"], lo, hi) / solo) for lo, hi in windows(t0, t0 + a_end, 0.1)]
               for n, r in results.items()}
+    b_grants = [s for n, s, _ in grants if n == "B" and s >= b_first - 0.01]
+    b_token_ms = (b_grants[0] - b_first) * 1000 if b_grants else float("nan")
+    a_before = [(e - s) * 1000 for n, s, e in grants if n == "A" and t0 + 1 <= s < b_first]
     out = {"a_alone": fmt(a_alone), "b_wait_ms": fmt(b_wait_ms, 1), "b_share": fmt(b_share),
            "a_share_with_b": fmt(a_share), "a_regain_ms": fmt(regain_ms, 1),
            "a_after": fmt(a_after), "share_100ms": series, "t_b": [b_start, b_end],
-           "quota_ms": quota_ms}
+           "quota_ms": quota_ms, "b_first_token_ms": fmt(b_token_ms, 1),
+           "a_grant_ms_before_b": [fmt(x, 1) for x in a_before],
+           "grants": [[n, fmt(s - t0, 4), fmt(e - t0, 4)] for n, s, e in grants]}
     out["rows"] = [
         row("S4", "A (0.3/1.0) alone, fraction of solo", out["a_alone"], "≥ 0.97", a_alone >= 0.97),
         row("S4", "B (0.5) arrives: first kernel done after [ms]", out["b_wait_ms"],
             f"≤ {quota_ms:.0f} (one quota)", b_wait_ms <= quota_ms + 10),
+        row("S4", "B's first token after [ms]; A's grants alone [ms]",
+            f"{out['b_first_token_ms']}; " + (f"{min(a_before):.0f}-{max(a_before):.0f}"
+                                              if a_before else "none seen")),
         row("S4", "B / A shares while both run", f"{out['b_share']} / {out['a_share_with_b']}",
             "B ≥ 0.5", b_share >= 0.48),
         row("S4", "B stops: A back at ≥ 90 % after [ms]", out["a_regain_ms"],
@@ -255,8 +274,9 @@ def s4(ctx: Context, procs: Procs) -> dict:
 
 def s5(ctx: Context, procs: Procs) -> dict:
     seconds = 10.0
-    results, t0 = run_tenants(ctx, procs, [("capped", 0.2, 0.4)], seconds, True, tag="s5")
-    r = analyse(ctx, results, t0, seconds, {"capped": 0.4}, warm=1.0)
+    results, t0, grants = run_tenants(ctx, procs, [("capped", 0.2, 0.4)], seconds, True,
+                                      tag="s5")
+    r = analyse(ctx, results, t0, seconds, {"capped": 0.4}, warm=1.0, grants=grants)
     share = r["share"]["capped"]
     r["rows"] = [
         row("S5", "LIMIT 0.4 alone: fraction of solo (9 s)", share, "0.40 ± 0.02",
@@ -448,9 +468,10 @@ def s7(ctx: Context, procs: Procs, validation: dict | None = None) -> dict:
             from gemini.native import program_path
 
             for path in FAKE_PATHS:
-                over = run_app(procs, [str(program_path("gem_client")), "alloc", "--path", path,
-                                       "--bytes", str(limit + limit // 4)],
-                               ctx.env(backend.hook_env("mem")), f"alloc-{path}", 60)
+                r = run_app(procs, [str(program_path("gem_client")), "alloc", "--path", path,
+                                    "--bytes", str(limit + limit // 4)],
+                            ctx.env(backend.hook_env("mem")), f"alloc-{path}", 60)
+                over = r.get("json_lines", [r])[0]
                 out["paths"][f"fake {path}"] = {"over_rc": over.get("rc"),
                                                 "escapes": int(over.get("rc") == 0)}
         else:

@@ -151,8 +151,10 @@ def fake_checks(ctx: Context, procs: Procs) -> dict:
         env = ctx.env(backend.hook_env("valfake", stats))
         over = run_app(procs, [client, "alloc", "--path", "alloc", "--bytes", str(LIMIT + GIB)],
                        env, "fake-over", 60)
+        over = over.get("json_lines", [over])[0]
         under = run_app(procs, [client, "alloc", "--path", "alloc", "--bytes", str(GIB)], env,
                         "fake-under", 60)
+        under = under.get("json_lines", [under])[0]
         work = run_app(procs, [client, "work", "--kernel-ms", "1", "--burst", "4", "--bursts",
                                "10"], env, "fake-work", 60)
         counts = launch_counts(read_stats(stats))
