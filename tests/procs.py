@@ -85,5 +85,6 @@ def start_pod_manager(name: str, scheduler_port: int, *flags: str) -> Daemon:
     argv = [sys.executable, "-m", "gemini.cli.pmgr", "--port", "0", *flags]
     env = {"POD_NAME": name, "SCHEDULER_PORT": str(scheduler_port), "SCHEDULER_IP": "127.0.0.1"}
     d = _spawn(argv, env)
-    d.port = int(d.wait_for(r"listening on [\d.]+:(\d+)").group(1))
+    port = d.wait_for(r"listening on (?:[\d.]+:(\d+)|unix:)").group(1)
+    d.port = int(port) if port else 0  # 0: on a Unix socket (--unix)
     return d

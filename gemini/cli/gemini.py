@@ -51,8 +51,13 @@ def cmd_status(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     args = p.parse_args(argv)
     secret = _secret("gemini status", args.secret_file)
+    from gemini.client import NotAuthorized
+
     try:
         snaps = _fetch(args.ip, args.port, secret)
+    except NotAuthorized as exc:
+        print(f"gemini status: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"gemini status: cannot reach the scheduler at {args.ip}:{args.port}: {exc}. "
               "Is gem-schd running (tools/launch-backend.py)?", file=sys.stderr)

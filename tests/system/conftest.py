@@ -29,7 +29,8 @@ def system(tmp_path):
     gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
 
     class System:
-        def backend(self, config_text: str, *flags: str):
+        def backend(self, config_text: str, *flags: str, pmgr_flags: tuple[str, ...] = ()):
+            """`flags` go to the scheduler (default FAST), `pmgr_flags` to every pod manager."""
             self.config = tmp_path / "resource-config.txt"
             self.config.write_text(config_text)
             self.flags = flags or FAST
@@ -37,7 +38,7 @@ def system(tmp_path):
             started.append(self.schd)
             self.pmgrs: dict[str, Daemon] = {}
             for line in config_text.splitlines()[1:]:
-                self.pod_manager(line.split()[0])
+                self.pod_manager(line.split()[0], *pmgr_flags)
             return self
 
         def pod_manager(self, name: str, *flags: str) -> Daemon:
@@ -52,16 +53,20 @@ def system(tmp_path):
             started.append(self.schd)
             return self.schd
 
-        def client(self, name: str, *argv: str) -> subprocess.Popen[str]:
-            env = {
+        def client(
+            self, name: str, *argv: str, env: dict[str, str] | None = None
+        ) -> subprocess.Popen[str]:
+            """`env` adds to (or overrides) the hook's environment."""
+            full_env = {
                 **os.environ,
                 "LD_LIBRARY_PATH": str(fake_driver_dir()),
                 "LD_PRELOAD": str(hook_library_path()),
                 "GEMINI_FAKE_GPU": gpu,
                 "POD_NAME": name,
                 "POD_MANAGER_PORT": str(self.pmgrs[name].port),
+                **(env or {}),
             }
-            proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=env,
+            proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=full_env,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             procs.append(proc)
             return proc

@@ -104,3 +104,21 @@ def test_command_plan_keeps_existing_preload_after_the_hook() -> None:
 def test_command_plan_errors(command: list[str], port: int) -> None:
     with pytest.raises(ValueError):
         plan_command("c", port, command, "/h.so")
+
+
+def test_a_secret_file_reaches_both_daemons() -> None:
+    args = BackendArgs("gem-schd", "gem-pmgr", secret_file="/etc/gemini/secret")
+    schd, pm1, _ = plan_backend(CONFIG, args)
+    assert schd.argv[-2:] == ("--secret-file", "/etc/gemini/secret")
+    assert pm1.env["GEMINI_SECRET_FILE"] == "/etc/gemini/secret"
+
+
+def test_command_plan_with_a_unix_socket_and_a_secret() -> None:
+    spec = plan_command("c", None, ["app"], "/h.so", unix="/run/g/c.sock", secret_file="/s")
+    assert spec.env["POD_MANAGER_PORT"] == "unix:/run/g/c.sock"
+    assert spec.env["GEMINI_SECRET_FILE"] == "/s"
+    assert spec.listen == "unix:/run/g/c.sock"
+    with pytest.raises(ValueError, match="longer than"):
+        plan_command("c", None, ["app"], "/h.so", unix="/" + "x" * 200)
+    with pytest.raises(ValueError, match="port or Unix socket"):
+        plan_command("c", None, ["app"], "/h.so")
