@@ -226,7 +226,10 @@ def _peer_creds(writer: asyncio.StreamWriter) -> tuple[int, int, int] | None:
     sock = writer.get_extra_info("socket")
     if sock is None or sock.family != socket.AF_UNIX:
         return None
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+    except OSError:
+        return -1, -1, -1  # unknown: no uid is allowed, so the peer is refused (fail closed)
     pid, uid, gid = _PEERCRED.unpack(raw)
     return pid, uid, gid
 
