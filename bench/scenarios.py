@@ -128,7 +128,7 @@ def analyse(ctx: Context, results: dict[str, dict], t0: float, seconds: float,
             grants: list[tuple[str, float, float]] | None = None) -> dict:
     solo = ctx.solo_rate
     names = list(results)
-    a, b = t0 + warm, t0 + seconds
+    a, b = t0 + warm, t0 + seconds - 0.25  # the last kernels may finish late: left out
     whole = {n: rate(results[n]["samples"], a, b) / solo for n in names}
     total = sum(whole.values())
     out: dict = {"window_s": fmt(b - a, 2), "share": {n: fmt(v) for n, v in whole.items()},
@@ -166,7 +166,7 @@ S3_CONFIGS = {
 }
 
 
-def share_config(ctx: Context, procs: Procs, label: str, seconds: float = 12.0,
+def share_config(ctx: Context, procs: Procs, label: str, seconds: float = 12.5,
                  gemini: bool = True) -> dict:
     reqs = S3_CONFIGS[label]
     specs = [(f"c{i + 1}", r, 1.0) for i, r in enumerate(reqs)]
@@ -279,7 +279,7 @@ def s5(ctx: Context, procs: Procs) -> dict:
     r = analyse(ctx, results, t0, seconds, {"capped": 0.4}, warm=1.0, grants=grants)
     share = r["share"]["capped"]
     r["rows"] = [
-        row("S5", "LIMIT 0.4 alone: fraction of solo (9 s)", share, "0.40 ± 0.02",
+        row("S5", f"LIMIT 0.4 alone: fraction of solo ({r['window_s']} s)", share, "0.40 ± 0.02",
             abs(share - 0.4) <= 0.02),
         row("S5", "LIMIT 0.4 alone: max error over 1 s windows [pp]", r["err1_max_pp"], "≤ 5",
             r["err1_max_pp"] <= 5),

@@ -125,10 +125,16 @@ def validate(args: argparse.Namespace) -> dict:
     pieces: list[torch.Tensor] = []
     max_reserved = 0
     fill_exc = ""
+    def reserved() -> int:
+        try:
+            return int(torch.cuda.memory_reserved())
+        except Exception:
+            return 0
+
     try:
         while len(pieces) * PIECE < 1.5 * args.limit:
             pieces.append(torch.empty(PIECE, dtype=torch.uint8, device="cuda"))
-            max_reserved = max(max_reserved, torch.cuda.memory_reserved())
+            max_reserved = max(max_reserved, reserved())
     except Exception as exc:
         fill_exc = exc_name(exc)
     out.update(fill_pieces=len(pieces), fill_bytes=len(pieces) * PIECE, fill_stop=fill_exc,
