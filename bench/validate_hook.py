@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", BENCH / "results")))
     args = p.parse_args(argv)
     ctx = Context(fake=args.fake, out=args.out, fake_gpu=f"/gembench-{os.getpid()}")
+    from run_all import build
+
+    print(json.dumps(build(args.fake))[:400], file=sys.stderr)
     with Procs() as procs:
         results = run_checks(ctx, procs)
     args.out.mkdir(parents=True, exist_ok=True)
