@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quota", type=float, default=250.0, help="base quota, ms (250)")
     p.add_argument("-m", "--min_quota", type=float, default=100.0, help="minimum quota, ms (100)")
     p.add_argument("-w", "--window", type=float, default=10000.0, help="usage window, ms (10000)")
+    p.add_argument("--max_quota", type=float, default=None,
+                   help="longest quota, ms (default 4 x --quota); a newcomer waits at most this")
     p.add_argument("--grace", type=float, default=5.0,
                    help="ms an expired token holder may take to ask again while it is next (5)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
@@ -39,10 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
     setup_logging("gem-schd", args.verbose)
+    max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
-                    args.grace / 1000)
-    if not 0 < timing.min_quota_s <= timing.base_quota_s or timing.window_s <= 0:
-        print("gem-schd: need 0 < min_quota <= quota and window > 0", file=sys.stderr)
+                    args.grace / 1000, max_quota / 1000)
+    if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
+        print("gem-schd: need 0 < min_quota <= quota <= max_quota", file=sys.stderr)
+        return 2
+    if timing.window_s <= 0:
+        print("gem-schd: need window > 0", file=sys.stderr)
         return 2
     try:
         secret = load_secret_arg("gem-schd", args.secret_file)

@@ -45,6 +45,9 @@ class Timing:
     # to someone else.  A busy client asks at about its expiry; without this the scheduler would
     # only ever see the other clients waiting then, and alternate them whatever their shares.
     return_grace_s: float = 0.005
+    # The longest quota.  The original allowed LIMIT x window (10 s): a client that runs alone
+    # predicts long bursts, and a newcomer then waits that long for its first token.
+    max_quota_s: float = 1.0
 
 
 @dataclass
@@ -186,7 +189,7 @@ class SchedulerCore:
             client.burst_s,
             self.timing.base_quota_s,
             self.timing.min_quota_s,
-            client.spec.limit * self.timing.window_s,
+            min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
         length = self._grant_length(client.quota_s, standing)
         interval = self.history.record(candidate.name, now, now + length)
@@ -218,6 +221,9 @@ class SchedulerCore:
         front = self.candidates[0]
         if not self.history.has(front.name):
             return front, None  # no usage in the window: first come, first served
+        if len(self.candidates) == 1 and self._grace is None:
+            if self.clients[front.name].spec.limit >= 1.0:
+                return front, None  # alone and uncapped: nothing to weigh
         usage = self.history.usage(window_start, now)
         names = [c.name for c in self.candidates]
         if self._grace is not None:

@@ -1,0 +1,45 @@
+"""Sliding-window usage: the one-pass path and the overlap sweep agree."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemini.core.window import UsageHistory
+
+
+def test_overlaps_are_split_equally():
+    h = UsageHistory()
+    h.record("a", 0.0, 2.0)
+    h.record("b", 1.0, 3.0)  # overlaps a for 1 s
+    assert h.usage(0.0, 3.0) == pytest.approx({"a": 1.5, "b": 1.5})
+
+
+def test_usage_is_clipped_to_the_window_and_expired_intervals_go():
+    h = UsageHistory()
+    h.record("a", 0.0, 1.0)
+    h.record("b", 1.0, 2.0)
+    h.expire(1.5)
+    assert not h.has("a") and h.has("b")
+    assert h.usage(1.5, 2.0) == pytest.approx({"b": 0.5})
+
+
+intervals = st.lists(
+    st.tuples(st.sampled_from("abc"), st.floats(0, 0.5), st.floats(0, 0.5)), max_size=12
+)
+
+
+@given(intervals, st.floats(0, 3), st.floats(0, 3))
+def test_one_pass_equals_sweep_whenever_it_answers(items, window_start, span):
+    h = UsageHistory()
+    t = 0.0
+    for name, gap, length in items:
+        t += gap
+        h.record(name, t, t + length)
+        t += length  # back to back: no overlaps
+    now = window_start + span
+    fast = h._usage_without_overlaps(window_start, now)
+    assert fast is not None
+    sweep = h._usage_sweep(window_start, now)
+    assert fast.keys() == sweep.keys()
+    for name in fast:
+        assert fast[name] == pytest.approx(sweep[name])
