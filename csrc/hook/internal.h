@@ -45,6 +45,7 @@ struct gem_sym_info {
 extern const struct gem_sym_info gem_syms[GEM_SYM_COUNT];
 
 void *gem_real_dlsym(void *handle, const char *name);
+void *gem_real_by_name(const char *name); /* the driver's exported symbol, NULL if none */
 void *gem_real(enum gem_sym s);            /* never NULL: a stub returning NOT_FOUND */
 void *gem_real_aux(enum gem_aux a);        /* NULL if the driver lacks it */
 void gem_real_set(enum gem_sym s, void *fn); /* a pointer the driver gave (ignored if ours) */

@@ -8,7 +8,28 @@
  * asked for by flags.  A variant we do not wrap (e.g. a pre-3.2 cuMemAlloc) is passed through. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
+
+/* Is `fn` the driver's export of a variant of `symbol` that we do not wrap?  CUDA 13 runtimes
+ * ask for "cuCtxSynchronize" at 13000 and get cuCtxSynchronize_v2, which takes a context:
+ * answering with our wrapper of the older variant would call it with the wrong arguments. */
+static int unwrapped_variant(const char *symbol, void *fn)
+{
+    static const char *const suffixes[] = {"_v2", "_v3", "_v4", "_v5", "_v6", "_ptsz", "_ptds",
+                                           "_v2_ptsz", "_v2_ptds", "_v3_ptsz", "_v3_ptds"};
+    char name[128];
+    for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++) {
+        if (snprintf(name, sizeof name, "%s%s", symbol, suffixes[k]) >= (int)sizeof name)
+            continue;
+        int ours = 0;
+        for (int i = 0; i < GEM_SYM_COUNT && !ours; i++)
+            ours = strcmp(gem_syms[i].name, name) == 0;
+        if (!ours && gem_real_by_name(name) == fn)
+            return 1;
+    }
+    return 0;
+}
 
 static int variant_of(const char *symbol, void *fn, int version, cuuint64_t flags)
 {
@@ -25,6 +46,8 @@ static int variant_of(const char *symbol, void *fn, int version, cuuint64_t flag
         if (best < 0 || s->version > gem_syms[best].version)
             best = i;
     }
+    if (best >= 0 && unwrapped_variant(symbol, fn))
+        return -1; /* pass the driver's pointer through untouched */
     return best;
 }
 

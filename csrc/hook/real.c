@@ -85,6 +85,12 @@ void *gem_real(enum gem_sym s)
     return fn;
 }
 
+void *gem_real_by_name(const char *name)
+{
+    void *fn = driver_symbol(name);
+    return gem_is_wrapper(fn) ? NULL : fn;
+}
+
 void *gem_real_exported(enum gem_sym s)
 {
     void *fn = driver_symbol(gem_syms[s].name);

@@ -1,0 +1,47 @@
+"""cuGetProcAddress never answers with our wrapper of a different variant than the driver gave.
+
+CUDA 13 runtimes ask for "cuCtxSynchronize" at version 13000 and get cuCtxSynchronize_v2, which
+takes a context argument; wrapping it as the old one crashed nvcc-built programs on the H100."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gemini.native import fake_driver_dir, hook_library_path
+
+pytestmark = pytest.mark.hook
+
+PROBE = r"""
+import ctypes, json
+cuda = ctypes.CDLL("libcuda.so.1")
+gpa = cuda.cuGetProcAddress_v2
+gpa.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
+                ctypes.POINTER(ctypes.c_int)]
+def lookup(name, version):
+    fn, status = ctypes.c_void_p(), ctypes.c_int()
+    assert gpa(name.encode(), ctypes.byref(fn), version, 0, ctypes.byref(status)) == 0
+    return fn.value
+def exported(name):
+    return ctypes.cast(getattr(cuda, name), ctypes.c_void_p).value
+print(json.dumps({
+    "sync_13000": lookup("cuCtxSynchronize", 13000), "sync_v2": exported("cuCtxSynchronize_v2"),
+    "sync_12000": lookup("cuCtxSynchronize", 12000), "sync_v1": exported("cuCtxSynchronize"),
+}))
+"""
+
+
+def test_a_newer_variant_we_do_not_wrap_is_passed_through():
+    env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver_dir()),
+           "LD_PRELOAD": str(hook_library_path()), "GEMINI_FAKE_GPU": f"/gemini-gpa-{os.getpid()}"}
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["sync_13000"] == r["sync_v2"]  # the driver's _v2, untouched
+    # The variant we do wrap is still wrapped (dlsym through the hook gives the wrapper too).
+    assert r["sync_12000"] == r["sync_v1"]
