@@ -22,7 +22,6 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
                         CUdevice dev);
 CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx);
-CUresult cuCtxSynchronize_v2(CUcontext ctx);
 CUresult cuModuleUnload(CUmodule hmod);
 CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags);

@@ -17,6 +17,14 @@ GEM_EXPORT CUresult cuCtxSynchronize(void)
     return r;
 }
 
+GEM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+    GEM_ENTER(cuCtxSynchronize_v2);
+    CUresult r = REAL(cuCtxSynchronize_v2)(ctx);
+    SYNC_DONE();
+    return r;
+}
+
 GEM_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
     GEM_ENTER(cuStreamSynchronize);

@@ -46,6 +46,7 @@
       "cuDevicePrimaryCtxRelease", 11000, 0)                                                     \
     X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0)               \
     X(CtxSynchronize, cuCtxSynchronize, cuCtxSynchronize, "cuCtxSynchronize", 2000, 0)           \
+    X(CtxSynchronizeV2, cuCtxSynchronize_v2, cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0)  \
     X(ModuleLoadData, cuModuleLoadData, cuModuleLoadData, "cuModuleLoadData", 2000, 0)           \
     X(ModuleGetFunction, cuModuleGetFunction, cuModuleGetFunction, "cuModuleGetFunction", 2000,  \
       0)                                                                                         \
@@ -660,6 +661,7 @@ static int cmd_all_paths(const struct opts *o)
     note(&c, "cuEventElapsedTime_v2", s.a.EventElapsedTime2(&ms, e0, e1));
     note(&c, "cuStreamSynchronize", s.a.StreamSynchronize(st));
     note(&c, "cuCtxSynchronize", s.a.CtxSynchronize());
+    note(&c, "cuCtxSynchronize_v2", s.a.CtxSynchronizeV2(s.ctx));
     note(&c, "cuGraphExecDestroy", s.a.GraphExecDestroy(ge));
     note(&c, "cuGraphDestroy", s.a.GraphDestroy(g));
 
