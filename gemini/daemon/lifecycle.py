@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger("gemini.lifecycle")
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """asyncio.run, on uvloop when it is installed (`pip install gemini-gpu-share[fast]`): it
+    halves a round trip through a daemon (perf-anchors §3.2).  GEMINI_EVENT_LOOP=asyncio opts out."""
+    if os.environ.get("GEMINI_EVENT_LOOP", "uvloop") == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            log.debug("event loop: uvloop %s", uvloop.__version__)
+            uvloop.run(main)
+            return
+    asyncio.run(main)
 
 
 async def wait_for_signal() -> int:
@@ -33,5 +53,5 @@ def run_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
         finally:
             waiter.cancel()
 
-    asyncio.run(main())
+    _run(main())
     return 0
