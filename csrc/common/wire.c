@@ -88,3 +88,10 @@ void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit)
     memcpy(used, buf + 4, 8);
     memcpy(limit, buf + 12, 8);
 }
+
+uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf)
+{
+    uint64_t flags;
+    memcpy(&flags, buf + 20, 8);
+    return flags;
+}

@@ -9,6 +9,8 @@ from pathlib import Path
 from gemini.cli._args import add_secret_file, add_verbosity, expand_verbosity, load_secret_arg
 from gemini.core.config import ConfigError
 from gemini.core.scheduler import Timing
+from gemini.core.um import DEFAULT_UM_MIN_QUOTA_S, UmPolicy
+from gemini.core.units import parse_bytes
 from gemini.daemon.lifecycle import run_until_signal
 from gemini.daemon.logsetup import setup_logging
 from gemini.secret import SecretError
@@ -31,11 +33,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest quota, ms (default 4 x --quota); a newcomer waits at most this")
     p.add_argument("--grace", type=float, default=5.0,
                    help="ms an expired token holder may take to ask again while it is next (5)")
+    um = p.add_argument_group("unified memory (see README: Unified-memory mode)")
+    um.add_argument("--unified-memory", action="store_true",
+                    help="every client is a unified-memory client (as with 'um' in its line)")
+    um.add_argument("--evict-on-release", action="store_true",
+                    help="move UM clients' data back to the host when their token ends")
+    um.add_argument("--device-memory", type=_size, default=None, metavar="BYTES",
+                    help="the card's memory (e.g. 80GiB), for the oversubscription check "
+                    "(default: unknown, no check)")
+    um.add_argument("--oversubscription", type=float, default=1.0, metavar="RATIO",
+                    help="refuse configs whose UM clients' GPU_MEM add up to more than "
+                    "RATIO x --device-memory (1.0)")
+    um.add_argument("--um-min-quota", type=float, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
+                    metavar="MS", help="shortest quota of a UM client, ms (1000)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
     add_verbosity(p)
     return p
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         print("gem-schd: need window > 0", file=sys.stderr)
         return 2
     try:
+        um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
+                      args.oversubscription, args.um_min_quota / 1000)
+    except ValueError as exc:
+        print(f"gem-schd: {exc}", file=sys.stderr)
+        return 2
+    try:
         secret = load_secret_arg("gem-schd", args.secret_file)
     except SecretError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)
@@ -60,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run_until_signal(
-            lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret)
+            lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
+from gemini.core.wire import (
+    MEM_FLAG_EVICT_ON_RELEASE,
+    MEM_FLAG_UNIFIED_MEMORY,
+    NOTIFY_ID,
+    Request,
+    RequestType,
+    Response,
+    Status,
+)
 
 MS = 1000.0
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
@@ -44,6 +52,7 @@ class PodCore:
     def __init__(self, name: str, now: float) -> None:
         self.name = name
         self.limit: int | None = None  # unknown until the scheduler tells us
+        self.mem_flags = 0  # MEM_LIMIT's flags word (unified memory ...), forwarded to hooks
         self.used = 0
         self.hooks: dict[ConnId, HookState] = {}
         self.quota_s = 0.0
@@ -197,10 +206,16 @@ class PodCore:
                 act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")
             ]
         limit = int(rsp.values[1])
+        flags = int(rsp.values[2]) if len(rsp.values) > 2 else 0
         out: list[Action] = []
-        if limit != self.limit:
-            out.append(act.info(self.name, f"memory limit {limit} B (in use {self.used} B)"))
+        if limit != self.limit or flags != self.mem_flags:
+            um = ""
+            if flags & MEM_FLAG_UNIFIED_MEMORY:
+                evict = flags & MEM_FLAG_EVICT_ON_RELEASE
+                um = ", unified memory" + (", evicted on release" if evict else "")
+            out.append(act.info(self.name, f"memory limit {limit} B (in use {self.used} B){um}"))
         self.limit = limit
+        self.mem_flags = flags
         waiters, self.memory_waiters = self.memory_waiters, []
         for w in waiters:
             out += self._on_hook_memory(w, 0.0)
@@ -210,7 +225,7 @@ class PodCore:
         assert self.limit is not None
         req = w.req
         if req.type is RequestType.MEM_LIMIT:
-            values = (self.used, self.limit)
+            values = (self.used, self.limit, self.mem_flags)
             return [Reply(w.conn, req.type, Response(req.req_id, Status.OK, values))]
         size, is_alloc = (int(a) for a in req.args)  # type: ignore[call-overload]
         hook = self.hooks.setdefault(w.conn, HookState())

@@ -38,11 +38,16 @@ class WireError(ValueError):
 
 class RequestType(enum.IntEnum):
     QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms
-    MEM_LIMIT = 1  # -> used_bytes, limit_bytes
+    MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate -> verdict (1 ok, 0 refused)
     STATUS = 3  # tool -> schd: -> body_len + JSON body
     REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
     HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
+
+
+# Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
+MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
+MEM_FLAG_EVICT_ON_RELEASE = 1 << 1  # move it back to the host when a token ends
 
 
 class Status(enum.IntEnum):
@@ -63,7 +68,7 @@ _REQ_PAYLOAD = {
 }
 _RSP_PAYLOAD = {
     RequestType.QUOTA: struct.Struct("<d"),
-    RequestType.MEM_LIMIT: struct.Struct("<QQ"),
+    RequestType.MEM_LIMIT: struct.Struct("<QQQ"),
     RequestType.MEM_UPDATE: struct.Struct("<i"),
     RequestType.STATUS: struct.Struct("<Q"),
     RequestType.REPORT: struct.Struct(""),

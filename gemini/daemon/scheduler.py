@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gemini.core.config import ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.schd")
@@ -15,9 +16,13 @@ log = logging.getLogger("gemini.schd")
 
 class SchedulerDaemon:
     def __init__(
-        self, config: ResourceConfig, timing: Timing, secret: bytes | None = None
+        self,
+        config: ResourceConfig,
+        timing: Timing,
+        secret: bytes | None = None,
+        um: UmPolicy | None = None,
     ) -> None:
-        self.core = SchedulerCore(config, timing, asyncio.get_running_loop().time())
+        self.core = SchedulerCore(config, timing, asyncio.get_running_loop().time(), um)
         self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect,
                                   secret=secret)
 
@@ -39,14 +44,23 @@ async def serve_scheduler(
     port: int,
     stop: asyncio.Event,
     secret: bytes | None = None,
+    um: UmPolicy | None = None,
 ) -> None:
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
-    daemon = SchedulerDaemon(read_config(config_path), timing, secret)
+    um = um if um is not None else UmPolicy()
+
+    def validate(config: ResourceConfig) -> None:
+        check_oversubscription(config, um, str(config_path))
+
+    config = read_config(config_path)
+    validate(config)  # a ConfigError here: gem-schd exits 2
+    daemon = SchedulerDaemon(config, timing, secret, um)
     bound = await daemon.start(host, port)
     guarded = ", clients must prove the secret" if secret is not None else ""
     log.info("scheduler listening on %s:%d, config %s%s", host, bound, config_path, guarded)
-    watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), daemon.apply_config)
+    watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), daemon.apply_config,
+                            current=config, validate=validate)
     watcher.start()
     try:
         await stop.wait()

@@ -74,6 +74,8 @@ class ConfigWatcher:
 
     `current` is the config the caller already runs on (usually from `read_config`); without it the
     file's content at `start()` is the baseline.  Either way the first call is for a real change.
+    `validate` may refuse a config that parses (ConfigError): it is reported like a parse error
+    and the last good config stays.
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class ConfigWatcher:
         debounce_s: float = 0.05,
         *,
         current: ResourceConfig | None = None,
+        validate: Callable[[ResourceConfig], None] | None = None,
     ) -> None:
         # absolute(), not resolve(): the name is what gets renamed over, even through a symlink.
         self.path = Path(os.path.abspath(path))
@@ -91,6 +94,7 @@ class ConfigWatcher:
         self._on_config = on_config
         self._debounce_s = debounce_s
         self._current = current
+        self._validate = validate  # raises ConfigError for a config the caller cannot run
         self._last_error: str | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._observer: BaseObserver | None = None
@@ -149,6 +153,8 @@ class ConfigWatcher:
         self._timer = None
         try:
             config = read_config(self.path)
+            if self._validate is not None:
+                self._validate(config)
         except ConfigError as exc:
             self._report(exc)
             return

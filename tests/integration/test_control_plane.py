@@ -117,7 +117,7 @@ def test_memory_limit_is_shared_by_processes_and_released_on_exit(backend):
     with Connection("127.0.0.1", port, "a") as first, Connection("127.0.0.1", port, "a") as second:
         assert first.call(RequestType.MEM_UPDATE, 600, 1)[0].values == (1,)
         assert second.call(RequestType.MEM_UPDATE, 600, 1)[0].values == (0,)
-        assert second.call(RequestType.MEM_LIMIT)[0].values == (600, 1000)
+        assert second.call(RequestType.MEM_LIMIT)[0].values == (600, 1000, 0)
     with Connection("127.0.0.1", port, "a") as third:
         # The first process went away: its 600 bytes are free again.
         assert third.call(RequestType.MEM_UPDATE, 900, 1)[0].values == (1,)
@@ -172,4 +172,4 @@ def test_a_live_memory_limit_edit_reaches_the_running_pod_manager(backend):
     cfg.write_text("1\na 1 1 -5\n")
     schd.wait_for(r"resource-config.txt:2: .*keeping the last good config", since=mark)
     with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
-        assert conn.call(RequestType.MEM_LIMIT)[0].values == (0, 5000)
+        assert conn.call(RequestType.MEM_LIMIT)[0].values == (0, 5000, 0)

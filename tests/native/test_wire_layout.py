@@ -20,6 +20,8 @@ def test_constants_agree():
     assert lib.GEM_NOTIFY_ID == wire.NOTIFY_ID
     for t in wire.RequestType:
         assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
+    assert lib.GEM_MEM_FLAG_UNIFIED_MEMORY == wire.MEM_FLAG_UNIFIED_MEMORY
+    assert lib.GEM_MEM_FLAG_EVICT_ON_RELEASE == wire.MEM_FLAG_EVICT_ON_RELEASE
     for s in wire.Status:
         assert getattr(lib, f"GEM_STATUS_{s.name}") == s.value
 
@@ -58,9 +60,13 @@ def test_c_reads_python_responses(req_id, quota, status):
     assert lib.gem_wire_rsp_id(frame) == req_id
     assert lib.gem_wire_rsp_status(frame) == status
     assert lib.gem_wire_rsp_quota_ms(frame) == quota
-    frame = wire.encode_response(RequestType.MEM_LIMIT, Response(req_id, status, (5, 1 << 40)))
+    flags = wire.MEM_FLAG_UNIFIED_MEMORY | wire.MEM_FLAG_EVICT_ON_RELEASE
+    frame = wire.encode_response(RequestType.MEM_LIMIT,
+                                 Response(req_id, status, (5, 1 << 40, flags)))
     used, limit = ffi.new("uint64_t *"), ffi.new("uint64_t *")
     lib.gem_wire_rsp_mem_limit(frame, used, limit)
     assert (used[0], limit[0]) == (5, 1 << 40)
+    assert lib.gem_wire_rsp_mem_flags(frame) == flags
+    assert frame[20:28] == flags.to_bytes(8, "little")
     frame = wire.encode_response(RequestType.MEM_UPDATE, Response(req_id, status, (1,)))
     assert lib.gem_wire_rsp_verdict(frame) == 1

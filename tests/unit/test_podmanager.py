@@ -87,7 +87,7 @@ def test_a_process_that_goes_away_gives_its_memory_back():
     pod.on_hook_disconnect(1, 0.1)
     assert pod.used == 200
     limit = replies(pod.on_hook_request(2, Request("pod", 2, RequestType.MEM_LIMIT), 0.1))
-    assert limit[0][1].values == (200, 1000)
+    assert limit[0][1].values == (200, 1000, 0)
 
 
 def test_memory_requests_wait_for_the_limit():

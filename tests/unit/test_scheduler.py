@@ -151,7 +151,7 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
     core.on_request(2, quota_req("b", 1), 0.0)  # waits behind a
     actions = core.on_config(config(("a", 0.5, 1, 200)), 0.1)
     pushes = [a for a in actions if isinstance(a, Reply) and a.response.req_id == NOTIFY_ID]
-    assert [(p.conn, p.response.values) for p in pushes] == [(1, (0, 200))]
+    assert [(p.conn, p.response.values) for p in pushes] == [(1, (0, 200, 0))]
     refused = [a for a in actions if isinstance(a, Reply) and a.conn == 2]
     assert refused[0].response.status is Status.CLIENT_REMOVED
     [again] = [a for a in core.on_request(2, quota_req("b", 2), 0.2) if isinstance(a, Reply)]

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from gemini.core.wire import (
     MAX_NAME_LEN,
+    MEM_FLAG_EVICT_ON_RELEASE,
+    MEM_FLAG_UNIFIED_MEMORY,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
     FrameReader,
@@ -44,7 +46,15 @@ def test_v1_responses_decode_with_ok_status():
     quota = struct.pack("<id", 9, 250.0).ljust(40, b"\0")
     assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0,))
     limit = struct.pack("<iQQ", 1, 5, 1 << 30).ljust(40, b"\0")
-    assert decode_response(RequestType.MEM_LIMIT, limit).values == (5, 1 << 30)
+    assert decode_response(RequestType.MEM_LIMIT, limit).values == (5, 1 << 30, 0)
+
+
+def test_mem_limit_flags_sit_at_offset_20():
+    rsp = Response(1, Status.OK, (5, 1 << 30, MEM_FLAG_UNIFIED_MEMORY | MEM_FLAG_EVICT_ON_RELEASE))
+    frame = encode_response(RequestType.MEM_LIMIT, rsp)
+    assert struct.unpack_from("<Q", frame, 20) == (3,)
+    assert frame[28:36] == bytes(8)
+    assert decode_response(RequestType.MEM_LIMIT, frame) == rsp
 
 
 def test_error_status_sits_in_the_last_four_bytes():

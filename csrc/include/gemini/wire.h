@@ -20,12 +20,16 @@
 
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms */
-    GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit */
+    GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
     GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting -> ack */
     GEM_REQ_HELLO = 5       /* 16 bytes proof -> ack */
 };
+
+/* Bits of the MEM_LIMIT reply's flags word (frame offset 20; v1 peers send zero there). */
+#define GEM_MEM_FLAG_UNIFIED_MEMORY 1
+#define GEM_MEM_FLAG_EVICT_ON_RELEASE 2
 
 enum gem_status {
     GEM_STATUS_OK = 0,
@@ -51,5 +55,6 @@ int32_t gem_wire_rsp_status(const uint8_t *buf);
 double gem_wire_rsp_quota_ms(const uint8_t *buf);
 int32_t gem_wire_rsp_verdict(const uint8_t *buf);
 void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
+uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);
 
 #endif

@@ -1,0 +1,121 @@
+"""Unified-memory mode, scheduler side: flags, the oversubscription bound, the UM minimum quota."""
+
+import pytest
+
+from gemini.core.actions import Reply
+from gemini.core.config import ClientSpec, ConfigError, ResourceConfig, parse_text
+from gemini.core.podmanager import PodCore
+from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.um import (
+    UmPolicy,
+    check_oversubscription,
+    mem_flags,
+    oversubscription_problem,
+    um_bytes,
+    um_quota,
+)
+from gemini.core.wire import (
+    MEM_FLAG_EVICT_ON_RELEASE,
+    MEM_FLAG_UNIFIED_MEMORY,
+    NOTIFY_ID,
+    Request,
+    RequestType,
+    Response,
+    Status,
+)
+
+GiB = 1 << 30
+CONFIG = parse_text("3\na 0.3 1 30GiB um\nb 0.3 1 30GiB um\nc 0.4 1 40GiB\n")
+
+
+def test_flags_follow_the_config_and_the_scheduler_defaults():
+    a, _, c = CONFIG.clients
+    assert mem_flags(a, UmPolicy()) == MEM_FLAG_UNIFIED_MEMORY
+    assert mem_flags(c, UmPolicy()) == 0
+    assert mem_flags(c, UmPolicy(all_clients=True)) == MEM_FLAG_UNIFIED_MEMORY
+    evict = UmPolicy(evict_on_release=True)
+    assert mem_flags(a, evict) == MEM_FLAG_UNIFIED_MEMORY | MEM_FLAG_EVICT_ON_RELEASE
+    assert mem_flags(c, evict) == 0  # eviction only concerns UM clients
+
+
+def test_oversubscription_bound_counts_only_um_clients():
+    assert um_bytes(CONFIG, UmPolicy()) == 60 * GiB
+    assert oversubscription_problem(CONFIG, UmPolicy()) is None  # card unknown: no check
+    assert oversubscription_problem(CONFIG, UmPolicy(device_memory=60 * GiB)) is None
+    problem = oversubscription_problem(CONFIG, UmPolicy(device_memory=59 * GiB))
+    assert problem is not None and "a, b" in problem and "--oversubscription" in problem
+    assert oversubscription_problem(CONFIG, UmPolicy(device_memory=40 * GiB,
+                                                     oversubscription=1.5)) is None
+    everyone = UmPolicy(all_clients=True, device_memory=80 * GiB, oversubscription=1.2)
+    assert um_bytes(CONFIG, everyone) == 100 * GiB
+    assert oversubscription_problem(CONFIG, everyone) is not None
+    with pytest.raises(ConfigError, match=r"^cfg.txt: unified-memory clients"):
+        check_oversubscription(CONFIG, UmPolicy(device_memory=GiB), "cfg.txt")
+
+
+@pytest.mark.parametrize("bad", [dict(oversubscription=0.0), dict(device_memory=0),
+                                 dict(min_quota_s=-1.0)])
+def test_policy_rejects_nonsense(bad):
+    with pytest.raises(ValueError):
+        UmPolicy(**bad)
+
+
+def test_um_quota_is_at_least_the_um_minimum():
+    a, _, c = CONFIG.clients
+    policy = UmPolicy(min_quota_s=1.0)
+    assert um_quota(0.25, a, policy) == 1.0
+    assert um_quota(2.0, a, policy) == 2.0
+    assert um_quota(0.25, c, policy) == 0.25
+
+
+def quota_req(name: str, req_id: int) -> Request:
+    return Request(name, req_id, RequestType.QUOTA, (0.0, 10.0))
+
+
+def grants(actions) -> list[float]:
+    return [a.response.values[0] for a in actions
+            if isinstance(a, Reply) and a.type is RequestType.QUOTA]
+
+
+def test_scheduler_grants_um_clients_the_um_minimum_and_tells_their_flags():
+    policy = UmPolicy(evict_on_release=True, min_quota_s=2.0)
+    core = SchedulerCore(CONFIG, Timing(0.25, 0.1, 10.0), 0.0, policy)
+    [limit] = core.on_request(1, Request("a", 1, RequestType.MEM_LIMIT), 0.0)
+    assert isinstance(limit, Reply)
+    both = MEM_FLAG_UNIFIED_MEMORY | MEM_FLAG_EVICT_ON_RELEASE
+    assert limit.response.values == (0, 30 * GiB, both)
+    [plain] = core.on_request(3, Request("c", 1, RequestType.MEM_LIMIT), 0.0)
+    assert isinstance(plain, Reply) and plain.response.values == (0, 40 * GiB, 0)
+    assert grants(core.on_request(1, quota_req("a", 2), 0.0)) == [2000.0]
+    assert grants(core.on_request(3, quota_req("c", 2), 0.0)) == []
+    [plain_grant] = grants(core.on_deadline(2.0))
+    assert plain_grant <= 250.0  # the plain client keeps its adaptive quota
+    assert core.snapshot(2.0)["clients"][0]["unified_memory"] is True  # type: ignore[index]
+
+
+def test_turning_um_on_is_pushed_to_the_pod_managers():
+    core = SchedulerCore(CONFIG, Timing(), 0.0)
+    core.on_request(3, Request("c", 1, RequestType.MEM_LIMIT), 0.0)
+    spec_c = CONFIG.clients[2]
+    new = ResourceConfig((*CONFIG.clients[:2], ClientSpec(spec_c.name, spec_c.request,
+                                                          spec_c.limit, spec_c.gpu_mem, True)))
+    pushes = [a for a in core.on_config(new, 0.1)
+              if isinstance(a, Reply) and a.response.req_id == NOTIFY_ID]
+    assert [(p.conn, p.response.values) for p in pushes] == [
+        (3, (0, 40 * GiB, MEM_FLAG_UNIFIED_MEMORY))]
+
+
+def test_pod_manager_forwards_the_flags_to_its_hooks():
+    pod = PodCore("a", 0.0)
+    pod.on_scheduler_connected(0.0)
+    pod.on_hook_connect(7, 0.0)
+    flags = MEM_FLAG_UNIFIED_MEMORY | MEM_FLAG_EVICT_ON_RELEASE
+    out = pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 1000, flags)), 0.0)
+    assert any("unified memory, evicted on release" in getattr(a, "message", "") for a in out)
+    [reply] = [a for a in pod.on_hook_request(7, Request("a", 3, RequestType.MEM_LIMIT), 0.1)
+               if isinstance(a, Reply)]
+    assert reply.response.values == (0, 1000, flags)
+    pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 1000, 0)), 0.2)
+    [reply] = [a for a in pod.on_hook_request(7, Request("a", 4, RequestType.MEM_LIMIT), 0.3)
+               if isinstance(a, Reply)]
+    assert reply.response.values == (0, 1000, 0)
