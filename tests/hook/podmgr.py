@@ -20,6 +20,7 @@ from gemini.core.wire import Request, RequestType, Response, Status
 class FakePodManager:
     name: str = "hooktest"
     limit: int = 1 << 30
+    mem_flags: int = 0  # MEM_LIMIT's flags word (wire.MEM_FLAG_*)
     quota_ms: float = 10_000.0
     hold_quota: bool = False
     requests: list[Request] = field(default_factory=list)
@@ -114,7 +115,7 @@ class FakePodManager:
                     return
                 reply = (Status.OK, (self.quota_ms,))
             elif req.type is RequestType.MEM_LIMIT:
-                reply = (Status.OK, (self.used, self.limit))
+                reply = (Status.OK, (self.used, self.limit, self.mem_flags))
             elif req.type is RequestType.MEM_UPDATE:
                 size, is_alloc = int(req.args[0]), int(req.args[1])
                 mine = self._per_conn.get(key, 0)
