@@ -233,6 +233,8 @@ class Backend:
                  "-w", f"{t['window_ms']:g}"]
         if "grace_ms" in t:
             flags += ["--grace", f"{t['grace_ms']:g}"]
+        if "max_quota_ms" in t:
+            flags += ["--max_quota", f"{t['max_quota_ms']:g}"]
         self.schd = procs.spawn([PY, "-m", "gemini.cli.schd", "-P", "0", "-p", str(self.dir),
                                  "-f", cfg.name, *flags], env, "gem-schd")
         self.schd.port = int(self.schd.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
