@@ -154,6 +154,19 @@ uint64_t fake_pid_call_count(int pid, const char *exported_name)
     READ_LOCKED(pid_locked(s, pid) ? pid_locked(s, pid)->calls[id] : 0);
 }
 
+uint64_t fake_pid_um_count(int pid, const char *what)
+{
+    static const char *const names[FAKE_UM_COUNTERS] = {"prefetch_device", "prefetch_host",
+                                                        "unordered_launches"};
+    int c = -1;
+    for (int i = 0; i < FAKE_UM_COUNTERS && what != NULL; i++)
+        if (strcmp(names[i], what) == 0)
+            c = i;
+    if (c < 0)
+        return 0;
+    READ_LOCKED(pid_locked(s, pid) ? pid_locked(s, pid)->um[c] : 0);
+}
+
 uint64_t fake_call_count(const char *exported_name)
 {
     int id = fake_symbol_id(exported_name);

@@ -49,6 +49,10 @@ uint64_t fake_pid_kernels(int pid);
 uint64_t fake_pid_mem_used(int pid, int dev);
 uint64_t fake_pid_call_count(int pid, const char *exported_name);
 uint64_t fake_call_count(const char *exported_name); /* this process */
+/* "prefetch_device", "prefetch_host" (cuMemPrefetchAsync* calls that succeeded, by destination),
+ * "unordered_launches" (launches onto a stream not ordered, through events, after the process's
+ * latest prefetch to a device) */
+uint64_t fake_pid_um_count(int pid, const char *what);
 int fake_fail_next(const char *exported_name, int code); /* next call by any process; 0/-1 */
 uint64_t fake_mem_used(int dev);           /* after giving back memory of dead processes */
 uint64_t fake_mem_total(int dev);

@@ -43,6 +43,14 @@ struct fake_dev_state {
     uint64_t mem_used;
 };
 
+/* Unified-memory accounting per process (fake_pid_um_count). */
+enum fake_um_counter {
+    FAKE_UM_PREFETCH_DEVICE = 0, /* cuMemPrefetchAsync* to a device */
+    FAKE_UM_PREFETCH_HOST = 1,   /* ... to the host */
+    FAKE_UM_UNORDERED = 2,       /* launches not ordered after the process's latest device prefetch */
+    FAKE_UM_COUNTERS = 3
+};
+
 struct fake_proc_slot {
     int32_t pid;      /* 0: never used */
     int32_t alive;    /* 0 once the process was seen dead (its memory then given back) */
@@ -54,6 +62,7 @@ struct fake_proc_slot {
     uint64_t kernels;
     uint64_t mem[FAKE_MAX_DEVICES];
     uint64_t calls[FAKE_N_SYMBOLS];
+    uint64_t um[FAKE_UM_COUNTERS]; /* enum fake_um_counter */
 };
 
 struct fake_client_slot {
@@ -94,6 +103,9 @@ FAKE_HIDDEN int fake_reap_locked(struct fake_shm *s); /* gives back memory of de
 FAKE_HIDDEN void fake_shm_init_locked(struct fake_shm *s); /* fresh state from the environment */
 FAKE_HIDDEN CUresult fake_enter(enum fake_symbol_id id); /* count the call, injected failure */
 FAKE_HIDDEN uint64_t fake_self_calls(enum fake_symbol_id id);
+FAKE_HIDDEN void fake_self_um_count(enum fake_um_counter c);
+/* launch.c: a prefetch to a device was enqueued on h (later launches must be ordered after it) */
+FAKE_HIDDEN void fake_stream_note_prefetch(CUstream h, int per_thread);
 FAKE_HIDDEN int fake_symbol_id(const char *name);     /* -1 if not exported */
 
 /* ---- timeline.c: the simulated GPU's kernel queue ------------------------------------------ */

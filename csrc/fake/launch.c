@@ -36,6 +36,7 @@ struct CUstream_st {
     uint64_t ring[FAKE_QUEUE_DEPTH]; /* ends of the last kernels, oldest at head */
     unsigned head, count;
     struct CUgraph_st *capture; /* non-NULL while capturing */
+    uint64_t pf_seen; /* the latest device prefetch (g_prefetch_seq) this stream is ordered after */
 };
 
 struct CUevent_st {
@@ -43,7 +44,11 @@ struct CUevent_st {
     unsigned flags;
     int recorded;
     uint64_t t;
+    uint64_t pf_seen; /* the recording stream's pf_seen */
 };
+
+/* Device prefetches issued by this process so far (each one numbered). */
+static uint64_t g_prefetch_seq;
 
 /* ---- stream handles -> stream objects ---------------------------------------------------------- */
 static pthread_mutex_t g_legacy_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -103,6 +108,7 @@ static struct CUstream_st *per_thread_stream(int dev)
 
 void fake_streams_atfork_child(void)
 {
+    g_prefetch_seq = 0;
     pthread_mutex_init(&g_legacy_mu, NULL);
     for (int d = 0; d < FAKE_MAX_DEVICES; d++)
         g_legacy[d] = NULL; /* the parent's queue is not the child's */
@@ -136,6 +142,16 @@ CUresult fake_stream_device(CUstream h, int per_thread, int *dev)
     if (rc == CUDA_SUCCESS)
         *dev = s->dev;
     return rc;
+}
+
+void fake_stream_note_prefetch(CUstream h, int per_thread)
+{
+    struct CUstream_st *s;
+    if (stream_get(h, per_thread, &s) != CUDA_SUCCESS)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->pf_seen = __atomic_add_fetch(&g_prefetch_seq, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- the launch path shared by every launch entry point --------------------------------------- */
@@ -195,6 +211,8 @@ static CUresult enqueue(struct CUstream_st *s, const uint64_t *durs, size_t n)
         pthread_mutex_unlock(&s->mu);
         return rc;
     }
+    if (s->pf_seen < __atomic_load_n(&g_prefetch_seq, __ATOMIC_ACQUIRE))
+        fake_self_um_count(FAKE_UM_UNORDERED);
     while (n > 0 && rc == CUDA_SUCCESS) {
         wait_for_room(s);
         uint64_t ends[64];
@@ -446,6 +464,8 @@ static CUresult stream_wait_event(CUstream h, CUevent e, int per_thread)
         pthread_mutex_lock(&s->mu);
         if (s->capture == NULL && e->t > s->tail)
             s->tail = e->t;
+        if (s->capture == NULL && e->pf_seen > s->pf_seen)
+            s->pf_seen = e->pf_seen;
         pthread_mutex_unlock(&s->mu);
     }
     return CUDA_SUCCESS;
@@ -651,6 +671,7 @@ static CUresult event_record(CUevent e, CUstream h, int per_thread)
             t = fake_proc_tail(s->dev);
         uint64_t now = fake_now_ns();
         __atomic_store_n(&e->t, t > now ? t : now, __ATOMIC_RELAXED);
+        __atomic_store_n(&e->pf_seen, s->pf_seen, __ATOMIC_RELAXED);
         __atomic_store_n(&e->recorded, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&s->mu);

@@ -595,7 +595,15 @@ CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dstHost, CUdeviceptr srcDevice, size_t 
     return async_copy(dstHost, NULL, ByteCount, hStream, 1);
 }
 
-static CUresult prefetch(CUdeviceptr p, size_t n, CUstream h, int per_thread)
+#define FAKE_CU_DEVICE_CPU ((CUdevice)-1)
+
+static int location_is_host(CUmemLocation loc)
+{
+    return loc.type == CU_MEM_LOCATION_TYPE_HOST || loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+           loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+}
+
+static CUresult prefetch(CUdeviceptr p, size_t n, CUstream h, int per_thread, int to_host)
 {
     FAKE_NEED_INIT();
     int dev;
@@ -605,38 +613,40 @@ static CUresult prefetch(CUdeviceptr p, size_t n, CUstream h, int per_thread)
     uint64_t bytes;
     if (fake_alloc_find(p, FAKE_KIND_BIT(FAKE_ALLOC_MANAGED), &bytes, NULL) != 0 || n > bytes)
         return CUDA_ERROR_INVALID_VALUE; /* only managed memory can be prefetched */
+    if (to_host) {
+        fake_self_um_count(FAKE_UM_PREFETCH_HOST);
+    } else {
+        fake_self_um_count(FAKE_UM_PREFETCH_DEVICE);
+        fake_stream_note_prefetch(h, per_thread);
+    }
     return CUDA_SUCCESS;
 }
 
 CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream hStream)
 {
     FAKE_ENTER(cuMemPrefetchAsync);
-    (void)dstDevice;
-    return prefetch(devPtr, count, hStream, 0);
+    return prefetch(devPtr, count, hStream, 0, dstDevice == FAKE_CU_DEVICE_CPU);
 }
 
 CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice,
                                  CUstream hStream)
 {
     FAKE_ENTER(cuMemPrefetchAsync_ptsz);
-    (void)dstDevice;
-    return prefetch(devPtr, count, hStream, 1);
+    return prefetch(devPtr, count, hStream, 1, dstDevice == FAKE_CU_DEVICE_CPU);
 }
 
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                unsigned int flags, CUstream hStream)
 {
     FAKE_ENTER(cuMemPrefetchAsync_v2);
-    (void)location;
     (void)flags;
-    return prefetch(devPtr, count, hStream, 0);
+    return prefetch(devPtr, count, hStream, 0, location_is_host(location));
 }
 
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location,
                                     unsigned int flags, CUstream hStream)
 {
     FAKE_ENTER(cuMemPrefetchAsync_v2_ptsz);
-    (void)location;
     (void)flags;
-    return prefetch(devPtr, count, hStream, 1);
+    return prefetch(devPtr, count, hStream, 1, location_is_host(location));
 }

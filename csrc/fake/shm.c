@@ -379,6 +379,13 @@ CUresult fake_enter(enum fake_symbol_id id)
     return rc;
 }
 
+void fake_self_um_count(enum fake_um_counter c)
+{
+    struct fake_proc_slot *me = __atomic_load_n(&g_self, __ATOMIC_ACQUIRE);
+    if (me != NULL)
+        __atomic_fetch_add(&me->um[c], 1, __ATOMIC_RELAXED);
+}
+
 uint64_t fake_self_calls(enum fake_symbol_id id)
 {
     struct fake_proc_slot *me = __atomic_load_n(&g_self, __ATOMIC_ACQUIRE);

@@ -27,7 +27,9 @@ enum gem_sym {
 /* Driver functions the hook calls but does not intercept. */
 #define GEM_AUX_LIST(X)                                                                          \
     X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuEventCreate) X(cuEventRecord)    \
-        X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)
+        X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
+        X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
+        X(cuMemPrefetchAsync_v2)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -121,12 +123,26 @@ int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 void gem_ipc_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
-void gem_token_acquire(int dev);
+int gem_token_acquire(int dev); /* 1: this call fetched a new token (the slow path) */
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */
 uint64_t gem_mem_live_bytes(int dev);
+struct gem_um_range {
+    CUdeviceptr ptr;
+    uint64_t bytes;
+};
+/* The device's live allocations served as managed memory: a malloc'd array (free it), or NULL. */
+struct gem_um_range *gem_mem_um_ranges(int dev, size_t *n);
+
+/* ---- um.c: unified-memory mode (flags from MEM_LIMIT, prefetch at grant, evict at expiry) -- */
+void gem_um_note_flags(int dev, uint64_t flags); /* every MEM_LIMIT reply */
+void gem_um_forget_flags(int dev);               /* a new connection: ask again when needed */
+uint64_t gem_um_flags(int dev);                  /* asks MEM_LIMIT if unknown: slow paths only */
+void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread);
+void gem_um_on_expiry(int dev, CUcontext ctx);
+void gem_um_reset_after_fork(void);
 void gem_mem_reset_after_fork(void);
 
 #endif

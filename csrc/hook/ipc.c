@@ -215,6 +215,7 @@ static int ensure_connected(struct conn *c, int dev)
         c->fd = fd;
         c->reclaim_pending = c->ever_connected;
         c->ever_connected = 1;
+        gem_um_forget_flags(dev); /* a new pod manager may say otherwise: ask when needed */
     }
     pthread_cond_broadcast(&c->cv);
     return fd < 0 ? -1 : 0;
@@ -400,6 +401,7 @@ int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit)
     uint8_t rsp[GEM_RSP_MSG_LEN];
     call(dev, enc_limit, NULL, rsp);
     gem_wire_rsp_mem_limit(rsp, used, limit);
+    gem_um_note_flags(dev, gem_wire_rsp_mem_flags(rsp));
     return 0;
 }
 

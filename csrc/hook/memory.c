@@ -6,9 +6,15 @@
  * (kind, handle) -> (bytes, device).  Frees that succeed give the bytes back; frees of unknown
  * handles pass through.  The map has its own mutex and is never touched on the launch path.
  *
+ * Unified-memory clients (um.c): cuMemAlloc_v2 and cuMemAllocPitch_v2 are served by
+ * cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL), reserved and counted the same way; their entries are
+ * marked `um` so that um.c can prefetch the live ones.  The async, pool, VMM and array paths are
+ * not converted (their memory cannot be managed).
+ *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
  * client (never below 0, never above what the driver says is free). */
 #include "internal.h"
+#include "gemini/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +26,8 @@ struct entry {
     uint64_t key;
     uint64_t bytes;
     int kind;
-    int dev;
+    short dev;
+    short um; /* managed memory served for a plain allocation: prefetched at each grant */
 };
 
 #define NBUCKETS 4096
@@ -48,6 +55,32 @@ void gem_mem_reset_after_fork(void)
         buckets[i] = NULL;
     }
     memset(live, 0, sizeof(live));
+    gem_um_reset_after_fork();
+}
+
+struct gem_um_range *gem_mem_um_ranges(int dev, size_t *n)
+{
+    struct gem_um_range *out = NULL;
+    size_t count = 0, cap = 0;
+    pthread_mutex_lock(&map_m);
+    for (int i = 0; i < NBUCKETS; i++)
+        for (struct entry *e = buckets[i]; e != NULL; e = e->next) {
+            if (!e->um || e->dev != dev)
+                continue;
+            if (count == cap) {
+                size_t want = cap ? 2 * cap : 64;
+                struct gem_um_range *bigger = realloc(out, want * sizeof(*out));
+                if (bigger == NULL)
+                    goto done; /* prefetch what we have: it is only a hint */
+                out = bigger;
+                cap = want;
+            }
+            out[count++] = (struct gem_um_range){(CUdeviceptr)e->key, e->bytes};
+        }
+done:
+    pthread_mutex_unlock(&map_m);
+    *n = count;
+    return out;
 }
 
 uint64_t gem_mem_live_bytes(int dev)
@@ -58,7 +91,7 @@ uint64_t gem_mem_live_bytes(int dev)
     return v;
 }
 
-static void remember(int kind, uint64_t key, uint64_t bytes, int dev)
+static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
 {
     struct entry *e = malloc(sizeof(*e));
     if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
@@ -66,7 +99,8 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev)
         gem_ipc_mem_update(dev, bytes, 0, &v);
         return;
     }
-    *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = dev};
+    *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
+                        .um = (short)um};
     unsigned b = bucket(kind, key);
     pthread_mutex_lock(&map_m);
     e->next = buckets[b];
@@ -120,15 +154,25 @@ static void give_back(int dev, uint64_t bytes)
 }
 
 /* After the driver call: track on success, return the reservation on failure. */
-static CUresult settle(CUresult r, int dev, int kind, uint64_t key, uint64_t bytes)
+static CUresult settle_as(CUresult r, int dev, int kind, uint64_t key, uint64_t bytes, int um)
 {
     if (dev < 0 || bytes == 0)
         return r;
     if (r == CUDA_SUCCESS)
-        remember(kind, key, bytes, dev);
+        remember(kind, key, bytes, dev, um);
     else
         give_back(dev, bytes);
     return r;
+}
+
+static CUresult settle(CUresult r, int dev, int kind, uint64_t key, uint64_t bytes)
+{
+    return settle_as(r, dev, kind, key, bytes, 0);
+}
+
+static int um_client(int dev)
+{
+    return dev >= 0 && (gem_um_flags(dev) & GEM_MEM_FLAG_UNIFIED_MEMORY) != 0;
 }
 
 #define ALLOC(sym, dev, bytes, kind, keyexpr, call)                                              \
@@ -155,7 +199,16 @@ static CUresult settle(CUresult r, int dev, int kind, uint64_t key, uint64_t byt
 
 GEM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    ALLOC(cuMemAlloc_v2, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize));
+    GEM_ENTER(cuMemAlloc_v2);
+    if (GEM_PASS())
+        return REAL(cuMemAlloc_v2)(dptr, bytesize);
+    int dev = gem_current_dev();
+    int um = um_client(dev);
+    if (reserve(dev, bytesize, "cuMemAlloc_v2") != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = um ? REAL(cuMemAllocManaged)(dptr, bytesize, CU_MEM_ATTACH_GLOBAL)
+                    : REAL(cuMemAlloc_v2)(dptr, bytesize);
+    return settle_as(r, dev, K_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytesize, um);
 }
 
 GEM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
@@ -291,6 +344,23 @@ GEM_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
           (uintptr_t)*pHandle, (pHandle, desc, numMipmapLevels));
 }
 
+/* Pitch for a UM client: managed memory has no pitched allocator, so the rows are laid out
+ * 512-byte aligned (the alignment the guess below assumes) in one managed allocation. */
+static CUresult alloc_pitch_managed(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                    size_t Height, unsigned int ElementSizeBytes, int dev,
+                                    uint64_t bytes)
+{
+    if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (reserve(dev, bytes, "cuMemAllocPitch_v2") != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = REAL(cuMemAllocManaged)(dptr, (size_t)bytes, CU_MEM_ATTACH_GLOBAL);
+    if (r == CUDA_SUCCESS)
+        *pPitch = (size_t)(bytes / Height);
+    return settle_as(r, dev, K_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, 1);
+}
+
 /* Pitch: reserve WidthInBytes rounded up to 512 B x Height before (the pitch is not known
  * yet), then settle to the real pitch x Height. */
 GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -301,6 +371,9 @@ GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
         return REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     int dev = gem_current_dev();
     uint64_t guess = ((uint64_t)WidthInBytes + 511) / 512 * 512 * Height;
+    if (um_client(dev))
+        return alloc_pitch_managed(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes, dev,
+                                   guess);
     if (reserve(dev, guess, "cuMemAllocPitch_v2") != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);

@@ -11,7 +11,12 @@
  *    mutex is never held across a socket call.
  *  - A tracker thread per device wakes at expiry (or when a launch needs the next token early),
  *    records a driver event, waits for it and reports GPU time past the quota as overuse in the
- *    next QUOTA request.  Its forced sync ends the burst, as in v1.
+ *    next QUOTA request.  Its forced sync ends the burst, as in v1.  For a unified-memory client
+ *    with evict-on-release it then moves the client's managed memory back to the host (um.c):
+ *    at expiry, or when a launch asks for the next token early (which returns this one), in
+ *    either case before the next QUOTA request goes out.
+ *  - gem_token_acquire says when it fetched a new token, so that the launch can have um.c
+ *    prefetch the client's memory before the kernel (the slow path only).
  * The arithmetic lives in common/predictor.c. */
 #include "internal.h"
 #include "gemini/predictor.h"
@@ -124,6 +129,8 @@ static void *tracker_main(void *arg)
         double quota_ms = t->quota_ms;
         pthread_mutex_unlock(&t->m);
         double overuse = events_ok ? measure_overuse(t, ctx, quota_ms) : 0.0;
+        if (events_ok) /* the token ended (expired, or returned early to ask for the next) */
+            gem_um_on_expiry((int)(t - tokens), ctx); /* evict-on-release; else nothing */
         pthread_mutex_lock(&t->m);
         t->overuse_ms = overuse;
         burst_stopped(t, gem_now_ns());
@@ -212,8 +219,10 @@ static void fetch(struct token *t, int dev, int64_t now)
     pthread_cond_broadcast(&t->cv);
 }
 
-static void acquire_slow(struct token *t, int dev)
+/* 1 if this call fetched the token. */
+static int acquire_slow(struct token *t, int dev)
 {
+    int fetched = 0;
     pthread_mutex_lock(&t->m);
     uint64_t seen = t->generation;
     for (;;) {
@@ -234,6 +243,7 @@ static void acquire_slow(struct token *t, int dev)
             continue;
         }
         fetch(t, dev, now);
+        fetched = 1;
         break;
     }
     int64_t now = gem_now_ns();
@@ -243,18 +253,19 @@ static void acquire_slow(struct token *t, int dev)
         atomic_store_explicit(&t->burst_running, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&t->m);
+    return fetched;
 }
 
-void gem_token_acquire(int dev)
+int gem_token_acquire(int dev)
 {
     if (dev < 0)
-        return;
+        return 0;
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         gem_now_ns() < atomic_load_explicit(&t->expires_at_ns, memory_order_acquire))
-        return;
-    acquire_slow(t, dev);
+        return 0;
+    return acquire_slow(t, dev);
 }
 
 void gem_token_note_sync(int dev)

@@ -29,6 +29,8 @@ def system(tmp_path):
     gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
 
     class System:
+        segment = gpu  # the fake GPU's shared-memory segment (for fake_attach)
+
         def backend(self, config_text: str, *flags: str, pmgr_flags: tuple[str, ...] = ()):
             """`flags` go to the scheduler (default FAST), `pmgr_flags` to every pod manager."""
             self.config = tmp_path / "resource-config.txt"

@@ -10,6 +10,8 @@
  *        [--stream created|null] (null: the default stream; the per-thread one with --ptsz)
  *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
  *        other names run GEMINI_FAKE_KERNEL_NS each)
+ *        [--allocs N --bytes B [--free-allocs K]] (first cuMemAlloc N buffers of B bytes, free
+ *        the first K of them, keep the rest until the end: unified-memory tests)
  *   fork-work <work options>      the same in a forked child too (one line per process)
  *   alloc --path alloc|pitch|managed|async|pool|vmm|array|array3d|mipmapped --bytes B [--hold]
  *   meminfo
@@ -142,6 +144,8 @@ struct opts {
     unsigned long long bytes;
     int hold;
     int device;
+    int allocs;
+    int free_allocs;
 };
 
 static int parse_opts(int argc, char **argv, struct opts *o)
@@ -200,6 +204,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->bytes = strtoull(v, NULL, 0);
         else if (strcmp(a, "--device") == 0)
             o->device = atoi(v);
+        else if (strcmp(a, "--allocs") == 0)
+            o->allocs = atoi(v);
+        else if (strcmp(a, "--free-allocs") == 0)
+            o->free_allocs = atoi(v);
         else
             return -1;
     }
@@ -411,6 +419,13 @@ static int cmd_work(const struct opts *o)
     CHECK(&s, s.a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
     if (s.rc == 0)
         CHECK(&s, s.a.ModuleGetFunction(&f, mod, o->kernel_name), "cuModuleGetFunction");
+    CUdeviceptr *bufs = o->allocs > 0 ? calloc((size_t)o->allocs, sizeof *bufs) : NULL;
+    for (int i = 0; i < o->allocs && s.rc == 0 && bufs != NULL; i++)
+        CHECK(&s, s.a.MemAlloc(&bufs[i], o->bytes), "cuMemAlloc");
+    for (int i = 0; i < o->free_allocs && i < o->allocs && s.rc == 0 && bufs != NULL; i++) {
+        CHECK(&s, s.a.MemFree(bufs[i]), "cuMemFree");
+        bufs[i] = 0;
+    }
     struct totals t;
     memset(&t, 0, sizeof t);
     int n = o->threads > 0 ? o->threads : 1;
@@ -433,6 +448,10 @@ static int cmd_work(const struct opts *o)
             }
     }
     free(ws);
+    for (int i = 0; i < o->allocs && bufs != NULL; i++)
+        if (bufs[i] != 0)
+            s.a.MemFree(bufs[i]);
+    free(bufs);
     work_line("", &t, now_s() - t0, s.rc, s.failed);
     return 0;
 }
