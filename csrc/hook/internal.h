@@ -120,6 +120,13 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
+
+/* lease.c: allocations reserve through a local lease of bytes (1: granted, 0: refused). */
+int gem_lease_take(int dev, uint64_t bytes);
+void gem_lease_give(int dev, uint64_t bytes);
+uint64_t gem_lease_spare(int dev);
+void gem_lease_drop(int dev);
+void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */

@@ -375,6 +375,7 @@ static int enc_update(uint8_t *buf, int32_t id, const void *arg)
 
 static void reclaim(int dev)
 {
+    gem_lease_drop(dev); /* the pod manager we reconnected to never granted it */
     uint64_t live = gem_mem_live_bytes(dev);
     if (live == 0)
         return;

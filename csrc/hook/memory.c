@@ -55,6 +55,7 @@ void gem_mem_reset_after_fork(void)
         buckets[i] = NULL;
     }
     memset(live, 0, sizeof(live));
+    gem_lease_reset_after_fork();
     gem_um_reset_after_fork();
 }
 
@@ -95,8 +96,7 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
 {
     struct entry *e = malloc(sizeof(*e));
     if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
-        int v;
-        gem_ipc_mem_update(dev, bytes, 0, &v);
+        gem_lease_give(dev, bytes);
         return;
     }
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
@@ -127,8 +127,7 @@ static void forget(int kind, uint64_t key)
         GEM_LOG(GEM_LOG_DEBUG, "freeing unknown memory %#llx", (unsigned long long)key);
         return;
     }
-    int v;
-    gem_ipc_mem_update(found->dev, found->bytes, 0, &v);
+    gem_lease_give(found->dev, found->bytes);
     free(found);
 }
 
@@ -137,9 +136,7 @@ static int reserve(int dev, uint64_t bytes, const char *what)
 {
     if (dev < 0 || bytes == 0)
         return 0;
-    int verdict = 0;
-    gem_ipc_mem_update(dev, bytes, 1, &verdict);
-    if (verdict)
+    if (gem_lease_take(dev, bytes))
         return 0;
     GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
             (unsigned long long)bytes);
@@ -148,9 +145,8 @@ static int reserve(int dev, uint64_t bytes, const char *what)
 
 static void give_back(int dev, uint64_t bytes)
 {
-    int v;
     if (dev >= 0 && bytes > 0)
-        gem_ipc_mem_update(dev, bytes, 0, &v);
+        gem_lease_give(dev, bytes);
 }
 
 /* After the driver call: track on success, return the reservation on failure. */
@@ -429,6 +425,8 @@ GEM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
         return r;
     uint64_t used = 0, limit = 0;
     gem_ipc_mem_limit(dev, &used, &limit);
+    uint64_t mine_unspent = gem_lease_spare(dev); /* counted as used, yet ours to allocate */
+    used = used > mine_unspent ? used - mine_unspent : 0;
     uint64_t left = used >= limit ? 0 : limit - used;
     if (free_bytes != NULL && left < *free_bytes)
         *free_bytes = left;

@@ -66,6 +66,9 @@ class HookEnv:
             POD_NAME=pm.name,
             GEMINI_HOOK_STATS=str(self.stats_path),
             GEMINI_LOG="info",
+            # Exact protocol traces: one reservation per allocation (test_lease.py turns the
+            # lease back on).
+            GEMINI_MEM_LEASE_MB="0",
         )
 
     def run(self, argv: list[str], **env: str) -> Run:

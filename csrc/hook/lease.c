@@ -1,0 +1,104 @@
+/* Memory leases: bytes reserved at the pod manager in chunks and spent locally, so that most
+ * allocations and frees make no round trip.  A 2 MiB cuMemAlloc takes about 40 us on the H100
+ * and a round trip to the pod manager as long again (bench S7: +124 % without leases).
+ *
+ * The pod manager counts a process's unspent lease as used, so the sum over the client's
+ * processes still never exceeds its limit; a process holds at most two chunks unspent.  Near the
+ * limit a process gives its lease back and asks for the exact amount, so a lease never makes an
+ * allocation fail that would fit.  GEMINI_MEM_LEASE_MB sets the chunk (default 32; 0: none). */
+#include "internal.h"
+
+#include <stdlib.h>
+
+#define DEFAULT_LEASE_MB 32
+
+static uint64_t spare[GEM_MAX_DEVICES];
+static pthread_mutex_t lease_m = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t chunk_bytes;
+static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
+
+static void read_chunk(void)
+{
+    const char *env = getenv("GEMINI_MEM_LEASE_MB");
+    long mb = env != NULL && env[0] != '\0' ? strtol(env, NULL, 10) : DEFAULT_LEASE_MB;
+    chunk_bytes = mb > 0 ? (uint64_t)mb << 20 : 0;
+}
+
+static uint64_t chunk(void)
+{
+    pthread_once(&chunk_once, read_chunk);
+    return chunk_bytes;
+}
+
+static uint64_t take_spare(int dev, uint64_t want)
+{
+    pthread_mutex_lock(&lease_m);
+    uint64_t got = spare[dev] < want ? spare[dev] : want;
+    spare[dev] -= got;
+    pthread_mutex_unlock(&lease_m);
+    return got;
+}
+
+static int ask(int dev, uint64_t bytes)
+{
+    int verdict = 0;
+    gem_ipc_mem_update(dev, bytes, 1, &verdict);
+    return verdict;
+}
+
+int gem_lease_take(int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&lease_m);
+    int local = spare[dev] >= bytes;
+    if (local)
+        spare[dev] -= bytes;
+    pthread_mutex_unlock(&lease_m);
+    if (local)
+        return 1;
+    uint64_t extra = chunk();
+    if (extra > 0 && ask(dev, bytes + extra)) {
+        gem_lease_give(dev, extra);
+        return 1;
+    }
+    /* Near the limit: give back what we hold unspent, then ask for exactly this much. */
+    uint64_t held = take_spare(dev, UINT64_MAX);
+    if (held > 0) {
+        int v;
+        gem_ipc_mem_update(dev, held, 0, &v);
+    }
+    return ask(dev, bytes);
+}
+
+void gem_lease_give(int dev, uint64_t bytes)
+{
+    uint64_t c = chunk();
+    pthread_mutex_lock(&lease_m);
+    spare[dev] += bytes;
+    uint64_t excess = spare[dev] > 2 * c ? spare[dev] - c : 0;
+    spare[dev] -= excess;
+    pthread_mutex_unlock(&lease_m);
+    if (excess > 0) {
+        int v;
+        gem_ipc_mem_update(dev, excess, 0, &v);
+    }
+}
+
+uint64_t gem_lease_spare(int dev)
+{
+    pthread_mutex_lock(&lease_m);
+    uint64_t v = spare[dev];
+    pthread_mutex_unlock(&lease_m);
+    return v;
+}
+
+void gem_lease_drop(int dev)
+{
+    take_spare(dev, UINT64_MAX); /* a new pod manager never granted it */
+}
+
+void gem_lease_reset_after_fork(void)
+{
+    pthread_mutex_init(&lease_m, NULL);
+    for (int d = 0; d < GEM_MAX_DEVICES; d++)
+        spare[d] = 0; /* the parent's lease is the parent's */
+}
