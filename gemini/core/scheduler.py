@@ -235,9 +235,9 @@ class SchedulerCore:
         front = self.candidates[0]
         if not self.history.has(front.name):
             return front, None  # no usage in the window: first come, first served
-        if len(self.candidates) == 1 and self._grace is None:
-            if self.clients[front.name].spec.limit >= 1.0:
-                return front, None  # alone and uncapped: nothing to weigh
+        alone = len(self.candidates) == 1 and self._grace is None
+        if alone and self.clients[front.name].spec.limit >= 1.0:
+            return front, None  # alone and uncapped: nothing to weigh
         usage = self.history.usage(window_start, now)
         names = [c.name for c in self.candidates]
         if self._grace is not None:

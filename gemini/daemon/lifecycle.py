@@ -14,7 +14,8 @@ log = logging.getLogger("gemini.lifecycle")
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
     """asyncio.run, on uvloop when it is installed (`pip install gemini-gpu-share[fast]`): it
-    halves a round trip through a daemon (perf-anchors §3.2).  GEMINI_EVENT_LOOP=asyncio opts out."""
+    shortens a round trip through a daemon (perf-anchors §3.2).  GEMINI_EVENT_LOOP=asyncio opts
+    out."""
     if os.environ.get("GEMINI_EVENT_LOOP", "uvloop") == "uvloop":
         try:
             import uvloop
