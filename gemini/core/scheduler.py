@@ -85,6 +85,10 @@ class SchedulerCore:
         self.timing = timing
         self.um = um if um is not None else UmPolicy()
         self.started_at = now
+        # The window fills from the first request on, not from start-up: counting an idle
+        # start as part of a young window gives a capped client nothing to slide out when the
+        # window turns full, and it stalls for as long as the daemon sat idle (bench S5).
+        self.first_request_at: float | None = None
         self.clients: dict[str, ClientState] = {}
         self.removed: set[str] = set()
         self.history = UsageHistory()
@@ -154,6 +158,8 @@ class SchedulerCore:
     ) -> list[Action]:
         overuse_ms, burst_ms = (float(a) for a in req.args)  # type: ignore[arg-type]
         name = req.name
+        if self.first_request_at is None:
+            self.first_request_at = now
         latest = self.history.latest(name)
         if latest is not None:
             latest.end = min(now, latest.end + max(overuse_ms, 0.0) / MS)
@@ -226,7 +232,8 @@ class SchedulerCore:
         return max(t.min_quota_s, min(4 * t.min_quota_s, t.window_s / 100))
 
     def _window(self, now: float) -> tuple[float, float]:
-        size = min(self.timing.window_s, now - self.started_at)
+        origin = self.started_at if self.first_request_at is None else self.first_request_at
+        size = min(self.timing.window_s, now - origin)
         return now - size, size
 
     def _select(self, now: float) -> tuple[Candidate, Standing | None] | None:

@@ -243,3 +243,16 @@ def test_quota_never_exceeds_the_maximum_however_long_the_bursts():
         [g] = grants(core.on_request(1, quota_req("a", req_id, burst=8000.0), now))
         now += g.response.values[0] / 1000
     assert g.response.values[0] == pytest.approx(1000.0)
+
+
+def test_a_capped_client_that_starts_late_never_stalls_when_the_window_fills():
+    # The scheduler idles 3 s before the first request; its window must not count that time.
+    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=50.0)
+    sim.start("capped", at=3.0)
+    sim.run_until(30.0)
+    starts = [s for s, _ in sim.clients["capped"].busy]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    # Grants of ~80 ms at 0.4 leave gaps of ~0.12 s; the wait after the first (uncapped) grant
+    # echoes once a window later (0.5-0.6 s).  Counting the idle start, the wait was 3 s.
+    assert max(gaps) < 0.7, max(gaps)
+    assert sim.share("capped", 13.0, 30.0) == pytest.approx(0.4, abs=0.01)
