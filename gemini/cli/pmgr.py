@@ -13,10 +13,9 @@ from gemini.cli._args import (
     expand_verbosity,
     load_secret_arg,
 )
-from gemini.core.wire import WireError, check_name
+from gemini.core.wire import check_name
 from gemini.daemon.lifecycle import run_until_signal
 from gemini.daemon.logsetup import setup_logging
-from gemini.secret import SecretError
 
 EXAMPLE = (
     "example: POD_NAME=client1 POD_MANAGER_PORT=50052 SCHEDULER_IP=127.0.0.1 "
@@ -53,19 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Every problem with the arguments is a ValueError (a non-numeric port in the environment,
+    # WireError for the name, SecretError for the secret file).
     try:
         args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
-    except ValueError as exc:  # a non-numeric port in the environment
-        print(f"gem-pmgr: {exc}", file=sys.stderr)
-        return 2
-    try:
         check_name(args.name)
-    except WireError as exc:
-        print(f"gem-pmgr: {exc}", file=sys.stderr)
-        return 2
-    try:
         secret = load_secret_arg("gem-pmgr", args.secret_file)
-    except SecretError as exc:
+    except ValueError as exc:
         print(f"gem-pmgr: {exc}", file=sys.stderr)
         return 2
     setup_logging("gem-pmgr", args.verbose)

@@ -13,7 +13,6 @@ from gemini.core.um import DEFAULT_UM_MIN_QUOTA_S, UmPolicy
 from gemini.core.units import parse_bytes
 from gemini.daemon.lifecycle import run_until_signal
 from gemini.daemon.logsetup import setup_logging
-from gemini.secret import SecretError
 
 EXAMPLE = "example: gem-schd -p /etc/gemini -f resource-config.txt -P 50051 -q 250 -m 100 -w 10000"
 
@@ -60,27 +59,26 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
-    setup_logging("gem-schd", args.verbose)
+def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]:
+    """The daemon's settings from its flags; ValueError (incl. SecretError) says what is wrong."""
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
                     args.grace / 1000, max_quota / 1000)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
-        print("gem-schd: need 0 < min_quota <= quota <= max_quota", file=sys.stderr)
-        return 2
+        raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:
-        print("gem-schd: need window > 0", file=sys.stderr)
-        return 2
+        raise ValueError("need window > 0")
+    um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
+                  args.oversubscription, args.um_min_quota / 1000)
+    return timing, um, load_secret_arg("gem-schd", args.secret_file)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    setup_logging("gem-schd", args.verbose)
     try:
-        um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
-                      args.oversubscription, args.um_min_quota / 1000)
+        timing, um, secret = _settings(args)
     except ValueError as exc:
-        print(f"gem-schd: {exc}", file=sys.stderr)
-        return 2
-    try:
-        secret = load_secret_arg("gem-schd", args.secret_file)
-    except SecretError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)
         return 2
     path = Path(args.limit_file_dir) / args.limit_file
