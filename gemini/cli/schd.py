@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-w", "--window", type=float, default=10000.0, help="usage window, ms (10000)")
     p.add_argument("--max_quota", type=float, default=None,
                    help="longest quota, ms (default 4 x --quota); a newcomer waits at most this")
+    p.add_argument("--short-window", type=float, default=1000.0, metavar="MS",
+                   help="caps and shares also hold over this window, and no grant is longer "
+                   "than a tenth of it, ms (1000; 0: Gemini's own quotas, caps over -w only)")
     p.add_argument("--grace", type=float, default=5.0,
                    help="ms an expired token holder may take to ask again while it is next (5)")
     um = p.add_argument_group("unified memory (see README: Unified-memory mode)")
@@ -63,11 +66,13 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     """The daemon's settings from its flags; ValueError (incl. SecretError) says what is wrong."""
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
-                    args.grace / 1000, max_quota / 1000)
+                    args.grace / 1000, max_quota / 1000, args.short_window / 1000)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:
         raise ValueError("need window > 0")
+    if not 0 <= timing.short_window_s <= timing.window_s:
+        raise ValueError("need 0 <= short-window <= window")
     um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
                   args.oversubscription, args.um_min_quota / 1000)
     return timing, um, load_secret_arg("gem-schd", args.secret_file)

@@ -5,6 +5,7 @@ Pure functions over plain numbers, in seconds.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 QUOTA_UPDATE_RATE = 0.5  # weight of the newest burst in the quota's moving average
@@ -13,20 +14,16 @@ NO_BURST = 1e-9
 
 @dataclass(frozen=True)
 class Standing:
-    """One waiting client's position in the current window."""
+    """One waiting client's position in the current windows."""
 
     name: str
-    usage: float  # seconds used inside the window
+    usage: float  # seconds used inside the (long) window
     require: float  # request × window: the guarantee
-    allowed: float  # limit × window: the hard cap
+    remaining: float = math.inf  # the longest grant that keeps it under its limit in every window
 
     @property
     def missing(self) -> float:
         return self.require - self.usage
-
-    @property
-    def remaining(self) -> float:
-        return self.allowed - self.usage
 
 
 def priority_key(s: Standing, slack: float = 0.0) -> tuple[int, float]:

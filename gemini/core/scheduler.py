@@ -51,6 +51,9 @@ class Timing:
     # The longest quota.  The original allowed LIMIT x window (10 s): a client that runs alone
     # predicts long bursts, and a newcomer then waits that long for its first token.
     max_quota_s: float = 1.0
+    # The short window: caps and shares hold over it too, not only over `window_s` (a 0.4 cap
+    # over 10 s alone allows 4 s at full speed, then 6 s of nothing).  0 turns it off.
+    short_window_s: float = 1.0
 
 
 @dataclass
@@ -203,7 +206,8 @@ class SchedulerCore:
             self.timing.min_quota_s,
             min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
-        length = um_quota(self._grant_length(client.quota_s, standing), client.spec, self.um)
+        length = min(self._grant_length(client.quota_s, standing), self._short_grant_s)
+        length = um_quota(length, client.spec, self.um)
         interval = self.history.record(candidate.name, now, now + length)
         self.holder = Grant(candidate.conn, interval)
         response = Response(candidate.req_id, Status.OK, (length * MS,))
@@ -219,42 +223,55 @@ class SchedulerCore:
         if standing is None:
             return quota_s
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
-        if standing.missing > 0 and self.candidates:
+        if self.candidates:
+            # Others wait: up to its guarantee, or a minimum quota beyond it.
             length = min(length, max(standing.missing, self.timing.min_quota_s))
         return length
 
     @property
+    def _short_grant_s(self) -> float:
+        """The longest grant: a tenth of the short window, so that a share can be right over
+        one short window (none without a short window: Gemini's own quotas)."""
+        t = self.timing
+        return max(t.min_quota_s, t.short_window_s / 10) if t.short_window_s > 0 else math.inf
+
+    @property
     def _capped_grant_s(self) -> float:
         """A client at its limit waits until it has room for this much.  Shorter grants cost a
-        switch each (about 10 % of a 20 ms grant on the H100, bench S5); longer ones leave the
-        client, on average, half of this below its limit (so at most 0.5 points of the window)."""
+        switch each; longer ones leave the client, on average, half of this below its limit
+        over the short window (at most 1 point of it)."""
         t = self.timing
-        return max(t.min_quota_s, min(4 * t.min_quota_s, t.window_s / 100))
+        short = t.short_window_s if t.short_window_s > 0 else t.window_s
+        return max(t.min_quota_s, min(4 * t.min_quota_s, short / 50))
 
-    def _window(self, now: float) -> tuple[float, float]:
+    def _window(self, now: float, length: float | None = None) -> tuple[float, float]:
+        """(start, size) of the window of `length` (the long one by default) ending now."""
         origin = self.started_at if self.first_request_at is None else self.first_request_at
-        size = min(self.timing.window_s, now - origin)
+        size = min(self.timing.window_s if length is None else length, now - origin)
         return now - size, size
 
     def _select(self, now: float) -> tuple[Candidate, Standing | None] | None:
         window_start, window_size = self._window(now)
         self.history.expire(window_start)
         front = self.candidates[0]
-        if not self.history.has(front.name):
+        capped = self.clients[front.name].spec.limit < 1.0
+        if not self.history.has(front.name) and not capped:
             return front, None  # no usage in the window: first come, first served
         alone = len(self.candidates) == 1 and self._grace is None
-        if alone and self.clients[front.name].spec.limit >= 1.0:
+        if alone and not capped:
             return front, None  # alone and uncapped: nothing to weigh
-        usage = self.history.usage(window_start, now)
         names = [c.name for c in self.candidates]
         if self._grace is not None:
             names.append(self._grace[0])  # the expired holder, expected back at once
-        standings = [self._standing(n, usage, window_size) for n in names]
-        best = pick(standings, self._capped_grant_s)
+        standings = self._standings(names, now)
+        # A little under a capped grant will do: a holder that returned its token early left
+        # intervals a little shorter than the room they were given, and waiting for the whole
+        # room would then wait for a whole interval more to slide out.
+        best = pick(standings, 0.9 * self._capped_grant_s)
         if best is None:
             # Everyone waiting is at its limit; usage falls as the window slides, so look again
             # when the closest one has room for a capped grant.
-            short = min(self._capped_grant_s - s.remaining for s in standings)
+            short = min(0.9 * self._capped_grant_s - s.remaining for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
         index = standings.index(best)
@@ -264,11 +281,24 @@ class SchedulerCore:
             return None
         return self.candidates[index], best
 
-    def _standing(self, name: str, usage: dict[str, float], window_size: float) -> Standing:
+    def _standings(self, names: list[str], now: float) -> list[Standing]:
+        long_start, long_size = self._window(now)
+        usage = self.history.usage(long_start, now)
+        return [self._standing(name, usage.get(name, 0.0), long_size, now) for name in names]
+
+    def _standing(self, name: str, usage: float, long_size: float, now: float) -> Standing:
         spec = self.clients[name].spec
-        # A limit of 1 caps nothing, also while the young window is all one client's.
-        allowed = math.inf if spec.limit >= 1.0 else spec.limit * window_size
-        return Standing(name, usage.get(name, 0.0), spec.request * window_size, allowed)
+        room = math.inf
+        if spec.limit < 1.0:  # a limit of 1 caps nothing
+            t = self.timing
+            # A young window counts as one short window at least, so that a new client's
+            # first grant may fill its first short window, and no more.
+            short = min(t.short_window_s, t.window_s)
+            young = max(long_size, short)
+            room = self.history.room(name, now, young, spec.limit * young)
+            if short > 0:
+                room = min(room, self.history.room(name, now, short, spec.limit * short))
+        return Standing(name, usage, spec.request * long_size, room)
 
     # ---- config --------------------------------------------------------------------------------
 

@@ -50,6 +50,32 @@ class UsageHistory:
     def has(self, name: str) -> bool:
         return name in self._count
 
+    def room(self, name: str, now: float, length: float, allowed: float) -> float:
+        """The longest grant starting now after which `name` has used at most `allowed` seconds
+        of any window of `length` seconds ending during the grant.  What slides out of the window
+        while the grant runs counts as room, so that a capped client is not kept below its cap.
+        (Own intervals only: the rare overlaps with others count whole.)"""
+        own = [
+            (max(i.start, now - length), min(i.end, now))
+            for i in self.intervals
+            if i.name == name and i.end > now - length and i.start < now
+        ]
+
+        def used_after(grant: float) -> float:  # usage of the window that ends at now + grant
+            start = now + grant - length
+            return sum(max(0.0, e - max(s, start)) for s, e in own) + grant
+
+        if used_after(0.0) > allowed:
+            return 0.0
+        # used_after grows with the grant (by at most one second per second): bisect.
+        low, high = 0.0, length
+        if used_after(high) <= allowed:
+            return high
+        for _ in range(40):
+            mid = (low + high) / 2
+            low, high = (mid, high) if used_after(mid) <= allowed else (low, mid)
+        return low
+
     def usage(self, window_start: float, now: float) -> dict[str, float]:
         """Seconds of GPU time per client inside [window_start, now], overlaps split equally."""
         simple = self._usage_without_overlaps(window_start, now)

@@ -31,6 +31,8 @@ def promised(specs: list[tuple[str, float, float]]) -> dict[str, float]:
 
 # The launchers' defaults (base 300 ms, minimum 20 ms, 10 s window); hooks report 50 ms bursts.
 LAUNCHER = Timing(0.300, 0.020, 10.0)
+# Without the short window: Gemini's own quota lengths, for the tests of its mechanics.
+WHOLE_QUOTAS = Timing(short_window_s=0.0)
 
 
 def run_shares(specs, seconds=60.0, timing=LAUNCHER, burst_ms=50.0):
@@ -59,7 +61,10 @@ def test_saturating_shares_within_one_point_of_the_promise(name):
     shares, _ = run_shares(specs)
     expected = promised(specs)
     errors = {n: abs(shares[n] - expected[n]) for n in shares}
-    assert max(errors.values()) <= 0.01, (shares, expected)
+    # Capped clients also wait for room in the 1 s window; sixteen of them, whose limits add
+    # up to more than the GPU, fragment it: they end up to 1.5 points under their promise.
+    tolerance = 0.015 if "capped" in name else 0.01
+    assert max(errors.values()) <= tolerance, (shares, expected)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +81,10 @@ def test_static_quotas_also_within_one_point(name):
     specs = SCENARIOS[name]
     shares, _ = run_shares(specs, timing=Timing(), burst_ms=0.0)
     expected = promised(specs)
-    assert max(abs(shares[n] - expected[n]) for n in shares) <= 0.01, (shares, expected)
+    # A 100 ms minimum quota is a tenth of the 1 s window a cap also holds over: a capped
+    # client waits for room for most of one, and ends up to 1.5 points under its limit.
+    tolerance = 0.015 if "capped" in name else 0.01
+    assert max(abs(shares[n] - expected[n]) for n in shares) <= tolerance, (shares, expected)
 
 
 def test_limit_caps_usage_in_every_window():
@@ -90,7 +98,7 @@ def test_limit_caps_usage_in_every_window():
 
 
 def test_overuse_is_charged_to_the_last_grant():
-    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)  # granted until 0.25
     core.on_request(2, quota_req("b", 1), 0.1)
     core.on_deadline(0.25)  # a's quota ends; b's starts
@@ -112,7 +120,7 @@ def grants(actions):
 
 
 def test_early_return_hands_the_token_over_at_once():
-    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1), 0.0))
     assert g.conn == 1 and g.response.values == (250.0,)
     assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []  # a holds it
@@ -162,7 +170,7 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
 
 def test_reload_with_same_config_changes_nothing():
     cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
-    core = SchedulerCore(cfg, Timing(), 0.0)
+    core = SchedulerCore(cfg, WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1, burst=80.0), 0.0)
     before = (core.clients["a"].quota_s, core.holder)
     assert core.on_config(cfg, 0.1) == []
@@ -170,7 +178,7 @@ def test_reload_with_same_config_changes_nothing():
 
 
 def test_adaptive_quota_moves_toward_the_burst():
-    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0), 0.0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, short_window_s=0), 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))
     assert g.response.values[0] == pytest.approx(200.0)  # (150 + 250) / 2
     [g] = grants(core.on_request(1, quota_req("a", 2, burst=10.0), 0.2))
@@ -180,7 +188,7 @@ def test_adaptive_quota_moves_toward_the_burst():
 
 
 def test_status_snapshot_names_the_holder():
-    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)
     core.on_request(2, quota_req("b", 1), 0.1)
     snap = core.snapshot(0.2)
@@ -239,7 +247,7 @@ def test_invariants_under_random_operations(operations):
 
 
 def test_quota_never_exceeds_the_maximum_however_long_the_bursts():
-    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, max_quota_s=1.0), 0.0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, max_quota_s=1.0, short_window_s=0), 0.0)
     now = 0.0
     for req_id in range(1, 10):
         [g] = grants(core.on_request(1, quota_req("a", req_id, burst=8000.0), now))
@@ -258,3 +266,40 @@ def test_a_capped_client_that_starts_late_never_stalls_when_the_window_fills():
     # echoes once a window later (0.5-0.6 s).  Counting the idle start, the wait was 3 s.
     assert max(gaps) < 0.7, max(gaps)
     assert sim.share("capped", 13.0, 30.0) == pytest.approx(0.4, abs=0.01)
+
+
+# ---- short windows (issue 12) ---------------------------------------------------------------
+
+
+def per_second(sim: Sim, name: str, seconds: int) -> list[float]:
+    return [sim.share(name, t, t + 1.0) for t in range(seconds)]
+
+
+def test_a_cap_holds_in_every_second_from_the_first_with_long_bursts():
+    # Hooks that never sync report long bursts: the adaptive quota would grow to 1.2 s, and a
+    # 0.4 cap over 10 s alone was 4 s at full speed, then 6 s of nothing.
+    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0)
+    sim.start("capped")
+    sim.run_until(30.0)
+    t = 0.0
+    while t + 1.0 <= 30.0:  # every 1 s window, sliding by 50 ms
+        assert sim.share("capped", t, t + 1.0) <= 0.4 + 1e-6, t
+        t += 0.05
+    assert min(per_second(sim, "capped", 30)) >= 0.36
+    assert sim.share("capped", 0.0, 15.0) == pytest.approx(0.4, abs=0.01)
+
+
+@pytest.mark.parametrize("name", ["2 clients 0.3/0.7", "3 clients 0.2/0.2/0.6"])
+def test_shares_hold_second_by_second_with_long_bursts(name):
+    specs = SCENARIOS[name]
+    _, sim = run_shares(specs, seconds=30.0, burst_ms=5000.0)
+    for client, request, _ in specs:
+        seconds = per_second(sim, client, 30)
+        assert max(abs(s - request) for s in seconds) <= 0.08, (client, seconds)
+        for t in range(0, 21):
+            assert sim.share(client, t, t + 10.0) == pytest.approx(request, abs=0.02)
+
+
+def test_no_grant_is_longer_than_a_tenth_of_the_short_window():
+    _, sim = run_shares([("a", 0.5, 1.0)], seconds=5.0, burst_ms=5000.0)
+    assert max(e - s for s, e in sim.clients["a"].busy) <= 0.1 + 1e-9

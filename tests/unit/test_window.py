@@ -43,3 +43,15 @@ def test_one_pass_equals_sweep_whenever_it_answers(items, window_start, span):
     assert fast.keys() == sweep.keys()
     for name in fast:
         assert fast[name] == pytest.approx(sweep[name])
+
+
+def test_room_counts_what_slides_out_during_the_grant():
+    h = UsageHistory()
+    h.record("a", 0.0, 0.4)  # 0.4 s used at the start of a 1 s window
+    # At 1.0 the cap (0.4 per 1 s) is full, but every second of a grant slides one used second
+    # out: the grant may run until the old interval has gone, 0.4 s.
+    assert h.room("a", 1.0, 1.0, 0.4) == pytest.approx(0.4, abs=1e-6)
+    assert h.room("a", 0.5, 1.0, 0.4) == pytest.approx(0.0)
+    # Someone else's usage is not ours.
+    h.record("b", 1.0, 1.5)
+    assert h.room("a", 1.5, 1.0, 0.4) == pytest.approx(0.4, abs=1e-6)
