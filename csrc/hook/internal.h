@@ -29,7 +29,7 @@ enum gem_sym {
     X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuEventCreate) X(cuEventRecord)    \
         X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
-        X(cuMemPrefetchAsync_v2)
+        X(cuMemPrefetchAsync_v2) X(cuEventQuery)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -129,8 +129,18 @@ void gem_lease_drop(int dev);
 void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
 
+/* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
+uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the count */
+uint64_t gem_inflight_launches(int dev);
+int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
+uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
+void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now); /* after a launch */
+int64_t gem_inflight_wait_all(int dev); /* waits for every stream; when done, or -1 */
+void gem_inflight_reset_after_fork(void);
+
 /* ---- token.c ----------------------------------------------------------------------------- */
-int gem_token_acquire(int dev); /* 1: this call fetched a new token (the slow path) */
+enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
+int gem_token_acquire(int dev); /* GEM_GATE_* bits: a new token was fetched; mark after launch */
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);
 
@@ -149,6 +159,7 @@ void gem_um_forget_flags(int dev);               /* a new connection: ask again 
 uint64_t gem_um_flags(int dev);                  /* asks MEM_LIMIT if unknown: slow paths only */
 void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread);
 void gem_um_on_expiry(int dev, CUcontext ctx);
+int gem_um_evicts(int dev); /* evict-on-release known to be on (no request) */
 void gem_um_reset_after_fork(void);
 void gem_mem_reset_after_fork(void);
 

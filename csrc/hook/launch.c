@@ -1,27 +1,43 @@
-/* Launches: one shape each: count -> token gate -> real launch.  A graph launch is one burst.
- * With a valid token inside a running burst the gate is a clock read and two atomic loads.
+/* Launches: one shape each: count -> token gate -> real launch -> (sometimes) a marker.
+ * With a valid token inside a running burst the gate is a clock read and a few atomics.
+ * When the gate took its slow path, a marker event follows the launch on the same stream, so
+ * that inflight.c sees how far the GPU has got on every stream the process launches on.
  * When the gate fetched a new token, a unified-memory client's memory is prefetched and the
  * launch's stream ordered after it (um.c); `pts`: a per-thread-default-stream entry point. */
 #include "internal.h"
 
-static inline void gate(int pts, CUstream s)
+static inline int gate(int pts, CUstream s, int *dev)
 {
-    int dev = gem_current_dev();
-    if (__builtin_expect(gem_token_acquire(dev), 0))
-        gem_um_on_grant(dev, s, pts);
+    *dev = gem_current_dev();
+    int g = gem_token_acquire(*dev);
+    if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
+        gem_um_on_grant(*dev, s, pts);
+    return g;
 }
 
-#define GATE(sym, pts, stream)                                                                   \
-    GEM_ENTER(sym);                                                                              \
-    if (!GEM_PASS())                                                                             \
-    gate((pts), (stream))
+static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
+{
+    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
+        gem_inflight_mark(dev, s, pts, gem_now_ns());
+    return rc;
+}
+
+/* The body of every launch wrapper: `call` is the argument list of the real function. */
+#define GATED_LAUNCH(sym, pts, stream, call)                                                     \
+    do {                                                                                         \
+        GEM_ENTER(sym);                                                                          \
+        if (GEM_PASS())                                                                          \
+            return REAL(sym) call;                                                               \
+        int dev_;                                                                                \
+        int g_ = gate((pts), (stream), &dev_);                                                   \
+        return marked(REAL(sym) call, g_, dev_, (stream), (pts));                                \
+    } while (0)
 
 GEM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shmem, CUstream s, void **params, void **extra)
 {
-    GATE(cuLaunchKernel, 0, s);
-    return REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    GATED_LAUNCH(cuLaunchKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 GEM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -29,22 +45,20 @@ GEM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         unsigned int bz, unsigned int shmem, CUstream s,
                                         void **params, void **extra)
 {
-    GATE(cuLaunchKernel_ptsz, 1, s);
-    return REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+    GATED_LAUNCH(cuLaunchKernel_ptsz, 1, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
 }
 
 GEM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
                                      void **extra)
 {
-    GATE(cuLaunchKernelEx, 0, config ? config->hStream : NULL);
-    return REAL(cuLaunchKernelEx)(config, f, params, extra);
+    GATED_LAUNCH(cuLaunchKernelEx, 0, config ? config->hStream : NULL, (config, f, params, extra));
 }
 
 GEM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                           void **params, void **extra)
 {
-    GATE(cuLaunchKernelEx_ptsz, 1, config ? config->hStream : NULL);
-    return REAL(cuLaunchKernelEx_ptsz)(config, f, params, extra);
+    GATED_LAUNCH(cuLaunchKernelEx_ptsz, 1, config ? config->hStream : NULL,
+                 (config, f, params, extra));
 }
 
 GEM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -52,8 +66,7 @@ GEM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, uns
                                               unsigned int bz, unsigned int shmem, CUstream s,
                                               void **params)
 {
-    GATE(cuLaunchCooperativeKernel, 0, s);
-    return REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    GATED_LAUNCH(cuLaunchCooperativeKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
 GEM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -61,18 +74,16 @@ GEM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx
                                                    unsigned int by, unsigned int bz,
                                                    unsigned int shmem, CUstream s, void **params)
 {
-    GATE(cuLaunchCooperativeKernel_ptsz, 1, s);
-    return REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shmem, s, params);
+    GATED_LAUNCH(cuLaunchCooperativeKernel_ptsz, 1, s,
+                 (f, gx, gy, gz, bx, by, bz, shmem, s, params));
 }
 
 GEM_EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-    GATE(cuGraphLaunch, 0, s);
-    return REAL(cuGraphLaunch)(g, s);
+    GATED_LAUNCH(cuGraphLaunch, 0, s, (g, s));
 }
 
 GEM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
-    GATE(cuGraphLaunch_ptsz, 1, s);
-    return REAL(cuGraphLaunch_ptsz)(g, s);
+    GATED_LAUNCH(cuGraphLaunch_ptsz, 1, s, (g, s));
 }

@@ -1,51 +1,62 @@
-/* The hook's token per device (Gemini v1, spec §6.5-6.7, plus a check on every launch).
+/* The hook's token per device (Gemini v1, spec §6.5-6.7, plus a check on every launch and a
+ * bound on the work queued on the GPU).
  *
  * Rules, in the order a launch applies them:
- *  - Hot path: a burst is running and the token has not expired -> go (one clock read, two
- *    atomic loads, no lock).
+ *  - Hot path: a burst is running, the launch is before `go_until` and within `go_launches`
+ *    -> go (one clock read, an atomic add and a few atomic loads, no lock, no driver call).
+ *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
+ *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
+ *    is left (design-notes §1).  Each slow-path launch is followed by a marker event.
+ *  - In the token's tail (its last `tail` of time) the next launch asks for the next token,
+ *    without draining the queue: when no one else waits the scheduler renews it at once, and
+ *    the queued tail keeps the GPU busy over the round trip.  When another client gets the
+ *    GPU, the tail is what runs on its time, measured and charged as overuse.
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
  *    predicted burst does not fit in what is left of the current one (v1).
- *  - Inside a burst, a launch after expiry waits for a new token (v1 let it through; this keeps
- *    a cap even for code that never syncs: design-notes §1).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
  *    mutex is never held across a socket call.
- *  - A tracker thread per device wakes at expiry (or when a launch needs the next token early),
- *    records a driver event, waits for it and reports GPU time past the quota as overuse in the
- *    next QUOTA request.  Its forced sync ends the burst, as in v1.  For a unified-memory client
- *    with evict-on-release it then moves the client's managed memory back to the host (um.c):
- *    at expiry, or when a launch asks for the next token early (which returns this one), in
- *    either case before the next QUOTA request goes out.
+ *  - A tracker thread per device measures each token's overuse in the background: when the
+ *    token ends (expiry, or a launch asking for the next one) it waits for the newest marker of
+ *    every stream and reports the time past the token's end in a later QUOTA request.  A token
+ *    that expires ends the burst, so a program that never syncs predicts bursts no longer than
+ *    a grant.  For a unified-memory client with evict-on-release it then moves the client's
+ *    managed memory back to the host (um.c), and the next request waits for that (a drain).
  *  - gem_token_acquire says when it fetched a new token, so that the launch can have um.c
  *    prefetch the client's memory before the kernel (the slow path only).
  * The arithmetic lives in common/predictor.c. */
 #include "internal.h"
 #include "gemini/predictor.h"
 
+#include <stdlib.h>
 #include <string.h>
 
-enum { TRACK_IDLE = 0, TRACK_ARMED = 1, TRACK_MEASURING = 2 };
+#define DEFAULT_TAIL_NS 1000000 /* GEMINI_HOOK_TAIL_US: queued work left when asking again */
+#define MIN_HOLD_NS 50000       /* a held launch looks again after at least this */
 
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
+    _Atomic int64_t go_until_ns;   /* the hot path goes before this ... */
+    _Atomic uint64_t go_launches;  /* ... and within this many launches on the device */
     _Atomic int burst_running;
     pthread_mutex_t m;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     struct gem_predictor burst, window;
     int fetching;
     uint64_t generation; /* grants so far */
-    double quota_ms;
-    double overuse_ms; /* measured for the last token, reported with the next request */
-    int track;
-    int track_now;
+    double max_quota_ms; /* the longest grant so far: bursts are reported no longer */
+    double overuse_ms;   /* measured since the last request, reported with the next one */
+    uint64_t ended_generation; /* the last token whose end went to the tracker */
+    int end_pending;           /* an end for the tracker to measure */
+    int64_t end_ns;            /* when that token ended */
+    int measuring;
     int tracker_started;
     pthread_t tracker;
-    int events_ok;
     CUcontext ctx;
-    CUevent ev_grant, ev_end;
 };
 
 static struct token tokens[GEM_MAX_DEVICES];
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
+static int64_t tail_ns = DEFAULT_TAIL_NS;
 
 static void token_init(struct token *t)
 {
@@ -62,6 +73,11 @@ static void token_init(struct token *t)
 
 static void tokens_init(void)
 {
+    const char *v = getenv("GEMINI_HOOK_TAIL_US");
+    if (v != NULL && *v != '\0')
+        tail_ns = strtoll(v, NULL, 10) * 1000;
+    if (tail_ns < 0)
+        tail_ns = 0;
     for (int i = 0; i < GEM_MAX_DEVICES; i++)
         token_init(&tokens[i]);
 }
@@ -71,6 +87,7 @@ void gem_token_reset_after_fork(void)
     /* The child has none of the parent's threads, and CUDA state does not survive fork. */
     pthread_once(&tokens_once, tokens_init);
     tokens_init();
+    gem_inflight_reset_after_fork();
 }
 
 static void timespec_at(struct timespec *ts, int64_t at_ns)
@@ -79,7 +96,7 @@ static void timespec_at(struct timespec *ts, int64_t at_ns)
     ts->tv_nsec = at_ns % 1000000000;
 }
 
-/* Mark the end of a burst (a host sync point, or the tracker's forced sync).  t->m held. */
+/* Mark the end of a burst (a host sync point, or a token's expiry).  t->m held. */
 static void burst_stopped(struct token *t, int64_t now)
 {
     gem_predictor_record_stop(&t->burst, now);
@@ -87,102 +104,97 @@ static void burst_stopped(struct token *t, int64_t now)
     atomic_store_explicit(&t->burst_running, 0, memory_order_relaxed);
 }
 
-/* GPU time from the grant to now, minus the quota; 0 when it cannot be measured. */
-static double measure_overuse(struct token *t, CUcontext ctx, double quota_ms)
+/* Hand the current token's end to the tracker (once per token).  t->m held. */
+static void post_end(struct token *t, int64_t end_ns)
 {
-    __typeof__(&cuCtxSetCurrent) set_ctx = REAL_AUX(cuCtxSetCurrent);
-    __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
-    __typeof__(&cuEventElapsedTime) elapsed = REAL_AUX(cuEventElapsedTime_v2);
-    if (elapsed == NULL)
-        elapsed = REAL_AUX(cuEventElapsedTime);
-    if (set_ctx == NULL || record == NULL || elapsed == NULL)
-        return 0.0;
-    float ms = 0.0f;
-    if (set_ctx(ctx) != CUDA_SUCCESS || record(t->ev_end, NULL) != CUDA_SUCCESS)
-        return 0.0;
-    /* the real cuEventSynchronize, not our wrapper: this is not an application sync */
-    if (REAL(cuEventSynchronize)(t->ev_end) != CUDA_SUCCESS)
-        return 0.0;
-    if (elapsed(&ms, t->ev_grant, t->ev_end) != CUDA_SUCCESS)
-        return 0.0;
-    return ms > quota_ms ? (double)ms - quota_ms : 0.0;
+    if (t->generation == 0 || t->ended_generation == t->generation)
+        return;
+    t->ended_generation = t->generation;
+    t->end_pending = 1;
+    t->end_ns = end_ns;
+    pthread_cond_broadcast(&t->cv);
 }
 
 static void *tracker_main(void *arg)
 {
     struct token *t = arg;
+    int dev = (int)(t - tokens);
     pthread_mutex_lock(&t->m);
     for (;;) {
-        while (t->track != TRACK_ARMED)
-            pthread_cond_wait(&t->cv, &t->m);
-        for (;;) {
+        int expired = 0;
+        while (!t->end_pending) {
             int64_t at = atomic_load(&t->expires_at_ns);
-            if (t->track_now || gem_now_ns() >= at)
-                break;
-            struct timespec ts;
-            timespec_at(&ts, at);
-            pthread_cond_timedwait(&t->cv, &t->m, &ts);
+            if (t->ended_generation == t->generation || at == 0) {
+                pthread_cond_wait(&t->cv, &t->m);
+            } else if (gem_now_ns() >= at) {
+                post_end(t, at);
+                expired = 1;
+            } else {
+                struct timespec ts;
+                timespec_at(&ts, at);
+                pthread_cond_timedwait(&t->cv, &t->m, &ts);
+            }
         }
-        t->track = TRACK_MEASURING;
-        int events_ok = t->events_ok;
+        t->end_pending = 0;
+        t->measuring = 1;
+        int64_t end_ns = t->end_ns;
         CUcontext ctx = t->ctx;
-        double quota_ms = t->quota_ms;
         pthread_mutex_unlock(&t->m);
-        double overuse = events_ok ? measure_overuse(t, ctx, quota_ms) : 0.0;
-        if (events_ok) /* the token ended (expired, or returned early to ask for the next) */
-            gem_um_on_expiry((int)(t - tokens), ctx); /* evict-on-release; else nothing */
+        int64_t done = gem_inflight_wait_all(dev);
+        gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
         pthread_mutex_lock(&t->m);
-        t->overuse_ms = overuse;
-        burst_stopped(t, gem_now_ns());
-        t->track = TRACK_IDLE;
-        t->track_now = 0;
-        if (overuse > 0.0)
-            GEM_LOG(GEM_LOG_DEBUG, "token overused by %.3f ms", overuse);
+        double overuse = done > end_ns ? (double)(done - end_ns) / 1e6 : 0.0;
+        t->overuse_ms += overuse;
+        t->measuring = 0;
+        if (expired && atomic_load_explicit(&t->burst_running, memory_order_relaxed))
+            burst_stopped(t, gem_now_ns());
+        if (done < 0)
+            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
+        else
+            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms", overuse);
         pthread_cond_broadcast(&t->cv);
     }
     return NULL;
 }
 
-/* Record the grant event in the launching thread (it has the application's context). */
-static void record_grant(struct token *t)
+static void start_tracker(struct token *t)
+{
+    if (t->tracker_started)
+        return;
+    if (pthread_create(&t->tracker, NULL, tracker_main, t) == 0) {
+        pthread_detach(t->tracker);
+        t->tracker_started = 1;
+    } /* else: no overuse measurement, tokens still work */
+}
+
+static CUcontext current_ctx(void)
 {
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
-    __typeof__(&cuEventCreate) create = REAL_AUX(cuEventCreate);
-    __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
-    if (get_ctx == NULL || create == NULL || record == NULL)
-        return;
     CUcontext ctx = NULL;
-    if (get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL)
-        return;
-    if (!t->events_ok || t->ctx != ctx) {
-        if (create(&t->ev_grant, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
-            create(&t->ev_end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-            t->events_ok = 0;
-            return;
-        }
-        t->ctx = ctx;
-        t->events_ok = 1;
-    }
-    if (record(t->ev_grant, NULL) != CUDA_SUCCESS)
-        t->events_ok = 0;
+    if (get_ctx == NULL || get_ctx(&ctx) != CUDA_SUCCESS)
+        return NULL;
+    return ctx;
 }
 
 /* Get the next token.  t->m held on entry and exit; dropped around the request. */
 static void fetch(struct token *t, int dev, int64_t now)
 {
     t->fetching = 1;
-    if (t->track == TRACK_ARMED || t->track == TRACK_MEASURING) {
-        t->track_now = 1; /* measure the old token's overuse now, then ask */
-        pthread_cond_broadcast(&t->cv);
-        while (t->track != TRACK_IDLE)
+    int64_t at = atomic_load(&t->expires_at_ns);
+    post_end(t, at != 0 && at < now ? at : now); /* asking returns the current token */
+    if (gem_um_evicts(dev)) { /* the data must be back on the host before the next grant */
+        while (t->end_pending || t->measuring)
             pthread_cond_wait(&t->cv, &t->m);
         now = gem_now_ns();
     }
     int64_t burst_ns = gem_predictor_estimate_full_burst(
         gem_predictor_predict_merged(&t->burst, now), gem_predictor_predict_merged(&t->window, now),
         GEM_PRED_MERGE_NS);
-    gem_predictor_interrupt(&t->window); /* the gap the tracker just opened is not the app's */
+    if (t->max_quota_ms > 0.0 && (double)burst_ns > t->max_quota_ms * 1e6)
+        burst_ns = (int64_t)(t->max_quota_ms * 1e6); /* a program that never syncs */
+    gem_predictor_interrupt(&t->window); /* the gap of the request is not the app's */
     double overuse_ms = t->overuse_ms;
+    t->overuse_ms = 0.0;
     pthread_mutex_unlock(&t->m);
 
     double quota_ms = 0.0;
@@ -196,33 +208,42 @@ static void fetch(struct token *t, int dev, int64_t now)
         backoff = backoff * 2 > 200000000 ? 200000000 : backoff * 2;
     }
     int64_t granted = gem_now_ns();
+    CUcontext ctx = current_ctx();
     pthread_mutex_lock(&t->m);
-    record_grant(t);
-    t->overuse_ms = 0.0;
-    t->quota_ms = quota_ms;
+    if (ctx != NULL)
+        t->ctx = ctx;
+    if (quota_ms > t->max_quota_ms)
+        t->max_quota_ms = quota_ms;
     t->generation++;
+    atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, granted + (int64_t)(quota_ms * 1e6),
                           memory_order_release);
-    t->track = TRACK_ARMED;
-    t->track_now = 0;
-    if (!t->tracker_started) {
-        if (pthread_create(&t->tracker, NULL, tracker_main, t) == 0) {
-            pthread_detach(t->tracker);
-            t->tracker_started = 1;
-        } else {
-            t->track = TRACK_IDLE; /* no overuse measurement, tokens still work */
-        }
-    }
+    start_tracker(t);
     t->fetching = 0;
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse)",
             quota_ms, (double)burst_ns / 1e6, overuse_ms);
     pthread_cond_broadcast(&t->cv);
 }
 
-/* 1 if this call fetched the token. */
+/* Wait (no lock held) until the queued work fits in what is left of the token, or its tail
+ * begins.  Returns the room left for more work (> 0: go), or 0 (look again). */
+static int64_t room_or_hold(int dev, int64_t now, int64_t at)
+{
+    int64_t queued = gem_inflight_queued_ns(dev, now);
+    int64_t room = at - now - queued;
+    if (room > 0)
+        return room;
+    int64_t hold = -room; /* until the queue has shrunk by that much ... */
+    if (hold > at - tail_ns - now)
+        hold = at - tail_ns - now; /* ... or the tail begins */
+    gem_sleep_ns(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
+    return 0;
+}
+
+/* GEM_GATE_* bits. */
 static int acquire_slow(struct token *t, int dev)
 {
-    int fetched = 0;
+    int out = GEM_GATE_MARK;
     pthread_mutex_lock(&t->m);
     uint64_t seen = t->generation;
     for (;;) {
@@ -232,18 +253,36 @@ static int acquire_slow(struct token *t, int dev)
         int need;
         if (at == 0 || now >= at)
             need = 1;
-        else if (!running && t->generation == seen) /* v1: does the next burst fit? */
+        else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
+            need = 1; /* the tail: ask for the next token while the queue keeps the GPU busy */
+        else if (!running && t->generation == seen && !(out & GEM_GATE_FETCHED))
+            /* v1: does the next burst fit? */
             need = now + gem_predictor_predict_unmerged(&t->burst, now) >= at;
         else
-            need = 0; /* a grant arrived while we waited: take it */
-        if (!need)
-            break;
-        if (t->fetching) {
-            pthread_cond_wait(&t->cv, &t->m);
+            need = 0;
+        if (need) {
+            if (t->fetching) {
+                pthread_cond_wait(&t->cv, &t->m);
+                continue;
+            }
+            fetch(t, dev, now);
+            out |= GEM_GATE_FETCHED;
+            seen = t->generation;
             continue;
         }
-        fetch(t, dev, now);
-        fetched = 1;
+        pthread_mutex_unlock(&t->m);
+        int64_t room = room_or_hold(dev, now, at);
+        pthread_mutex_lock(&t->m);
+        if (room == 0)
+            continue;
+        /* Look again after half the room, before the tail, and before the launches that
+         * would fill it: the hot path needs no estimate in between. */
+        int64_t until = now + room / 2;
+        if (until > at - tail_ns)
+            until = at - tail_ns;
+        uint64_t launches = gem_inflight_launches(dev) + gem_inflight_allowance(dev, room);
+        atomic_store_explicit(&t->go_launches, launches, memory_order_relaxed);
+        atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
         break;
     }
     int64_t now = gem_now_ns();
@@ -253,7 +292,7 @@ static int acquire_slow(struct token *t, int dev)
         atomic_store_explicit(&t->burst_running, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&t->m);
-    return fetched;
+    return out;
 }
 
 int gem_token_acquire(int dev)
@@ -262,8 +301,10 @@ int gem_token_acquire(int dev)
         return 0;
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
+    uint64_t launches = gem_inflight_launch(dev);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
-        gem_now_ns() < atomic_load_explicit(&t->expires_at_ns, memory_order_acquire))
+        launches <= atomic_load_explicit(&t->go_launches, memory_order_relaxed) &&
+        gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))
         return 0;
     return acquire_slow(t, dev);
 }

@@ -173,14 +173,20 @@ void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread)
     pthread_mutex_unlock(&u->m);
 }
 
-void gem_um_on_expiry(int dev, CUcontext ctx)
+int gem_um_evicts(int dev)
 {
-    if (dev < 0 || ctx == NULL)
-        return;
+    if (dev < 0)
+        return 0;
     uint64_t v = atomic_load_explicit(&flags_plus_one[dev], memory_order_acquire);
     uint64_t want = GEM_MEM_FLAG_UNIFIED_MEMORY | GEM_MEM_FLAG_EVICT_ON_RELEASE;
-    if (v == 0 || ((v - 1) & want) != want)
-        return; /* known at the grant that preceded this expiry; no request from the tracker */
+    /* known at the grant that preceded this expiry; no request from the tracker */
+    return v != 0 && ((v - 1) & want) == want;
+}
+
+void gem_um_on_expiry(int dev, CUcontext ctx)
+{
+    if (ctx == NULL || !gem_um_evicts(dev))
+        return;
     __typeof__(&cuCtxSetCurrent) set_ctx = REAL_AUX(cuCtxSetCurrent);
     if (set_ctx == NULL || set_ctx(ctx) != CUDA_SUCCESS)
         return;

@@ -1,0 +1,285 @@
+/* GPU work in flight, per device: how much of what the process launched has not run yet.
+ *
+ * Why: frameworks launch far ahead of the GPU (CUDA graphs and eager loops queue seconds of
+ * kernels), and work still queued when the token ends runs on the next client's time.  The
+ * token gate (token.c) asks this file how long the queue would take and holds launches once
+ * it would outlast the token (design-notes §1).
+ *
+ * How: after some launches (never more often than MARK_GAP_NS apart) the launching thread
+ * records a marker event on the stream it launched on, so every stream the process uses is
+ * covered (legacy, per-thread default, non-blocking, graph launches).  Markers are polled with
+ * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
+ * consecutive finished markers of one stream (cuEventElapsedTime over the launches between
+ * them); the queue is the launches after the newest finished marker times that cost, less what
+ * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
+ * past the newest finished marker.  The tracker thread (token.c) waits for the newest marker
+ * of every stream to measure a token's overuse.
+ *
+ * A marker that cannot be recorded (capture, a foreign context, a driver error) is skipped and
+ * said once in the log: the estimate then covers less, never more. */
+#include "internal.h"
+
+#include <string.h>
+
+#define MARKS 64                  /* marker ring per device */
+#define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time */
+#define UNKNOWN_COST_LAUNCHES 8   /* launches past the newest finished marker before a cost */
+#define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
+
+struct mark {
+    CUevent ev;
+    CUstream stream;
+    uint64_t launches; /* launches on the device before this marker */
+    int64_t host_ns;   /* when it was recorded */
+    int64_t seen_ns;   /* when it was seen finished (0: not yet) */
+};
+
+struct inflight {
+    pthread_mutex_t m;
+    _Atomic uint64_t launches;
+    CUcontext ctx;
+    struct mark ring[MARKS]; /* in record order: oldest at head */
+    unsigned head, count;
+    unsigned kept;          /* 1: the head is the newest finished marker, already counted */
+    uint64_t done_launches; /* launches before the newest finished marker */
+    int64_t done_seen_ns;   /* when that marker was seen finished */
+    double ns_per_launch;   /* 0: not known yet */
+    uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
+    int64_t last_mark_ns;
+    int failure_logged;
+};
+
+static struct inflight flights[GEM_MAX_DEVICES];
+static pthread_once_t flights_once = PTHREAD_ONCE_INIT;
+
+static void flights_init(void)
+{
+    for (int i = 0; i < GEM_MAX_DEVICES; i++) {
+        memset(&flights[i], 0, sizeof(flights[i]));
+        pthread_mutex_init(&flights[i].m, NULL);
+    }
+}
+
+static struct inflight *flight(int dev)
+{
+    pthread_once(&flights_once, flights_init);
+    return &flights[dev];
+}
+
+void gem_inflight_reset_after_fork(void)
+{
+    pthread_once(&flights_once, flights_init);
+    flights_init(); /* the parent's events are not the child's */
+}
+
+uint64_t gem_inflight_launch(int dev)
+{
+    return atomic_fetch_add_explicit(&flight(dev)->launches, 1, memory_order_relaxed) + 1;
+}
+
+uint64_t gem_inflight_launches(int dev)
+{
+    return atomic_load_explicit(&flight(dev)->launches, memory_order_relaxed);
+}
+
+static struct mark *mark_at(struct inflight *f, unsigned i)
+{
+    return &f->ring[(f->head + i) % MARKS];
+}
+
+static void failed(struct inflight *f, const char *what, CUresult rc)
+{
+    if (!f->failure_logged)
+        GEM_LOG(GEM_LOG_WARN,
+                "cannot measure GPU work in flight (%s: error %d): queued work is not bounded "
+                "for that stream",
+                what, (int)rc);
+    f->failure_logged = 1;
+}
+
+/* Learn the cost per launch from a finished marker and the previous one of its stream. */
+static void learn_cost(struct inflight *f, const struct mark *done, unsigned index)
+{
+    __typeof__(&cuEventElapsedTime) elapsed = REAL_AUX(cuEventElapsedTime_v2);
+    if (elapsed == NULL)
+        elapsed = REAL_AUX(cuEventElapsedTime);
+    if (elapsed == NULL)
+        return;
+    for (unsigned i = index; i-- > 0;) {
+        const struct mark *prev = mark_at(f, i);
+        if (prev->stream != done->stream)
+            continue;
+        /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out. */
+        if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns)
+            return;
+        uint64_t n = done->launches - prev->launches;
+        float ms = 0.0f;
+        if (n == 0 || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS || ms <= 0.0f)
+            return;
+        double cost = (double)ms * 1e6 / (double)n;
+        f->ns_per_launch = f->ns_per_launch <= 0.0
+                               ? cost
+                               : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
+        return;
+    }
+}
+
+/* Move past the finished markers at the head of the ring.  f->m held. */
+static void poll_marks(struct inflight *f, int64_t now)
+{
+    __typeof__(&cuEventQuery) query = REAL_AUX(cuEventQuery);
+    if (query == NULL)
+        return;
+    unsigned finished = f->kept;
+    while (finished < f->count && query(mark_at(f, finished)->ev) == CUDA_SUCCESS)
+        finished++;
+    if (finished == f->kept)
+        return;
+    for (unsigned i = f->kept; i < finished; i++)
+        mark_at(f, i)->seen_ns = now;
+    const struct mark *newest = mark_at(f, finished - 1);
+    learn_cost(f, newest, finished - 1);
+    f->done_launches = newest->launches;
+    f->done_seen_ns = now;
+    /* Keep the newest finished marker: the next segment's cost is measured from it. */
+    f->head = (f->head + finished - 1) % MARKS;
+    f->count -= finished - 1;
+    f->kept = 1;
+}
+
+int64_t gem_inflight_queued_ns(int dev, int64_t now)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    poll_marks(f, now);
+    uint64_t pending = atomic_load_explicit(&f->launches, memory_order_relaxed) - f->done_launches;
+    int64_t queued = 0;
+    if (f->ns_per_launch > 0.0) {
+        queued = (int64_t)((double)pending * f->ns_per_launch) - (now - f->done_seen_ns);
+    } else if (f->count > f->kept) {
+        /* No cost known and markers out: wait for them beyond a few launches. */
+        if (pending > UNKNOWN_COST_LAUNCHES)
+            queued = INT64_MAX / 4;
+        f->idle_allowance = UNKNOWN_COST_LAUNCHES;
+    } else if (f->idle_allowance < 1024) {
+        /* Everything marked has run: the GPU keeps up (a launch-bound loop); look less often. */
+        f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : UNKNOWN_COST_LAUNCHES;
+    }
+    pthread_mutex_unlock(&f->m);
+    return queued > 0 ? queued : 0;
+}
+
+uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    double cost = f->ns_per_launch;
+    uint64_t pending = atomic_load_explicit(&f->launches, memory_order_relaxed) - f->done_launches;
+    pthread_mutex_unlock(&f->m);
+    if (cost <= 0.0) /* the next launch past the allowance goes slow and gets a marker */
+        return f->idle_allowance > UNKNOWN_COST_LAUNCHES ? f->idle_allowance
+               : pending >= UNKNOWN_COST_LAUNCHES        ? 0
+                                                         : UNKNOWN_COST_LAUNCHES - pending;
+    double n = (double)room_ns / cost / 2; /* half the room: look again before it is full */
+    if (n < 1.0)
+        return 1;
+    return n > 256.0 ? 256 : (uint64_t)n;
+}
+
+/* The marker's stream as a handle valid in any thread of the process for this purpose. */
+static CUstream canonical(CUstream s, int pts)
+{
+    return (pts && s == NULL) ? CU_STREAM_PER_THREAD : s;
+}
+
+static int current_ctx_ok(struct inflight *f)
+{
+    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (get_ctx == NULL || get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return 0;
+    if (f->ctx == ctx)
+        return 1;
+    /* A new context (or the first): the old markers belong to the old one. */
+    __typeof__(&cuEventDestroy_v2) destroy = REAL_AUX(cuEventDestroy_v2);
+    for (unsigned i = 0; i < MARKS; i++) {
+        if (f->ring[i].ev != NULL && destroy != NULL && f->ctx != NULL)
+            destroy(f->ring[i].ev);
+        f->ring[i].ev = NULL;
+    }
+    f->head = f->count = f->kept = 0;
+    f->ns_per_launch = 0.0;
+    f->done_launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    f->ctx = ctx;
+    return 1;
+}
+
+void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now)
+{
+    struct inflight *f = flight(dev);
+    __typeof__(&cuEventCreate) create = REAL_AUX(cuEventCreate);
+    __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
+    __typeof__(&cuStreamIsCapturing) capturing = REAL_AUX(cuStreamIsCapturing);
+    if (create == NULL || record == NULL)
+        return;
+    CUstream stream = canonical(s, pts);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (capturing != NULL && capturing(stream, &st) == CUDA_SUCCESS &&
+        st != CU_STREAM_CAPTURE_STATUS_NONE)
+        return; /* launched into a graph: nothing runs now */
+    pthread_mutex_lock(&f->m);
+    /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
+    int due = f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
+    if (!due || !current_ctx_ok(f)) {
+        pthread_mutex_unlock(&f->m);
+        return;
+    }
+    poll_marks(f, now);
+    if (f->count == MARKS) { /* full: drop the oldest unfinished one (the estimate covers it) */
+        f->head = (f->head + 1) % MARKS;
+        f->count--;
+        f->kept = 0;
+    }
+    struct mark *m = mark_at(f, f->count);
+    CUresult rc = CUDA_SUCCESS;
+    if (m->ev == NULL)
+        rc = create(&m->ev, CU_EVENT_DEFAULT);
+    if (rc == CUDA_SUCCESS)
+        rc = record(m->ev, stream);
+    if (rc != CUDA_SUCCESS) {
+        failed(f, "cuEventRecord", rc);
+        pthread_mutex_unlock(&f->m);
+        return;
+    }
+    m->stream = stream;
+    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    m->host_ns = now;
+    m->seen_ns = 0;
+    f->count++;
+    f->last_mark_ns = now;
+    pthread_mutex_unlock(&f->m);
+}
+
+int64_t gem_inflight_wait_all(int dev)
+{
+    struct inflight *f = flight(dev);
+    CUevent newest[MARKS];
+    int n = 0;
+    pthread_mutex_lock(&f->m);
+    /* The newest marker of each stream: waiting for it waits for all of that stream. */
+    for (unsigned i = f->count; i-- > 0;) {
+        const struct mark *m = mark_at(f, i);
+        int seen = 0;
+        for (unsigned j = i + 1; j < f->count && !seen; j++)
+            seen = mark_at(f, j)->stream == m->stream;
+        if (!seen)
+            newest[n++] = m->ev;
+    }
+    pthread_mutex_unlock(&f->m);
+    /* The real cuEventSynchronize, not our wrapper: this is no application sync.  An event
+     * re-recorded meanwhile makes this wait for later work: overuse then reads high. */
+    for (int i = 0; i < n; i++)
+        if (REAL(cuEventSynchronize)(newest[i]) != CUDA_SUCCESS)
+            return -1;
+    return gem_now_ns();
+}
