@@ -11,6 +11,8 @@
 static int g_init;
 static int g_ndev;
 static uint64_t g_tail[FAKE_MAX_DEVICES]; /* latest kernel end enqueued by this process */
+/* ... on streams the legacy default stream waits for (all but CU_STREAM_NON_BLOCKING ones) */
+static uint64_t g_tail_blocking[FAKE_MAX_DEVICES];
 
 int fake_initialized(void)
 {
@@ -22,15 +24,28 @@ int fake_device_count(void)
     return __atomic_load_n(&g_ndev, __ATOMIC_ACQUIRE);
 }
 
-void fake_proc_tail_note(int dev, uint64_t end)
+static void raise_to(uint64_t *slot, uint64_t end)
+{
+    uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    while (cur < end &&
+           !__atomic_compare_exchange_n(slot, &cur, end, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+}
+
+void fake_proc_tail_note(int dev, uint64_t end, int blocking)
 {
     if (dev < 0 || dev >= FAKE_MAX_DEVICES)
         return;
-    uint64_t cur = __atomic_load_n(&g_tail[dev], __ATOMIC_RELAXED);
-    while (cur < end &&
-           !__atomic_compare_exchange_n(&g_tail[dev], &cur, end, 1, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED)) {
-    }
+    raise_to(&g_tail[dev], end);
+    if (blocking)
+        raise_to(&g_tail_blocking[dev], end);
+}
+
+uint64_t fake_proc_tail_blocking(int dev)
+{
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES)
+        return 0;
+    return __atomic_load_n(&g_tail_blocking[dev], __ATOMIC_ACQUIRE);
 }
 
 uint64_t fake_proc_tail(int dev)
@@ -80,7 +95,7 @@ void fake_driver_atfork_child(void)
     /* Like a real driver, a forked child has to initialise CUDA itself. */
     __atomic_store_n(&g_init, 0, __ATOMIC_RELEASE);
     for (int d = 0; d < FAKE_MAX_DEVICES; d++) {
-        g_tail[d] = 0;
+        g_tail[d] = g_tail_blocking[d] = 0;
         g_primary[d].refs = 0;
     }
     pthread_mutex_init(&g_ctx_mu, NULL);

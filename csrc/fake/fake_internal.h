@@ -142,7 +142,10 @@ FAKE_HIDDEN int fake_alloc_find(uint64_t key, int kind_mask, uint64_t *bytes, in
 FAKE_HIDDEN int fake_initialized(void);
 FAKE_HIDDEN int fake_device_count(void);
 FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's device */
-FAKE_HIDDEN void fake_proc_tail_note(int dev, uint64_t end);
+/* The process's latest kernel end on dev: over all streams (context sync), and over the streams
+ * the legacy default stream waits for (blocking: not created with CU_STREAM_NON_BLOCKING). */
+FAKE_HIDDEN void fake_proc_tail_note(int dev, uint64_t end, int blocking);
+FAKE_HIDDEN uint64_t fake_proc_tail_blocking(int dev);
 /* A kernel's validity and duration (gem_sleep_kernel: its first parameter, in ns). */
 FAKE_HIDDEN CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra,
                                       uint64_t *ns);

@@ -30,7 +30,8 @@ struct CUgraphExec_st {
 struct CUstream_st {
     uint32_t magic;
     int dev;
-    int legacy; /* the NULL / CU_STREAM_LEGACY stream: synchronises with the whole process */
+    int legacy; /* the NULL / CU_STREAM_LEGACY stream: waits for every blocking stream */
+    int nonblocking; /* CU_STREAM_NON_BLOCKING: the legacy stream does not wait for it */
     pthread_mutex_t mu;
     uint64_t tail; /* end of the last kernel enqueued on it */
     uint64_t ring[FAKE_QUEUE_DEPTH]; /* ends of the last kernels, oldest at head */
@@ -221,7 +222,7 @@ static CUresult enqueue(struct CUstream_st *s, const uint64_t *durs, size_t n)
         if (rc == CUDA_SUCCESS) {
             for (size_t i = 0; i < k; i++)
                 ring_push(s, ends[i]);
-            fake_proc_tail_note(s->dev, s->tail);
+            fake_proc_tail_note(s->dev, s->tail, !s->nonblocking);
         }
         durs += k;
         n -= k;
@@ -346,7 +347,7 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 }
 
 /* ---- streams ------------------------------------------------------------------------------------ */
-static CUresult stream_create(CUstream *ph)
+static CUresult stream_create(CUstream *ph, unsigned flags)
 {
     FAKE_NEED_INIT();
     if (ph == NULL)
@@ -358,6 +359,7 @@ static CUresult stream_create(CUstream *ph)
     struct CUstream_st *s = stream_new(dev, 0);
     if (s == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    s->nonblocking = (flags & CU_STREAM_NON_BLOCKING) != 0;
     *ph = s;
     return CUDA_SUCCESS;
 }
@@ -367,7 +369,7 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     FAKE_ENTER(cuStreamCreate);
     if (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
         return CUDA_ERROR_INVALID_VALUE;
-    return stream_create(phStream);
+    return stream_create(phStream, Flags);
 }
 
 CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
@@ -376,7 +378,7 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
     (void)priority;
     if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)
         return CUDA_ERROR_INVALID_VALUE;
-    return stream_create(phStream);
+    return stream_create(phStream, flags);
 }
 
 CUresult cuStreamDestroy_v2(CUstream hStream)
@@ -408,7 +410,7 @@ static CUresult stream_sync(CUstream h, int per_thread)
     if (capturing)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (s->legacy) {
-        uint64_t all = fake_proc_tail(s->dev); /* the legacy stream waits for every stream */
+        uint64_t all = fake_proc_tail_blocking(s->dev); /* it waits for every blocking stream */
         if (all > t)
             t = all;
     }
@@ -667,8 +669,8 @@ static CUresult event_record(CUevent e, CUstream h, int per_thread)
     pthread_mutex_lock(&s->mu);
     if (s->capture == NULL) { /* recorded into a graph: nothing to time here */
         uint64_t t = s->tail;
-        if (s->legacy && fake_proc_tail(s->dev) > t)
-            t = fake_proc_tail(s->dev);
+        if (s->legacy && fake_proc_tail_blocking(s->dev) > t)
+            t = fake_proc_tail_blocking(s->dev);
         uint64_t now = fake_now_ns();
         __atomic_store_n(&e->t, t > now ? t : now, __ATOMIC_RELAXED);
         __atomic_store_n(&e->pf_seen, s->pf_seen, __ATOMIC_RELAXED);

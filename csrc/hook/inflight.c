@@ -161,8 +161,9 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
         if (pending > UNKNOWN_COST_LAUNCHES)
             queued = INT64_MAX / 4;
         f->idle_allowance = UNKNOWN_COST_LAUNCHES;
-    } else if (f->idle_allowance < 1024) {
-        /* Everything marked has run: the GPU keeps up (a launch-bound loop); look less often. */
+    } else if (f->kept && f->idle_allowance < 1024) {
+        /* Everything marked has run: the GPU keeps up (a launch-bound loop); look less often.
+         * (No marker at all proves nothing: launches into a capture are counted too.) */
         f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : UNKNOWN_COST_LAUNCHES;
     }
     pthread_mutex_unlock(&f->m);

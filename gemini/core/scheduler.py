@@ -251,7 +251,7 @@ class SchedulerCore:
         return now - size, size
 
     def _select(self, now: float) -> tuple[Candidate, Standing | None] | None:
-        window_start, window_size = self._window(now)
+        window_start, _ = self._window(now)
         self.history.expire(window_start)
         front = self.candidates[0]
         capped = self.clients[front.name].spec.limit < 1.0

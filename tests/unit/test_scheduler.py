@@ -247,7 +247,8 @@ def test_invariants_under_random_operations(operations):
 
 
 def test_quota_never_exceeds_the_maximum_however_long_the_bursts():
-    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, max_quota_s=1.0, short_window_s=0), 0.0)
+    timing = Timing(0.25, 0.1, 10.0, max_quota_s=1.0, short_window_s=0)
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), timing, 0.0)
     now = 0.0
     for req_id in range(1, 10):
         [g] = grants(core.on_request(1, quota_req("a", req_id, burst=8000.0), now))

@@ -5,9 +5,11 @@
  *
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
- *        [--sync stream|ctx|event] [--ptsz] [--report-every SEC] [--kernel-name NAME]
+ *        [--sync stream|ctx|event|none] (none: never waits; the queue grows as deep as the
+ *        driver lets it) [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
- *        [--stream created|null] (null: the default stream; the per-thread one with --ptsz)
+ *        [--stream created|nonblocking|null] (null: the default stream; the per-thread one
+ *        with --ptsz; nonblocking: created with CU_STREAM_NON_BLOCKING)
  *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
  *        other names run GEMINI_FAKE_KERNEL_NS each)
  *        [--allocs N --bytes B [--free-allocs K]] (first cuMemAlloc N buffers of B bytes, free
@@ -338,8 +340,10 @@ static void *work_thread(void *arg)
     CUgraphExec ge = NULL;
     uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
     CHECK(w, s->a.CtxSetCurrent(s->ctx), "cuCtxSetCurrent"); /* a new thread has none */
-    if (w->rc == 0 && strcmp(o->stream, "null") != 0)
-        CHECK(w, s->a.StreamCreate(&st, 0), "cuStreamCreate");
+    if (w->rc == 0 && strcmp(o->stream, "null") != 0) {
+        unsigned flags = strcmp(o->stream, "nonblocking") == 0 ? CU_STREAM_NON_BLOCKING : 0;
+        CHECK(w, s->a.StreamCreate(&st, flags), "cuStreamCreate");
+    }
     if (w->rc == 0 && strcmp(o->sync, "event") == 0) {
         CHECK(w, s->a.EventCreate(&ev0, 0), "cuEventCreate");
         CHECK(w, s->a.EventCreate(&ev1, 0), "cuEventCreate");
@@ -369,7 +373,9 @@ static void *work_thread(void *arg)
             break;
         __atomic_fetch_add(&w->t->kernels, o->burst, __ATOMIC_RELAXED);
         __atomic_fetch_add(&w->t->gpu_ns, o->burst * (long long)ns, __ATOMIC_RELAXED);
-        if (strcmp(o->sync, "ctx") == 0) {
+        if (strcmp(o->sync, "none") == 0) {
+            /* never wait: only the driver's queue limits how far ahead this runs */
+        } else if (strcmp(o->sync, "ctx") == 0) {
             CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
         } else if (ev1 != NULL) {
             CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");

@@ -1,0 +1,382 @@
+"""One kind of GPU program in a loop, for bench/paths.py (issue 12).  Imports nothing from gemini.
+
+  path_app.py PATH --seconds S [--sync-every-ms 50] [--k K] [--no-wait]
+
+PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
+torch-compile-graphs, cupy.  Every kind saturates the GPU (bf16 where it applies; one step is
+about 0.5-5 ms on an H100).  Work is counted in completed steps: the program synchronises every
+k steps, k being calibrated once after warm-up so that k steps take about --sync-every-ms
+(or given with --k, so that bare and hooked runs measure the same way).
+
+Protocol (like bench/tenant.py), one JSON line each, flushed:
+  stdout  {"ready": true, "path": .., "k": .., "step_ms": .., "startup_s": ..}   after warm-up
+  stdin   go START [END]   (time.monotonic() values; END defaults to START + S; with --no-wait:
+                           one run at once, S seconds)
+  stdout  {"t": START, "steps": 0}, then {"t": monotonic, "steps": n} after every k steps
+  stdout  {"done": true, "round": i, "steps": n, "t0": .., "t_end": .., ...}   at END
+  ... more `go` lines: more measured runs (rounds) in the same process; EOF or `quit` ends it.
+On failure (an import missing, no GPU, a CUDA error): {"error": "...", "path": ..} and exit 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
+         "torch-compile-graphs", "cupy", "cpu"]  # cpu: no GPU at all, for dry runs of paths.py
+SECONDS = 4.0  # --seconds: a run's length when `go` names no END
+N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
+
+
+def emit(obj: dict) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+# ---- the kinds of program ------------------------------------------------------------------------
+# Each has step() (queue one step's work) and sync() (wait for everything queued).
+
+class TorchEager:
+    """4 matmuls 4096x4096 bf16 per step, on the default stream."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        torch.manual_seed(0)
+        self.a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
+        self.b = torch.randn(N, N, device="cuda", dtype=torch.bfloat16) / 64
+        self.c = [torch.empty_like(self.a) for _ in range(2)]
+
+    def step(self) -> None:
+        mm = self.torch.mm
+        mm(self.a, self.b, out=self.c[0])
+        mm(self.c[0], self.b, out=self.c[1])
+        mm(self.c[1], self.b, out=self.c[0])
+        mm(self.c[0], self.b, out=self.c[1])
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+
+class CudaGraph(TorchEager):
+    """The same 4 matmuls captured once in a torch.cuda.CUDAGraph, replayed per step
+    (cuGraphLaunch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                TorchEager.step(self)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            TorchEager.step(self)
+        torch.cuda.synchronize()
+
+    def step(self) -> None:
+        self.graph.replay()
+
+
+# Triton's JIT reads the kernel's source and resolves its globals at compile time: the kernel lives
+# at module level, `tl` is bound by Triton.__init__ (triton is imported only for that path; the
+# annotation stays a string thanks to `from __future__ import annotations`).
+tl = None
+
+
+def _fma_chain(x_ptr, y_ptr, n, iters, a, b, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    for _ in range(iters):
+        x = x * a + b
+    tl.store(y_ptr + offs, x, mask=mask)
+
+
+class Triton:
+    """A Triton FMA-chain kernel (fp32, 8 Mi elements, 2048 FMAs each), 2 launches per step, on
+    a user torch stream (non-blocking; Triton launches with cuLaunchKernelEx)."""
+
+    def __init__(self) -> None:
+        global tl
+        import torch
+        import triton
+        import triton.language
+
+        tl = triton.language
+        self.torch, self.kernel = torch, triton.jit(_fma_chain)
+        self.n, self.iters, self.block = 1 << 23, 2048, 1024
+        self.grid = (triton.cdiv(self.n, self.block),)
+        self.stream = torch.cuda.Stream()
+        with torch.cuda.stream(self.stream):
+            self.x = torch.rand(self.n, device="cuda")
+            self.y = torch.empty_like(self.x)
+        self.stream.synchronize()
+
+    def step(self) -> None:
+        with self.torch.cuda.stream(self.stream):
+            self.kernel[self.grid](self.x, self.y, self.n, self.iters, 0.999, 0.001,
+                                   BLOCK=self.block)
+            self.kernel[self.grid](self.y, self.x, self.n, self.iters, 0.999, 0.001,
+                                   BLOCK=self.block)
+
+    def sync(self) -> None:
+        self.stream.synchronize()
+
+
+class Jax:
+    """A jitted chain of 4 matmuls 4096x4096 bf16 per step (XLA; block_until_ready to sync).
+    Preallocation is off (set before jax is imported, in main)."""
+
+    def __init__(self) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        dev = jax.devices()[0]
+        if dev.platform != "gpu":
+            raise RuntimeError(f"jax has no GPU backend (device {dev})")
+        ka, kb = jax.random.split(jax.random.PRNGKey(0))
+        self.a = jax.random.normal(ka, (N, N), dtype=jnp.bfloat16)
+        self.b = jax.random.normal(kb, (N, N), dtype=jnp.bfloat16) / 64
+
+        @jax.jit
+        def chain(x, b):
+            for _ in range(4):
+                x = x @ b
+            return x
+
+        self.fn = chain
+        self.out = chain(self.a, self.b)
+
+    def step(self) -> None:
+        self.out = self.fn(self.a, self.b)
+
+    def sync(self) -> None:
+        self.out.block_until_ready()
+
+
+class LaunchBound:
+    """200 x `x.add_(1)` on a 256-element tensor per step: the host's launch rate is the limit."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.x = torch.zeros(256, device="cuda")
+
+    def step(self) -> None:
+        x = self.x
+        for _ in range(200):
+            x.add_(1)
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+
+class TorchCompile:
+    """torch.compile of an MLP (4 x Linear 2048 + GELU, bf16, batch 8192): forward + backward
+    per step (default mode: Triton kernels + cuBLAS; "reduce-overhead": CUDA graphs)."""
+
+    def __init__(self, mode: str | None = None) -> None:
+        import torch
+        from torch import nn
+
+        self.torch = torch
+        torch.manual_seed(0)
+        width, batch = 2048, 8192
+        layers: list[nn.Module] = []
+        for _ in range(4):
+            layers += [nn.Linear(width, width), nn.GELU()]
+        self.model = nn.Sequential(*layers).cuda().to(torch.bfloat16)
+        self.x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+        model = self.model
+
+        def loss_fn(x):
+            return model(x).float().square().mean()
+
+        self.graphs = mode == "reduce-overhead"
+        self.fn = torch.compile(loss_fn, mode=mode)
+
+    def step(self) -> None:
+        if self.graphs:
+            self.torch.compiler.cudagraph_mark_step_begin()
+        self.model.zero_grad(set_to_none=True)
+        self.fn(self.x).backward()
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+
+class Cupy:
+    """4 CuPy matmuls 4096x4096 fp16 per step (cuBLAS through CuPy; CuPy has no bf16 matmul)."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self.cp = cupy
+        rs = cupy.random.RandomState(0)
+        self.a = rs.standard_normal((N, N), dtype=cupy.float32).astype(cupy.float16)
+        self.b = (rs.standard_normal((N, N), dtype=cupy.float32) / 64).astype(cupy.float16)
+        self.c = [cupy.empty_like(self.a) for _ in range(2)]
+
+    def step(self) -> None:
+        mm = self.cp.matmul
+        mm(self.a, self.b, out=self.c[0])
+        mm(self.c[0], self.b, out=self.c[1])
+        mm(self.c[1], self.b, out=self.c[0])
+        mm(self.c[0], self.b, out=self.c[1])
+
+    def sync(self) -> None:
+        self.cp.cuda.Device().synchronize()
+
+
+class Cpu:
+    """No GPU: 1 ms of busy CPU per step (dry runs of bench/paths.py's orchestration)."""
+
+    def step(self) -> None:
+        end = time.perf_counter() + 0.001
+        while time.perf_counter() < end:
+            pass
+
+    def sync(self) -> None:
+        pass
+
+
+def make(path: str):
+    if path == "torch-eager":
+        return TorchEager()
+    if path == "cuda-graph":
+        return CudaGraph()
+    if path == "triton":
+        return Triton()
+    if path == "jax":
+        return Jax()
+    if path == "launch-bound":
+        return LaunchBound()
+    if path == "torch-compile":
+        return TorchCompile(None)
+    if path == "torch-compile-graphs":
+        return TorchCompile("reduce-overhead")
+    if path == "cupy":
+        return Cupy()
+    if path == "cpu":
+        return Cpu()
+    raise ValueError(f"unknown path {path!r}")
+
+
+# ---- the loop ------------------------------------------------------------------------------------
+
+def warm_up(work, seconds: float) -> None:
+    """A few steps (compiles, captures, autotunes), then steps until `seconds` have passed."""
+    for _ in range(3):
+        work.step()
+        work.sync()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(4):
+            work.step()
+        work.sync()
+
+
+def step_ms(work, min_s: float = 0.3) -> float:
+    """Milliseconds per step, back to back, over at least `min_s`."""
+    n = 4
+    while True:
+        work.sync()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            work.step()
+        work.sync()
+        dt = time.perf_counter() - t0
+        if dt >= min_s or n >= 1 << 16:
+            return dt / n * 1000
+        n = max(n * 2, int(n * min_s / max(dt, 1e-6)) + 1)
+
+
+def next_go() -> tuple[float, float] | None:
+    line = sys.stdin.readline().split()
+    if not line or line[0] == "quit":
+        return None
+    if len(line) not in (2, 3) or line[0] != "go":
+        raise SystemExit(f"path_app: expected 'go START [END]', got {line!r}")
+    start = float(line[1])
+    return start, float(line[2]) if len(line) == 3 else start + SECONDS
+
+
+def measure(work, k: int, start: float, end: float, rnd: int, ms: float, path: str) -> None:
+    """One measured run: from START (waited for) until the first sync at or after END."""
+    while (left := start - time.monotonic()) > 0:
+        time.sleep(min(left, 0.02))
+    t0 = time.monotonic()
+    emit({"t": round(t0, 6), "steps": 0})
+    done = 0
+    t = t0
+    while t < end:
+        for _ in range(k):
+            work.step()
+        work.sync()
+        done += k
+        t = time.monotonic()
+        emit({"t": round(t, 6), "steps": done})
+    emit({"done": True, "round": rnd, "path": path, "steps": done, "t0": t0, "t_end": t, "k": k,
+          "step_ms": round(ms, 4), "steps_per_s": done / (t - t0) if t > t0 else 0.0})
+
+
+def run(args: argparse.Namespace) -> int:
+    global SECONDS
+    SECONDS = args.seconds
+    t_init = time.perf_counter()
+    work = make(args.path)
+    warm_up(work, args.warmup_s)
+    ms = step_ms(work)
+    k = args.k if args.k > 0 else max(1, round(args.sync_every_ms / max(ms, 1e-3)))
+    emit({"ready": True, "path": args.path, "k": k, "step_ms": round(ms, 4),
+          "startup_s": round(time.perf_counter() - t_init, 2), "pid": os.getpid()})
+    if args.no_wait:
+        now = time.monotonic()
+        measure(work, k, now, now + args.seconds, 0, ms, args.path)
+        return 0
+    rnd = 0
+    while (go := next_go()) is not None:
+        measure(work, k, go[0], go[1], rnd, ms, args.path)
+        rnd += 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("path", choices=PATHS)
+    p.add_argument("--seconds", type=float, default=4.0,
+                   help="a measured run's length (when `go` names no END)")
+    p.add_argument("--sync-every-ms", type=float, default=50.0,
+                   help="calibrate k so that k steps take about this long")
+    p.add_argument("--k", type=int, default=0, help="steps between syncs (skip calibration)")
+    p.add_argument("--warmup-s", type=float, default=1.0)
+    p.add_argument("--no-wait", action="store_true", help="start at once, no 'go' on stdin")
+    args = p.parse_args(argv)
+    if args.path == "jax":
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.2")
+    if args.path.startswith("torch-compile"):
+        # no compile worker subprocesses (they would run under the hook too)
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    try:
+        return run(args)
+    except ImportError as exc:
+        emit({"error": f"import failed: {exc}", "path": args.path, "kind": "import"})
+        return 3
+    except Exception as exc:
+        emit({"error": f"{type(exc).__name__}: {exc}"[:1500], "path": args.path})
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
