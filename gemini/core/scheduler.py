@@ -8,7 +8,10 @@ Rules:
   to serve next, the token waits that long for its request (the decision is otherwise unfair
   to busy clients, whose next request races the expiry).
 - Waiting clients are picked by `policy.pick` over their sliding-window usage; a client at its
-  limit waits even if the GPU is idle (the limit is a hard cap).  A client with no interval in the
+  limit waits even if the GPU is idle (the limit is a hard cap).
+- A cap holds over the short window (`Timing.short_window_s`, 1 s) as well as the long one,
+  and no grant is longer than a tenth of the short window (`_short_grant_s`); 0 turns both
+  off (Gemini's own quotas).  A client with no interval in the
   window is served first come, first served.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
 - A new config applies to the next decision; removed clients are refused new tokens, changed
