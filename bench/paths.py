@@ -16,7 +16,8 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
---only picks units: path names, "pairs", "rtt" (default: all of them).  Every run has a time
+--only picks units: path names, "cap:PATH" (its capped run alone), "pairs", "rtt" (default: all
+of them).  Every run has a time
 limit; a failing row is recorded ("error") and the rest still run.  Results are written after
 every unit to $OUT/<gpu>-<YYYYMMDD-HHMMSS>-paths.{json,md} (default bench/results/), and the table
 is printed at the end.  Imports from gemini only through bench/common.py and bench/scenarios.py
@@ -31,6 +32,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -641,6 +643,8 @@ class Bench:
         except OSError as exc:
             out["overuse_note"] = f"no hook log: {exc}"
         out.update(parse_overuse("".join(kept)))
+        if self.args.keep_logs:
+            shutil.copy(r["log"], self.args.out / f"cap-{path}.log")
         if out.get("overuse_note"):
             out["overuse_note"] += f" ({n} stderr lines, GEMINI_LOG=debug)"
         return out
@@ -704,6 +708,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
     for p in PATHS + DRY:
         if p in only:
             units += [("solo", p), ("cap", p)]
+        elif f"cap:{p}" in only:  # the capped run alone
+            units.append(("cap", p))
     if "pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in PAIR_CASES]
     return units
@@ -748,6 +754,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair-path", default=PAIR_PATH, help="the program the pairs run")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
+    p.add_argument("--keep-logs", action="store_true",
+                   help="copy each capped run's hook log (GEMINI_LOG=debug) to --out")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
@@ -760,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t_start = time.monotonic()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
-    unknown = [s for s in only if s not in PATHS + EXTRA + DRY]
+    unknown = [s for s in only if s.removeprefix("cap:") not in PATHS + EXTRA + DRY]
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} (choose from {', '.join(PATHS + EXTRA)})")
     if args.pair_path not in PATHS + DRY:

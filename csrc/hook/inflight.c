@@ -13,7 +13,7 @@
  * them); the queue is the launches after the newest finished marker times that cost, less what
  * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
  * past the newest finished marker.  The tracker thread (token.c) waits for the newest marker
- * of every stream to measure a token's overuse.
+ * of every stream as of a token's end to measure the token's overuse.
  *
  * A marker that cannot be recorded (capture, a foreign context, a driver error) is skipped and
  * said once in the log: the estimate then covers less, never more. */
@@ -23,7 +23,13 @@
 
 #define MARKS 64                  /* marker ring per device */
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time */
-#define UNKNOWN_COST_LAUNCHES 8   /* launches past the newest finished marker before a cost */
+#define UNKNOWN_COST_LAUNCHES 2   /* launches past the newest finished marker before a cost */
+#define UNKNOWN_COST_DOUBLING_NS 100000000 /* ... twice as many for each 0.1 s that the oldest
+                                             * marker out has been out: a kernel may wait for
+                                             * something only a later launch provides (NCCL) */
+#define IDLE_ALLOWANCE_MIN 8      /* no cost known, the GPU keeps up: launches between looks */
+#define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
+#define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
 
 struct mark {
@@ -32,6 +38,7 @@ struct mark {
     uint64_t launches; /* launches on the device before this marker */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
+    uint64_t seq;      /* markers recorded on the device before, this one included */
 };
 
 struct inflight {
@@ -44,8 +51,10 @@ struct inflight {
     uint64_t done_launches; /* launches before the newest finished marker */
     int64_t done_seen_ns;   /* when that marker was seen finished */
     double ns_per_launch;   /* 0: not known yet */
+    double logged_cost;     /* the cost last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
     int64_t last_mark_ns;
+    uint64_t seq; /* markers recorded so far */
     int failure_logged;
 };
 
@@ -120,6 +129,11 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         f->ns_per_launch = f->ns_per_launch <= 0.0
                                ? cost
                                : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
+        if (f->ns_per_launch > 1.25 * f->logged_cost || f->ns_per_launch < 0.8 * f->logged_cost) {
+            GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us (last %llu launches: %.3f ms)",
+                    f->ns_per_launch / 1e3, (unsigned long long)n, (double)ms);
+            f->logged_cost = f->ns_per_launch;
+        }
         return;
     }
 }
@@ -156,18 +170,27 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     int64_t queued = 0;
     if (f->ns_per_launch > 0.0) {
         queued = (int64_t)((double)pending * f->ns_per_launch) - (now - f->done_seen_ns);
+        if (queued < 0)
+            queued = 0;
     } else if (f->count > f->kept) {
-        /* No cost known and markers out: wait for them beyond a few launches. */
-        if (pending > UNKNOWN_COST_LAUNCHES)
-            queued = INT64_MAX / 4;
-        f->idle_allowance = UNKNOWN_COST_LAUNCHES;
+        /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
+         * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
+         * short steps: holding longer would let the queue run dry and leave nothing to learn
+         * from (a gap between two markers is never taken as their cost).  The longer the
+         * oldest marker is out, the more may go: its kernel may be waiting for something only
+         * a later launch provides. */
+        int64_t age = now - mark_at(f, f->kept)->host_ns; /* of the oldest marker out */
+        int64_t doublings = age / UNKNOWN_COST_DOUBLING_NS;
+        if (pending > (uint64_t)UNKNOWN_COST_LAUNCHES << (doublings < 20 ? doublings : 20))
+            queued = GEM_INFLIGHT_UNKNOWN;
+        f->idle_allowance = IDLE_ALLOWANCE_MIN;
     } else if (f->kept && f->idle_allowance < 1024) {
         /* Everything marked has run: the GPU keeps up (a launch-bound loop); look less often.
          * (No marker at all proves nothing: launches into a capture are counted too.) */
-        f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : UNKNOWN_COST_LAUNCHES;
+        f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : IDLE_ALLOWANCE_MIN;
     }
     pthread_mutex_unlock(&f->m);
-    return queued > 0 ? queued : 0;
+    return queued;
 }
 
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
@@ -175,12 +198,11 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     double cost = f->ns_per_launch;
-    uint64_t pending = atomic_load_explicit(&f->launches, memory_order_relaxed) - f->done_launches;
+    int markers_out = f->count > f->kept;
+    uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
     if (cost <= 0.0) /* the next launch past the allowance goes slow and gets a marker */
-        return f->idle_allowance > UNKNOWN_COST_LAUNCHES ? f->idle_allowance
-               : pending >= UNKNOWN_COST_LAUNCHES        ? 0
-                                                         : UNKNOWN_COST_LAUNCHES - pending;
+        return markers_out ? 0 : idle;
     double n = (double)room_ns / cost / 2; /* half the room: look again before it is full */
     if (n < 1.0)
         return 1;
@@ -215,7 +237,7 @@ static int current_ctx_ok(struct inflight *f)
     return 1;
 }
 
-void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now)
+void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_launch)
 {
     struct inflight *f = flight(dev);
     __typeof__(&cuEventCreate) create = REAL_AUX(cuEventCreate);
@@ -230,7 +252,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now)
         return; /* launched into a graph: nothing runs now */
     pthread_mutex_lock(&f->m);
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
-    int due = f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
+    int due = before_launch || f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;
@@ -253,34 +275,80 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now)
         return;
     }
     m->stream = stream;
-    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet. */
+    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - (before_launch != 0);
     m->host_ns = now;
     m->seen_ns = 0;
+    m->seq = ++f->seq;
     f->count++;
     f->last_mark_ns = now;
     pthread_mutex_unlock(&f->m);
 }
 
-int64_t gem_inflight_wait_all(int dev)
+uint64_t gem_inflight_seq(int dev)
 {
     struct inflight *f = flight(dev);
-    CUevent newest[MARKS];
-    int n = 0;
     pthread_mutex_lock(&f->m);
-    /* The newest marker of each stream: waiting for it waits for all of that stream. */
+    uint64_t seq = f->seq;
+    pthread_mutex_unlock(&f->m);
+    return seq;
+}
+
+/* The ring slots of the newest marker of each stream recorded up to `seq`.  f->m held. */
+static int newest_per_stream(struct inflight *f, uint64_t seq, unsigned *slot, uint64_t *slot_seq)
+{
+    int n = 0;
     for (unsigned i = f->count; i-- > 0;) {
         const struct mark *m = mark_at(f, i);
+        if (m->seq > seq || m->seen_ns != 0)
+            continue;
         int seen = 0;
-        for (unsigned j = i + 1; j < f->count && !seen; j++)
-            seen = mark_at(f, j)->stream == m->stream;
-        if (!seen)
-            newest[n++] = m->ev;
+        for (int j = 0; j < n && !seen; j++)
+            seen = f->ring[slot[j]].stream == m->stream;
+        if (!seen) {
+            slot[n] = (f->head + i) % MARKS;
+            slot_seq[n++] = m->seq;
+        }
     }
+    return n;
+}
+
+int64_t gem_inflight_wait_all(int dev, uint64_t seq)
+{
+    struct inflight *f = flight(dev);
+    __typeof__(&cuEventQuery) query = REAL_AUX(cuEventQuery);
+    unsigned slot[MARKS];
+    uint64_t slot_seq[MARKS];
+    pthread_mutex_lock(&f->m);
+    int n = newest_per_stream(f, seq, slot, slot_seq);
     pthread_mutex_unlock(&f->m);
-    /* The real cuEventSynchronize, not our wrapper: this is no application sync.  An event
-     * re-recorded meanwhile makes this wait for later work: overuse then reads high. */
-    for (int i = 0; i < n; i++)
-        if (REAL(cuEventSynchronize)(newest[i]) != CUDA_SUCCESS)
+    /* Polled, not waited for with cuEventSynchronize: the launching threads re-record a slot's
+     * event once its marker is done, and a wait would then wait for their later work. */
+    int64_t start = gem_now_ns(), step = WAIT_STEP_MIN_NS;
+    while (n > 0) {
+        if (query == NULL)
             return -1;
+        pthread_mutex_lock(&f->m);
+        for (int i = n; i-- > 0;) {
+            const struct mark *m = &f->ring[slot[i]];
+            CUresult rc = m->seq != slot_seq[i] || m->seen_ns != 0 ? CUDA_SUCCESS : query(m->ev);
+            if (rc == CUDA_SUCCESS) {
+                slot[i] = slot[--n];
+                slot_seq[i] = slot_seq[n];
+            } else if (rc != CUDA_ERROR_NOT_READY) {
+                pthread_mutex_unlock(&f->m);
+                return -1;
+            }
+        }
+        pthread_mutex_unlock(&f->m);
+        if (n == 0)
+            break;
+        gem_sleep_ns(step);
+        /* Precise for the short waits that matter (a token's tail), cheap for long ones. */
+        int64_t waited = gem_now_ns() - start;
+        step = waited / 20 > step ? waited / 20 : step;
+        if (step > WAIT_STEP_MAX_NS)
+            step = WAIT_STEP_MAX_NS;
+    }
     return gem_now_ns();
 }

@@ -132,15 +132,22 @@ void gem_ipc_reset_after_fork(void);
 /* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
 uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the count */
 uint64_t gem_inflight_launches(int dev);
+#define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
-void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now); /* after a launch */
-int64_t gem_inflight_wait_all(int dev); /* waits for every stream; when done, or -1 */
+/* After a launch; or, before_launch, just before one (counted, not queued yet), even within
+ * MARK_GAP_NS of the last marker. */
+void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int before_launch);
+uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
+/* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
+int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
 enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
-int gem_token_acquire(int dev); /* GEM_GATE_* bits: a new token was fetched; mark after launch */
+/* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
+ * launch goes to (a token handed back is marked on it first). */
+int gem_token_acquire(int dev, CUstream s, int per_thread);
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);
 

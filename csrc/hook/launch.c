@@ -9,7 +9,7 @@
 static inline int gate(int pts, CUstream s, int *dev)
 {
     *dev = gem_current_dev();
-    int g = gem_token_acquire(*dev);
+    int g = gem_token_acquire(*dev, s, pts);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(*dev, s, pts);
     return g;
@@ -18,7 +18,7 @@ static inline int gate(int pts, CUstream s, int *dev)
 static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
 {
     if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
-        gem_inflight_mark(dev, s, pts, gem_now_ns());
+        gem_inflight_mark(dev, s, pts, gem_now_ns(), 0);
     return rc;
 }
 

@@ -31,7 +31,8 @@
 #include <string.h>
 
 #define DEFAULT_TAIL_NS 1000000 /* GEMINI_HOOK_TAIL_US: queued work left when asking again */
-#define MIN_HOLD_NS 50000       /* a held launch looks again after at least this */
+#define MIN_HOLD_NS 50000       /* a held launch looks again after at least this ... */
+#define HOLD_LOOK_NS 1000000    /* ... and at most this */
 
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
@@ -48,6 +49,7 @@ struct token {
     uint64_t ended_generation; /* the last token whose end went to the tracker */
     int end_pending;           /* an end for the tracker to measure */
     int64_t end_ns;            /* when that token ended */
+    uint64_t end_seq;          /* the markers recorded by then (inflight.c) */
     int measuring;
     int tracker_started;
     pthread_t tracker;
@@ -112,6 +114,7 @@ static void post_end(struct token *t, int64_t end_ns)
     t->ended_generation = t->generation;
     t->end_pending = 1;
     t->end_ns = end_ns;
+    t->end_seq = gem_inflight_seq((int)(t - tokens));
     pthread_cond_broadcast(&t->cv);
 }
 
@@ -138,9 +141,10 @@ static void *tracker_main(void *arg)
         t->end_pending = 0;
         t->measuring = 1;
         int64_t end_ns = t->end_ns;
+        uint64_t end_seq = t->end_seq;
         CUcontext ctx = t->ctx;
         pthread_mutex_unlock(&t->m);
-        int64_t done = gem_inflight_wait_all(dev);
+        int64_t done = gem_inflight_wait_all(dev, end_seq);
         gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
         pthread_mutex_lock(&t->m);
         double overuse = done > end_ns ? (double)(done - end_ns) / 1e6 : 0.0;
@@ -230,18 +234,25 @@ static void fetch(struct token *t, int dev, int64_t now)
 static int64_t room_or_hold(int dev, int64_t now, int64_t at)
 {
     int64_t queued = gem_inflight_queued_ns(dev, now);
+    if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
+        gem_sleep_ns(MIN_HOLD_NS);
+        return 0;
+    }
     int64_t room = at - now - queued;
     if (room > 0)
         return room;
-    int64_t hold = -room; /* until the queue has shrunk by that much ... */
-    if (hold > at - tail_ns - now)
-        hold = at - tail_ns - now; /* ... or the tail begins */
+    /* The queue ends after the token does, and waiting does not change that (both move with
+     * the clock): hold until the tail, looking again now and then in case a marker shows that
+     * the GPU is further on than estimated. */
+    int64_t hold = at - tail_ns - now;
+    if (hold > HOLD_LOOK_NS)
+        hold = HOLD_LOOK_NS;
     gem_sleep_ns(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
     return 0;
 }
 
 /* GEM_GATE_* bits. */
-static int acquire_slow(struct token *t, int dev)
+static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
 {
     int out = GEM_GATE_MARK;
     pthread_mutex_lock(&t->m);
@@ -265,6 +276,10 @@ static int acquire_slow(struct token *t, int dev)
                 pthread_cond_wait(&t->cv, &t->m);
                 continue;
             }
+            /* Asking hands the token back: a marker now on the launch's stream lets the
+             * tracker wait for everything launched on it so far, hot-path launches included. */
+            if (t->generation != 0 && t->ended_generation != t->generation)
+                gem_inflight_mark(dev, s, pts, now, 1);
             fetch(t, dev, now);
             out |= GEM_GATE_FETCHED;
             seen = t->generation;
@@ -295,7 +310,7 @@ static int acquire_slow(struct token *t, int dev)
     return out;
 }
 
-int gem_token_acquire(int dev)
+int gem_token_acquire(int dev, CUstream s, int pts)
 {
     if (dev < 0)
         return 0;
@@ -306,7 +321,7 @@ int gem_token_acquire(int dev)
         launches <= atomic_load_explicit(&t->go_launches, memory_order_relaxed) &&
         gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))
         return 0;
-    return acquire_slow(t, dev);
+    return acquire_slow(t, dev, s, pts);
 }
 
 void gem_token_note_sync(int dev)

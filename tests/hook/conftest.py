@@ -65,7 +65,7 @@ class HookEnv:
             POD_MANAGER_PORT=str(pm.port),
             POD_NAME=pm.name,
             GEMINI_HOOK_STATS=str(self.stats_path),
-            GEMINI_LOG="info",
+            GEMINI_LOG=os.environ.get("GEMINI_LOG", "info"),
             # Exact protocol traces: one reservation per allocation (test_lease.py turns the
             # lease back on).
             GEMINI_MEM_LEASE_MB="0",
