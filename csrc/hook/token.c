@@ -50,6 +50,8 @@ struct token {
     int end_pending;           /* an end for the tracker to measure */
     int64_t end_ns;            /* when that token ended */
     uint64_t end_seq;          /* the markers recorded by then (inflight.c) */
+    uint64_t end_generation;   /* the ended token */
+    int64_t grant_ns[4];       /* when the latest tokens came, by generation % 4 */
     int measuring;
     int tracker_started;
     pthread_t tracker;
@@ -115,6 +117,7 @@ static void post_end(struct token *t, int64_t end_ns)
     t->end_pending = 1;
     t->end_ns = end_ns;
     t->end_seq = gem_inflight_seq((int)(t - tokens));
+    t->end_generation = t->generation;
     pthread_cond_broadcast(&t->cv);
 }
 
@@ -141,21 +144,32 @@ static void *tracker_main(void *arg)
         t->end_pending = 0;
         t->measuring = 1;
         int64_t end_ns = t->end_ns;
-        uint64_t end_seq = t->end_seq;
+        uint64_t end_seq = t->end_seq, end_generation = t->end_generation;
         CUcontext ctx = t->ctx;
         pthread_mutex_unlock(&t->m);
         int64_t done = gem_inflight_wait_all(dev, end_seq);
         gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
         pthread_mutex_lock(&t->m);
         double overuse = done > end_ns ? (double)(done - end_ns) / 1e6 : 0.0;
-        t->overuse_ms += overuse;
+        /* What ran once our next token had come is that token's time, already counted: only
+         * the rest ran on no token of ours, and that is what the scheduler is told. */
+        int64_t covered = done;
+        if (t->generation > end_generation) { /* our next token came meanwhile: when */
+            uint64_t next = t->generation - end_generation > 3 ? t->generation - 3
+                                                               : end_generation + 1;
+            if (t->grant_ns[next % 4] < covered)
+                covered = t->grant_ns[next % 4];
+        }
+        double charged = covered > end_ns ? (double)(covered - end_ns) / 1e6 : 0.0;
+        t->overuse_ms += charged;
         t->measuring = 0;
         if (expired && atomic_load_explicit(&t->burst_running, memory_order_relaxed))
             burst_stopped(t, gem_now_ns());
         if (done < 0)
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
         else
-            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms", overuse);
+            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms before our next token)",
+                    overuse, charged);
         pthread_cond_broadcast(&t->cv);
     }
     return NULL;
@@ -219,6 +233,7 @@ static void fetch(struct token *t, int dev, int64_t now)
     if (quota_ms > t->max_quota_ms)
         t->max_quota_ms = quota_ms;
     t->generation++;
+    t->grant_ns[t->generation % 4] = granted;
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, granted + (int64_t)(quota_ms * 1e6),
                           memory_order_release);

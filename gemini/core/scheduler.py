@@ -3,7 +3,11 @@
 Rules:
 - One token per GPU.  A token is granted to a waiting QUOTA request and ends when its quota
   expires or when its holder sends its next QUOTA request (the implicit early return).
-- A request first charges the client's last interval: `end = min(now, end + overuse)`.
+- A request first ends the client's last interval if it still runs (an early return), then
+  charges the overuse it reports at that interval's end.  (Gemini extends the last interval,
+  `end = min(now, end + overuse)`, which loses the overuse of a token returned early: the
+  hook reports a token's overuse with a later request, once measured.)  The hook reports only
+  what ran while the client held no token (csrc/hook/token.c).
 - When a quota expires, its holder counts as waiting for `return_grace_s` more: if it is the one
   to serve next, the token waits that long for its request (the decision is otherwise unfair
   to busy clients, whose next request races the expiry).
@@ -167,8 +171,11 @@ class SchedulerCore:
         if self.first_request_at is None:
             self.first_request_at = now
         latest = self.history.latest(name)
-        if latest is not None:
-            latest.end = min(now, latest.end + max(overuse_ms, 0.0) / MS)
+        if latest is not None and latest.end > now:
+            latest.end = now  # returned early
+        if overuse_ms > 0.0:  # (NaN compares false)
+            at = latest.end if latest is not None else now
+            self.history.charge(name, at, min(overuse_ms / MS, self.timing.window_s))
         out: list[Action] = []
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
@@ -376,7 +383,7 @@ class SchedulerCore:
         history = [
             [i.name, i.start - self.started_at, min(i.end, now) - self.started_at]
             for i in self.history.intervals
-            if i.start <= now
+            if i.start <= now and not i.extra
         ]
         return {
             "uptime_s": now - self.started_at,

@@ -1,7 +1,9 @@
 """Sliding-window GPU usage per client (Gemini spec §3.4, step 2 and 4).
 
-The scheduler records one interval per granted token.  A client's usage is the time its intervals
-cover inside the window; where intervals of several clients overlap (only charged overuse or a
+The scheduler records one interval per granted token, and one charge per overuse a client reports
+(GPU time its work took after its token ended, while it held none: an instant at the end of its
+last interval, weighing `extra` seconds).  A client's usage is the time its intervals cover
+inside the window plus its charges there; where intervals of several clients overlap (only a
 late return makes them overlap), the overlap is split equally between them.  Pure: `now` is
 passed in, in seconds.
 """
@@ -17,6 +19,7 @@ class Interval:
     name: str
     start: float
     end: float
+    extra: float = 0.0  # a charge: start == end, `extra` seconds of use at that instant
 
 
 class UsageHistory:
@@ -32,9 +35,18 @@ class UsageHistory:
         self._count[name] += 1
         return interval
 
+    def charge(self, name: str, at: float, seconds: float) -> Interval:
+        """`seconds` of use at the instant `at` (no earlier than the last start recorded)."""
+        at = max(at, self.intervals[-1].start) if self.intervals else at
+        interval = Interval(name, at, at, seconds)
+        self.intervals.append(interval)
+        self._count[name] += 1
+        return interval
+
     def latest(self, name: str) -> Interval | None:
+        """The client's latest grant (charges are not grants)."""
         for interval in reversed(self.intervals):
-            if interval.name == name:
+            if interval.name == name and not interval.extra:
                 return interval
         return None
 
@@ -58,12 +70,18 @@ class UsageHistory:
         own = [
             (max(i.start, now - length), min(i.end, now))
             for i in self.intervals
-            if i.name == name and i.end > now - length and i.start < now
+            if i.name == name and i.end > now - length and i.start < now and not i.extra
+        ]
+        charges = [
+            (i.start, i.extra)
+            for i in self.intervals
+            if i.name == name and i.extra and now - length < i.start <= now
         ]
 
         def used_after(grant: float) -> float:  # usage of the window that ends at now + grant
             start = now + grant - length
-            return sum(max(0.0, e - max(s, start)) for s, e in own) + grant
+            return (sum(max(0.0, e - max(s, start)) for s, e in own)
+                    + sum(x for at, x in charges if at > start) + grant)
 
         if used_after(0.0) > allowed:
             return 0.0
@@ -77,9 +95,14 @@ class UsageHistory:
         return low
 
     def usage(self, window_start: float, now: float) -> dict[str, float]:
-        """Seconds of GPU time per client inside [window_start, now], overlaps split equally."""
+        """Seconds of GPU time per client inside [window_start, now], overlaps split equally,
+        charges added."""
         simple = self._usage_without_overlaps(window_start, now)
-        return simple if simple is not None else self._usage_sweep(window_start, now)
+        usage = simple if simple is not None else self._usage_sweep(window_start, now)
+        for i in self.intervals:
+            if i.extra and window_start <= i.start <= now:
+                usage[i.name] = usage.get(i.name, 0.0) + i.extra
+        return usage
 
     def _usage_without_overlaps(self, window_start: float, now: float) -> dict[str, float] | None:
         """The common case, in one pass: no interval starts before the previous one ended."""

@@ -97,14 +97,36 @@ def test_limit_caps_usage_in_every_window():
             assert used <= limit * window + 1e-9
 
 
-def test_overuse_is_charged_to_the_last_grant():
+def test_overuse_is_charged_at_the_end_of_the_last_grant():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)  # granted until 0.25
     core.on_request(2, quota_req("b", 1), 0.1)
     core.on_deadline(0.25)  # a's quota ends; b's starts
-    core.on_request(1, quota_req("a", 2, overuse=100.0), 0.3)
-    first_a = next(i for i in core.history.intervals if i.name == "a")
-    assert first_a.end == pytest.approx(0.3)  # 0.25 + 0.1 overuse, capped at now
+    core.on_request(1, quota_req("a", 2, overuse=30.0), 0.3)
+    first_a = core.history.latest("a")
+    assert (first_a.start, first_a.end) == (0.0, 0.25)  # the grant itself is not stretched
+    usage = core.history.usage(0.0, 0.3)
+    assert usage["a"] == pytest.approx(0.25 + 0.03)
+    assert usage["b"] == pytest.approx(0.05)
+
+
+def test_overuse_of_a_token_returned_early_is_charged_too():
+    """The hook asks for its next token before the current one ends and reports the previous
+    token's overuse with it (measured meanwhile): Gemini's `min(now, end + overuse)` lost it."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.2)  # returned early, renewed
+    core.on_request(1, quota_req("a", 3, overuse=5.0), 0.4)  # returned early again
+    assert core.history.usage(0.0, 0.4)["a"] == pytest.approx(0.4 + 0.005)
+
+
+@pytest.mark.parametrize("bad", [-3.0, float("nan"), 0.0])
+def test_no_overuse_charges_nothing(bad):
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(1, quota_req("a", 2, overuse=bad), 0.2)
+    assert core.history.usage(0.0, 0.2)["a"] == pytest.approx(0.2)
+    assert all(not i.extra for i in core.history.intervals)
 
 
 def config(*specs) -> ResourceConfig:

@@ -55,3 +55,17 @@ def test_room_counts_what_slides_out_during_the_grant():
     # Someone else's usage is not ours.
     h.record("b", 1.0, 1.5)
     assert h.room("a", 1.5, 1.0, 0.4) == pytest.approx(0.4, abs=1e-6)
+
+
+def test_charges_count_in_usage_and_room_until_they_slide_out():
+    h = UsageHistory()
+    h.record("a", 0.0, 3.5)
+    assert h.room("a", 4.0, 10.0, 4.0) == pytest.approx(0.5, abs=1e-6)
+    h.charge("a", 3.5, 0.5)  # 0.5 s of a's work ran after its token
+    assert h.usage(0.0, 4.0) == pytest.approx({"a": 4.0})
+    assert h.room("a", 4.0, 10.0, 4.0) == pytest.approx(0.0)
+    assert h.usage(3.0, 13.0) == pytest.approx({"a": 1.0})  # the charge still in
+    assert h.usage(3.6, 14.0) == pytest.approx({})  # slid out
+    assert h.latest("a").extra == 0.0  # the grant, not the charge
+    h.expire(3.6)
+    assert not h.has("a")
