@@ -193,6 +193,19 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     return queued;
 }
 
+int64_t gem_inflight_next_done_ns(int dev)
+{
+    struct inflight *f = flight(dev);
+    int64_t at = 0;
+    pthread_mutex_lock(&f->m);
+    if (f->ns_per_launch > 0.0 && f->count > f->kept && f->done_seen_ns != 0) {
+        const struct mark *m = mark_at(f, f->kept); /* the oldest one out */
+        at = f->done_seen_ns + (int64_t)((double)(m->launches - f->done_launches) * f->ns_per_launch);
+    }
+    pthread_mutex_unlock(&f->m);
+    return at;
+}
+
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
 {
     struct inflight *f = flight(dev);

@@ -135,6 +135,8 @@ uint64_t gem_inflight_launches(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
+/* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
+int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch; or, before_launch, just before one (counted, not queued yet), even within
  * MARK_GAP_NS of the last marker. */
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int before_launch);

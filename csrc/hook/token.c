@@ -33,6 +33,8 @@
 #define DEFAULT_TAIL_NS 1000000 /* GEMINI_HOOK_TAIL_US: queued work left when asking again */
 #define MIN_HOLD_NS 50000       /* a held launch looks again after at least this ... */
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
+#define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
+#define MARK_OVERDUE_LOOK_NS 100000 /* and this often once it is late */
 
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
@@ -257,11 +259,20 @@ static int64_t room_or_hold(int dev, int64_t now, int64_t at)
     if (room > 0)
         return room;
     /* The queue ends after the token does, and waiting does not change that (both move with
-     * the clock): hold until the tail, looking again now and then in case a marker shows that
-     * the GPU is further on than estimated. */
+     * the clock): hold until the tail, looking again when the next marker should finish (the
+     * estimate counts from when a marker was seen finished: seen late, it reads long, and the
+     * GPU would run dry over the next token's round trip), or every HOLD_LOOK_NS. */
     int64_t hold = at - tail_ns - now;
     if (hold > HOLD_LOOK_NS)
         hold = HOLD_LOOK_NS;
+    int64_t next_done = gem_inflight_next_done_ns(dev);
+    if (next_done != 0) {
+        int64_t next = next_done + MARK_LOOK_SLACK_NS - now;
+        if (next < MARK_OVERDUE_LOOK_NS) /* late: the launches cost more than estimated */
+            next = MARK_OVERDUE_LOOK_NS;
+        if (next < hold)
+            hold = next;
+    }
     gem_sleep_ns(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
     return 0;
 }
