@@ -1,9 +1,11 @@
-"""launch-backend: one scheduler and one pod manager per client of the config (spec §1.4).
+"""launch-backend: one scheduler per GPU and one pod manager per client and GPU of the config
+(spec §1.4; several GPUs: issue 16).
 
 Fixed against the original: SIGINT or SIGTERM stops exactly the processes it started (SIGTERM,
 then SIGKILL after a grace period) and exits 0; a pod manager that dies is reported and the rest
 keep running, while a scheduler that dies stops everything (exit 1).  Clients added to the config
-while it runs get a pod manager too (disable with --no-follow).
+while it runs get a pod manager too, and a GPU new to the config its scheduler (disable with
+--no-follow).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import sys
 from pathlib import Path
 
 from gemini.cli._args import add_verbosity, expand_verbosity
-from gemini.core.config import ConfigError, ResourceConfig, diff
-from gemini.core.launch import BackendArgs, ProcessSpec, plan_added, plan_backend
+from gemini.core.config import ConfigError, ResourceConfig
+from gemini.core.launch import BackendArgs, ProcessSpec, label, plan_added, plan_backend
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.watcher import ConfigWatcher, read_config
 from gemini.secret import load_secret
@@ -33,15 +35,17 @@ def build_parser() -> argparse.ArgumentParser:
     d = BackendArgs("", "")
     p = argparse.ArgumentParser(
         prog="launch-backend",
-        description="Start a Gemini scheduler and one pod manager per client of the config; "
-        "Ctrl-C stops them all.",
+        description="Start a Gemini scheduler per GPU and one pod manager per client and GPU "
+        "of the config; Ctrl-C stops them all.",
         epilog=EXAMPLE,
     )
     p.add_argument("schd", metavar="SCHD", help="scheduler command, e.g. gem-schd")
     p.add_argument("pmgr", metavar="PMGR", help="pod manager command, e.g. gem-pmgr")
     p.add_argument("--ip", default=d.ip, help=f"address of everything (default {d.ip})")
     p.add_argument("--port", type=int, default=d.port,
-                   help=f"scheduler port; pod managers get port+1, +2, ... (default {d.port})")
+                   help="the first GPU's scheduler port; pod managers get port+1, +2, ... in "
+                   "config order, other GPUs' schedulers the ports after them "
+                   f"(default {d.port})")
     p.add_argument("--config", default=d.config, help=f"text or YAML config ({d.config})")
     p.add_argument("--base_quota", type=float, default=d.base_quota, help="ms (300)")
     p.add_argument("--min_quota", type=float, default=d.min_quota, help="ms (20)")
@@ -60,8 +64,8 @@ class Supervisor:
     def __init__(self, args: BackendArgs, config: ResourceConfig) -> None:
         self.args = args
         self.config = config
-        self.scheduler: asyncio.subprocess.Process | None = None
-        self.managers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}
+        self.schedulers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}  # by GPU
+        self.managers: dict[tuple[str, str], tuple[int, asyncio.subprocess.Process]] = {}
         self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
@@ -71,16 +75,16 @@ class Supervisor:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def spawn(self, spec: ProcessSpec, port: int | None = None) -> None:
+    async def spawn(self, spec: ProcessSpec) -> None:
         # Own session and group: a terminal's Ctrl-C reaches only us, so we decide the stop
         # order, and a child exiting from that signal is never mistaken for a crash.
         proc = await asyncio.create_subprocess_exec(
             *spec.argv, env={**os.environ, **spec.env}, start_new_session=True
         )
-        if port is None:
-            self.scheduler = proc
+        if spec.scheduler:
+            self.schedulers[spec.gpu] = (spec.port, proc)
         else:
-            self.managers[spec.name] = (port, proc)
+            self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
         program = os.path.basename(spec.argv[0])
         print(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})", flush=True)
         self._keep(asyncio.ensure_future(self._reap(spec.name, proc)))
@@ -90,13 +94,11 @@ class Supervisor:
         self.exits.put_nowait((name, proc))
 
     async def start(self, plan: list[ProcessSpec]) -> None:
-        scheduler, *managers = plan
-        await self.spawn(scheduler)
-        for spec in managers:
-            await self.spawn(spec, int(spec.env["POD_MANAGER_PORT"]))
+        for spec in plan:  # schedulers first
+            await self.spawn(spec)
 
     async def supervise(self, stop: asyncio.Event) -> int:
-        """0 when `stop` is set, 1 when the scheduler dies; pod manager deaths are only logged."""
+        """0 when `stop` is set, 1 when a scheduler dies; pod manager deaths are only logged."""
         stopped = asyncio.ensure_future(stop.wait())
         try:
             while True:
@@ -106,8 +108,8 @@ class Supervisor:
                     exited.cancel()
                     return 0
                 name, proc = exited.result()
-                if proc is self.scheduler:
-                    log.error("the scheduler exited with %s; stopping everything", proc.returncode)
+                if any(proc is p for _, p in self.schedulers.values()):
+                    log.error("the %s exited with %s; stopping everything", name, proc.returncode)
                     return 1
                 log.error("pod manager of %s exited with %s; the others keep running",
                           name, proc.returncode)
@@ -115,27 +117,36 @@ class Supervisor:
             stopped.cancel()
 
     def on_config(self, new: ResourceConfig) -> None:
-        removed = diff(self.config, new).removed
+        before = {(c.name, c.gpu) for c in self.config.clients}
+        after = {(c.name, c.gpu) for c in new.clients}
         self.config = new
-        if removed:
-            log.info("removed from the config: %s; their pod managers keep running",
-                     ", ".join(removed))
-        running = {name: port for name, (port, _) in self.managers.items()}
-        self._keep(asyncio.ensure_future(self._add(plan_added(new, self.args, running))))
+        for name, gpu in sorted(before - after):
+            moved = [g for n, g in after - before if n == name]
+            if moved:
+                log.info("%s moved from GPU %s to GPU %s: applies to its next process (the "
+                         "running ones keep GPU %s's pod manager, which gets no more tokens)",
+                         name, gpu, ", ".join(moved), gpu)
+            else:
+                log.info("%s removed from the config: its pod manager keeps running",
+                         label(name, gpu))
+        running = {key: port for key, (port, _) in self.managers.items()}
+        schedulers = {gpu: port for gpu, (port, _) in self.schedulers.items()}
+        plan = plan_added(new, self.args, running, schedulers)
+        self._keep(asyncio.ensure_future(self._add(plan)))
 
     async def _add(self, plan: list[ProcessSpec]) -> None:
         for spec in plan:
             if self.stopping:
                 return
             try:
-                await self.spawn(spec, int(spec.env["POD_MANAGER_PORT"]))
+                await self.spawn(spec)
             except OSError as exc:
-                log.error("cannot start the pod manager of %s: %s", spec.name, exc)
+                log.error("cannot start %s: %s", spec.name, exc)
 
     async def shutdown(self) -> None:
         """SIGTERM to every child still running, SIGKILL to those left after GRACE_S."""
         self.stopping = True
-        procs = [p for p in [self.scheduler, *(p for _, p in self.managers.values())] if p]
+        procs = [p for _, p in [*self.schedulers.values(), *self.managers.values()]]
         alive = [p for p in procs if p.returncode is None]
         for proc in alive:
             with contextlib.suppress(ProcessLookupError):

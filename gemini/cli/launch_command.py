@@ -14,9 +14,12 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 from types import FrameType
 
-from gemini.core.launch import plan_command
+from gemini.core.config import DEFAULT_GPU, ConfigError, parse_gpu
+from gemini.core.launch import place, plan_command
+from gemini.daemon.watcher import read_config
 from gemini.native import NativeBuildMissing, hook_library_path
 from gemini.secret import load_secret
 
@@ -25,7 +28,10 @@ GRACE_S = 5.0
 _POLL_S = 1.0
 EXIT_USAGE = 2
 EXIT_NOT_FOUND = 127
-EXAMPLE = f"example: tools/{PROG}.py --name client1 --port 50052 -- python train.py --epochs 3"
+EXAMPLE = f"""examples:
+  tools/{PROG}.py --name client1 --port 50052 -- python train.py --epochs 3
+  tools/{PROG}.py --name client1 --gpus 0,1 --port 50052,50055 -- python train.py
+  tools/{PROG}.py --name client1 --config resource-config.txt -- python train.py"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,9 +43,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", required=True, help="client name (POD_NAME), an ID of the config")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--port", type=int, help="the client's pod manager port")
+    where.add_argument("--port", type=_ports,
+                       help="the client's pod manager port; with --gpus one per GPU, "
+                       "comma-separated, in the same order")
+    where.add_argument("--config", metavar="FILE",
+                       help="find the client's GPUs and pod manager ports in launch-backend's "
+                       "config (as placed at launch; --backend-port is launch-backend's --port)")
     where.add_argument("--unix", metavar="PATH",
                        help="the pod manager's Unix socket (gem-pmgr --unix), instead of --port")
+    p.add_argument("--gpus", type=_gpus, default=(),
+                   help="the client's GPUs (indices or UUIDs, comma-separated): the only ones "
+                   "the command sees (CUDA_VISIBLE_DEVICES)")
+    p.add_argument("--backend-port", type=int, default=50051,
+                   help="launch-backend's --port, with --config (default 50051)")
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret the hook proves to the pod manager (GEMINI_SECRET_FILE)")
     p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
@@ -47,6 +63,31 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop the command's process group after this many seconds")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND...")
     return p
+
+
+def _ports(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports") from None
+
+
+def _gpus(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(parse_gpu(g) for g in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _from_config(path: str, name: str, backend_port: int) -> tuple[list[int], tuple[str, ...]]:
+    """The client's pod manager ports and GPUs as launch-backend placed them at launch."""
+    config = read_config(Path(path))
+    where = place(config, backend_port).of_client(name)
+    if not where:
+        raise ValueError(f"{path} has no client {name!r} (clients: {', '.join(config.names)})")
+    gpus = tuple(gpu for gpu, _ in where)
+    # One client on GPU 0 only: the program sees what it saw with Gemini v1.
+    return [port for _, port in where], (() if gpus == (DEFAULT_GPU,) else gpus)
 
 
 def exit_code(returncode: int) -> int:
@@ -101,10 +142,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.secret_file:
             load_secret(args.secret_file)  # the hook would only wait forever on a bad file
-        spec = plan_command(args.name, args.port, command, str(hook), ip=args.ip,
+        ports, gpus = args.port, args.gpus
+        if args.config:
+            ports, gpus = _from_config(args.config, args.name, args.backend_port)
+        spec = plan_command(args.name, ports, command, str(hook), ip=args.ip,
                             ld_preload=os.environ.get("LD_PRELOAD"), unix=args.unix,
-                            secret_file=_absolute(args.secret_file))
-    except ValueError as exc:
+                            secret_file=_absolute(args.secret_file), gpus=gpus)
+    except (ValueError, ConfigError) as exc:
         return _usage_error(str(exc))
     try:
         # A session of its own: --timeout and Ctrl-C then reach everything the command started.

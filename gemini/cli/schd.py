@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from gemini.cli._args import add_secret_file, add_verbosity, expand_verbosity, load_secret_arg
-from gemini.core.config import ConfigError
+from gemini.core.config import DEFAULT_GPU, ConfigError, parse_gpu
 from gemini.core.scheduler import Timing
 from gemini.core.um import DEFAULT_UM_MIN_QUOTA_S, UmPolicy
 from gemini.core.units import parse_bytes
@@ -48,11 +48,21 @@ def build_parser() -> argparse.ArgumentParser:
                     "RATIO x --device-memory (1.0)")
     um.add_argument("--um-min-quota", type=float, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
+    p.add_argument("--gpu", default=DEFAULT_GPU, type=_gpu,
+                   help="serve the config's clients of this GPU (index or UUID, default 0)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
     add_verbosity(p)
     return p
+
+
+def _gpu(text: str) -> str:
+    # The config's own spelling ("01" is GPU 1), so that the two always match.
+    try:
+        return parse_gpu(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _size(text: str) -> int:
@@ -91,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         return run_until_signal(
-            lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um)
+            lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
+                                         args.gpu)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

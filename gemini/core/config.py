@@ -24,17 +24,22 @@ from gemini.core.wire import MAX_NAME_LEN
 
 YAML_SUFFIXES = (".yaml", ".yml")
 UM_FLAG = "um"
+GPU_KEY = "gpu"
+DEFAULT_GPU = "0"
 
 
 @dataclass(frozen=True)
 class ClientSpec:
-    """One client (pod, tenant): guaranteed and maximum share of GPU time, memory limit in bytes."""
+    """One client (pod, tenant) on one GPU: guaranteed and maximum share of that GPU's time,
+    memory limit in bytes.  A client on several GPUs has one spec per GPU.  `gpu` is the GPU as
+    written: an index ("0", "1") or a UUID ("GPU-…", "MIG-…")."""
 
     name: str
     request: float
     limit: float
     gpu_mem: int
     unified_memory: bool = False
+    gpu: str = DEFAULT_GPU
 
 
 @dataclass(frozen=True)
@@ -42,11 +47,26 @@ class ResourceConfig:
     clients: tuple[ClientSpec, ...]
 
     def get(self, name: str) -> ClientSpec | None:
+        """The client's first spec (its only one in a one-GPU config or `for_gpu`'s result)."""
         return next((c for c in self.clients if c.name == name), None)
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(c.name for c in self.clients)
+        """Client names, each once, in order of first appearance."""
+        return tuple(dict.fromkeys(c.name for c in self.clients))
+
+    @property
+    def gpus(self) -> tuple[str, ...]:
+        """The GPUs in use, in order of first appearance (GPU 0 when there are no clients)."""
+        return tuple(dict.fromkeys(c.gpu for c in self.clients)) or (DEFAULT_GPU,)
+
+    def for_gpu(self, gpu: str) -> ResourceConfig:
+        """The clients of one GPU: what that GPU's scheduler runs on."""
+        return ResourceConfig(tuple(c for c in self.clients if c.gpu == gpu))
+
+    def of_client(self, name: str) -> tuple[ClientSpec, ...]:
+        """A client's specs, one per GPU, in config order."""
+        return tuple(c for c in self.clients if c.name == name)
 
 
 @dataclass(frozen=True)
@@ -141,25 +161,46 @@ def _memory(value: object) -> int:
     return size
 
 
-def _client(name: object, request: object, limit: object, gpu_mem: object, um: bool) -> ClientSpec:
+def parse_gpu(value: object) -> str:
+    """A GPU index (a whole number >= 0) or a UUID as nvidia-smi prints it (GPU-…, MIG-…)."""
+    if isinstance(value, bool):
+        raise _Invalid(f"gpu must be an index or a UUID, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise _Invalid(f"gpu index {value} is negative")
+        return str(value)
+    if isinstance(value, str):
+        if value.isdigit():
+            return str(int(value))
+        if value.startswith(("GPU-", "MIG-")) and len(value) > 4 and "," not in value:
+            return value
+    raise _Invalid(f"gpu {value!r} is neither an index (0, 1, ...) nor a UUID (GPU-...)")
+
+
+def _client(
+    name: object, request: object, limit: object, gpu_mem: object, um: bool,
+    gpu: object = DEFAULT_GPU,
+) -> ClientSpec:
     shares = _shares(request, limit)
-    return ClientSpec(_check_name(name), *shares, _memory(gpu_mem), um)
+    return ClientSpec(_check_name(name), *shares, _memory(gpu_mem), um, parse_gpu(gpu))
 
 
 class _Registry:
-    """Collects clients in order and rejects a second use of a name."""
+    """Collects clients in order and rejects a second use of a name on one GPU."""
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.first_line: dict[str, int | None] = {}
+        self.first_line: dict[tuple[str, str], int | None] = {}
         self.clients: list[ClientSpec] = []
 
     def add(self, spec: ClientSpec, line: int | None) -> None:
-        if spec.name in self.first_line:
-            first = self.first_line[spec.name]
+        key = (spec.name, spec.gpu)
+        if key in self.first_line:
+            first = self.first_line[key]
             where = "" if first is None else f" (first on line {first})"
-            raise ConfigError(self.source, line, f"duplicate client {spec.name!r}{where}")
-        self.first_line[spec.name] = line
+            on = "" if spec.gpu == DEFAULT_GPU else f" on GPU {spec.gpu}"
+            raise ConfigError(self.source, line, f"duplicate client {spec.name!r}{on}{where}")
+        self.first_line[key] = line
         self.clients.append(spec)
 
     def result(self) -> ResourceConfig:
@@ -192,23 +233,39 @@ def _count(source: str, line: int, fields: list[str]) -> int:
 
 
 def _text_client(fields: list[str]) -> ClientSpec:
-    if len(fields) not in (4, 5):
-        raise _Invalid(f"expected 'ID REQUEST LIMIT GPU_MEM [um]', got {len(fields)} fields")
-    um = len(fields) == 5
-    if um and fields[4].lower() != UM_FLAG:
-        raise _Invalid(f"unknown 5th field {fields[4]!r}: only 'um' (unified memory) is allowed")
-    return _client(*fields[:4], um)
+    if len(fields) < 4:
+        raise _Invalid(
+            f"expected 'ID REQUEST LIMIT GPU_MEM [um] [gpu=G]', got {len(fields)} fields"
+        )
+    um, gpu = False, DEFAULT_GPU
+    seen: set[str] = set()
+    for extra in fields[4:]:
+        key, _, value = extra.partition("=")
+        key = key.lower()
+        if key in seen:
+            raise _Invalid(f"field {key!r} given twice")
+        seen.add(key)
+        if extra.lower() == UM_FLAG:
+            um = True
+        elif key == GPU_KEY and value:
+            gpu = value
+        else:
+            raise _Invalid(f"unknown field {extra!r}: expected 'um' (unified memory) or 'gpu=G'")
+    return _client(*fields[:4], um, gpu)
 
 
 def parse_text(text: str, source: str = "<string>") -> ResourceConfig:
-    """Parse the original format: a client count N, then N lines `ID REQUEST LIMIT GPU_MEM [um]`.
+    """Parse the original format: a client count N, then N lines
+    `ID REQUEST LIMIT GPU_MEM [um] [gpu=G]`.
 
     Fields are separated by any spaces or tabs.  Unlike the original (which read whitespace-
     separated tokens from anywhere), each client must sit on its own line, so errors can name it;
     blank lines and `#` comments (a field starting with `#` comments out the rest of its line)
     are allowed.
     REQUEST and LIMIT are fractions of the GPU with 0 < REQUEST <= LIMIT <= 1; GPU_MEM is bytes or a
-    size with a unit (`4GiB`, see `units.parse_bytes`); `um` marks a unified-memory client.
+    size with a unit (`4GiB`, see `units.parse_bytes`); `um` marks a unified-memory client;
+    `gpu=G` puts the line on GPU G (an index or a UUID; default GPU 0, so Gemini v1 files mean
+    GPU 0).  A client on several GPUs has one line per GPU, each with its own shares and memory.
     """
     lines = list(_content_lines(text))
     if not lines:
@@ -236,13 +293,14 @@ def render_text(config: ResourceConfig) -> str:
     out = [f"{len(config.clients)}"]
     for c in config.clients:
         um = f" {UM_FLAG}" if c.unified_memory else ""
-        out.append(f"{c.name} {c.request!r} {c.limit!r} {c.gpu_mem}{um}")
+        gpu = "" if c.gpu == DEFAULT_GPU else f" {GPU_KEY}={c.gpu}"
+        out.append(f"{c.name} {c.request!r} {c.limit!r} {c.gpu_mem}{um}{gpu}")
     return "\n".join(out) + "\n"
 
 
 # ---- YAML ----------------------------------------------------------------------------------------
 
-_YAML_FIELDS = ("name", "request", "limit", "gpu_mem", "unified_memory")
+_YAML_FIELDS = ("name", "request", "limit", "gpu_mem", "unified_memory", "gpu")
 _YAML_REQUIRED = _YAML_FIELDS[:4]
 
 
@@ -311,7 +369,8 @@ def _yaml_client(item: Any, lines: dict[Any, int | None]) -> ClientSpec:
     if not isinstance(um, bool):
         raise _Invalid(f"unified_memory must be true or false, got {um!r}", "unified_memory")
     try:
-        return _client(item["name"], item["request"], item["limit"], item["gpu_mem"], um)
+        return _client(item["name"], item["request"], item["limit"], item["gpu_mem"], um,
+                       item.get("gpu", DEFAULT_GPU))
     except _Invalid as exc:
         raise _Invalid(str(exc), _blamed_field(str(exc))) from None
 
@@ -320,6 +379,8 @@ def _blamed_field(reason: str) -> str | None:
     # The shared checks word their reasons by field; point the line at that field's key.
     if reason.startswith("client name"):
         return "name"
+    if reason.startswith("gpu ") and not reason.startswith("gpu_mem"):
+        return "gpu"
     return next((f for f in _YAML_REQUIRED if reason.startswith(f)), None)
 
 
@@ -333,9 +394,11 @@ def parse_yaml(text: str, source: str = "<string>") -> ResourceConfig:
             limit: 1.0
             gpu_mem: 1073741824
             unified_memory: true     # optional, default false
+            gpu: 1                   # optional: index or UUID, default 0
 
     A list (not a mapping keyed by name) keeps the order the text format has, which gives pod
-    managers their ports.  The fields and checks are those of `parse_text`.
+    managers their ports.  A client on several GPUs is listed once per GPU.  The fields and
+    checks are those of `parse_text`.
     """
     data, root = _load_yaml(text, source)
     clients = _clients_list(data, root, source)
@@ -362,6 +425,8 @@ def render_yaml(config: ResourceConfig) -> str:
         }
         if c.unified_memory:
             item["unified_memory"] = True
+        if c.gpu != DEFAULT_GPU:
+            item["gpu"] = int(c.gpu) if c.gpu.isdigit() else c.gpu
         items.append(item)
     return yaml.safe_dump({"clients": items}, sort_keys=False, allow_unicode=True)
 
@@ -377,6 +442,7 @@ def parse(text: str, source: str = "<string>") -> ResourceConfig:
 
 
 def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
+    """By client name: meant for the configs of one GPU (`for_gpu`)."""
     before = {c.name: c for c in old.clients}
     after = {c.name: c for c in new.clients}
     both = [n for n in after if n in before]
@@ -386,3 +452,15 @@ def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
         changed=tuple(n for n in both if before[n] != after[n]),
         memory_changed=tuple(n for n in both if before[n].gpu_mem != after[n].gpu_mem),
     )
+
+
+def gpu_problems(config: ResourceConfig, present: list[tuple[int, str]]) -> list[str]:
+    """One line per client naming a GPU that is not in `present` ((index, UUID) pairs)."""
+    indices = {str(i) for i, _ in present}
+    uuids = {u for _, u in present}
+    listed = ", ".join(f"{i} ({u})" for i, u in present) or "none"
+    return [
+        f"{c.name}: GPU {c.gpu} is not on this machine (GPUs: {listed})"
+        for c in config.clients
+        if c.gpu not in indices and c.gpu not in uuids
+    ]

@@ -1,6 +1,7 @@
 """What the launchers start: argv and environment for each process, decided without spawning.
 
-`tools/launch-backend.py` starts one scheduler and one pod manager per client (spec §1.4);
+`tools/launch-backend.py` starts one scheduler per GPU and one pod manager per client and GPU
+(spec §1.4);
 `tools/launch-command.py` starts one program under the hook (spec §1.5).  The shells in
 `gemini.cli.launch_*` turn these plans into processes.  Pure: no os, no subprocess.
 """
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from gemini.core.config import ResourceConfig
+from gemini.core.config import DEFAULT_GPU, ResourceConfig
 
 SCHEDULER = "scheduler"
 MAX_PORT = 65535
@@ -22,12 +23,48 @@ MAX_UNIX_PATH = 107  # sun_path holds 108 bytes with the NUL
 @dataclass(frozen=True)
 class ProcessSpec:
     """One process to start.  `env` holds only what the launcher sets (the shell adds the rest);
-    `listen` is the `ip:port` it serves on, for the launcher's one line per process."""
+    `listen` is the `ip:port` it serves on, for the launcher's one line per process; `gpu` the
+    GPU it serves and `port` its port (the key of a pod manager is (client, gpu))."""
 
     name: str
     argv: tuple[str, ...]
     env: dict[str, str] = field(default_factory=dict)
     listen: str = ""
+    gpu: str = DEFAULT_GPU
+    port: int = 0
+    scheduler: bool = False
+
+
+def label(name: str, gpu: str) -> str:
+    """How a (client, GPU) pair is named in the launcher's lines: the name alone on GPU 0."""
+    if gpu == DEFAULT_GPU:
+        return name
+    return f"{name}@gpu{gpu}" if gpu.isdigit() else f"{name}@{gpu}"
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Where a config's daemons listen: one scheduler per GPU, one pod manager per (client, GPU).
+
+    As Gemini's launcher: the first GPU's scheduler on the base port, the pod managers on base + 1,
+    + 2, … in config order (so a one-GPU config gets exactly the original ports); the other GPUs'
+    schedulers after the last pod manager."""
+
+    schedulers: dict[str, int]
+    managers: dict[tuple[str, str], int]
+
+    def of_client(self, name: str) -> list[tuple[str, int]]:
+        """(gpu, pod manager port) of each GPU of a client, in config order."""
+        return [(gpu, port) for (n, gpu), port in self.managers.items() if n == name]
+
+
+def place(config: ResourceConfig, base: int) -> Ports:
+    managers = {(c.name, c.gpu): base + i for i, c in enumerate(config.clients, start=1)}
+    gpus = config.gpus
+    schedulers = {gpus[0]: base}
+    for k, gpu in enumerate(gpus[1:], start=1):
+        schedulers[gpu] = base + len(managers) + k
+    return Ports(schedulers, managers)
 
 
 @dataclass(frozen=True)
@@ -65,26 +102,33 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def plan_scheduler(args: BackendArgs) -> ProcessSpec:
+def plan_scheduler(args: BackendArgs, gpu: str = DEFAULT_GPU, port: int | None = None) -> ProcessSpec:
+    port = args.port if port is None else port
     path = PurePath(args.config)
     # A bare file name has parent "."; the child runs in our directory, as the original's cwd.
     argv = [
         *_command(args.schd, "scheduler"),
-        "-p", str(path.parent), "-f", path.name, "-P", _port(args.port),
+        "-p", str(path.parent), "-f", path.name, "-P", _port(port),
         "-q", _number(args.base_quota), "-m", _number(args.min_quota), "-w", _number(args.window),
         "--ip", args.ip,
     ]
+    if gpu != DEFAULT_GPU:
+        argv += ["--gpu", gpu]
     if args.secret_file:
         argv += ["--secret-file", args.secret_file]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
-    return ProcessSpec(SCHEDULER, tuple(argv), {}, f"{args.ip}:{args.port}")
+    return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,
+                       scheduler=True)
 
 
-def plan_pod_manager(name: str, port: int, args: BackendArgs) -> ProcessSpec:
+def plan_pod_manager(
+    name: str, port: int, args: BackendArgs, gpu: str = DEFAULT_GPU,
+    scheduler_port: int | None = None,
+) -> ProcessSpec:
     env = {
         "SCHEDULER_IP": args.ip,
-        "SCHEDULER_PORT": _port(args.port),
+        "SCHEDULER_PORT": _port(args.port if scheduler_port is None else scheduler_port),
         "POD_MANAGER_IP": args.ip,
         "POD_MANAGER_PORT": _port(port),
         "POD_NAME": name,
@@ -92,42 +136,57 @@ def plan_pod_manager(name: str, port: int, args: BackendArgs) -> ProcessSpec:
     if args.secret_file:
         env["GEMINI_SECRET_FILE"] = args.secret_file
     argv = _command(args.pmgr, "pod manager")
-    return ProcessSpec(name, tuple(argv), env, f"{args.ip}:{port}")
+    return ProcessSpec(label(name, gpu), tuple(argv), env, f"{args.ip}:{port}", gpu, port)
 
 
 def plan_backend(config: ResourceConfig, args: BackendArgs) -> list[ProcessSpec]:
-    """The scheduler first, then one pod manager per client on port + 1, + 2, … in config order."""
+    """The schedulers (one per GPU in use), then one pod manager per client and GPU (`place`)."""
+    ports = place(config, args.port)
+    schedulers = [plan_scheduler(args, gpu, port) for gpu, port in ports.schedulers.items()]
     managers = [
-        plan_pod_manager(name, args.port + idx, args)
-        for idx, name in enumerate(config.names, start=1)
+        plan_pod_manager(name, port, args, gpu, ports.schedulers[gpu])
+        for (name, gpu), port in ports.managers.items()
     ]
-    return [plan_scheduler(args), *managers]
+    return [*schedulers, *managers]
 
 
 def plan_added(
-    config: ResourceConfig, args: BackendArgs, running: Mapping[str, int]
+    config: ResourceConfig,
+    args: BackendArgs,
+    running: Mapping[tuple[str, str], int],
+    schedulers: Mapping[str, int] | None = None,
 ) -> list[ProcessSpec]:
-    """Pod managers for clients of a reloaded config that have none (`running`: name -> port).
+    """Daemons for a reloaded config that has some without one: a scheduler for each new GPU,
+    a pod manager for each new (client, GPU) pair (`running`: (name, gpu) -> port;
+    `schedulers`: gpu -> port, default GPU 0's on the base port).
 
-    A new client gets port + its position, as it would at launch, unless a running pod manager
-    already holds that port; then the next port above every one in use, so none ever moves.
+    Each gets the port it would get at launch (`place`) unless a running daemon already holds
+    it; then the next port above every one in use, so none ever moves.
     """
-    used = {args.port, *running.values()}
-    out = []
-    for idx, name in enumerate(config.names, start=1):
-        if name in running:
-            continue
-        port = args.port + idx
+    schedulers = dict(schedulers) if schedulers is not None else {DEFAULT_GPU: args.port}
+    want = place(config, args.port)
+    used = {*schedulers.values(), *running.values()}
+
+    def free(port: int) -> int:
         if port in used:
             port = max(used) + 1
         used.add(port)
-        out.append(plan_pod_manager(name, port, args))
+        return port
+
+    out = []
+    for gpu, port in want.schedulers.items():
+        if gpu not in schedulers:
+            schedulers[gpu] = free(port)
+            out.append(plan_scheduler(args, gpu, schedulers[gpu]))
+    for (name, gpu), port in want.managers.items():
+        if (name, gpu) not in running:
+            out.append(plan_pod_manager(name, free(port), args, gpu, schedulers[gpu]))
     return out
 
 
 def plan_command(
     name: str,
-    port: int | None,
+    port: int | Sequence[int] | None,
     command: Sequence[str],
     hook_path: str,
     *,
@@ -135,24 +194,38 @@ def plan_command(
     ld_preload: str | None = None,
     unix: str | None = None,
     secret_file: str | None = None,
+    gpus: Sequence[str] = (),
 ) -> ProcessSpec:
     """A program under the hook; `ld_preload` is the caller's LD_PRELOAD, kept after the hook.
-    `unix`: the pod manager's Unix socket, used instead of ip:port."""
+    `port`: the pod manager's port, or one per GPU in `gpus`' order; `unix`: the pod manager's
+    Unix socket, used instead.  `gpus` (indices or UUIDs): the client's GPUs, made the only
+    ones the program sees (CUDA_VISIBLE_DEVICES), so that its device i is gpus[i], managed by
+    the i-th pod manager."""
     if not command:
         raise ValueError("no command to run")
     if unix is None and port is None:
         raise ValueError("need the pod manager's port or Unix socket")
     if unix is not None and not 0 < len(unix.encode()) <= MAX_UNIX_PATH:
         raise ValueError(f"Unix socket path {unix!r} is empty or longer than {MAX_UNIX_PATH} bytes")
+    ports = [port] if isinstance(port, int) else list(port or [])
+    if unix is None and not ports:
+        raise ValueError("need the pod manager's port or Unix socket")
+    managers = 1 if unix is not None else len(ports)
+    if gpus and len(gpus) != managers:
+        raise ValueError(f"{len(gpus)} GPUs ({','.join(gpus)}) but {managers} pod manager(s): "
+                         "give one port per GPU, in the same order")
     # The hook goes first so its cu* symbols win over any other preloaded library's.
     preload = hook_path if not ld_preload else f"{hook_path}:{ld_preload}"
-    where = f"unix:{unix}" if unix is not None else _port(port or 0)
+    where = f"unix:{unix}" if unix is not None else ",".join(_port(p) for p in ports)
     env = {
         "POD_MANAGER_IP": ip,
         "POD_MANAGER_PORT": where,
         "POD_NAME": name,
         "LD_PRELOAD": preload,
     }
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     if secret_file:
         env["GEMINI_SECRET_FILE"] = secret_file
-    return ProcessSpec(name, tuple(command), env, where if unix is not None else f"{ip}:{port}")
+    listen = where if unix is not None else ",".join(f"{ip}:{p}" for p in ports)
+    return ProcessSpec(name, tuple(command), env, listen)

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from gemini.core.config import ResourceConfig
+from gemini.core.config import DEFAULT_GPU, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.server import FrameServer
@@ -45,21 +45,27 @@ async def serve_scheduler(
     stop: asyncio.Event,
     secret: bytes | None = None,
     um: UmPolicy | None = None,
+    gpu: str = DEFAULT_GPU,
 ) -> None:
+    """Serve the clients of one GPU (`gpu`, as the config names it) of the config file."""
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
 
     def validate(config: ResourceConfig) -> None:
-        check_oversubscription(config, um, str(config_path))
+        check_oversubscription(config.for_gpu(gpu), um, str(config_path))
+
+    def apply(config: ResourceConfig) -> None:
+        daemon.apply_config(config.for_gpu(gpu))
 
     config = read_config(config_path)
     validate(config)  # a ConfigError here: gem-schd exits 2
-    daemon = SchedulerDaemon(config, timing, secret, um)
+    daemon = SchedulerDaemon(config.for_gpu(gpu), timing, secret, um)
     bound = await daemon.start(host, port)
     guarded = ", clients must prove the secret" if secret is not None else ""
-    log.info("scheduler listening on %s:%d, config %s%s", host, bound, config_path, guarded)
-    watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), daemon.apply_config,
+    log.info("scheduler of GPU %s listening on %s:%d, config %s%s", gpu, host, bound,
+             config_path, guarded)
+    watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), apply,
                             current=config, validate=validate)
     watcher.start()
     try:

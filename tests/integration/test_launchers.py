@@ -218,6 +218,36 @@ def test_client_added_to_the_config_gets_a_pod_manager(tmp_path: Path, standin: 
     assert finish(proc)[0] == 0
 
 
+def test_two_gpus_get_a_scheduler_each_and_a_moved_client_a_new_pod_manager(
+    tmp_path: Path, standin: Path
+) -> None:
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text("3\na 0.4 0.4 1GiB\na 0.5 1.0 1GiB gpu=1\nb 0.5 0.5 1GiB gpu=1\n")
+    proc, lines = start_backend(tmp_path, standin)
+    reports = wait_started(lines, 5)
+    schedulers = [r for r in reports if r["role"] == "scheduler"]
+    assert sorted(r["argv"][r["argv"].index("-P") + 1] for r in schedulers) == ["50051", "50055"]
+    gpu1 = next(r for r in schedulers if "--gpu" in r["argv"])
+    assert gpu1["argv"][gpu1["argv"].index("--gpu") + 1] == "1"
+    managers = {(r["who"], r["env"]["POD_MANAGER_PORT"]): r["env"]["SCHEDULER_PORT"]
+                for r in reports if r["role"] == "pmgr"}
+    assert managers == {("a", "50052"): "50051", ("a", "50053"): "50055",
+                        ("b", "50054"): "50055"}
+    # b moves to GPU 2: a scheduler for GPU 2, a pod manager for b there, on free ports.
+    conf.write_text("3\na 0.4 0.4 1GiB\na 0.5 1.0 1GiB gpu=1\nb 0.5 0.5 1GiB gpu=2\n")
+    schd2, b2 = wait_started(lines, 2)
+    assert schd2["argv"][schd2["argv"].index("--gpu") + 1] == "2"
+    assert schd2["argv"][schd2["argv"].index("-P") + 1] == "50056"
+    assert (b2["who"], b2["env"]["POD_MANAGER_PORT"], b2["env"]["SCHEDULER_PORT"]) == (
+        "b", "50057", "50056")
+    proc.send_signal(signal.SIGINT)
+    rest = lines.until_eof()
+    assert rest.count("stopped b") == 2 and rest.count("stopped scheduler") == 3
+    code, err = finish(proc)
+    assert code == 0
+    assert "b moved from GPU 1 to GPU 2: applies to its next process" in err
+
+
 def test_bad_config_is_reported_with_file_and_line(tmp_path: Path, standin: Path) -> None:
     (tmp_path / "resource-config.txt").write_text("1\nclient1 0.9 0.5 1\n")
     proc, _ = start_backend(tmp_path, standin)
@@ -261,6 +291,46 @@ def test_command_env(hook: Path, capfd: pytest.CaptureFixture[str],
     assert code == 0
     out = capfd.readouterr().out.split()
     assert out == [f"{hook}:/other.so", "client1", "127.0.0.1", "50052"]
+
+
+PRINT_GPUS = (
+    "import os; print(os.environ['POD_MANAGER_PORT'], "
+    "os.environ.get('CUDA_VISIBLE_DEVICES', 'unset'))"
+)
+
+
+def test_command_gives_the_client_exactly_its_gpus(
+    hook: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert launch_command.main(["--name", "a", "--gpus", "1,GPU-ab", "--port", "50052,50055",
+                                PY, "-c", PRINT_GPUS]) == 0
+    assert capfd.readouterr().out.split() == ["50052,50055", "1,GPU-ab"]
+    conf = tmp_path / "r.txt"
+    conf.write_text("3\na 0.4 0.4 1\nb 0.5 1.0 1 gpu=1\na 0.5 1.0 1 gpu=1\n")
+    assert launch_command.main(["--name", "a", "--config", str(conf), "--backend-port", "6000",
+                                PY, "-c", PRINT_GPUS]) == 0
+    assert capfd.readouterr().out.split() == ["6001,6003", "0,1"]
+    assert launch_command.main(["--name", "b", "--config", str(conf), PY, "-c", PRINT_GPUS]) == 0
+    assert capfd.readouterr().out.split() == ["50053", "1"]
+    # v1: a client on GPU 0 alone sees what it always saw
+    conf.write_text("1\na 0.4 0.4 1\n")
+    assert launch_command.main(["--name", "a", "--config", str(conf), PY, "-c", PRINT_GPUS]) == 0
+    assert capfd.readouterr().out.split() == ["50052", "unset"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--gpus", "0,1", "--port", "1"], "2 GPUs (0,1) but 1 pod manager(s)"),
+    (["--config", "{conf}"], "has no client 'c' (clients: a)"),
+])
+def test_command_gpu_errors(hook: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path,
+                            argv: list[str], message: str) -> None:
+    conf = tmp_path / "r.txt"
+    conf.write_text("1\na 0.4 0.4 1\n")
+    argv = [a.replace("{conf}", str(conf)) for a in argv]
+    assert launch_command.main(["--name", "c", *argv, PY, "-c", "pass"]) == 2
+    assert message in capfd.readouterr().err
 
 
 def test_command_argv_is_not_a_shell_line(hook: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -104,9 +104,16 @@ TEXT_ERRORS = [
     ("2 a 0.5 0.5 1\n", 1, "expected the number of clients N alone on the first line"),
     ("2\na 0.5 0.5 1\n", 1, "the first line announces 2 clients, found 1"),
     ("1\na 0.5 0.5 1\n\nb 0.5 0.5 1\n", 4, "more client lines than the 1 announced on line 1"),
-    ("1\na 0.5 0.5\n", 2, "expected 'ID REQUEST LIMIT GPU_MEM [um]', got 3 fields"),
-    ("1\na 0.5 0.5 1 um x\n", 2, "got 6 fields"),
-    ("1\na 0.5 0.5 1 uvm\n", 2, "unknown 5th field 'uvm': only 'um' (unified memory) is allowed"),
+    ("1\na 0.5 0.5\n", 2, "expected 'ID REQUEST LIMIT GPU_MEM [um] [gpu=G]', got 3 fields"),
+    ("1\na 0.5 0.5 1 um x\n", 2, "unknown field 'x': expected 'um' (unified memory) or 'gpu=G'"),
+    ("1\na 0.5 0.5 1 uvm\n", 2, "unknown field 'uvm'"),
+    ("1\na 0.5 0.5 1 um um\n", 2, "field 'um' given twice"),
+    ("1\na 0.5 0.5 1 gpu=\n", 2, "unknown field 'gpu='"),
+    ("1\na 0.5 0.5 1 gpu=-1\n", 2, "gpu '-1' is neither an index"),
+    ("1\na 0.5 0.5 1 gpu=one\n", 2, "gpu 'one' is neither an index"),
+    ("1\na 0.5 0.5 1 gpu=0 gpu=1\n", 2, "field 'gpu' given twice"),
+    ("2\na 0.5 0.5 1 gpu=1\na 0.1 0.2 1 gpu=01\n", 3,
+     "duplicate client 'a' on GPU 1 (first on line 2)"),
     ("1\na half 0.5 1\n", 2, "request 'half' is not a number"),
     ("1\na 0.5 lots 1\n", 2, "limit 'lots' is not a number"),
     ("1\na nan 0.5 1\n", 2, "request 'nan' is not a finite number"),
@@ -170,6 +177,9 @@ YAML_ERRORS = [
     (_item(name=12), 3, "client name must be a non-empty string, got 12"),
     (_item(name="'#a'"), 3, "must not start with '#'"),
     (_item(unified_memory="yes please"), 7, "unified_memory must be true or false"),
+    (_item(gpu=-1), 7, "gpu index -1 is negative"),
+    (_item(gpu="'x'"), 7, "gpu 'x' is neither an index"),
+    (_item(gpu="true"), 7, "gpu must be an index or a UUID"),
     (_item() + "  - {name: a, request: 0.1, limit: 0.1, gpu_mem: 1}\n", 7,
      "duplicate client 'a' (first on line 3)"),
 ]
@@ -199,10 +209,11 @@ fractions = st.floats(min_value=1e-6, max_value=1.0, allow_nan=False)
 def specs(draw: st.DrawFn) -> ClientSpec:
     a, b = draw(fractions), draw(fractions)
     mem = draw(st.integers(min_value=1, max_value=1 << 50))
-    return ClientSpec(draw(names), min(a, b), max(a, b), mem, draw(st.booleans()))
+    gpu = draw(st.sampled_from(["0", "1", "7", "GPU-8c1b2d6e-0c6b-4a4f-9d1e-2f3a4b5c6d7e"]))
+    return ClientSpec(draw(names), min(a, b), max(a, b), mem, draw(st.booleans()), gpu)
 
 
-configs = st.lists(specs(), max_size=6, unique_by=lambda s: s.name).map(
+configs = st.lists(specs(), max_size=6, unique_by=lambda s: (s.name, s.gpu)).map(
     lambda cs: ResourceConfig(tuple(cs))
 )
 
@@ -215,6 +226,38 @@ def test_text_round_trip(config: ResourceConfig) -> None:
 @given(configs)
 def test_yaml_round_trip(config: ResourceConfig) -> None:
     assert cfg.parse_yaml(cfg.render_yaml(config)) == config
+
+
+# ---- GPUs ----------------------------------------------------------------------------------------
+
+
+def test_a_client_on_two_gpus_with_its_own_share_and_memory_on_each() -> None:
+    c = cfg.parse_text("3\na 0.4 0.4 2GiB\na 0.5 1.0 8GiB gpu=1\nb 0.2 0.5 1GiB um gpu=1\n")
+    assert c.gpus == ("0", "1")
+    assert c.names == ("a", "b")
+    assert [(s.request, s.limit, s.gpu_mem) for s in c.of_client("a")] == [
+        (0.4, 0.4, 2 << 30), (0.5, 1.0, 8 << 30)]
+    assert c.for_gpu("1").names == ("a", "b")
+    assert c.for_gpu("1").get("b") == ClientSpec("b", 0.2, 0.5, 1 << 30, True, "1")
+    assert c.for_gpu("0").names == ("a",)
+    y = cfg.parse_yaml("clients:\n  - {name: a, request: 0.5, limit: 1, gpu_mem: 1, gpu: 1}\n"
+                       "  - {name: a, request: 0.5, limit: 1, gpu_mem: 1, gpu: GPU-1234}\n")
+    assert [s.gpu for s in y.clients] == ["1", "GPU-1234"]
+
+
+def test_v1_files_mean_gpu_0() -> None:
+    c = cfg.parse_text("2\na 0.5 0.5 1\nb 0.5 0.5 1 um\n")
+    assert {s.gpu for s in c.clients} == {"0"} and c.gpus == ("0",)
+    assert cfg.render_text(c) == "2\na 0.5 0.5 1\nb 0.5 0.5 1 um\n"
+    assert cfg.ResourceConfig(()).gpus == ("0",)
+
+
+def test_gpu_problems_name_each_missing_gpu() -> None:
+    c = cfg.parse_text("3\na 0.5 0.5 1\nb 0.5 0.5 1 gpu=GPU-aa\nc 0.5 0.5 1 gpu=2\n")
+    present = [(0, "GPU-zz"), (1, "GPU-aa")]
+    assert cfg.gpu_problems(c, present) == [
+        "c: GPU 2 is not on this machine (GPUs: 0 (GPU-zz), 1 (GPU-aa))"]
+    assert cfg.gpu_problems(c, [(0, "GPU-zz"), (1, "GPU-aa"), (2, "GPU-bb")]) == []
 
 
 # ---- diff ----------------------------------------------------------------------------------------

@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from gemini.core.config import parse_text
-from gemini.core.launch import BackendArgs, ProcessSpec, plan_added, plan_backend, plan_command
+from gemini.core.launch import (
+    BackendArgs,
+    ProcessSpec,
+    place,
+    plan_added,
+    plan_backend,
+    plan_command,
+)
 
 CONFIG = parse_text("2\nclient1 0.5 0.5 4GiB\nclient2 0.3 0.8 2GiB\n")
 
@@ -17,6 +24,9 @@ def test_backend_plan_matches_the_original_launcher() -> None:
          "-q", "300", "-m", "20", "-w", "10000", "--ip", "127.0.0.1"),
         {},
         "127.0.0.1:50051",
+        "0",
+        50051,
+        scheduler=True,
     )
     assert pm1 == ProcessSpec(
         "client1",
@@ -24,6 +34,8 @@ def test_backend_plan_matches_the_original_launcher() -> None:
         {"SCHEDULER_IP": "127.0.0.1", "SCHEDULER_PORT": "50051", "POD_MANAGER_IP": "127.0.0.1",
          "POD_MANAGER_PORT": "50052", "POD_NAME": "client1"},
         "127.0.0.1:50052",
+        "0",
+        50052,
     )
     assert (pm2.name, pm2.env["POD_MANAGER_PORT"], pm2.listen) == (
         "client2", "50053", "127.0.0.1:50053"
@@ -66,7 +78,7 @@ def test_backend_plan_errors(args: BackendArgs, message: str) -> None:
 
 def test_added_clients_get_their_launch_port_when_free() -> None:
     new = parse_text("3\nclient1 0.5 0.5 1\nclient2 0.3 0.8 1\nclient3 0.1 0.1 1\n")
-    running = {"client1": 50052, "client2": 50053}
+    running = {("client1", "0"): 50052, ("client2", "0"): 50053}
     (spec,) = plan_added(new, BackendArgs("s", "p"), running)
     assert (spec.name, spec.env["POD_MANAGER_PORT"]) == ("client3", "50054")
 
@@ -74,13 +86,45 @@ def test_added_clients_get_their_launch_port_when_free() -> None:
 def test_added_clients_never_take_a_running_port() -> None:
     # client0 is inserted first: its launch-time port 50052 belongs to client1.
     new = parse_text("3\nclient0 0.1 0.1 1\nclient1 0.5 0.5 1\nclient2 0.3 0.8 1\n")
-    running = {"client1": 50052, "client2": 50053}
+    running = {("client1", "0"): 50052, ("client2", "0"): 50053}
     (spec,) = plan_added(new, BackendArgs("s", "p"), running)
     assert (spec.name, spec.env["POD_MANAGER_PORT"]) == ("client0", "50054")
 
 
 def test_nothing_added() -> None:
-    assert plan_added(CONFIG, BackendArgs("s", "p"), {"client1": 1, "client2": 2}) == []
+    running = {("client1", "0"): 1, ("client2", "0"): 2}
+    assert plan_added(CONFIG, BackendArgs("s", "p"), running) == []
+
+
+TWO_GPUS = parse_text("3\na 0.4 0.4 1\na 0.5 1.0 1 gpu=1\nb 0.5 0.5 1 gpu=1\n")
+
+
+def test_one_scheduler_per_gpu_and_one_pod_manager_per_client_and_gpu() -> None:
+    plan = plan_backend(TWO_GPUS, BackendArgs("s", "p"))
+    assert [(p.name, p.port, p.scheduler) for p in plan] == [
+        ("scheduler", 50051, True), ("scheduler@gpu1", 50055, True),
+        ("a", 50052, False), ("a@gpu1", 50053, False), ("b@gpu1", 50054, False)]
+    assert plan[1].argv[-2:] == ("--gpu", "1")
+    assert "--gpu" not in plan[0].argv  # GPU 0: the original argv
+    by_name = {p.name: p for p in plan}
+    assert by_name["a"].env["SCHEDULER_PORT"] == "50051"
+    assert by_name["a@gpu1"].env["SCHEDULER_PORT"] == "50055"
+    assert by_name["a@gpu1"].env["POD_NAME"] == "a"
+    assert place(TWO_GPUS, 50051).of_client("a") == [("0", 50052), ("1", 50053)]
+
+
+def test_a_config_on_gpu_1_only_has_its_scheduler_on_the_base_port() -> None:
+    plan = plan_backend(parse_text("1\na 0.5 0.5 1 gpu=GPU-ab\n"), BackendArgs("s", "p"))
+    assert [(p.name, p.port) for p in plan] == [("scheduler@GPU-ab", 50051), ("a@GPU-ab", 50052)]
+
+
+def test_a_client_moved_to_a_new_gpu_gets_a_scheduler_there_and_a_free_port() -> None:
+    new = parse_text("2\nclient1 0.5 0.5 1 gpu=2\nclient2 0.3 0.8 1\n")
+    running = {("client1", "0"): 50052, ("client2", "0"): 50053}
+    plan = plan_added(new, BackendArgs("s", "p"), running, {"0": 50051})
+    assert [(p.name, p.port, p.scheduler) for p in plan] == [
+        ("scheduler@gpu2", 50054, True), ("client1@gpu2", 50055, False)]
+    assert plan[1].env["SCHEDULER_PORT"] == "50054"
 
 
 def test_command_plan() -> None:
