@@ -102,7 +102,9 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def plan_scheduler(args: BackendArgs, gpu: str = DEFAULT_GPU, port: int | None = None) -> ProcessSpec:
+def plan_scheduler(
+    args: BackendArgs, gpu: str = DEFAULT_GPU, port: int | None = None
+) -> ProcessSpec:
     port = args.port if port is None else port
     path = PurePath(args.config)
     # A bare file name has parent "."; the child runs in our directory, as the original's cwd.
