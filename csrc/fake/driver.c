@@ -24,6 +24,67 @@ int fake_device_count(void)
     return __atomic_load_n(&g_ndev, __ATOMIC_ACQUIRE);
 }
 
+/* Device ordinals as the process sees them -> the simulated GPUs of the machine
+ * (CUDA_VISIBLE_DEVICES); the shared segment is indexed by the latter. */
+static int g_physical[FAKE_MAX_DEVICES];
+
+int fake_physical(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= FAKE_MAX_DEVICES)
+        return ordinal;
+    return __atomic_load_n(&g_ndev, __ATOMIC_ACQUIRE) > ordinal ? g_physical[ordinal] : ordinal;
+}
+
+void fake_uuid_text(int physical, char *out, size_t cap)
+{
+    snprintf(out, cap, "GPU-fa4e0000-0000-0000-0000-0000000000%02x", physical & 0xff);
+}
+
+/* One element of CUDA_VISIBLE_DEVICES: an index or a UUID of one of `n` GPUs; -1: neither. */
+static int visible_one(const char *tok, int n)
+{
+    while (*tok == ' ')
+        tok++;
+    if (*tok >= '0' && *tok <= '9') {
+        char *end = NULL;
+        long i = strtol(tok, &end, 10);
+        return (*end == '\0' || *end == ' ') && i < n ? (int)i : -1;
+    }
+    for (int i = 0; i < n; i++) {
+        char uuid[64];
+        fake_uuid_text(i, uuid, sizeof(uuid));
+        if (strncmp(tok, uuid, strlen(uuid)) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* As CUDA: the listed GPUs in order, up to the first element that names none (or a repeat). */
+static int visible_devices(int n)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (v == NULL) {
+        for (int i = 0; i < n; i++)
+            g_physical[i] = i;
+        return n;
+    }
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", v);
+    int count = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL && count < FAKE_MAX_DEVICES;
+         tok = strtok_r(NULL, ",", &save)) {
+        int i = visible_one(tok, n);
+        for (int k = 0; k < count && i >= 0; k++)
+            if (g_physical[k] == i)
+                i = -1;
+        if (i < 0)
+            break;
+        g_physical[count++] = i;
+    }
+    return count;
+}
+
 static void raise_to(uint64_t *slot, uint64_t end)
 {
     uint64_t cur = __atomic_load_n(slot, __ATOMIC_RELAXED);
@@ -119,10 +180,11 @@ CUresult cuInit(unsigned int Flags)
     const char *v = getenv("GEMINI_FAKE_DEVICES");
     if (v != NULL && *v != '\0')
         n = atoi(v);
-    if (n <= 0)
-        return CUDA_ERROR_NO_DEVICE;
     if (n > FAKE_MAX_DEVICES)
         n = FAKE_MAX_DEVICES;
+    n = n > 0 ? visible_devices(n) : 0;
+    if (n <= 0)
+        return CUDA_ERROR_NO_DEVICE;
     __atomic_store_n(&g_ndev, n, __ATOMIC_RELEASE);
     __atomic_store_n(&g_init, 1, __ATOMIC_RELEASE);
     return CUDA_SUCCESS;

@@ -11,16 +11,10 @@
 extern "C" {
 #endif
 
-typedef struct CUctxCreateParams_st CUctxCreateParams; /* only passed through */
-
 #define FAKE_CU_LAUNCH_PARAM_END ((void *)0x00)
 #define FAKE_CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define FAKE_CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
-CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
-CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
-                        CUdevice dev);
-CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx);
 CUresult cuModuleUnload(CUmodule hmod);
 CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority);

@@ -141,6 +141,10 @@ FAKE_HIDDEN int fake_alloc_find(uint64_t key, int kind_mask, uint64_t *bytes, in
 /* ---- driver.c: process-local driver state shared by the entry-point files --------------------- */
 FAKE_HIDDEN int fake_initialized(void);
 FAKE_HIDDEN int fake_device_count(void);
+/* The simulated GPU behind a device ordinal of this process (CUDA_VISIBLE_DEVICES: indices or
+ * the fake's UUIDs, GPU-fa4e0000-0000-0000-0000-0000000000NN with NN the GPU in hex). */
+FAKE_HIDDEN int fake_physical(int ordinal);
+FAKE_HIDDEN void fake_uuid_text(int physical, char *out, size_t cap);
 FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's device */
 /* The process's latest kernel end on dev: over all streams (context sync), and over the streams
  * the legacy default stream waits for (blocking: not created with CU_STREAM_NON_BLOCKING). */

@@ -8,6 +8,7 @@
 
 CUresult fake_mem_charge(int dev, uint64_t bytes)
 {
+    dev = fake_physical(dev);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES)
         return CUDA_ERROR_INVALID_DEVICE;
     struct fake_shm *s = fake_lock();
@@ -31,6 +32,7 @@ CUresult fake_mem_charge(int dev, uint64_t bytes)
 
 void fake_mem_uncharge(int dev, uint64_t bytes)
 {
+    dev = fake_physical(dev);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES)
         return;
     struct fake_shm *s = fake_lock();
@@ -56,6 +58,7 @@ uint64_t fake_addr_new(uint64_t bytes)
 
 CUresult fake_mem_info(int dev, uint64_t *free_b, uint64_t *total_b)
 {
+    dev = fake_physical(dev);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES)
         return CUDA_ERROR_INVALID_DEVICE;
     struct fake_shm *s = fake_lock();

@@ -33,6 +33,7 @@ uint64_t fake_tl_step(uint64_t now, uint64_t busy_until, uint64_t tail, uint64_t
 
 CUresult fake_tl_enqueue(int dev, uint64_t *tail, const uint64_t *durs, size_t n, uint64_t *ends)
 {
+    dev = fake_physical(dev);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES)
         return CUDA_ERROR_INVALID_DEVICE;
     struct fake_shm *s = fake_lock();

@@ -4,8 +4,9 @@
  * connections, tokens and threads.
  *
  *   POD_MANAGER_IP    default 127.0.0.1
- *   POD_MANAGER_PORT  default 50052; comma-separated list, element i = pod manager of device i;
- *                     an element "unix:/path" is a Unix socket
+ *   POD_MANAGER_PORT  default 50052; comma-separated list, element i = pod manager of device i
+ *                     (a device beyond the list cannot be used: device.c); an element
+ *                     "unix:/path" is a Unix socket
  *   POD_NAME          default the host name
  *   GEMINI_SECRET_FILE  32 hex digits (whitespace around them allowed): proved to the pod
  *                     manager in a HELLO after each connect.  Read once, here; a missing or bad
@@ -175,31 +176,6 @@ static void init_once(void)
 void gem_init(void)
 {
     pthread_once(&once, init_once);
-}
-
-int gem_dev_of_ordinal(int ordinal)
-{
-    if (gem_cfg.ndev == 1)
-        return 0; /* one pod manager: it manages whatever device the process uses */
-    if (ordinal < 0 || ordinal >= gem_cfg.ndev) {
-        static _Atomic int warned;
-        if (!atomic_exchange(&warned, 1))
-            GEM_LOG(GEM_LOG_WARN, "device %d has no pod manager in POD_MANAGER_PORT: not limited",
-                    ordinal);
-        return -1;
-    }
-    return ordinal;
-}
-
-int gem_current_dev(void)
-{
-    if (gem_cfg.ndev == 1)
-        return 0;
-    CUdevice d = 0;
-    __typeof__(&cuCtxGetDevice) get = REAL_AUX(cuCtxGetDevice);
-    if (get == NULL || get(&d) != CUDA_SUCCESS)
-        d = 0;
-    return gem_dev_of_ordinal(d);
 }
 
 void gem_sleep_ns(int64_t ns)

@@ -92,7 +92,8 @@ static inline void gem_enter(enum gem_sym s)
 #define GEM_ENTER(sym) gem_enter(GEM_SYM_##sym)
 #define GEM_PASS() (gem_cfg.disabled)
 
-/* Device index of the pod manager for a device ordinal / the current context; -1: unmanaged. */
+/* Device index of the pod manager for a device ordinal / the current context; -1: the device has
+ * none and must not be used (logged once; device.c). */
 int gem_dev_of_ordinal(int ordinal);
 int gem_current_dev(void);
 

@@ -9,6 +9,8 @@
 static inline int gate(int pts, CUstream s, int *dev)
 {
     *dev = gem_current_dev();
+    if (__builtin_expect(*dev < 0, 0))
+        return 0;
     int g = gem_token_acquire(*dev, s, pts);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(*dev, s, pts);
@@ -30,6 +32,8 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
             return REAL(sym) call;                                                               \
         int dev_;                                                                                \
         int g_ = gate((pts), (stream), &dev_);                                                   \
+        if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
+            return CUDA_ERROR_INVALID_DEVICE;                                                    \
         return marked(REAL(sym) call, g_, dev_, (stream), (pts));                                \
     } while (0)
 

@@ -131,16 +131,17 @@ static void forget(int kind, uint64_t key)
     free(found);
 }
 
-/* 0: reserved (or nothing to reserve), -1: refused. */
-static int reserve(int dev, uint64_t bytes, const char *what)
+/* CUDA_SUCCESS: reserved (or nothing to reserve); else what the allocation returns: over the
+ * limit, or on a device without a pod manager (device.c logged that). */
+static CUresult reserve(int dev, uint64_t bytes, const char *what)
 {
-    if (dev < 0 || bytes == 0)
-        return 0;
-    if (gem_lease_take(dev, bytes))
-        return 0;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (bytes == 0 || gem_lease_take(dev, bytes))
+        return CUDA_SUCCESS;
     GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
             (unsigned long long)bytes);
-    return -1;
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static void give_back(int dev, uint64_t bytes)
@@ -178,8 +179,9 @@ static int um_client(int dev)
             return REAL(sym) call;                                                               \
         int d_ = (dev);                                                                          \
         uint64_t b_ = (bytes);                                                                   \
-        if (reserve(d_, b_, #sym) != 0)                                                          \
-            return CUDA_ERROR_OUT_OF_MEMORY;                                                     \
+        CUresult q_ = reserve(d_, b_, #sym);                                                     \
+        if (q_ != CUDA_SUCCESS)                                                                  \
+            return q_;                                                                           \
         CUresult r_ = REAL(sym) call;                                                            \
         return settle(r_, d_, kind, r_ == CUDA_SUCCESS ? (uint64_t)(keyexpr) : 0, b_);           \
     } while (0)
@@ -200,8 +202,9 @@ GEM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
         return REAL(cuMemAlloc_v2)(dptr, bytesize);
     int dev = gem_current_dev();
     int um = um_client(dev);
-    if (reserve(dev, bytesize, "cuMemAlloc_v2") != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult q = reserve(dev, bytesize, "cuMemAlloc_v2");
+    if (q != CUDA_SUCCESS)
+        return q;
     CUresult r = um ? REAL(cuMemAllocManaged)(dptr, bytesize, CU_MEM_ATTACH_GLOBAL)
                     : REAL(cuMemAlloc_v2)(dptr, bytesize);
     return settle_as(r, dev, K_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytesize, um);
@@ -349,8 +352,9 @@ static CUresult alloc_pitch_managed(CUdeviceptr *dptr, size_t *pPitch, size_t Wi
     if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
         (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
         return CUDA_ERROR_INVALID_VALUE;
-    if (reserve(dev, bytes, "cuMemAllocPitch_v2") != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult q = reserve(dev, bytes, "cuMemAllocPitch_v2");
+    if (q != CUDA_SUCCESS)
+        return q;
     CUresult r = REAL(cuMemAllocManaged)(dptr, (size_t)bytes, CU_MEM_ATTACH_GLOBAL);
     if (r == CUDA_SUCCESS)
         *pPitch = (size_t)(bytes / Height);
@@ -370,13 +374,14 @@ GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     if (um_client(dev))
         return alloc_pitch_managed(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes, dev,
                                    guess);
-    if (reserve(dev, guess, "cuMemAllocPitch_v2") != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult q = reserve(dev, guess, "cuMemAllocPitch_v2");
+    if (q != CUDA_SUCCESS)
+        return q;
     CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (r != CUDA_SUCCESS || dev < 0 || guess == 0)
         return settle(r, dev, K_PTR, 0, guess);
     uint64_t actual = (uint64_t)*pPitch * Height;
-    if (actual > guess && reserve(dev, actual - guess, "cuMemAllocPitch_v2") != 0) {
+    if (actual > guess && reserve(dev, actual - guess, "cuMemAllocPitch_v2") != CUDA_SUCCESS) {
         REAL(cuMemFree_v2)(*dptr);
         give_back(dev, guess);
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -99,15 +99,35 @@ def cmd_top(argv: list[str]) -> int:
         return 0
 
 
+def present_gpus() -> list[tuple[int, str]] | None:
+    """(index, UUID) of each GPU nvidia-smi lists; None when it cannot be asked."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    gpus = []
+    for line in out.splitlines():
+        index, _, uuid = line.partition(",")
+        if index.strip().isdigit():
+            gpus.append((int(index), uuid.strip()))
+    return gpus
+
+
 def cmd_check_config(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="gemini check-config",
-        description="Validate a resource config (text or YAML) and print what it would apply.",
+        description="Validate a resource config (text or YAML) and print what it would apply, "
+        "per GPU; GPUs are checked against nvidia-smi's list when it answers.",
         epilog="example: gemini check-config resource-config.txt",
     )
     p.add_argument("file", type=Path)
     args = p.parse_args(argv)
-    from gemini.core.config import ConfigError
+    from gemini.core.config import ConfigError, gpu_problems
     from gemini.daemon.watcher import read_config
 
     try:
@@ -115,12 +135,21 @@ def cmd_check_config(argv: list[str]) -> int:
     except ConfigError as exc:
         print(f"invalid: {exc}", file=sys.stderr)
         return 1
-    print(f"{args.file}: {len(config.clients)} clients")
-    for c in config.clients:
-        um = ", unified memory" if c.unified_memory else ""
-        print(f"  {c.name}: request {c.request:g}, limit {c.limit:g}, "
-              f"memory {c.gpu_mem:,} B ({c.gpu_mem / 2**30:.2f} GiB){um}")
-    return 0
+    print(f"{args.file}: {len(config.names)} clients on {len(config.gpus)} GPU(s)")
+    for gpu in config.gpus:
+        print(f"  GPU {gpu}:")
+        for c in config.for_gpu(gpu).clients:
+            um = ", unified memory" if c.unified_memory else ""
+            print(f"    {c.name}: request {c.request:g}, limit {c.limit:g}, "
+                  f"memory {c.gpu_mem:,} B ({c.gpu_mem / 2**30:.2f} GiB){um}")
+    present = present_gpus()
+    if present is None:
+        print("GPUs not checked: nvidia-smi did not answer")
+        return 0
+    problems = gpu_problems(config, present)
+    for line in problems:
+        print(f"invalid: {args.file}: {line}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def cmd_secret(argv: list[str]) -> int:

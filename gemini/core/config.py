@@ -455,12 +455,22 @@ def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
 
 
 def gpu_problems(config: ResourceConfig, present: list[tuple[int, str]]) -> list[str]:
-    """One line per client naming a GPU that is not in `present` ((index, UUID) pairs)."""
-    indices = {str(i) for i, _ in present}
-    uuids = {u for _, u in present}
+    """What is wrong with the config's GPUs on a machine with `present` ((index, UUID) pairs):
+    a GPU that is not there, or one GPU named two ways (it would get two schedulers)."""
+    by_name = {str(i): i for i, _ in present} | {u: i for i, u in present}
     listed = ", ".join(f"{i} ({u})" for i, u in present) or "none"
-    return [
+    problems = [
         f"{c.name}: GPU {c.gpu} is not on this machine (GPUs: {listed})"
         for c in config.clients
-        if c.gpu not in indices and c.gpu not in uuids
+        if c.gpu not in by_name
     ]
+    spellings: dict[int, list[str]] = {}
+    for gpu in config.gpus:
+        if gpu in by_name:
+            spellings.setdefault(by_name[gpu], []).append(gpu)
+    problems += [
+        f"GPU {index} is named {' and '.join(names)}: use one name for it"
+        for index, names in spellings.items()
+        if len(names) > 1
+    ]
+    return problems

@@ -368,6 +368,7 @@ class SchedulerCore:
                 "request": c.spec.request,
                 "limit": c.spec.limit,
                 "gpu_mem": c.spec.gpu_mem,
+                "gpu": c.spec.gpu,
                 "mem_used": c.mem_used,
                 "unified_memory": is_um(c.spec, self.um),
                 "share": usage.get(name, 0.0) / window_size if window_size > 0 else 0.0,

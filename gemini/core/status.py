@@ -17,8 +17,10 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
 
 
 def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -> str:
+    gpus = {c.get("gpu", "0") for c in snapshot["clients"]}
+    gpu = f"GPU {gpus.pop()}, " if len(gpus) == 1 else ""
     head = (
-        f"{title}uptime {snapshot['uptime_s']:.1f} s, window {snapshot['window_s']:.1f} s, "
+        f"{title}{gpu}uptime {snapshot['uptime_s']:.1f} s, window {snapshot['window_s']:.1f} s, "
         f"token: {snapshot['holder'] or '-'}"
     )
     columns = ["client", "request", "limit", "share", "quota ms", "token", "procs", "waiting",

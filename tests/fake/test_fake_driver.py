@@ -435,6 +435,28 @@ def test_devices_have_their_own_memory_and_timeline(gpu: FakeGpu) -> None:
     assert gpu.run1("gem_client", "meminfo", "--device", "1")["rc"] == 101  # INVALID_DEVICE
 
 
+@pytest.mark.parametrize("visible", ["2,3", "2, GPU-fa4e0000-0000-0000-0000-000000000003",
+                                     "2,3,9,1", "2,3,2,1"])
+def test_cuda_visible_devices_picks_and_orders_the_gpus(gpu: FakeGpu, visible: str) -> None:
+    """Like CUDA: the listed GPUs in order, up to the first that is no GPU (or a repeat)."""
+    env = {"GEMINI_FAKE_DEVICES": "4", "CUDA_VISIBLE_DEVICES": visible}
+    assert gpu.run1("gem_client", "meminfo", env=env)["devices"] == 2
+    for ordinal, kernels in ((0, 3), (1, 5)):
+        args = ["work", "--kernel-ms", "1", "--burst", str(kernels), "--bursts", "1",
+                "--device", str(ordinal)]
+        assert gpu.run1("gem_client", *args, env=env)["rc"] == 0
+    busy = [gpu.lib.fake_dev_busy_ns(d) // 1_000_000 for d in range(4)]
+    assert busy == [0, 0, 3, 5]
+    gpu.lib.fake_set_mem_total(3, 64 * MIB)  # device 1 of the process is GPU 3
+    alloc = ["alloc", "--device", "1", "--bytes", str(65 * MIB)]
+    assert gpu.run("gem_client", *alloc, env=env)[0]["rc"] == CUDA_ERROR_OUT_OF_MEMORY
+
+
+def test_no_visible_device_is_no_device(gpu: FakeGpu) -> None:
+    env = {"GEMINI_FAKE_DEVICES": "2", "CUDA_VISIBLE_DEVICES": ""}
+    assert gpu.run1("gem_client", "meminfo", env=env)["rc"] == 100  # CUDA_ERROR_NO_DEVICE
+
+
 def test_cuda_calls_before_cuinit_fail_like_the_real_driver(control: Any) -> None:
     ffi, lib = control
     # This interpreter never calls cuInit: memory calls fail, lookups and error names work.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -10,9 +11,9 @@ import pytest
 from tests.procs import ROOT
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+                          cwd=ROOT, timeout=60, env=env)
 
 
 @pytest.mark.parametrize(
@@ -55,6 +56,37 @@ def test_check_config_names_file_line_and_reason(tmp_path):
     proc = run("gemini.cli.gemini", "check-config", str(cfg))
     assert proc.returncode == 1
     assert f"{cfg}:3:" in proc.stderr
+
+
+NVIDIA_SMI = """#!/bin/sh
+# stand-in: two GPUs, as `nvidia-smi --query-gpu=index,uuid --format=csv,noheader` lists them
+echo "0, GPU-aaaa"
+echo "1, GPU-bbbb"
+"""
+
+
+def test_check_config_checks_the_gpus_against_the_machine(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(NVIDIA_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    cfg = tmp_path / "c.txt"
+    cfg.write_text("3\na 0.3 1.0 1GiB\na 0.5 0.5 1GiB gpu=GPU-bbbb\nb 0.2 0.4 1GiB gpu=GPU-bbbb\n")
+    proc = run("gemini.cli.gemini", "check-config", str(cfg), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "2 clients on 2 GPU(s)" in proc.stdout and "  GPU GPU-bbbb:" in proc.stdout
+    cfg.write_text("2\na 0.5 0.5 1GiB gpu=GPU-bbbb\nb 0.2 0.4 1GiB gpu=1\n")
+    proc = run("gemini.cli.gemini", "check-config", str(cfg), env=env)
+    assert proc.returncode == 1
+    assert "GPU 1 is named GPU-bbbb and 1: use one name for it" in proc.stderr
+    cfg.write_text("2\na 0.3 1.0 1GiB\nb 0.2 0.4 1GiB gpu=2\n")
+    proc = run("gemini.cli.gemini", "check-config", str(cfg), env=env)
+    assert proc.returncode == 1
+    assert "b: GPU 2 is not on this machine (GPUs: 0 (GPU-aaaa), 1 (GPU-bbbb))" in proc.stderr
+    # no nvidia-smi: said so, not failed
+    proc = run("gemini.cli.gemini", "check-config", str(cfg), env={**env, "PATH": str(tmp_path)})
+    assert proc.returncode == 0 and "GPUs not checked" in proc.stdout
 
 
 def test_status_without_a_scheduler_says_what_to_do():

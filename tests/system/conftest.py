@@ -65,13 +65,16 @@ def system(tmp_path):
                 "LD_PRELOAD": str(hook_library_path()),
                 "GEMINI_FAKE_GPU": gpu,
                 "POD_NAME": name,
-                "POD_MANAGER_PORT": str(self.pmgrs[name].port),
+                **({"POD_MANAGER_PORT": str(pm.port)} if (pm := self.managers(name)) else {}),
                 **(env or {}),
             }
             proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=full_env,
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             procs.append(proc)
             return proc
+
+        def managers(self, name: str) -> Daemon | None:
+            return getattr(self, "pmgrs", {}).get(name)
 
         def work(self, name: str, seconds: float) -> subprocess.Popen[str]:
             return self.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",

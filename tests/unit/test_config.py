@@ -258,6 +258,8 @@ def test_gpu_problems_name_each_missing_gpu() -> None:
     assert cfg.gpu_problems(c, present) == [
         "c: GPU 2 is not on this machine (GPUs: 0 (GPU-zz), 1 (GPU-aa))"]
     assert cfg.gpu_problems(c, [(0, "GPU-zz"), (1, "GPU-aa"), (2, "GPU-bb")]) == []
+    assert cfg.gpu_problems(c, [(0, "GPU-zz"), (1, "GPU-bb"), (2, "GPU-aa")]) == [
+        "GPU 2 is named GPU-aa and 2: use one name for it"]
 
 
 # ---- diff ----------------------------------------------------------------------------------------

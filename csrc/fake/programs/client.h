@@ -49,6 +49,9 @@
     X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2,       \
       "cuDevicePrimaryCtxRelease", 11000, 0)                                                     \
     X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0)               \
+    X(CtxCreate2, cuCtxCreate_v2, cuCtxCreate_v2, "cuCtxCreate", 3020, 0)                         \
+    X(CtxCreate4, cuCtxCreate_v4, cuCtxCreate_v4, "cuCtxCreate", 12050, 0)                        \
+    X(CtxDestroy, cuCtxDestroy_v2, cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0)                     \
     X(CtxSynchronize, cuCtxSynchronize, cuCtxSynchronize, "cuCtxSynchronize", 2000, 0)           \
     X(CtxSynchronizeV2, cuCtxSynchronize_v2, cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0)  \
     X(ModuleLoadData, cuModuleLoadData, cuModuleLoadData, "cuModuleLoadData", 2000, 0)           \
@@ -689,6 +692,15 @@ static int cmd_all_paths(const struct opts *o)
     note(&c, "cuCtxSynchronize_v2", s.a.CtxSynchronizeV2(s.ctx));
     note(&c, "cuGraphExecDestroy", s.a.GraphExecDestroy(ge));
     note(&c, "cuGraphDestroy", s.a.GraphDestroy(g));
+    CUcontext own = NULL;
+    note(&c, "cuCtxCreate_v2", s.a.CtxCreate2(&own, 0, s.dev));
+    if (own != NULL)
+        s.a.CtxDestroy(own);
+    own = NULL;
+    note(&c, "cuCtxCreate_v4", s.a.CtxCreate4(&own, NULL, 0, s.dev));
+    if (own != NULL)
+        s.a.CtxDestroy(own);
+    s.a.CtxSetCurrent(s.ctx);
 
     static const char *const paths[] = {"alloc", "pitch", "managed", "async", "pool",
                                         "vmm", "array", "array3d", "mipmapped"};

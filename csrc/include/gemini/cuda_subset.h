@@ -318,6 +318,11 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev);
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
 CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+typedef struct CUctxCreateParams_st CUctxCreateParams; /* only passed through */
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev);
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                        CUdevice dev);
+CUresult cuCtxDestroy_v2(CUcontext ctx);
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 
 CUresult cuCtxSetCurrent(CUcontext ctx);

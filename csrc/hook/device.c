@@ -1,0 +1,66 @@
+/* Which devices the process may use: those with a pod manager, and no other (fail closed).
+ *
+ * Device i of the process (after CUDA_VISIBLE_DEVICES, which launch-command sets to the
+ * client's GPUs) is managed by element i of POD_MANAGER_PORT: its own token, limit and
+ * accounting.  A device beyond the list has nobody to limit it, so a context cannot be created
+ * on it (primary or not), and launches and allocations on it fail with
+ * CUDA_ERROR_INVALID_DEVICE and one line in the log.  With one pod manager the launch path
+ * asks for no device at all (every context the process can have is on device 0); with more it
+ * asks the driver which device the current context is on. */
+#include "internal.h"
+
+static _Atomic uint64_t refused_logged; /* bit d: the refusal of device d was logged */
+
+static int refuse(int ordinal)
+{
+    uint64_t bit = ordinal >= 0 && ordinal < 64 ? 1ull << ordinal : 1ull << 63;
+    if (!(atomic_fetch_or(&refused_logged, bit) & bit))
+        GEM_LOG(GEM_LOG_ERROR,
+                "device %d has no pod manager (POD_MANAGER_PORT lists %d): it cannot be used "
+                "here (launch-command --gpus gives a client its GPUs)",
+                ordinal, gem_cfg.ndev);
+    return -1;
+}
+
+int gem_dev_of_ordinal(int ordinal)
+{
+    if (ordinal < 0 || ordinal >= gem_cfg.ndev)
+        return refuse(ordinal);
+    return ordinal;
+}
+
+int gem_current_dev(void)
+{
+    if (gem_cfg.ndev == 1)
+        return 0; /* contexts exist on device 0 only (below) */
+    CUdevice d = 0;
+    __typeof__(&cuCtxGetDevice) get = REAL_AUX(cuCtxGetDevice);
+    if (get == NULL || get(&d) != CUDA_SUCCESS)
+        d = 0;
+    return gem_dev_of_ordinal(d);
+}
+
+GEM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    GEM_ENTER(cuDevicePrimaryCtxRetain);
+    if (!GEM_PASS() && gem_dev_of_ordinal(dev) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+}
+
+GEM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    GEM_ENTER(cuCtxCreate_v2);
+    if (!GEM_PASS() && gem_dev_of_ordinal(dev) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return REAL(cuCtxCreate_v2)(pctx, flags, dev);
+}
+
+GEM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags,
+                                   CUdevice dev)
+{
+    GEM_ENTER(cuCtxCreate_v4);
+    if (!GEM_PASS() && gem_dev_of_ordinal(dev) < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return REAL(cuCtxCreate_v4)(pctx, params, flags, dev);
+}

@@ -1,0 +1,81 @@
+"""Several GPUs on the fake driver (issue 16): one scheduler per GPU (`gem-schd --gpu`), one pod
+manager per client and GPU, and programs that see exactly their client's GPUs.  Shares are
+counted in kernels of a fixed length, per GPU, with tolerances that hold on a loaded 2-core
+machine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.procs import start_pod_manager, start_scheduler
+from tests.system.conftest import FAST, KERNEL_MS, result
+
+pytestmark = pytest.mark.system
+
+
+@pytest.fixture
+def gpus(system, tmp_path):
+    """A config on several GPUs: a scheduler per GPU, a pod manager per (client, GPU)."""
+    started = []
+
+    def backend(config_text: str) -> dict[tuple[str, str] | str, int]:
+        """(client, gpu) -> its pod manager's port; gpu -> its scheduler's port."""
+        config = tmp_path / "resource-config.txt"
+        config.write_text(config_text)
+        schedulers, managers = {}, {}
+        for line in config_text.splitlines()[1:]:
+            name, *_, where = line.split()
+            gpu = where.removeprefix("gpu=") if where.startswith("gpu=") else "0"
+            if gpu not in schedulers:
+                schedulers[gpu] = start_scheduler(config, *FAST, "--gpu", gpu)
+                started.append(schedulers[gpu])
+            pm = start_pod_manager(name, schedulers[gpu].port)
+            started.append(pm)
+            pm.wait_for("memory limit")
+            managers[(name, gpu)] = pm.port
+        return {**managers, **{gpu: d.port for gpu, d in schedulers.items()}}
+
+    yield backend
+    for d in reversed(started):
+        d.stop()
+
+
+def work(system, name: str, visible: str, ports: list[int], device: int = 0, seconds: float = 5):
+    """As launch-command runs it: the client's GPUs visible, a pod manager per GPU in order."""
+    env = {"GEMINI_FAKE_DEVICES": "2", "CUDA_VISIBLE_DEVICES": visible,
+           "POD_MANAGER_PORT": ",".join(map(str, ports))}
+    return system.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                         "--seconds", str(seconds), "--device", str(device), env=env)
+
+
+def busy(r: dict) -> float:
+    return r["kernels"] * KERNEL_MS / 1000 / r["wall_s"]
+
+
+def test_a_client_on_gpu_1_is_capped_there_and_leaves_gpu_0_alone(system, gpus):
+    pm = gpus("2\nsmall 0.2 0.4 1GiB gpu=1\nbig 0.5 1.0 1GiB\n")
+    small = work(system, "small", "1", [pm[("small", "1")]])
+    big = work(system, "big", "0", [pm[("big", "0")]])
+    rs, rb = result(small), result(big)
+    assert busy(rs) == pytest.approx(0.4, abs=0.07), rs
+    assert busy(rb) > 0.85, rb  # GPU 0 is big's alone: small's work runs on GPU 1
+
+
+def test_a_client_on_both_gpus_gets_each_gpus_cap(system, gpus):
+    pm = gpus("2\na 0.3 0.3 1GiB\na 0.7 0.7 1GiB gpu=1\n")
+    ports = [pm[("a", "0")], pm[("a", "1")]]
+    on0 = work(system, "a", "0,1", ports, device=0)
+    on1 = work(system, "a", "0,1", ports, device=1)
+    r0, r1 = result(on0), result(on1)
+    assert busy(r0) == pytest.approx(0.3, abs=0.07), r0
+    assert busy(r1) == pytest.approx(0.7, abs=0.08), r1
+    status = subprocess.run(
+        [sys.executable, "-m", "gemini.cli.gemini", "status", "--port", f"{pm['0']},{pm['1']}"],
+        capture_output=True, text=True, timeout=30)
+    assert status.returncode == 0, status.stderr
+    heads = [line for line in status.stdout.splitlines() if line.startswith("GPU scheduler")]
+    assert [h.split(",")[0] for h in heads] == [f"GPU scheduler :{pm['0']}  GPU 0",
+                                                f"GPU scheduler :{pm['1']}  GPU 1"]
