@@ -92,8 +92,9 @@ def run_case(name: str, config: str, targets: dict, port: int, seconds: float, c
          f"{PY} -m gemini.cli.pmgr", "--config", str(conf), "--port", str(port)],
         stdout=subprocess.PIPE, text=True, env=env(), cwd=ROOT, start_new_session=True)
     try:
-        daemons = len(config.splitlines()) - 1 + len({"gpu=1" in x for x in config.splitlines()[1:]})
-        for _ in range(daemons):
+        gpus = {g for t in targets.values() for g in t}
+        pod_managers = sum(len(t) for t in targets.values())
+        for _ in range(len(gpus) + pod_managers):  # one line per daemon started
             print("   ", backend.stdout.readline().strip(), flush=True)
         clients = list(targets)
         argvs = [[PY, "-m", "gemini.cli.launch_command", "--name", c, "--config", str(conf),
