@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not start pod managers for clients added to the config later")
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret for both daemons: clients must prove it (README)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="Prometheus /metrics of the first GPU's scheduler; the next GPU's on "
+                   "PORT+1, …")
     add_verbosity(p)
     return p
 
@@ -195,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None
     args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
-                       ns.min_quota, ns.window, ns.verbose, secret_file)
+                       ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port)
     try:
         if secret_file:
             load_secret(secret_file)  # a bad file stops us here, not in every child

@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "RATIO x --device-memory (1.0)")
     um.add_argument("--um-min-quota", type=float, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")
     p.add_argument("--gpu", default=DEFAULT_GPU, type=_gpu,
                    help="serve the config's clients of this GPU (index or UUID, default 0)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
@@ -102,13 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_until_signal(
             lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
-                                         args.gpu)
+                                         args.gpu, args.metrics_port)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"gem-schd: cannot listen on {args.ip}:{args.port}: {exc.strerror}", file=sys.stderr)
+        metrics = "" if args.metrics_port is None else f" or metrics port {args.metrics_port}"
+        print(f"gem-schd: cannot listen on {args.ip}:{args.port}{metrics}: {exc.strerror}",
+              file=sys.stderr)
         return 1
 
 

@@ -81,6 +81,7 @@ class BackendArgs:
     window: float = 10000.0
     verbose: int = 0
     secret_file: str | None = None  # passed to every daemon: clients must prove it
+    metrics_port: int | None = None  # the first GPU's scheduler's; the next GPU's + 1, …
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -103,8 +104,9 @@ def _number(value: float) -> str:
 
 
 def plan_scheduler(
-    args: BackendArgs, gpu: str = DEFAULT_GPU, port: int | None = None
+    args: BackendArgs, gpu: str = DEFAULT_GPU, port: int | None = None, index: int = 0
 ) -> ProcessSpec:
+    """`index`: the GPU's place among the config's GPUs (its metrics port's offset)."""
     port = args.port if port is None else port
     path = PurePath(args.config)
     # A bare file name has parent "."; the child runs in our directory, as the original's cwd.
@@ -116,6 +118,8 @@ def plan_scheduler(
     ]
     if gpu != DEFAULT_GPU:
         argv += ["--gpu", gpu]
+    if args.metrics_port is not None:
+        argv += ["--metrics-port", _port(args.metrics_port + index)]
     if args.secret_file:
         argv += ["--secret-file", args.secret_file]
     if args.verbose:
@@ -144,7 +148,10 @@ def plan_pod_manager(
 def plan_backend(config: ResourceConfig, args: BackendArgs) -> list[ProcessSpec]:
     """The schedulers (one per GPU in use), then one pod manager per client and GPU (`place`)."""
     ports = place(config, args.port)
-    schedulers = [plan_scheduler(args, gpu, port) for gpu, port in ports.schedulers.items()]
+    schedulers = [
+        plan_scheduler(args, gpu, port, index)
+        for index, (gpu, port) in enumerate(ports.schedulers.items())
+    ]
     managers = [
         plan_pod_manager(name, port, args, gpu, ports.schedulers[gpu])
         for (name, gpu), port in ports.managers.items()
@@ -176,10 +183,10 @@ def plan_added(
         return port
 
     out = []
-    for gpu, port in want.schedulers.items():
+    for index, (gpu, port) in enumerate(want.schedulers.items()):
         if gpu not in schedulers:
             schedulers[gpu] = free(port)
-            out.append(plan_scheduler(args, gpu, schedulers[gpu]))
+            out.append(plan_scheduler(args, gpu, schedulers[gpu], index))
     for (name, gpu), port in want.managers.items():
         if (name, gpu) not in running:
             out.append(plan_pod_manager(name, free(port), args, gpu, schedulers[gpu]))

@@ -72,6 +72,8 @@ class ClientState:
     processes: int = 0
     waiting: int = 0
     conns: set[ConnId] = field(default_factory=set)
+    tokens: int = 0  # grants so far (for the metrics: counters never go down)
+    overuse_s: float = 0.0  # overuse charged so far
 
 
 @dataclass
@@ -175,7 +177,9 @@ class SchedulerCore:
             latest.end = now  # returned early
         if overuse_ms > 0.0:  # (NaN compares false)
             at = latest.end if latest is not None else now
-            self.history.charge(name, at, min(overuse_ms / MS, self.timing.window_s))
+            charged = min(overuse_ms / MS, self.timing.window_s)
+            self.history.charge(name, at, charged)
+            client.overuse_s += charged
         out: list[Action] = []
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
@@ -220,6 +224,7 @@ class SchedulerCore:
         length = um_quota(length, client.spec, self.um)
         interval = self.history.record(candidate.name, now, now + length)
         self.holder = Grant(candidate.conn, interval)
+        client.tokens += 1
         response = Response(candidate.req_id, Status.OK, (length * MS,))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
@@ -378,6 +383,8 @@ class SchedulerCore:
                 "processes": c.processes,
                 "waiting_processes": c.waiting,
                 "connected": bool(c.conns),
+                "tokens": c.tokens,
+                "overuse_s": c.overuse_s,
             }
             for name, c in self.clients.items()
         ]
@@ -390,6 +397,7 @@ class SchedulerCore:
             "uptime_s": now - self.started_at,
             "window_s": window_size,
             "holder": holder,
+            "waiting_clients": len(waiting),
             "clients": clients,
             "history": history,
         }

@@ -46,8 +46,10 @@ async def serve_scheduler(
     secret: bytes | None = None,
     um: UmPolicy | None = None,
     gpu: str = DEFAULT_GPU,
+    metrics_port: int | None = None,
 ) -> None:
-    """Serve the clients of one GPU (`gpu`, as the config names it) of the config file."""
+    """Serve the clients of one GPU (`gpu`, as the config names it) of the config file, and
+    /metrics on `metrics_port` (same address) when given."""
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
@@ -68,8 +70,23 @@ async def serve_scheduler(
     watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), apply,
                             current=config, validate=validate)
     watcher.start()
+    metrics = None
+    if metrics_port is not None:
+        from gemini.core.metrics import exposition
+        from gemini.daemon.metrics import MetricsServer
+
+        metrics = MetricsServer(lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu))
+        try:
+            bound_metrics = await metrics.start(host, metrics_port)
+        except OSError:
+            watcher.stop()
+            await daemon.close()
+            raise
+        log.info("metrics on http://%s:%d/metrics", host, bound_metrics)
     try:
         await stop.wait()
     finally:
         watcher.stop()
+        if metrics is not None:
+            await metrics.close()
         await daemon.close()

@@ -166,3 +166,10 @@ def test_command_plan_with_a_unix_socket_and_a_secret() -> None:
         plan_command("c", None, ["app"], "/h.so", unix="/" + "x" * 200)
     with pytest.raises(ValueError, match="port or Unix socket"):
         plan_command("c", None, ["app"], "/h.so")
+
+
+def test_metrics_ports_follow_the_gpus() -> None:
+    plan = plan_backend(TWO_GPUS, BackendArgs("s", "p", metrics_port=9400))
+    schedulers = [p for p in plan if p.scheduler]
+    assert [p.argv[p.argv.index("--metrics-port") + 1] for p in schedulers] == ["9400", "9401"]
+    assert all("--metrics-port" not in p.argv for p in plan_backend(CONFIG, BackendArgs("s", "p")))
