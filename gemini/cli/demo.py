@@ -20,6 +20,7 @@ from gemini.core.config import ResourceConfig
 from gemini.core.status import render
 from gemini.daemon.watcher import read_config
 from gemini.native import fake_driver_dir, hook_library_path, program_path
+from gemini.secret import create_secret_file, load_secret
 
 GPU_WORKLOAD = """
 import time
@@ -71,12 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     config: ResourceConfig = read_config(args.config)
     real = real_gpu_present()
     args.logs.mkdir(exist_ok=True)
+    # A shared secret, as a cluster should run it: only programs that can read it get tokens.
+    secret_file = (args.logs / "secret").resolve()
+    create_secret_file(secret_file, force=True)
     print(f"gemini demo on {'the real GPU' if real else 'the simulated GPU (fake driver)'}; "
           f"config {args.config} (edit it live); logs in {args.logs}/; Ctrl-C stops.")
     py = sys.executable
     procs = [start([py, "-m", "gemini.cli.launch_backend", f"{py} -m gemini.cli.schd",
                     f"{py} -m gemini.cli.pmgr", "--config", str(args.config),
-                    "--port", str(args.port)], {}, args.logs / "backend.log")]
+                    "--port", str(args.port), "--secret-file", str(secret_file)], {},
+                   args.logs / "backend.log")]
     work_argv, work_env = workload(real)
     for index, client in enumerate(config.clients[:2], start=1):
         hook_env = {
@@ -85,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
             "POD_MANAGER_IP": "127.0.0.1",
             "POD_MANAGER_PORT": str(args.port + index),
             "LD_PRELOAD": str(hook_library_path()),
+            "GEMINI_SECRET_FILE": str(secret_file),
         }
         procs.append(start(work_argv, hook_env, args.logs / f"{client.name}.log"))
     try:
-        return watch(args.port, args.seconds)
+        return watch(args.port, args.seconds, load_secret(secret_file))
     except KeyboardInterrupt:
         return 0
     finally:
@@ -96,14 +102,14 @@ def main(argv: list[str] | None = None) -> int:
             stop(proc)
 
 
-def watch(port: int, seconds: float) -> int:
+def watch(port: int, seconds: float, secret: bytes) -> int:
     from gemini.client import query_status
 
     end = time.monotonic() + seconds if seconds else None
     while end is None or time.monotonic() < end:
         time.sleep(1.0)  # the refresh period of the display
         try:
-            text = render(query_status("127.0.0.1", port), with_bars=True)
+            text = render(query_status("127.0.0.1", port, secret=secret), with_bars=True)
         except OSError as exc:
             text = f"waiting for the scheduler on port {port}: {exc}"
         sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini demo\n") + text + "\n")

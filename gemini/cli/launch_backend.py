@@ -54,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not start pod managers for clients added to the config later")
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret for both daemons: clients must prove it (README)")
+    p.add_argument("--unix", metavar="DIR",
+                   help="pod managers on Unix sockets DIR/CLIENT.sock (CLIENT@gpuN.sock beyond "
+                   "GPU 0), peer uid checked, instead of TCP ports")
+    p.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
+                   help="another uid whose programs may use the --unix sockets (repeatable)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="Prometheus /metrics of the first GPU's scheduler; the next GPU's on "
                    "PORT+1, …")
@@ -198,8 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None
     args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
-                       ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port)
+                       ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
+                       os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid))
     try:
+        if args.unix_dir:
+            os.makedirs(args.unix_dir, mode=0o755, exist_ok=True)
         if secret_file:
             load_secret(secret_file)  # a bad file stops us here, not in every child
         config = read_config(Path(args.config))

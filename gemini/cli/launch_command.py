@@ -18,7 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from gemini.core.config import DEFAULT_GPU, ConfigError, parse_gpu
-from gemini.core.launch import place, plan_command
+from gemini.core.launch import place, plan_command, socket_path
 from gemini.daemon.watcher import read_config
 from gemini.native import NativeBuildMissing, hook_library_path
 from gemini.secret import load_secret
@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "the command sees (CUDA_VISIBLE_DEVICES)")
     p.add_argument("--backend-port", type=int, default=50051,
                    help="launch-backend's --port, with --config (default 50051)")
+    p.add_argument("--unix-dir", metavar="DIR",
+                   help="with --config: the pod managers are on launch-backend --unix DIR's "
+                   "sockets")
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret the hook proves to the pod manager (GEMINI_SECRET_FILE)")
     p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
@@ -142,11 +145,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.secret_file:
             load_secret(args.secret_file)  # the hook would only wait forever on a bad file
-        ports, gpus = args.port, args.gpus
+        ports, gpus, unix = args.port, args.gpus, args.unix
         if args.config:
             ports, gpus = _from_config(args.config, args.name, args.backend_port)
+            if args.unix_dir:
+                unix = [socket_path(os.path.abspath(args.unix_dir), args.name, g)
+                        for g in gpus or (DEFAULT_GPU,)]
         spec = plan_command(args.name, ports, command, str(hook), ip=args.ip,
-                            ld_preload=os.environ.get("LD_PRELOAD"), unix=args.unix,
+                            ld_preload=os.environ.get("LD_PRELOAD"), unix=unix,
                             secret_file=_absolute(args.secret_file), gpus=gpus)
     except (ValueError, ConfigError) as exc:
         return _usage_error(str(exc))

@@ -42,6 +42,15 @@ def label(name: str, gpu: str) -> str:
     return f"{name}@gpu{gpu}" if gpu.isdigit() else f"{name}@{gpu}"
 
 
+def socket_path(unix_dir: str, name: str, gpu: str = DEFAULT_GPU) -> str:
+    """Where launch-backend --unix DIR puts the pod manager of (client, gpu)."""
+    path = str(PurePath(unix_dir) / f"{label(name, gpu)}.sock")
+    if len(path.encode()) > MAX_UNIX_PATH:
+        raise ValueError(f"Unix socket path {path!r} is longer than {MAX_UNIX_PATH} bytes: "
+                         "use a shorter directory")
+    return path
+
+
 @dataclass(frozen=True)
 class Ports:
     """Where a config's daemons listen: one scheduler per GPU, one pod manager per (client, GPU).
@@ -82,6 +91,8 @@ class BackendArgs:
     verbose: int = 0
     secret_file: str | None = None  # passed to every daemon: clients must prove it
     metrics_port: int | None = None  # the first GPU's scheduler's; the next GPU's + 1, …
+    unix_dir: str | None = None  # pod managers on Unix sockets there (socket_path), not TCP
+    allow_uids: tuple[int, ...] = ()  # other uids that may use those sockets
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -142,7 +153,13 @@ def plan_pod_manager(
     if args.secret_file:
         env["GEMINI_SECRET_FILE"] = args.secret_file
     argv = _command(args.pmgr, "pod manager")
-    return ProcessSpec(label(name, gpu), tuple(argv), env, f"{args.ip}:{port}", gpu, port)
+    listen = f"{args.ip}:{port}"
+    if args.unix_dir is not None:
+        env["POD_MANAGER_SOCKET"] = socket_path(args.unix_dir, name, gpu)
+        listen = f"unix:{env['POD_MANAGER_SOCKET']}"
+        for uid in args.allow_uids:
+            argv += ["--allow-uid", str(uid)]
+    return ProcessSpec(label(name, gpu), tuple(argv), env, listen, gpu, port)
 
 
 def plan_backend(config: ResourceConfig, args: BackendArgs) -> list[ProcessSpec]:
@@ -201,31 +218,35 @@ def plan_command(
     *,
     ip: str = "127.0.0.1",
     ld_preload: str | None = None,
-    unix: str | None = None,
+    unix: str | Sequence[str] | None = None,
     secret_file: str | None = None,
     gpus: Sequence[str] = (),
 ) -> ProcessSpec:
     """A program under the hook; `ld_preload` is the caller's LD_PRELOAD, kept after the hook.
     `port`: the pod manager's port, or one per GPU in `gpus`' order; `unix`: the pod manager's
-    Unix socket, used instead.  `gpus` (indices or UUIDs): the client's GPUs, made the only
-    ones the program sees (CUDA_VISIBLE_DEVICES), so that its device i is gpus[i], managed by
-    the i-th pod manager."""
+    Unix socket (or one per GPU), used instead.  `gpus` (indices or UUIDs): the client's GPUs,
+    made the only ones the program sees (CUDA_VISIBLE_DEVICES), so that its device i is
+    gpus[i], managed by the i-th pod manager."""
     if not command:
         raise ValueError("no command to run")
-    if unix is None and port is None:
-        raise ValueError("need the pod manager's port or Unix socket")
-    if unix is not None and not 0 < len(unix.encode()) <= MAX_UNIX_PATH:
-        raise ValueError(f"Unix socket path {unix!r} is empty or longer than {MAX_UNIX_PATH} bytes")
+    sockets = [unix] if isinstance(unix, str) else list(unix or [])
+    for path in sockets:
+        if not 0 < len(path.encode()) <= MAX_UNIX_PATH:
+            raise ValueError(
+                f"Unix socket path {path!r} is empty or longer than {MAX_UNIX_PATH} bytes")
     ports = [port] if isinstance(port, int) else list(port or [])
-    if unix is None and not ports:
+    if not sockets and not ports:
         raise ValueError("need the pod manager's port or Unix socket")
-    managers = 1 if unix is not None else len(ports)
+    managers = len(sockets) or len(ports)
     if gpus and len(gpus) != managers:
         raise ValueError(f"{len(gpus)} GPUs ({','.join(gpus)}) but {managers} pod manager(s): "
                          "give one port per GPU, in the same order")
     # The hook goes first so its cu* symbols win over any other preloaded library's.
     preload = hook_path if not ld_preload else f"{hook_path}:{ld_preload}"
-    where = f"unix:{unix}" if unix is not None else ",".join(_port(p) for p in ports)
+    if sockets:
+        where = ",".join(f"unix:{path}" for path in sockets)
+    else:
+        where = ",".join(_port(p) for p in ports)
     env = {
         "POD_MANAGER_IP": ip,
         "POD_MANAGER_PORT": where,
@@ -236,5 +257,5 @@ def plan_command(
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     if secret_file:
         env["GEMINI_SECRET_FILE"] = secret_file
-    listen = where if unix is not None else ",".join(f"{ip}:{p}" for p in ports)
+    listen = where if sockets else ",".join(f"{ip}:{p}" for p in ports)
     return ProcessSpec(name, tuple(command), env, listen)
