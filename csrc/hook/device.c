@@ -64,3 +64,14 @@ GEM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, u
         return CUDA_ERROR_INVALID_DEVICE;
     return REAL(cuCtxCreate_v4)(pctx, params, flags, dev);
 }
+
+/* A destroyed context takes its memory with it: the bytes go back to the client's limit now,
+ * not when the process exits. */
+GEM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    GEM_ENTER(cuCtxDestroy_v2);
+    CUresult r = REAL(cuCtxDestroy_v2)(ctx);
+    if (r == CUDA_SUCCESS && !GEM_PASS())
+        gem_mem_forget_ctx(ctx);
+    return r;
+}

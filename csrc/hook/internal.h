@@ -156,6 +156,8 @@ void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */
 uint64_t gem_mem_live_bytes(int dev);
+/* Forget (and give back) every allocation made while `ctx` was current: it was destroyed. */
+void gem_mem_forget_ctx(CUcontext ctx);
 struct gem_um_range {
     CUdeviceptr ptr;
     uint64_t bytes;

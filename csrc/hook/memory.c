@@ -11,6 +11,8 @@
  * marked `um` so that um.c can prefetch the live ones.  The async, pool, VMM and array paths are
  * not converted (their memory cannot be managed).
  *
+ * A destroyed context (device.c) gives back every allocation made while it was current.
+ *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
  * client (never below 0, never above what the driver says is free). */
 #include "internal.h"
@@ -28,6 +30,7 @@ struct entry {
     int kind;
     short dev;
     short um; /* managed memory served for a plain allocation: prefetched at each grant */
+    CUcontext ctx; /* current when allocated: destroying it frees the memory */
 };
 
 #define NBUCKETS 4096
@@ -99,8 +102,12 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
         gem_lease_give(dev, bytes);
         return;
     }
+    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (get_ctx != NULL && get_ctx(&ctx) != CUDA_SUCCESS)
+        ctx = NULL;
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
-                        .um = (short)um};
+                        .um = (short)um, .ctx = ctx};
     unsigned b = bucket(kind, key);
     pthread_mutex_lock(&map_m);
     e->next = buckets[b];
@@ -129,6 +136,31 @@ static void forget(int kind, uint64_t key)
     }
     gem_lease_give(found->dev, found->bytes);
     free(found);
+}
+
+void gem_mem_forget_ctx(CUcontext ctx)
+{
+    uint64_t back[GEM_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&map_m);
+    for (int i = 0; i < NBUCKETS; i++)
+        for (struct entry **p = &buckets[i]; *p != NULL;) {
+            struct entry *e = *p;
+            /* VMM handles belong to the device, not to the context: they stay until released. */
+            if (ctx == NULL || e->ctx != ctx || e->kind == K_HANDLE) {
+                p = &e->next;
+                continue;
+            }
+            *p = e->next;
+            live[e->dev] -= e->bytes;
+            back[e->dev] += e->bytes;
+            free(e);
+        }
+    pthread_mutex_unlock(&map_m);
+    for (int d = 0; d < GEM_MAX_DEVICES; d++)
+        if (back[d] > 0) {
+            GEM_LOG(GEM_LOG_DEBUG, "context destroyed: %llu B back", (unsigned long long)back[d]);
+            gem_lease_give(d, back[d]);
+        }
 }
 
 /* CUDA_SUCCESS: reserved (or nothing to reserve); else what the allocation returns: over the

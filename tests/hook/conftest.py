@@ -80,8 +80,9 @@ class HookEnv:
         return Run(p.returncode, out, p.stderr, stats)
 
     def start(self, argv: list[str], **env: str) -> Proc:
-        return Proc(subprocess.Popen(argv, env={**self.env, **env}, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True))
+        # stdin a pipe: a program that waits on it (--hold) waits until the test closes it
+        return Proc(subprocess.Popen(argv, env={**self.env, **env}, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
 
 
 class Proc:

@@ -121,3 +121,18 @@ def test_a_deep_queue_is_held_to_the_token_on_every_stream(fake_env, pm, shape):
     assert len(quotas) >= 15, overuse
     assert max(overuse) < 15.0, overuse
 
+
+
+def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
+    """Memory allocated in a context that is then destroyed goes back to the client's limit
+    while the process still runs, not when it exits."""
+    pm.limit = 64 << 20
+    proc = fake_env.start([prog("gem_client"), "ctx-alloc", "--bytes", str(8 << 20), "--hold"],
+                          GEMINI_LOG="debug")
+    line = proc.wait_line('"destroy_rc"')
+    assert '"rc": 0' in line and '"destroy_rc": 0' in line, line
+    assert pm.wait_for(lambda p: p.used == 0 and len(p.of_type(RequestType.MEM_UPDATE)) >= 2)
+    assert proc.popen.poll() is None  # still running
+    assert [u.args for u in pm.of_type(RequestType.MEM_UPDATE)] == [(8 << 20, 1), (8 << 20, 0)]
+    proc.popen.stdin.close()
+    assert proc.popen.wait(timeout=20) == 0

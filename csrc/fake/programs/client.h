@@ -16,6 +16,7 @@
  *        the first K of them, keep the rest until the end: unified-memory tests)
  *   fork-work <work options>      the same in a forked child too (one line per process)
  *   alloc --path alloc|pitch|managed|async|pool|vmm|array|array3d|mipmapped --bytes B [--hold]
+ *   ctx-alloc --bytes B [--path P] [--hold]   allocate in a context of its own, destroy it
  *   meminfo
  *   all-paths [--ptsz]
  * Common options: --device D (default 0). */
@@ -619,6 +620,32 @@ static int cmd_alloc(const struct opts *o)
     return 0;
 }
 
+/* ---- ctx-alloc: memory of a context that is destroyed ------------------------------------------ */
+static int cmd_ctx_alloc(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    CUcontext own = NULL;
+    CUresult crc = s.a.CtxCreate2(&own, 0, s.dev);
+    struct held x;
+    memset(&x, 0, sizeof x);
+    x.path = o->path;
+    CUresult rc = crc == CUDA_SUCCESS ? alloc_path(&s, &x, o->bytes) : crc;
+    CUresult drc = own != NULL ? s.a.CtxDestroy(own) : crc;
+    s.a.CtxSetCurrent(s.ctx);
+    printf("{\"rc\": %d, \"destroy_rc\": %d, \"pid\": %d}\n", (int)rc, (int)drc,
+           (int)getpid());
+    fflush(stdout);
+    if (o->hold) {
+        char line[64];
+        if (fgets(line, sizeof line, stdin) == NULL) {
+            /* stdin closed */
+        }
+    }
+    return 0;
+}
+
 /* ---- meminfo ---------------------------------------------------------------------------------- */
 static int cmd_meminfo(const struct opts *o)
 {
@@ -756,6 +783,8 @@ static int client_main(int argc, char **argv)
         return cmd_fork_work(&o);
     if (strcmp(o.cmd, "alloc") == 0)
         return cmd_alloc(&o);
+    if (strcmp(o.cmd, "ctx-alloc") == 0)
+        return cmd_ctx_alloc(&o);
     if (strcmp(o.cmd, "meminfo") == 0)
         return cmd_meminfo(&o);
     if (strcmp(o.cmd, "all-paths") == 0)
