@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from gemini.cli._args import add_secret_file, load_secret_arg
 from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
@@ -15,16 +16,36 @@ from gemini.secret import SecretError
 POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
 
 
-def record(ip: str, port: int, seconds: float, secret: bytes | None = None) -> list[Interval]:
+def _ports(text: str) -> list[int]:
+    return [int(p) for p in text.split(",") if p]
+
+
+def record(
+    ip: str, ports: list[int], seconds: float, secret: bytes | None = None
+) -> dict[int, list[Interval]]:
+    """The grants of each scheduler (one per GPU), by port."""
     from gemini.client import query_status
 
-    recorder = TraceRecorder()
+    recorders = {port: TraceRecorder() for port in ports}
     end = time.monotonic() + seconds
     while True:
-        recorder.add(query_status(ip, port, secret=secret)["history"])
+        for port, recorder in recorders.items():
+            recorder.add(query_status(ip, port, secret=secret)["history"])
         if time.monotonic() >= end:
-            return recorder.intervals()
+            return {port: r.intervals() for port, r in recorders.items()}
         time.sleep(POLL_S)
+
+
+def merged(traces: dict[int, list[Interval]]) -> tuple[dict[str, Any], list[Interval]]:
+    """One Chrome trace with a process row per GPU, and the intervals for the PNG (clients
+    named with their scheduler's port when there are several)."""
+    events: list[dict[str, Any]] = []
+    flat: list[Interval] = []
+    for pid, (port, intervals) in enumerate(traces.items(), start=1):
+        events += chrome_trace(intervals, f"GPU :{port}", pid)["traceEvents"]
+        suffix = f" :{port}" if len(traces) > 1 else ""
+        flat += [(f"{n}{suffix}", s, e) for n, s, e in intervals]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}, flat
 
 
 def plot(intervals: list[Interval], path: Path, bin_s: float = 1.0) -> None:
@@ -61,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example: gemini trace --seconds 10 --out trace.json   (also writes trace.png)",
     )
     p.add_argument("--ip", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=50051)
+    p.add_argument("--port", type=_ports, default=[50051],
+                   help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--out", type=Path, default=Path("gemini-trace.json"))
     p.add_argument("--png", type=Path, default=None, help="PNG path (default: --out with .png)")
@@ -74,12 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gemini trace: {exc}", file=sys.stderr)
         return 2
     try:
-        intervals = record(args.ip, args.port, args.seconds, secret)
+        intervals_by_port = record(args.ip, args.port, args.seconds, secret)
     except OSError as exc:
         print(f"gemini trace: cannot reach the scheduler at {args.ip}:{args.port}: {exc}",
               file=sys.stderr)
         return 1
-    args.out.write_text(json.dumps(chrome_trace(intervals, f"GPU :{args.port}")))
+    trace, intervals = merged(intervals_by_port)
+    args.out.write_text(json.dumps(trace))
     png = args.png or args.out.with_suffix(".png")
     plot(intervals, png, args.bin)
     print(f"{len(intervals)} grants: {args.out} and {png}")

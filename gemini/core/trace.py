@@ -23,21 +23,22 @@ class TraceRecorder:
         return sorted(((n, s, e) for (n, s), e in self._ends.items()), key=lambda i: i[1])
 
 
-def chrome_trace(intervals: list[Interval], gpu: str = "GPU") -> dict[str, Any]:
-    """Chrome / Perfetto trace-event JSON: one track per client, one slice per grant."""
+def chrome_trace(intervals: list[Interval], gpu: str = "GPU", pid: int = 1) -> dict[str, Any]:
+    """Chrome / Perfetto trace-event JSON: one track per client, one slice per grant; `pid`:
+    the GPU's process row (one per GPU when traces of several schedulers are merged)."""
     names = sorted({n for n, _, _ in intervals})
     tid = {n: i + 1 for i, n in enumerate(names)}
     events: list[dict[str, Any]] = [
-        {"ph": "M", "name": "thread_name", "pid": 1, "tid": tid[n], "args": {"name": n}}
+        {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid[n], "args": {"name": n}}
         for n in names
     ]
-    events.append({"ph": "M", "name": "process_name", "pid": 1, "args": {"name": gpu}})
+    events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": gpu}})
     events += [
         {
             "ph": "X",
             "name": "token",
             "cat": n,
-            "pid": 1,
+            "pid": pid,
             "tid": tid[n],
             "ts": round(s * 1e6, 1),
             "dur": round((e - s) * 1e6, 1),

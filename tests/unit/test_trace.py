@@ -23,3 +23,16 @@ def test_shares_per_bin_including_a_short_last_bin():
     shares = shares_over_time([("a", 0.0, 0.75), ("b", 0.75, 1.5)], bin_s=1.0)
     assert shares["a"] == [(0.0, 0.75), (1.0, pytest.approx(0.0))]
     assert shares["b"] == [(0.0, 0.25), (1.0, pytest.approx(1.0))]
+
+
+def test_traces_of_several_gpus_get_a_process_row_each() -> None:
+    from gemini.cli.trace import merged
+
+    trace, flat = merged({50051: [("a", 0.0, 0.1)], 50054: [("a", 0.0, 0.2), ("b", 0.2, 0.3)]})
+    rows = {e["args"]["name"]: e["pid"] for e in trace["traceEvents"]
+            if e["name"] == "process_name"}
+    assert rows == {"GPU :50051": 1, "GPU :50054": 2}
+    slices = [(e["pid"], e["cat"], e["dur"]) for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert slices == [(1, "a", 100000.0), (2, "a", 200000.0), (2, "b", 100000.0)]
+    assert [n for n, _, _ in flat] == ["a :50051", "a :50054", "b :50054"]
+    assert merged({50051: [("a", 0.0, 0.1)]})[1] == [("a", 0.0, 0.1)]  # one GPU: names as is
