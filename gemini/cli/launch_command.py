@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from gemini.core.config import DEFAULT_GPU, ConfigError, parse_gpu
+from gemini.core.config import ConfigError, parse_gpu
 from gemini.core.launch import place, plan_command, socket_path
 from gemini.daemon.watcher import read_config
 from gemini.native import NativeBuildMissing, hook_library_path
@@ -88,9 +88,9 @@ def _from_config(path: str, name: str, backend_port: int) -> tuple[list[int], tu
     where = place(config, backend_port).of_client(name)
     if not where:
         raise ValueError(f"{path} has no client {name!r} (clients: {', '.join(config.names)})")
-    gpus = tuple(gpu for gpu, _ in where)
-    # One client on GPU 0 only: the program sees what it saw with Gemini v1.
-    return [port for _, port in where], (() if gpus == (DEFAULT_GPU,) else gpus)
+    # GPU 0 too is made the only one the program sees: a GPU it may not use would only make
+    # frameworks that open every visible GPU (JAX) fail.
+    return [port for _, port in where], tuple(gpu for gpu, _ in where)
 
 
 def exit_code(returncode: int) -> int:
@@ -149,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.config:
             ports, gpus = _from_config(args.config, args.name, args.backend_port)
             if args.unix_dir:
-                unix = [socket_path(os.path.abspath(args.unix_dir), args.name, g)
-                        for g in gpus or (DEFAULT_GPU,)]
+                unix = [socket_path(os.path.abspath(args.unix_dir), args.name, g) for g in gpus]
         spec = plan_command(args.name, ports, command, str(hook), ip=args.ip,
                             ld_preload=os.environ.get("LD_PRELOAD"), unix=unix,
                             secret_file=_absolute(args.secret_file), gpus=gpus)

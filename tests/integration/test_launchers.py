@@ -314,9 +314,11 @@ def test_command_gives_the_client_exactly_its_gpus(
     assert capfd.readouterr().out.split() == ["6001,6003", "0,1"]
     assert launch_command.main(["--name", "b", "--config", str(conf), PY, "-c", PRINT_GPUS]) == 0
     assert capfd.readouterr().out.split() == ["50053", "1"]
-    # v1: a client on GPU 0 alone sees what it always saw
+    # a client on GPU 0 alone sees GPU 0 alone; with --port alone (v1) nothing is hidden
     conf.write_text("1\na 0.4 0.4 1\n")
     assert launch_command.main(["--name", "a", "--config", str(conf), PY, "-c", PRINT_GPUS]) == 0
+    assert capfd.readouterr().out.split() == ["50052", "0"]
+    assert launch_command.main(["--name", "a", "--port", "50052", PY, "-c", PRINT_GPUS]) == 0
     assert capfd.readouterr().out.split() == ["50052", "unset"]
 
 
