@@ -20,7 +20,9 @@ class TraceRecorder:
             self._ends[(str(name), round(float(start), 6))] = float(end)
 
     def intervals(self) -> list[Interval]:
-        return sorted(((n, s, e) for (n, s), e in self._ends.items()), key=lambda i: i[1])
+        """The grants, by start; a grant handed back the instant it came (no time) is left out."""
+        kept = ((n, s, e) for (n, s), e in self._ends.items() if e > s)
+        return sorted(kept, key=lambda i: i[1])
 
 
 def chrome_trace(intervals: list[Interval], gpu: str = "GPU", pid: int = 1) -> dict[str, Any]:

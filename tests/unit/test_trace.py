@@ -12,6 +12,12 @@ def test_recorder_keeps_the_latest_end_of_each_grant():
     assert rec.intervals() == [("a", 0.0, 0.1), ("b", 0.1, 0.15), ("a", 0.15, 0.3)]
 
 
+def test_a_grant_handed_back_at_once_is_no_slice():
+    rec = TraceRecorder()
+    rec.add([["a", 0.0, 0.1], ["b", 0.1, 0.1], ["b", 0.2, 0.3]])
+    assert rec.intervals() == [("a", 0.0, 0.1), ("b", 0.2, 0.3)]
+
+
 def test_chrome_trace_has_one_track_per_client():
     trace = chrome_trace([("a", 0.0, 0.5), ("b", 0.5, 1.0)])
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
