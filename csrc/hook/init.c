@@ -168,6 +168,7 @@ static void init_once(void)
         gem_stats_on = 1;
         atexit(write_stats);
     }
+    gem_ipc_on_connect(gem_mem_on_connect); /* what a new pod manager must learn from us */
     pthread_atfork(NULL, NULL, after_fork_child);
     GEM_LOG(GEM_LOG_DEBUG, "loaded: %d pod manager(s)%s", gem_cfg.ndev,
             gem_cfg.disabled ? ", disabled (pass-through)" : "");

@@ -119,8 +119,13 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* ---- ipc.c ------------------------------------------------------------------------------- */
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success. */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms);
-int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit);
+int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
+/* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
+int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict);
+/* Runs before the first request on each new connection; `reconnect`: an earlier one was lost. */
+typedef void (*gem_ipc_connect_fn)(int dev, int reconnect);
+void gem_ipc_on_connect(gem_ipc_connect_fn fn);
 
 /* lease.c: allocations reserve through a local lease of bytes (1: granted, 0: refused). */
 int gem_lease_take(int dev, uint64_t bytes);
@@ -158,6 +163,10 @@ void gem_token_reset_after_fork(void);
 uint64_t gem_mem_live_bytes(int dev);
 /* Forget (and give back) every allocation made while `ctx` was current: it was destroyed. */
 void gem_mem_forget_ctx(CUcontext ctx);
+/* The ipc.c on-connect callback: a new pod manager knows nothing of us. */
+void gem_mem_on_connect(int dev, int reconnect);
+/* The client's memory use and limit on dev (MEM_LIMIT); its flags go to um.c. */
+void gem_mem_limit(int dev, uint64_t *used, uint64_t *limit);
 struct gem_um_range {
     CUdeviceptr ptr;
     uint64_t bytes;

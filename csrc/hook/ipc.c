@@ -8,7 +8,11 @@
  *
  * Failures never end the application: a call retries with backoff until the pod manager
  * answers (fail closed), printing one line when it becomes unreachable and one when it is back.
- * Writes use MSG_NOSIGNAL, so a dead peer cannot raise SIGPIPE. */
+ * Writes use MSG_NOSIGNAL, so a dead peer cannot raise SIGPIPE.
+ *
+ * This file carries messages and nothing else: what a new connection means for the process's
+ * memory and flags is the business of the on-connect callback (gem_ipc_on_connect), which runs
+ * before the first request on every connection. */
 #include "internal.h"
 #include "gemini/wire.h"
 
@@ -40,13 +44,19 @@ struct conn {
     int reading;
     int down_logged;
     int ever_connected;
-    int reclaim_pending; /* a new connection after a lost one: claim our live bytes again */
+    int announce_pending; /* a new connection: run the on-connect callback before a request */
     int32_t next_id;
     struct waiter *waiters;
 };
 
 static struct conn conns[GEM_MAX_DEVICES];
 static pthread_once_t conns_once = PTHREAD_ONCE_INIT;
+static _Atomic(gem_ipc_connect_fn) on_connect;
+
+void gem_ipc_on_connect(gem_ipc_connect_fn fn)
+{
+    atomic_store(&on_connect, fn);
+}
 
 static void conns_init(void)
 {
@@ -58,7 +68,7 @@ static void conns_init(void)
         conns[i].reading = 0;
         conns[i].down_logged = 0;
         conns[i].ever_connected = 0;
-        conns[i].reclaim_pending = 0;
+        conns[i].announce_pending = 0;
         conns[i].next_id = 0;
         conns[i].waiters = NULL;
     }
@@ -213,9 +223,8 @@ static int ensure_connected(struct conn *c, int dev)
             GEM_LOG(GEM_LOG_WARN, "pod manager %s reachable again", where(dev, buf, sizeof(buf)));
         c->down_logged = 0;
         c->fd = fd;
-        c->reclaim_pending = c->ever_connected;
+        c->announce_pending = 1 + c->ever_connected; /* 2: after a lost one */
         c->ever_connected = 1;
-        gem_um_forget_flags(dev); /* a new pod manager may say otherwise: ask when needed */
     }
     pthread_cond_broadcast(&c->cv);
     return fd < 0 ? -1 : 0;
@@ -250,7 +259,6 @@ static void unlink_waiter(struct conn *c, struct waiter *me)
 }
 
 typedef int (*encode_fn)(uint8_t *buf, int32_t id, const void *arg);
-static void reclaim(int dev);
 
 /* One attempt: 0 answered, -1 connection problem (the caller backs off and retries). */
 static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
@@ -262,12 +270,15 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
         pthread_mutex_unlock(&c->m);
         return -1;
     }
-    if (c->reclaim_pending) {
-        /* The pod manager gave this process's bytes back when the old connection closed;
-         * the allocations are still alive, so claim them again before anything else. */
-        c->reclaim_pending = 0;
+    if (c->announce_pending) {
+        /* Before anything else on a new connection (its requests may use this connection:
+         * they find nothing pending and go on). */
+        int reconnect = c->announce_pending == 2;
+        c->announce_pending = 0;
+        gem_ipc_connect_fn fn = atomic_load(&on_connect);
         pthread_mutex_unlock(&c->m);
-        reclaim(dev);
+        if (fn != NULL)
+            fn(dev, reconnect);
         pthread_mutex_lock(&c->m);
         if (ensure_connected(c, dev) != 0) {
             pthread_mutex_unlock(&c->m);
@@ -373,21 +384,6 @@ static int enc_update(uint8_t *buf, int32_t id, const void *arg)
     return gem_wire_encode_mem_update(buf, gem_cfg.pod_name, id, a->bytes, a->is_allocate);
 }
 
-static void reclaim(int dev)
-{
-    gem_lease_drop(dev); /* the pod manager we reconnected to never granted it */
-    uint64_t live = gem_mem_live_bytes(dev);
-    if (live == 0)
-        return;
-    struct update_arg a = {live, 1};
-    uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_update, &a, rsp) != 0)
-        return; /* lost again: the next connection claims them */
-    if (gem_wire_rsp_status(rsp) != GEM_STATUS_OK || !gem_wire_rsp_verdict(rsp))
-        GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",
-                (unsigned long long)live);
-}
-
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)
 {
     struct quota_arg a = {overuse_ms, burst_ms};
@@ -397,12 +393,22 @@ int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)
     return 0;
 }
 
-int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit)
+int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
 {
     uint8_t rsp[GEM_RSP_MSG_LEN];
     call(dev, enc_limit, NULL, rsp);
     gem_wire_rsp_mem_limit(rsp, used, limit);
-    gem_um_note_flags(dev, gem_wire_rsp_mem_flags(rsp));
+    *flags = gem_wire_rsp_mem_flags(rsp);
+    return 0;
+}
+
+int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict)
+{
+    struct update_arg a = {bytes, is_allocate};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    if (attempt(dev, enc_update, &a, rsp) != 0)
+        return -1;
+    *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
     return 0;
 }
 

@@ -138,6 +138,30 @@ static void forget(int kind, uint64_t key)
     free(found);
 }
 
+void gem_mem_limit(int dev, uint64_t *used, uint64_t *limit)
+{
+    uint64_t flags = 0;
+    gem_ipc_mem_limit(dev, used, limit, &flags);
+    gem_um_note_flags(dev, flags);
+}
+
+void gem_mem_on_connect(int dev, int reconnect)
+{
+    gem_um_forget_flags(dev); /* a new pod manager may say otherwise: ask when needed */
+    if (!reconnect)
+        return;
+    /* The pod manager gave this process's bytes back when the old connection closed, and the
+     * one we reached never granted our lease; the allocations are still alive: claim them. */
+    gem_lease_drop(dev);
+    uint64_t live = gem_mem_live_bytes(dev);
+    int verdict = 0;
+    if (live == 0 || gem_ipc_mem_update_once(dev, live, 1, &verdict) != 0)
+        return; /* nothing to claim, or lost again: the next connection claims them */
+    if (!verdict)
+        GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",
+                (unsigned long long)live);
+}
+
 void gem_mem_forget_ctx(CUcontext ctx)
 {
     uint64_t back[GEM_MAX_DEVICES] = {0};
@@ -461,7 +485,7 @@ GEM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     if (r != CUDA_SUCCESS || dev < 0)
         return r;
     uint64_t used = 0, limit = 0;
-    gem_ipc_mem_limit(dev, &used, &limit);
+    gem_mem_limit(dev, &used, &limit);
     uint64_t mine_unspent = gem_lease_spare(dev); /* counted as used, yet ours to allocate */
     used = used > mine_unspent ? used - mine_unspent : 0;
     uint64_t left = used >= limit ? 0 : limit - used;
@@ -480,7 +504,7 @@ GEM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice device)
     if (r != CUDA_SUCCESS || dev < 0 || bytes == NULL)
         return r;
     uint64_t used = 0, limit = 0;
-    gem_ipc_mem_limit(dev, &used, &limit);
+    gem_mem_limit(dev, &used, &limit);
     *bytes = limit;
     return r;
 }

@@ -82,7 +82,7 @@ uint64_t gem_um_flags(int dev)
     uint64_t v = atomic_load_explicit(&flags_plus_one[dev], memory_order_acquire);
     if (v == 0) {
         uint64_t used, limit;
-        gem_ipc_mem_limit(dev, &used, &limit); /* its reply calls gem_um_note_flags */
+        gem_mem_limit(dev, &used, &limit); /* notes the flags of its reply */
         v = atomic_load_explicit(&flags_plus_one[dev], memory_order_acquire);
     }
     return v ? v - 1 : 0;

@@ -56,6 +56,13 @@ class FakePodManager:
         for conn, req in held:
             self._reply(conn, req, Status.OK, (self.quota_ms,))
 
+    def drop_connections(self) -> None:
+        """Cut every hook's connection, as a pod manager that died and came back would (the
+        bytes of those connections are given back); new connections are accepted."""
+        for c in list(self._conns):
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
         self._stop = True
         # shutdown() wakes the accept() thread; close() alone leaves it listening until then

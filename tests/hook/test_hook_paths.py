@@ -136,3 +136,20 @@ def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
     assert [u.args for u in pm.of_type(RequestType.MEM_UPDATE)] == [(8 << 20, 1), (8 << 20, 0)]
     proc.popen.stdin.close()
     assert proc.popen.wait(timeout=20) == 0
+
+
+def test_live_memory_is_claimed_again_on_a_new_connection(fake_env, pm):
+    """A pod manager that lost the connection gave the process's bytes back; the allocation is
+    still alive, so the hook claims it again before its next request on the new connection."""
+    pm.quota_ms = 20.0
+    proc = fake_env.start([prog("gem_client"), "work", "--allocs", "1", "--bytes", str(8 << 20),
+                           "--kernel-ms", "1", "--burst", "5", "--seconds", "1.5",
+                           "--report-every", "0.1"], GEMINI_MEM_LEASE_MB="0")
+    proc.wait_line('"progress"')
+    assert pm.wait_for(lambda p: p.used == 8 << 20)
+    pm.drop_connections()
+    # the next token request goes out on a new connection, after the claim
+    assert pm.wait_for(lambda p: p.connections == 2 and p.used == 8 << 20)
+    assert proc.popen.wait(timeout=20) == 0
+    updates = [u.args for u in pm.of_type(RequestType.MEM_UPDATE)]
+    assert updates == [(8 << 20, 1), (8 << 20, 1), (8 << 20, 0)], updates

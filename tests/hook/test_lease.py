@@ -37,3 +37,4 @@ def test_over_the_limit_is_still_refused(hook_env, mini, pm):
     r = hook_env.run([str(mini / "mini_client"), "alloc", str(20 * MIB)], **LEASE)
     assert r.out == [{"rc": 2}]
     assert pm.used == 0
+
