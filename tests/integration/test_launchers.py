@@ -235,7 +235,8 @@ def test_two_gpus_get_a_scheduler_each_and_a_moved_client_a_new_pod_manager(
                         ("b", "50054"): "50055"}
     # b moves to GPU 2: a scheduler for GPU 2, a pod manager for b there, on free ports.
     conf.write_text("3\na 0.4 0.4 1GiB\na 0.5 1.0 1GiB gpu=1\nb 0.5 0.5 1GiB gpu=2\n")
-    schd2, b2 = wait_started(lines, 2)
+    # (started in this order, but each reports when it is up: either may come first)
+    schd2, b2 = sorted(wait_started(lines, 2), key=lambda r: r["role"] != "scheduler")
     assert schd2["argv"][schd2["argv"].index("--gpu") + 1] == "2"
     assert schd2["argv"][schd2["argv"].index("-P") + 1] == "50056"
     assert (b2["who"], b2["env"]["POD_MANAGER_PORT"], b2["env"]["SCHEDULER_PORT"]) == (
