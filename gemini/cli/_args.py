@@ -6,7 +6,31 @@ import argparse
 import os
 import sys
 
+from gemini.core.config import parse_gpu
 from gemini.secret import ENV, load_optional, world_readable
+
+
+def port_list(text: str) -> list[int]:
+    """`--port A,B`: one port per GPU (or per scheduler), comma-separated."""
+    try:
+        return [int(p) for p in text.split(",") if p]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports") from None
+
+
+def gpu_list(text: str) -> tuple[str, ...]:
+    """`--gpu(s) G[,G]`: GPUs spelled as the config spells them ("01" is GPU 1)."""
+    try:
+        return tuple(parse_gpu(g) for g in text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def one_gpu(text: str) -> str:
+    gpus = gpu_list(text)
+    if len(gpus) != 1:
+        raise argparse.ArgumentTypeError(f"one GPU, not {text!r}")
+    return gpus[0]
 
 
 def expand_verbosity(argv: list[str]) -> list[str]:

@@ -9,20 +9,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gemini.cli._args import add_secret_file, load_secret_arg
+from gemini.cli._args import add_secret_file, load_secret_arg, port_list
 from gemini.core.status import render
 from gemini.secret import SecretError
 
 DEFAULT_PORT = 50051
 
 
-def _ports(text: str) -> list[int]:
-    return [int(p) for p in text.split(",") if p]
-
-
 def _status_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ip", default="127.0.0.1", help="scheduler address (default 127.0.0.1)")
-    p.add_argument("--port", type=_ports, default=[DEFAULT_PORT],
+    p.add_argument("--port", type=port_list, default=[DEFAULT_PORT],
                    help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
     add_secret_file(p, from_env=True)
 

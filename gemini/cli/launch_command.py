@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from gemini.core.config import ConfigError, parse_gpu
+from gemini.cli._args import gpu_list, port_list
+from gemini.core.config import ConfigError
 from gemini.core.launch import place, plan_command, socket_path
 from gemini.daemon.watcher import read_config
 from gemini.native import NativeBuildMissing, hook_library_path
@@ -43,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", required=True, help="client name (POD_NAME), an ID of the config")
     where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--port", type=_ports,
+    where.add_argument("--port", type=port_list,
                        help="the client's pod manager port; with --gpus one per GPU, "
                        "comma-separated, in the same order")
     where.add_argument("--config", metavar="FILE",
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "config (as placed at launch; --backend-port is launch-backend's --port)")
     where.add_argument("--unix", metavar="PATH",
                        help="the pod manager's Unix socket (gem-pmgr --unix), instead of --port")
-    p.add_argument("--gpus", type=_gpus, default=(),
+    p.add_argument("--gpus", type=gpu_list, default=(),
                    help="the client's GPUs (indices or UUIDs, comma-separated): the only ones "
                    "the command sees (CUDA_VISIBLE_DEVICES)")
     p.add_argument("--backend-port", type=int, default=50051,
@@ -66,20 +67,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop the command's process group after this many seconds")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND...")
     return p
-
-
-def _ports(text: str) -> list[int]:
-    try:
-        return [int(p) for p in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports") from None
-
-
-def _gpus(text: str) -> tuple[str, ...]:
-    try:
-        return tuple(parse_gpu(g) for g in text.split(","))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _from_config(path: str, name: str, backend_port: int) -> tuple[list[int], tuple[str, ...]]:

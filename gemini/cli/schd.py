@@ -6,8 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from gemini.cli._args import add_secret_file, add_verbosity, expand_verbosity, load_secret_arg
-from gemini.core.config import DEFAULT_GPU, ConfigError, parse_gpu
+from gemini.cli._args import (
+    add_secret_file,
+    add_verbosity,
+    expand_verbosity,
+    load_secret_arg,
+    one_gpu,
+)
+from gemini.core.config import DEFAULT_GPU, ConfigError
 from gemini.core.scheduler import Timing
 from gemini.core.um import DEFAULT_UM_MIN_QUOTA_S, UmPolicy
 from gemini.core.units import parse_bytes
@@ -50,21 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")
-    p.add_argument("--gpu", default=DEFAULT_GPU, type=_gpu,
+    p.add_argument("--gpu", default=DEFAULT_GPU, type=one_gpu,
                    help="serve the config's clients of this GPU (index or UUID, default 0)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
     add_verbosity(p)
     return p
-
-
-def _gpu(text: str) -> str:
-    # The config's own spelling ("01" is GPU 1), so that the two always match.
-    try:
-        return parse_gpu(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _size(text: str) -> int:

@@ -9,15 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gemini.cli._args import add_secret_file, load_secret_arg
+from gemini.cli._args import add_secret_file, load_secret_arg, port_list
 from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
 from gemini.secret import SecretError
 
 POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
 
-
-def _ports(text: str) -> list[int]:
-    return [int(p) for p in text.split(",") if p]
 
 
 def record(
@@ -82,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example: gemini trace --seconds 10 --out trace.json   (also writes trace.png)",
     )
     p.add_argument("--ip", default="127.0.0.1")
-    p.add_argument("--port", type=_ports, default=[50051],
+    p.add_argument("--port", type=port_list, default=[50051],
                    help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--out", type=Path, default=Path("gemini-trace.json"))
