@@ -155,7 +155,7 @@ void gem_inflight_reset_after_fork(void);
 enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
-int gem_token_acquire(int dev, CUstream s, int per_thread);
+int gem_token_acquire(int dev, CUstream s, int per_thread); /* dev >= 0 (launch.c refuses others) */
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);
 

@@ -6,14 +6,11 @@
  * launch's stream ordered after it (um.c); `pts`: a per-thread-default-stream entry point. */
 #include "internal.h"
 
-static inline int gate(int pts, CUstream s, int *dev)
+static inline int gate(int pts, CUstream s, int dev)
 {
-    *dev = gem_current_dev();
-    if (__builtin_expect(*dev < 0, 0))
-        return 0;
-    int g = gem_token_acquire(*dev, s, pts);
+    int g = gem_token_acquire(dev, s, pts);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
-        gem_um_on_grant(*dev, s, pts);
+        gem_um_on_grant(dev, s, pts);
     return g;
 }
 
@@ -30,10 +27,10 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
         GEM_ENTER(sym);                                                                          \
         if (GEM_PASS())                                                                          \
             return REAL(sym) call;                                                               \
-        int dev_;                                                                                \
-        int g_ = gate((pts), (stream), &dev_);                                                   \
+        int dev_ = gem_current_dev();                                                            \
         if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
             return CUDA_ERROR_INVALID_DEVICE;                                                    \
+        int g_ = gate((pts), (stream), dev_);                                                    \
         return marked(REAL(sym) call, g_, dev_, (stream), (pts));                                \
     } while (0)
 

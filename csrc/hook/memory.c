@@ -164,13 +164,15 @@ void gem_mem_on_connect(int dev, int reconnect)
 
 void gem_mem_forget_ctx(CUcontext ctx)
 {
+    if (ctx == NULL)
+        return; /* allocations made with no context current are not tied to one */
     uint64_t back[GEM_MAX_DEVICES] = {0};
     pthread_mutex_lock(&map_m);
     for (int i = 0; i < NBUCKETS; i++)
         for (struct entry **p = &buckets[i]; *p != NULL;) {
             struct entry *e = *p;
             /* VMM handles belong to the device, not to the context: they stay until released. */
-            if (ctx == NULL || e->ctx != ctx || e->kind == K_HANDLE) {
+            if (e->ctx != ctx || e->kind == K_HANDLE) {
                 p = &e->next;
                 continue;
             }
@@ -434,7 +436,7 @@ GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     if (q != CUDA_SUCCESS)
         return q;
     CUresult r = REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
-    if (r != CUDA_SUCCESS || dev < 0 || guess == 0)
+    if (r != CUDA_SUCCESS || guess == 0)
         return settle(r, dev, K_PTR, 0, guess);
     uint64_t actual = (uint64_t)*pPitch * Height;
     if (actual > guess && reserve(dev, actual - guess, "cuMemAllocPitch_v2") != CUDA_SUCCESS) {

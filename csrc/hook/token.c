@@ -338,8 +338,6 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
 
 int gem_token_acquire(int dev, CUstream s, int pts)
 {
-    if (dev < 0)
-        return 0;
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
     uint64_t launches = gem_inflight_launch(dev);

@@ -71,19 +71,15 @@ async def serve_scheduler(
                             current=config, validate=validate)
     watcher.start()
     metrics = None
-    if metrics_port is not None:
-        from gemini.core.metrics import exposition
-        from gemini.daemon.metrics import MetricsServer
-
-        metrics = MetricsServer(lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu))
-        try:
-            bound_metrics = await metrics.start(host, metrics_port)
-        except OSError:
-            watcher.stop()
-            await daemon.close()
-            raise
-        log.info("metrics on http://%s:%d/metrics", host, bound_metrics)
     try:
+        if metrics_port is not None:
+            from gemini.core.metrics import exposition
+            from gemini.daemon.metrics import MetricsServer
+
+            metrics = MetricsServer(
+                lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu))
+            bound_metrics = await metrics.start(host, metrics_port)
+            log.info("metrics on http://%s:%d/metrics", host, bound_metrics)
         await stop.wait()
     finally:
         watcher.stop()

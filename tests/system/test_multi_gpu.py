@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from gemini.core.config import parse_text
 from tests.procs import start_pod_manager, start_scheduler
 from tests.system.conftest import FAST, KERNEL_MS, result
 
@@ -26,9 +27,8 @@ def gpus(system, tmp_path):
         config = tmp_path / "resource-config.txt"
         config.write_text(config_text)
         schedulers, managers = {}, {}
-        for line in config_text.splitlines()[1:]:
-            name, *_, where = line.split()
-            gpu = where.removeprefix("gpu=") if where.startswith("gpu=") else "0"
+        for spec in parse_text(config_text).clients:
+            name, gpu = spec.name, spec.gpu
             if gpu not in schedulers:
                 schedulers[gpu] = start_scheduler(config, *FAST, "--gpu", gpu)
                 started.append(schedulers[gpu])

@@ -594,6 +594,15 @@ static CUresult free_path(struct session *s, struct held *x)
     return r;
 }
 
+/* --hold: wait for a line on stdin (or its end) before going on. */
+static void hold_until_told(const struct opts *o)
+{
+    char line[64];
+    if (o->hold && fgets(line, sizeof line, stdin) == NULL) {
+        /* stdin closed: go on all the same */
+    }
+}
+
 static int cmd_alloc(const struct opts *o)
 {
     struct session s;
@@ -608,12 +617,7 @@ static int cmd_alloc(const struct opts *o)
     printf("{\"rc\": %d, \"mem_free\": %zu, \"mem_total\": %zu, \"meminfo_rc\": %d, \"pid\": %d}\n",
            (int)rc, fr, tot, (int)mrc, (int)getpid());
     fflush(stdout);
-    if (o->hold) {
-        char line[64];
-        if (fgets(line, sizeof line, stdin) == NULL) {
-            /* stdin closed: free anyway */
-        }
-    }
+    hold_until_told(o); /* then free */
     CUresult frc = free_path(&s, &x);
     s.a.MemGetInfo(&fr, &tot);
     printf("{\"free_rc\": %d, \"mem_free\": %zu, \"mem_total\": %zu}\n", (int)frc, fr, tot);
@@ -637,12 +641,7 @@ static int cmd_ctx_alloc(const struct opts *o)
     printf("{\"rc\": %d, \"destroy_rc\": %d, \"pid\": %d}\n", (int)rc, (int)drc,
            (int)getpid());
     fflush(stdout);
-    if (o->hold) {
-        char line[64];
-        if (fgets(line, sizeof line, stdin) == NULL) {
-            /* stdin closed */
-        }
-    }
+    hold_until_told(o);
     return 0;
 }
 
