@@ -1,11 +1,22 @@
-"""Who gets the GPU next and for how long: Gemini's priority and adaptive quota (spec §3.4, §3.5).
+"""Who gets the GPU next and for how long (Gemini spec §3.4, §3.5), pure and in seconds.
 
-Pure functions over plain numbers, in seconds.
+Gemini orders waiting clients by their usage over the 10 s window: below its guarantee first,
+then least usage.  Shares then hold over 10 s but not over 1 s: a client that ran alone for a
+second at start-up is 'ahead' for the next ten, its neighbour takes the GPU in one lump to
+catch up, and the lump slides out of the window ten seconds later and echoes (issue 12).
+
+So the order comes from a bounded lag instead (`Credits`): while a client wants the GPU it earns
+its target rate (`targets`: its request, plus an equal part of what the others leave, up to its
+limit: the water level Gemini's least-usage rule reaches), and every second it is served costs
+it a second.  The one owed most goes next.  Credit is capped at `bound` seconds either way, so
+time a client spent away or alone is neither owed nor held against it for long.  Limits still
+hold over the windows (the scheduler's `room`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 QUOTA_UPDATE_RATE = 0.5  # weight of the newest burst in the quota's moving average
@@ -14,32 +25,67 @@ NO_BURST = 1e-9
 
 @dataclass(frozen=True)
 class Standing:
-    """One waiting client's position in the current windows."""
+    """One waiting client's position."""
 
     name: str
-    usage: float  # seconds used inside the (long) window
-    require: float  # request × window: the guarantee
+    credit: float  # seconds of GPU it is owed (negative: it is ahead)
+    target: float  # its share of the GPU while the current clients want it
     remaining: float = math.inf  # the longest grant that keeps it under its limit in every window
 
-    @property
-    def missing(self) -> float:
-        return self.require - self.usage
 
-
-def priority_key(s: Standing, slack: float = 0.0) -> tuple[int, float]:
-    """Sort key, smallest first: clients below their guarantee (by more than `slack`) first, the
-    largest unmet fraction of it first; then everyone else by least usage (work conservation up
-    to the limit)."""
-    if s.missing > slack:
-        return (0, -s.missing / s.require)
-    return (1, s.usage)
-
-
-def pick(standings: list[Standing], min_grant: float = 0.0, slack: float = 0.0) -> Standing | None:
-    """The client to serve next among those with room for at least `min_grant` seconds under
+def pick(standings: list[Standing], min_grant: float = 0.0) -> Standing | None:
+    """The client owed most among those with room for at least `min_grant` seconds under
     their limit, or None if all are capped.  Ties keep arrival order."""
     valid = [s for s in standings if s.remaining > 0 and s.remaining >= min_grant]
-    return min(valid, key=lambda s: priority_key(s, slack)) if valid else None
+    return max(valid, key=lambda s: s.credit, default=None)
+
+
+def targets(wanting: Mapping[str, tuple[float, float]]) -> dict[str, float]:
+    """Each client's share of the GPU, from its (request, limit): its request, and what the
+    requests leave shared so that shares are as equal as possible, none above its limit.
+    Requests that add up to more than the GPU are scaled down to fit."""
+    total_request = sum(r for r, _ in wanting.values())
+    if total_request >= 1.0:
+        return {n: r / total_request for n, (r, _) in wanting.items()}
+
+    def total(level: float) -> float:
+        return sum(min(max(r, level), lim) for r, lim in wanting.values())
+
+    if total(1.0) <= 1.0:
+        return {n: lim for n, (_, lim) in wanting.items()}
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        mid = (low + high) / 2
+        low, high = (mid, high) if total(mid) < 1.0 else (low, mid)
+    return {n: min(max(r, low), lim) for n, (r, lim) in wanting.items()}
+
+
+class Credits:
+    """GPU time each client is owed: earned at its target rate while it wants the GPU, spent
+    when served, kept within ±`bound` seconds."""
+
+    def __init__(self, bound: float, now: float) -> None:
+        self.bound = bound
+        self.credit: dict[str, float] = {}
+        self._since = now
+
+    def earn(self, rates: Mapping[str, float], now: float) -> None:
+        """Credit the clients that wanted the GPU since the last call, each at its rate."""
+        elapsed = max(now - self._since, 0.0)
+        self._since = max(now, self._since)
+        for name, rate in rates.items():
+            owed = self.credit.get(name, 0.0) + rate * elapsed
+            self.credit[name] = min(max(owed, -self.bound), self.bound)
+
+    def spend(self, name: str, seconds: float) -> None:
+        """`seconds` of GPU time served to `name` (negative: given back unused)."""
+        self.credit[name] = self.credit.get(name, 0.0) - seconds  # (bounded at the next earn)
+
+    def of(self, name: str) -> float:
+        return self.credit.get(name, 0.0)
+
+    def forget(self, name: str) -> None:
+        self.credit.pop(name, None)
 
 
 def next_quota(previous: float, burst: float, base: float, minimum: float, maximum: float) -> float:

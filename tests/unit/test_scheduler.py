@@ -326,3 +326,35 @@ def test_shares_hold_second_by_second_with_long_bursts(name):
 def test_no_grant_is_longer_than_a_tenth_of_the_short_window():
     _, sim = run_shares([("a", 0.5, 1.0)], seconds=5.0, burst_ms=5000.0)
     assert max(e - s for s, e in sim.clients["a"].busy) <= 0.1 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("specs", "starts"),
+    [
+        ([("a", 0.3, 1.0), ("b", 0.7, 1.0)], [0.0, 1.5]),
+        ([("a", 0.3, 1.0), ("b", 0.7, 1.0)], [1.5, 0.0]),
+        ([("a", 0.2, 1.0), ("b", 0.3, 1.0), ("c", 0.5, 1.0)], [0.0, 0.7, 1.5]),
+    ],
+)
+@pytest.mark.parametrize("burst_ms", [50.0, 5000.0])
+def test_time_alone_at_start_up_is_not_paid_back_in_a_lump(specs, starts, burst_ms):
+    # Gemini's order (usage over the 10 s window) let the late starter take the GPU for seconds
+    # to catch up, and the other one again ten seconds later when that slid out (68 points).
+    sim = Sim(specs, timing=LAUNCHER, burst_ms=burst_ms)
+    for (name, _, _), at in zip(specs, starts, strict=True):
+        sim.start(name, at=at)
+    sim.run_until(30.0)
+    t0 = max(starts)
+    for name, request, _ in specs:
+        seconds = [sim.share(name, t0 + t, t0 + t + 1.0) for t in range(28)]
+        assert max(abs(s - request) for s in seconds) <= 0.05, (name, seconds)
+
+
+def test_a_client_back_from_idle_gets_its_share_not_a_lump():
+    sim = Sim([("a", 0.5, 1.0), ("b", 0.5, 1.0)], timing=LAUNCHER, burst_ms=50.0)
+    sim.start("a")
+    sim.run_until(8.0)  # a alone for 8 s: 8 s of the window ahead of b
+    sim.start("b", at=8.0)
+    sim.run_until(30.0)
+    seconds = [sim.share("a", t, t + 1.0) for t in range(9, 29)]
+    assert min(seconds) >= 0.45, seconds

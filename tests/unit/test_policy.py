@@ -1,0 +1,76 @@
+"""The order and the target shares (gemini.core.policy), as properties."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemini.core.policy import Credits, Standing, pick, targets
+
+share = st.floats(0.0, 1.0)
+
+
+@st.composite
+def clients(draw):
+    n = draw(st.integers(1, 8))
+    out = {}
+    for i in range(n):
+        request = draw(share)
+        out[f"c{i}"] = (request, draw(st.floats(request, 1.0)))
+    return out
+
+
+@given(clients())
+def test_targets_fill_the_gpu_between_requests_and_limits(wanting):
+    rates = targets(wanting)
+    assert sum(rates.values()) <= 1.0 + 1e-9
+    total_request = sum(r for r, _ in wanting.values())
+    if total_request >= 1.0:  # oversubscribed: requests scaled down alike
+        for name, (request, _) in wanting.items():
+            assert rates[name] == pytest.approx(request / total_request)
+        return
+    for name, (request, limit) in wanting.items():
+        assert request - 1e-9 <= rates[name] <= limit + 1e-9
+    if sum(lim for _, lim in wanting.values()) >= 1.0:
+        assert sum(rates.values()) == pytest.approx(1.0, abs=1e-6)  # work-conserving
+    # What is left over is shared equally: anyone above its request sits at the common level
+    # or at its limit.
+    above = [rates[n] for n, (r, lim) in wanting.items() if r + 1e-6 < rates[n] < lim - 1e-6]
+    assert max(above, default=0) - min(above, default=0) <= 1e-6
+
+
+def test_targets_examples():
+    assert targets({"a": (0.3, 1.0), "b": (0.7, 1.0)}) == pytest.approx({"a": 0.3, "b": 0.7})
+    assert targets({"a": (0.2, 1.0), "b": (0.3, 1.0)}) == pytest.approx({"a": 0.5, "b": 0.5})
+    assert targets({"a": (0.2, 0.4), "b": (0.3, 1.0)}) == pytest.approx({"a": 0.4, "b": 0.6})
+    assert targets({"a": (0.1, 0.4)}) == pytest.approx({"a": 0.4})
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.floats(0.0, 0.5), st.floats(0.0, 0.3))))
+def test_credit_stays_within_its_bound_after_every_earn(steps):
+    credits = Credits(0.2, now=0.0)
+    now = 0.0
+    for name, elapsed, served in steps:
+        credits.spend(name, served)
+        now += elapsed
+        credits.earn({name: 0.5, "z": 1.0}, now)
+        assert all(-0.2 <= c <= 0.2 for c in credits.credit.values())
+
+
+def test_credit_is_earned_only_while_wanting_and_spent_when_served():
+    credits = Credits(1.0, now=0.0)
+    credits.earn({"a": 0.3, "b": 0.7}, 0.1)
+    assert credits.of("a") == pytest.approx(0.03)
+    assert credits.of("b") == pytest.approx(0.07)
+    credits.spend("b", 0.05)
+    credits.earn({"a": 0.3}, 0.2)  # b no longer wants it: earns nothing
+    assert credits.of("b") == pytest.approx(0.02)
+    assert credits.of("a") == pytest.approx(0.06)
+
+
+def test_pick_takes_the_one_owed_most_among_those_with_room():
+    a = Standing("a", credit=0.05, target=0.3, remaining=0.01)
+    b = Standing("b", credit=-0.02, target=0.7)
+    c = Standing("c", credit=-0.01, target=0.7)
+    assert pick([a, b, c], min_grant=0.02) is c
+    assert pick([a, b, c]) is a
+    assert pick([Standing("a", 0.0, 0.3, remaining=0.0)]) is None
