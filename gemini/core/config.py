@@ -5,6 +5,10 @@ Two syntaxes build the same frozen `ResourceConfig`:
 * the original text format (`parse_text`), which existing `resource-config.txt` files use;
 * YAML (`parse_yaml`), for people who prefer named fields.
 
+A client may name a spatial partition of its GPU (`Partition`: a percentage of the SMs, given to
+the partition's processes through MPS); clients of one partition share it by tokens, as the
+clients without one share the whole GPU (README: Spatial sharing).
+
 Every problem is a `ConfigError` naming the source, the line and the reason, so a bad edit to a
 running scheduler's config can be reported in one line and ignored.  Pure: text in, values out;
 reading files and watching them is `gemini.daemon.watcher`'s job.
@@ -13,6 +17,7 @@ reading files and watching them is `gemini.daemon.watcher`'s job.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +30,20 @@ from gemini.core.wire import MAX_NAME_LEN
 YAML_SUFFIXES = (".yaml", ".yml")
 UM_FLAG = "um"
 GPU_KEY = "gpu"
+SM_KEY = "sm"
 DEFAULT_GPU = "0"
+OVERSUBSCRIBE = "oversubscribe"
+_PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A spatial partition of one GPU: `sm` percent of its SMs (MPS active threads, a whole
+    number 1..100), shared by the clients that name it.  A client's REQUEST and LIMIT are then
+    shares of its partition's time, not of the whole GPU's."""
+
+    name: str
+    sm: int
 
 
 @dataclass(frozen=True)
@@ -40,11 +58,15 @@ class ClientSpec:
     gpu_mem: int
     unified_memory: bool = False
     gpu: str = DEFAULT_GPU
+    partition: Partition | None = None  # None: time-sliced on the whole GPU, as in Gemini
 
 
 @dataclass(frozen=True)
 class ResourceConfig:
     clients: tuple[ClientSpec, ...]
+    # The partitions of a GPU may add up to more than 100 % of its SMs (MPS allows it; they then
+    # compete for the SMs they share).
+    oversubscribe: bool = False
 
     def get(self, name: str) -> ClientSpec | None:
         """The client's first spec (its only one in a one-GPU config or `for_gpu`'s result)."""
@@ -62,7 +84,17 @@ class ResourceConfig:
 
     def for_gpu(self, gpu: str) -> ResourceConfig:
         """The clients of one GPU: what that GPU's scheduler runs on."""
-        return ResourceConfig(tuple(c for c in self.clients if c.gpu == gpu))
+        return ResourceConfig(tuple(c for c in self.clients if c.gpu == gpu), self.oversubscribe)
+
+    @property
+    def spatial(self) -> bool:
+        """Whether any client names a partition (launch-backend then starts MPS)."""
+        return any(c.partition is not None for c in self.clients)
+
+    def partitions(self, gpu: str = DEFAULT_GPU) -> tuple[Partition, ...]:
+        """The partitions of one GPU, each once, in order of first appearance."""
+        found = (c.partition for c in self.clients if c.gpu == gpu and c.partition is not None)
+        return tuple(dict.fromkeys(found))
 
     def of_client(self, name: str) -> tuple[ClientSpec, ...]:
         """A client's specs, one per GPU, in config order."""
@@ -177,34 +209,111 @@ def parse_gpu(value: object) -> str:
     raise _Invalid(f"gpu {value!r} is neither an index (0, 1, ...) nor a UUID (GPU-...)")
 
 
+def _sm_percent(value: object) -> int:
+    if isinstance(value, bool):
+        raise _Invalid(f"sm must be a whole percentage of the SMs, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int):
+        raise _Invalid(f"sm {value!r} is not a whole percentage of the SMs (1 to 100)")
+    if not 1 <= value <= 100:
+        raise _Invalid(f"sm {value} is outside 1..100 (percent of the GPU's SMs)")
+    return value
+
+
+def _partition(sm: object, name: object) -> Partition:
+    if not isinstance(name, str) or not _PARTITION_NAME.fullmatch(name):
+        raise _Invalid(f"partition name {name!r} must be 1 to 32 letters, digits, '_', '.' or '-'")
+    return Partition(name, _sm_percent(sm))
+
+
 def _client(
     name: object, request: object, limit: object, gpu_mem: object, um: bool,
-    gpu: object = DEFAULT_GPU,
+    gpu: object = DEFAULT_GPU, partition: tuple[object, object | None] | None = None,
 ) -> ClientSpec:
+    """`partition`: (sm, name) as written; a partition without a name is the client's own."""
     shares = _shares(request, limit)
-    return ClientSpec(_check_name(name), *shares, _memory(gpu_mem), um, parse_gpu(gpu))
+    client = _check_name(name)
+    part = None
+    if partition is not None:
+        sm, part_name = partition
+        part = _partition(sm, client if part_name is None else part_name)
+    return ClientSpec(client, *shares, _memory(gpu_mem), um, parse_gpu(gpu), part)
+
+
+def _on_line(line: int | None) -> str:
+    return "" if line is None else f" on line {line}"
 
 
 class _Registry:
-    """Collects clients in order and rejects a second use of a name on one GPU."""
+    """Collects clients in order and rejects a second use of a name on one GPU, and partitions
+    that do not fit together (`result`)."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, oversubscribe: bool = False) -> None:
         self.source = source
+        self.oversubscribe = oversubscribe
         self.first_line: dict[tuple[str, str], int | None] = {}
+        # (gpu, partition name) -> (its size, the line that first named it)
+        self.partitions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self.clients: list[ClientSpec] = []
 
-    def add(self, spec: ClientSpec, line: int | None) -> None:
+    def add(self, spec: ClientSpec, line: int | None, sm_line: int | None = None) -> None:
+        """`sm_line`: where the partition is written, when not on `line` (YAML keys)."""
         key = (spec.name, spec.gpu)
         if key in self.first_line:
             first = self.first_line[key]
             where = "" if first is None else f" (first on line {first})"
             on = "" if spec.gpu == DEFAULT_GPU else f" on GPU {spec.gpu}"
             raise ConfigError(self.source, line, f"duplicate client {spec.name!r}{on}{where}")
+        self._check_partition(spec, line if sm_line is None else sm_line)
         self.first_line[key] = line
         self.clients.append(spec)
 
+    def _check_partition(self, spec: ClientSpec, line: int | None) -> None:
+        part = spec.partition
+        if part is not None:
+            known = self.partitions.setdefault((spec.gpu, part.name), (part.sm, line))
+            if known[0] != part.sm:
+                raise ConfigError(self.source, line, (
+                    f"partition {part.name!r} is {known[0]}% of the SMs{_on_line(known[1])} "
+                    f"but {part.sm}% here: its clients must give the same size"))
+        # One process has one MPS thread percentage, whatever GPU it runs on.
+        other = next((c for c in self.clients if c.name == spec.name), None)
+        if other is not None and _sm_of(other.partition) != _sm_of(part):
+            raise ConfigError(self.source, line, (
+                f"client {spec.name!r} has {_describe_partition(other.partition)} on GPU "
+                f"{other.gpu} and {_describe_partition(part)} here: its processes have one MPS "
+                "thread percentage, so give it partitions of one size on all its GPUs or none"))
+
     def result(self) -> ResourceConfig:
-        return ResourceConfig(tuple(self.clients))
+        config = ResourceConfig(tuple(self.clients), self.oversubscribe)
+        if not self.oversubscribe:
+            for gpu in config.gpus:
+                self._check_sum(gpu, config.partitions(gpu))
+        return config
+
+    def _check_sum(self, gpu: str, partitions: tuple[Partition, ...]) -> None:
+        total = 0
+        for part in partitions:
+            total += part.sm
+            if total > 100:
+                sizes = ", ".join(f"{p.name} {p.sm}%" for p in partitions)
+                on = "" if gpu == DEFAULT_GPU else f" of GPU {gpu}"
+                line = self.partitions[(gpu, part.name)][1]
+                raise ConfigError(self.source, line, (
+                    f"the partitions{on} take {sum(p.sm for p in partitions)}% of the SMs "
+                    f"({sizes}): at most 100% unless the file allows oversubscribe (text: "
+                    f"'N {OVERSUBSCRIBE}' on the first line; YAML: '{OVERSUBSCRIBE}: true')"))
+
+
+def _sm_of(part: Partition | None) -> int | None:
+    return None if part is None else part.sm
+
+
+def _describe_partition(part: Partition | None) -> str:
+    return "no partition" if part is None else f"partition {part.name!r} ({part.sm}% of the SMs)"
 
 
 # ---- the original text format --------------------------------------------------------------------
@@ -219,9 +328,12 @@ def _content_lines(text: str) -> Iterator[tuple[int, list[str]]]:
             yield number, fields[:cut]
 
 
-def _count(source: str, line: int, fields: list[str]) -> int:
-    if len(fields) != 1:
-        raise ConfigError(source, line, "expected the number of clients N alone on the first line")
+def _count(source: str, line: int, fields: list[str]) -> tuple[int, bool]:
+    """The first line: the client count N, then optionally the word `oversubscribe`."""
+    oversubscribe = len(fields) == 2 and fields[1].lower() == OVERSUBSCRIBE
+    if len(fields) != 1 and not oversubscribe:
+        raise ConfigError(source, line, "expected the number of clients N alone on the first line "
+                          f"(or 'N {OVERSUBSCRIBE}')")
     try:
         count = int(fields[0])
     except ValueError:
@@ -229,15 +341,17 @@ def _count(source: str, line: int, fields: list[str]) -> int:
         raise ConfigError(source, line, reason) from None
     if count < 0:
         raise ConfigError(source, line, f"client count {count} is negative")
-    return count
+    return count, oversubscribe
 
 
 def _text_client(fields: list[str]) -> ClientSpec:
     if len(fields) < 4:
         raise _Invalid(
-            f"expected 'ID REQUEST LIMIT GPU_MEM [um] [gpu=G]', got {len(fields)} fields"
+            f"expected 'ID REQUEST LIMIT GPU_MEM [um] [gpu=G]', got {len(fields)} fields "
+            "(a spatial partition adds 'sm=PCT[@PARTITION]')"
         )
     um, gpu = False, DEFAULT_GPU
+    partition: tuple[object, object | None] | None = None
     seen: set[str] = set()
     for extra in fields[4:]:
         key, _, value = extra.partition("=")
@@ -249,14 +363,18 @@ def _text_client(fields: list[str]) -> ClientSpec:
             um = True
         elif key == GPU_KEY and value:
             gpu = value
+        elif key == SM_KEY and value:
+            sm, at, name = value.partition("@")
+            partition = (sm, name if at else None)
         else:
-            raise _Invalid(f"unknown field {extra!r}: expected 'um' (unified memory) or 'gpu=G'")
-    return _client(*fields[:4], um, gpu)
+            raise _Invalid(f"unknown field {extra!r}: expected 'um' (unified memory) or 'gpu=G' "
+                           "or 'sm=PCT[@PARTITION]' (a spatial partition)")
+    return _client(*fields[:4], um, gpu, partition)
 
 
 def parse_text(text: str, source: str = "<string>") -> ResourceConfig:
-    """Parse the original format: a client count N, then N lines
-    `ID REQUEST LIMIT GPU_MEM [um] [gpu=G]`.
+    """Parse the original format: a client count N (optionally followed by `oversubscribe`), then
+    N lines `ID REQUEST LIMIT GPU_MEM [um] [gpu=G] [sm=PCT[@PARTITION]]`.
 
     Fields are separated by any spaces or tabs.  Unlike the original (which read whitespace-
     separated tokens from anywhere), each client must sit on its own line, so errors can name it;
@@ -266,19 +384,22 @@ def parse_text(text: str, source: str = "<string>") -> ResourceConfig:
     size with a unit (`4GiB`, see `units.parse_bytes`); `um` marks a unified-memory client;
     `gpu=G` puts the line on GPU G (an index or a UUID; default GPU 0, so Gemini v1 files mean
     GPU 0).  A client on several GPUs has one line per GPU, each with its own shares and memory.
+    `sm=PCT@NAME` puts the client in partition NAME of its GPU, PCT percent of the SMs (`sm=PCT`
+    alone: a partition of its own, named after it); the partitions of a GPU take at most 100 %
+    unless the first line says `oversubscribe`.  Gemini v1 files have none of these.
     """
     lines = list(_content_lines(text))
     if not lines:
         raise ConfigError(source, None, "empty config: expected the number of clients N first")
     (count_line, count_fields), *client_lines = lines
-    count = _count(source, count_line, count_fields)
+    count, oversubscribe = _count(source, count_line, count_fields)
     if len(client_lines) < count:
         reason = f"the first line announces {count} clients, found {len(client_lines)}"
         raise ConfigError(source, count_line, reason)
     if len(client_lines) > count:
         reason = f"more client lines than the {count} announced on line {count_line}"
         raise ConfigError(source, client_lines[count][0], reason)
-    registry = _Registry(source)
+    registry = _Registry(source, oversubscribe)
     for line, fields in client_lines:
         try:
             spec = _text_client(fields)
@@ -290,17 +411,19 @@ def parse_text(text: str, source: str = "<string>") -> ResourceConfig:
 
 def render_text(config: ResourceConfig) -> str:
     """The config in the original format; `parse_text(render_text(c)) == c`."""
-    out = [f"{len(config.clients)}"]
+    out = [f"{len(config.clients)}" + (f" {OVERSUBSCRIBE}" if config.oversubscribe else "")]
     for c in config.clients:
         um = f" {UM_FLAG}" if c.unified_memory else ""
         gpu = "" if c.gpu == DEFAULT_GPU else f" {GPU_KEY}={c.gpu}"
-        out.append(f"{c.name} {c.request!r} {c.limit!r} {c.gpu_mem}{um}{gpu}")
+        sm = "" if c.partition is None else f" {SM_KEY}={c.partition.sm}@{c.partition.name}"
+        out.append(f"{c.name} {c.request!r} {c.limit!r} {c.gpu_mem}{um}{gpu}{sm}")
     return "\n".join(out) + "\n"
 
 
 # ---- YAML ----------------------------------------------------------------------------------------
 
-_YAML_FIELDS = ("name", "request", "limit", "gpu_mem", "unified_memory", "gpu")
+_YAML_FIELDS = ("name", "request", "limit", "gpu_mem", "unified_memory", "gpu", "sm", "partition")
+_YAML_TOP = ("clients", OVERSUBSCRIBE)
 _YAML_REQUIRED = _YAML_FIELDS[:4]
 
 
@@ -342,7 +465,7 @@ def _clients_list(data: Any, root: yaml.Node | None, source: str) -> list[Any]:
     if not isinstance(data, dict):
         raise ConfigError(source, _line(root), "expected a mapping with a 'clients:' list")
     lines = _mapping_lines(root)
-    extra = sorted(str(k) for k in data if k != "clients")
+    extra = sorted(str(k) for k in data if k not in _YAML_TOP)
     if extra:
         first = extra[0]
         raise ConfigError(source, lines.get(first), f"unknown top-level key {first!r}")
@@ -368,9 +491,14 @@ def _yaml_client(item: Any, lines: dict[Any, int | None]) -> ClientSpec:
     um = item.get("unified_memory", False)
     if not isinstance(um, bool):
         raise _Invalid(f"unified_memory must be true or false, got {um!r}", "unified_memory")
+    partition = None
+    if "sm" in item:
+        partition = (item["sm"], item.get("partition"))
+    elif "partition" in item:
+        raise _Invalid("partition needs sm: the percentage of the SMs it has", "partition")
     try:
         return _client(item["name"], item["request"], item["limit"], item["gpu_mem"], um,
-                       item.get("gpu", DEFAULT_GPU))
+                       item.get("gpu", DEFAULT_GPU), partition)
     except _Invalid as exc:
         raise _Invalid(str(exc), _blamed_field(str(exc))) from None
 
@@ -381,6 +509,10 @@ def _blamed_field(reason: str) -> str | None:
         return "name"
     if reason.startswith("gpu ") and not reason.startswith("gpu_mem"):
         return "gpu"
+    if reason.startswith("sm "):
+        return "sm"
+    if reason.startswith("partition name"):
+        return "partition"
     return next((f for f in _YAML_REQUIRED if reason.startswith(f)), None)
 
 
@@ -395,6 +527,9 @@ def parse_yaml(text: str, source: str = "<string>") -> ResourceConfig:
             gpu_mem: 1073741824
             unified_memory: true     # optional, default false
             gpu: 1                   # optional: index or UUID, default 0
+            sm: 30                   # optional: a spatial partition, 30 % of the SMs,
+            partition: small         #   named small (default: the client's name)
+        oversubscribe: true          # optional: partitions may add up to more than 100 %
 
     A list (not a mapping keyed by name) keeps the order the text format has, which gives pod
     managers their ports.  A client on several GPUs is listed once per GPU.  The fields and
@@ -402,8 +537,12 @@ def parse_yaml(text: str, source: str = "<string>") -> ResourceConfig:
     """
     data, root = _load_yaml(text, source)
     clients = _clients_list(data, root, source)
+    oversubscribe = data.get(OVERSUBSCRIBE, False)
+    if not isinstance(oversubscribe, bool):
+        raise ConfigError(source, _mapping_lines(root).get(OVERSUBSCRIBE),
+                          f"{OVERSUBSCRIBE} must be true or false, got {oversubscribe!r}")
     nodes = _item_nodes(root)
-    registry = _Registry(source)
+    registry = _Registry(source, oversubscribe)
     for index, item in enumerate(clients):
         node = nodes[index] if index < len(nodes) else None
         lines = _mapping_lines(node)
@@ -412,7 +551,7 @@ def parse_yaml(text: str, source: str = "<string>") -> ResourceConfig:
         except _Invalid as exc:
             key = exc.args[1] if len(exc.args) > 1 else None
             raise ConfigError(source, lines.get(key, _line(node)), exc.args[0]) from None
-        registry.add(spec, lines.get("name", _line(node)))
+        registry.add(spec, lines.get("name", _line(node)), lines.get("sm"))
     return registry.result()
 
 
@@ -427,8 +566,14 @@ def render_yaml(config: ResourceConfig) -> str:
             item["unified_memory"] = True
         if c.gpu != DEFAULT_GPU:
             item["gpu"] = int(c.gpu) if c.gpu.isdigit() else c.gpu
+        if c.partition is not None:
+            item["sm"] = c.partition.sm
+            item["partition"] = c.partition.name
         items.append(item)
-    return yaml.safe_dump({"clients": items}, sort_keys=False, allow_unicode=True)
+    top: dict[str, Any] = {"clients": items}
+    if config.oversubscribe:
+        top[OVERSUBSCRIBE] = True
+    return yaml.safe_dump(top, sort_keys=False, allow_unicode=True)
 
 
 # ---- either ------------------------------------------------------------------------------------
