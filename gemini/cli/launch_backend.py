@@ -6,6 +6,10 @@ then SIGKILL after a grace period) and exits 0; a pod manager that dies is repor
 keep running, while a scheduler that dies stops everything (exit 1).  Clients added to the config
 while it runs get a pod manager too, and a GPU new to the config its scheduler (disable with
 --no-follow).
+
+When the config has spatial partitions (issue 13) it also runs an MPS control daemon with private
+directories (gemini.daemon.mps), looks at it every --mps-check seconds, and quits it at the end;
+when MPS cannot start it says why and the partitions' clients run time-sliced.
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ import logging
 import os
 import signal
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from gemini.cli._args import add_verbosity, expand_verbosity
 from gemini.core.config import ConfigError, ResourceConfig
 from gemini.core.launch import BackendArgs, ProcessSpec, label, plan_added, plan_backend
+from gemini.core.mps import CONTROL, MpsPaths, default_dir
 from gemini.daemon.logsetup import setup_logging
+from gemini.daemon.mps import MpsKeeper
 from gemini.daemon.watcher import ConfigWatcher, read_config
 from gemini.secret import load_secret
 
 log = logging.getLogger("gemini.launch")
 GRACE_S = 5.0
+MPS_CHECK_S = 5.0
 EXAMPLE = "example: tools/launch-backend.py gem-schd gem-pmgr --config resource-config.txt"
 
 
@@ -62,6 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="Prometheus /metrics of the first GPU's scheduler; the next GPU's on "
                    "PORT+1, …")
+    mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
+    mps.add_argument("--mps-dir", metavar="DIR",
+                     help="the MPS control daemon's pipe and log directories and the state file "
+                     "(default: TMPDIR/gemini-mps-UID-PORT; launch-command --mps-dir)")
+    mps.add_argument("--no-mps", action="store_true",
+                     help="do not start MPS: the config's partitions are time-sliced")
+    mps.add_argument("--mps-check", type=float, default=MPS_CHECK_S, metavar="SECONDS",
+                     help=f"how often to check that MPS still serves ({MPS_CHECK_S:g})")
     add_verbosity(p)
     return p
 
@@ -127,6 +144,7 @@ class Supervisor:
     def on_config(self, new: ResourceConfig) -> None:
         before = {(c.name, c.gpu) for c in self.config.clients}
         after = {(c.name, c.gpu) for c in new.clients}
+        self._partition_edits(self.config, new)
         self.config = new
         for name, gpu in sorted(before - after):
             moved = [g for n, g in after - before if n == name]
@@ -141,6 +159,24 @@ class Supervisor:
         schedulers = {gpu: port for gpu, (port, _) in self.schedulers.items()}
         plan = plan_added(new, self.args, running, schedulers)
         self._keep(asyncio.ensure_future(self._add(plan)))
+
+    def _partition_edits(self, old: ResourceConfig, new: ResourceConfig) -> None:
+        """A changed partition: tokens follow at once (gem-schd), the MPS share of the SMs only
+        with the client's next process (MPS reads it when a process starts)."""
+        if new.spatial and self.args.mps_state is None:
+            log.warning("the config now has partitions, but launch-backend started without any "
+                        "and runs no MPS: they are time-sliced at their size (restart "
+                        "launch-backend for spatial sharing)")
+        before = {(c.name, c.gpu): c.partition for c in old.clients}
+        for c in new.clients:
+            key = (c.name, c.gpu)
+            if key not in before or before[key] == c.partition:
+                continue
+            now = "no partition" if c.partition is None else (
+                f"partition {c.partition.name} ({c.partition.sm}% of the SMs)")
+            log.info("%s: now %s: its tokens follow at once; the SM share applies to its next "
+                     "process (running ones keep the one they started with)",
+                     label(c.name, c.gpu), now)
 
     async def _add(self, plan: list[ProcessSpec]) -> None:
         for spec in plan:
@@ -172,14 +208,53 @@ class Supervisor:
             await asyncio.wait(pending)
 
 
-async def run(args: BackendArgs, config: ResourceConfig, follow: bool) -> int:
+def gpu_problem() -> str | None:
+    """Why MPS has no GPU to serve here, or None (nvidia-smi lists one)."""
+    from gemini.cli.gemini import present_gpus
+
+    gpus = present_gpus()
+    if gpus is None:
+        return "no GPU: nvidia-smi is missing or did not answer"
+    return None if gpus else "no GPU: nvidia-smi lists none"
+
+
+async def start_mps(keeper: MpsKeeper, enabled: bool) -> None:
+    """Start MPS (or record --no-mps) and say plainly in which mode partitions run."""
+    if not enabled:
+        keeper.disabled("launch-backend --no-mps")
+    elif await keeper.start():
+        paths = keeper.paths
+        print(f"mps: {CONTROL} serving partitions (pipe {paths.pipe_dir}, log {paths.log_dir})",
+              flush=True)
+        return
+    print(f"mps: not running ({keeper.state.reason}): clients of partitions run time-sliced "
+          "(gemini status shows each client's mode)", flush=True)
+
+
+async def watch_mps(keeper: MpsKeeper, stop: asyncio.Event, interval: float) -> None:
+    """Every `interval` seconds: is MPS still serving?  (keeper.check restarts it if not.)"""
+    while not stop.is_set():
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), interval)
+        if not stop.is_set():
+            for line in await keeper.check():
+                log.warning("%s", line)
+
+
+async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
+              keeper: MpsKeeper | None = None, mps: bool = True,
+              mps_check_s: float = MPS_CHECK_S) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     supervisor = Supervisor(args, config)
     watcher = None
+    tasks: list[asyncio.Future[None]] = []
     try:
+        if keeper is not None:  # before the schedulers, which read the state file at start
+            await start_mps(keeper, mps)
+            tasks.append(asyncio.ensure_future(watch_mps(keeper, stop, mps_check_s)))
         try:
             await supervisor.start(plan_backend(config, args))
         except OSError as exc:
@@ -190,9 +265,13 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool) -> int:
             watcher.start()
         return await supervisor.supervise(stop)
     finally:
+        for task in tasks:
+            task.cancel()
         if watcher is not None:
             watcher.stop()
         await supervisor.shutdown()
+        if keeper is not None:  # after the clients' daemons, so nothing is left using it
+            await keeper.stop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
@@ -206,16 +285,24 @@ def main(argv: list[str] | None = None) -> int:
                        ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
                        os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid))
     try:
+        if not ns.mps_check > 0:
+            raise ValueError(f"--mps-check must be > 0 seconds, got {ns.mps_check:g}")
         if args.unix_dir:
             os.makedirs(args.unix_dir, mode=0o755, exist_ok=True)
         if secret_file:
             load_secret(secret_file)  # a bad file stops us here, not in every child
         config = read_config(Path(args.config))
+        keeper = None
+        if config.spatial:  # MPS only when some client has a partition
+            root = os.path.abspath(ns.mps_dir or default_dir(tempfile.gettempdir(), os.getuid(),
+                                                             ns.port))
+            keeper = MpsKeeper(MpsPaths(root), gpu_problem)
+            args = replace(args, mps_state=keeper.paths.state_file)
         plan_backend(config, args)  # check ports and commands before starting anything
     except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run(args, config, ns.follow))
+    return asyncio.run(run(args, config, ns.follow, keeper, not ns.no_mps, ns.mps_check))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,10 @@ Fixed against the original: the command runs as a list argv with no shell (the o
 list with `shell=True`, so only argv[0] reached the program); the hook path comes from the
 installed package instead of `$HOME/gemini/lib`; an existing LD_PRELOAD is kept after the hook; and
 the exit code is the program's (128 + N when signal N ended it, as shells report it).
+
+A client of a spatial partition (issue 13), found with --config, gets its MPS environment while
+launch-backend's MPS serves (pipe directory, its partition's SM percentage, its memory limit as
+MPS's own fence beside the hook's), and runs time-sliced otherwise; one line says which.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import FrameType
 
 from gemini.cli._args import gpu_list, port_list
-from gemini.core.config import ConfigError
+from gemini.core.config import ClientSpec, ConfigError
 from gemini.core.launch import place, plan_command, socket_path
+from gemini.core.mps import MpsPaths, client_env, default_dir
+from gemini.daemon.mps import read_state
 from gemini.daemon.watcher import read_config
 from gemini.native import NativeBuildMissing, hook_library_path
 from gemini.secret import load_secret
@@ -60,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unix-dir", metavar="DIR",
                    help="with --config: the pod managers are on launch-backend --unix DIR's "
                    "sockets")
+    p.add_argument("--mps-dir", metavar="DIR",
+                   help="with --config, for a client of a partition: launch-backend's --mps-dir "
+                   "(default: as launch-backend's, from --backend-port)")
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret the hook proves to the pod manager (GEMINI_SECRET_FILE)")
     p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
@@ -69,15 +79,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _from_config(path: str, name: str, backend_port: int) -> tuple[list[int], tuple[str, ...]]:
-    """The client's pod manager ports and GPUs as launch-backend placed them at launch."""
+def _from_config(
+    path: str, name: str, backend_port: int
+) -> tuple[list[int], tuple[str, ...], tuple[ClientSpec, ...]]:
+    """The client's pod manager ports and GPUs as launch-backend placed them at launch, and its
+    specs in the same order."""
     config = read_config(Path(path))
     where = place(config, backend_port).of_client(name)
     if not where:
         raise ValueError(f"{path} has no client {name!r} (clients: {', '.join(config.names)})")
     # GPU 0 too is made the only one the program sees: a GPU it may not use would only make
     # frameworks that open every visible GPU (JAX) fail.
-    return [port for _, port in where], tuple(gpu for gpu, _ in where)
+    specs = {c.gpu: c for c in config.of_client(name)}
+    return ([port for _, port in where], tuple(gpu for gpu, _ in where),
+            tuple(specs[gpu] for gpu, _ in where))
+
+
+def _mps_env(args: argparse.Namespace, specs: tuple[ClientSpec, ...]) -> dict[str, str]:
+    """A partition's client: its MPS environment while MPS serves; one line says its mode."""
+    if not specs or specs[0].partition is None:
+        return {}
+    root = args.mps_dir or default_dir(tempfile.gettempdir(), os.getuid(), args.backend_port)
+    env, mode = client_env(specs, read_state(MpsPaths(os.path.abspath(root)).state_file))
+    print(f"{PROG}: {args.name} runs {mode}", file=sys.stderr, flush=True)
+    return env
 
 
 def exit_code(returncode: int) -> int:
@@ -133,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.secret_file:
             load_secret(args.secret_file)  # the hook would only wait forever on a bad file
         ports, gpus, unix = args.port, args.gpus, args.unix
+        mps: dict[str, str] = {}
         if args.config:
-            ports, gpus = _from_config(args.config, args.name, args.backend_port)
+            ports, gpus, specs = _from_config(args.config, args.name, args.backend_port)
+            mps = _mps_env(args, specs)
             if args.unix_dir:
                 unix = [socket_path(os.path.abspath(args.unix_dir), args.name, g) for g in gpus]
         spec = plan_command(args.name, ports, command, str(hook), ip=args.ip,
@@ -144,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         return _usage_error(str(exc))
     try:
         # A session of its own: --timeout and Ctrl-C then reach everything the command started.
-        proc = subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, start_new_session=True)
+        proc = subprocess.Popen(spec.argv, env={**os.environ, **spec.env, **mps},
+                                start_new_session=True)
     except OSError as exc:
         print(f"{PROG}: cannot run {command[0]}: {exc.strerror}", file=sys.stderr)
         return EXIT_NOT_FOUND

@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")
     p.add_argument("--gpu", default=DEFAULT_GPU, type=one_gpu,
                    help="serve the config's clients of this GPU (index or UUID, default 0)")
+    p.add_argument("--mps-state", type=Path, default=None, metavar="FILE",
+                   help="launch-backend's MPS state file: the config's partitions hold tokens "
+                   "side by side while it says MPS is up (default: partitions are time-sliced)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
@@ -102,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_until_signal(
             lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
-                                         args.gpu, args.metrics_port)
+                                         args.gpu, args.metrics_port, args.mps_state)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

@@ -93,6 +93,7 @@ class BackendArgs:
     metrics_port: int | None = None  # the first GPU's scheduler's; the next GPU's + 1, …
     unix_dir: str | None = None  # pod managers on Unix sockets there (socket_path), not TCP
     allow_uids: tuple[int, ...] = ()  # other uids that may use those sockets
+    mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -133,6 +134,8 @@ def plan_scheduler(
         argv += ["--metrics-port", _port(args.metrics_port + index)]
     if args.secret_file:
         argv += ["--secret-file", args.secret_file]
+    if args.mps_state:
+        argv += ["--mps-state", args.mps_state]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

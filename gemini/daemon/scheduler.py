@@ -1,17 +1,22 @@
-"""gem-schd's shell: the scheduler core behind a TCP server, reloading its config file."""
+"""gem-schd's shell: the scheduler core behind a TCP server, reloading its config file, and
+following launch-backend's MPS state file (spatial partitions, issue 13)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 
 from gemini.core.config import DEFAULT_GPU, ResourceConfig
-from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.mps import MpsState
+from gemini.core.partitions import PartitionRouter
+from gemini.core.scheduler import Timing
 from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.schd")
+MPS_POLL_S = 1.0  # how often the MPS state file is read (MPS starts and stops rarely)
 
 
 class SchedulerDaemon:
@@ -21,8 +26,10 @@ class SchedulerDaemon:
         timing: Timing,
         secret: bytes | None = None,
         um: UmPolicy | None = None,
+        spatial: bool = False,
     ) -> None:
-        self.core = SchedulerCore(config, timing, asyncio.get_running_loop().time(), um)
+        now = asyncio.get_running_loop().time()
+        self.core = PartitionRouter(config, timing, now, um, spatial)
         self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect,
                                   secret=secret)
 
@@ -32,6 +39,16 @@ class SchedulerDaemon:
     def apply_config(self, config: ResourceConfig) -> None:
         log.info("config reloaded: %d clients", len(config.clients))
         self.server.run(self.core.on_config(config, self.server.now()))
+
+    def apply_mps(self, state: MpsState) -> None:
+        """MPS went up or down: the partitions' clients change token group at once."""
+        if state.spatial == self.core.spatial:
+            return
+        if state.spatial:
+            log.info("MPS is up: partitions hold their tokens side by side")
+        else:
+            log.info("MPS is off (%s): partitions are time-sliced at their size", state.reason)
+        self.server.run(self.core.on_mode(state.spatial, self.server.now()))
 
     async def close(self) -> None:
         await self.server.close()
@@ -47,9 +64,11 @@ async def serve_scheduler(
     um: UmPolicy | None = None,
     gpu: str = DEFAULT_GPU,
     metrics_port: int | None = None,
+    mps_state: Path | None = None,
 ) -> None:
     """Serve the clients of one GPU (`gpu`, as the config names it) of the config file, and
-    /metrics on `metrics_port` (same address) when given."""
+    /metrics on `metrics_port` (same address) when given.  `mps_state`: launch-backend's MPS
+    state file; without it partitions are time-sliced (nobody said MPS runs)."""
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
@@ -62,7 +81,11 @@ async def serve_scheduler(
 
     config = read_config(config_path)
     validate(config)  # a ConfigError here: gem-schd exits 2
-    daemon = SchedulerDaemon(config.for_gpu(gpu), timing, secret, um)
+    state = _mps_state(mps_state)
+    if config.for_gpu(gpu).spatial and not state.spatial:
+        log.info("the config has partitions and MPS is off (%s): they are time-sliced at their "
+                 "size", state.reason)
+    daemon = SchedulerDaemon(config.for_gpu(gpu), timing, secret, um, state.spatial)
     bound = await daemon.start(host, port)
     guarded = ", clients must prove the secret" if secret is not None else ""
     log.info("scheduler of GPU %s listening on %s:%d, config %s%s", gpu, host, bound,
@@ -70,6 +93,8 @@ async def serve_scheduler(
     watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), apply,
                             current=config, validate=validate)
     watcher.start()
+    follow = None if mps_state is None else asyncio.ensure_future(
+        _follow_mps(mps_state, daemon, stop))
     metrics = None
     try:
         if metrics_port is not None:
@@ -83,6 +108,21 @@ async def serve_scheduler(
         await stop.wait()
     finally:
         watcher.stop()
+        if follow is not None:
+            follow.cancel()
         if metrics is not None:
             await metrics.close()
         await daemon.close()
+
+
+def _mps_state(path: Path | None) -> MpsState:
+    from gemini.daemon.mps import read_state
+
+    return MpsState(False, "gem-schd has no --mps-state") if path is None else read_state(path)
+
+
+async def _follow_mps(path: Path, daemon: SchedulerDaemon, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        daemon.apply_mps(_mps_state(path))
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), MPS_POLL_S)
