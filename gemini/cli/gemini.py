@@ -133,11 +133,14 @@ def cmd_check_config(argv: list[str]) -> int:
         return 1
     print(f"{args.file}: {len(config.names)} clients on {len(config.gpus)} GPU(s)")
     for gpu in config.gpus:
-        print(f"  GPU {gpu}:")
+        parts = config.partitions(gpu)
+        sizes = ", ".join(f"{p.name} {p.sm}%" for p in parts)
+        print(f"  GPU {gpu}:" + (f" partitions (MPS) {sizes}" if parts else ""))
         for c in config.for_gpu(gpu).clients:
             um = ", unified memory" if c.unified_memory else ""
+            part = "" if c.partition is None else f", in partition {c.partition.name}"
             print(f"    {c.name}: request {c.request:g}, limit {c.limit:g}, "
-                  f"memory {c.gpu_mem:,} B ({c.gpu_mem / 2**30:.2f} GiB){um}")
+                  f"memory {c.gpu_mem:,} B ({c.gpu_mem / 2**30:.2f} GiB){um}{part}")
     present = present_gpus()
     if present is None:
         print("GPUs not checked: nvidia-smi did not answer")

@@ -1,4 +1,7 @@
-"""Rendering the scheduler's status snapshot as a table (pure: dict in, text out)."""
+"""Rendering the scheduler's status snapshot as a table (pure: dict in, text out).
+
+A spatial partition's client (issue 13) shows its mode, and its share is of its partition's time
+(its partition's token); the head names each partition's token holder."""
 
 from __future__ import annotations
 
@@ -16,15 +19,35 @@ def bar(fraction: float, width: int = BAR_WIDTH) -> str:
     return "█" * filled + "·" * (width - filled)
 
 
+def mode(client: dict[str, Any]) -> str:
+    """A client's mode as the table shows it (spatial partitions, issue 13)."""
+    if client.get("partition") is None:
+        return "time-sliced"
+    where = f"{client['partition']} {client['sm']}%"
+    if client.get("mode") == "spatial":
+        return f"spatial {where}"
+    return f"time-sliced ({where}, no MPS)"
+
+
+def _tokens(snapshot: dict[str, Any]) -> str:
+    """Who holds the GPU's token, and each partition's (spatial partitions have one each)."""
+    tokens = f"token: {snapshot['holder'] or '-'}"
+    for part in snapshot.get("partitions", []):
+        tokens += f", {part['name']}: {part['holder'] or '-'}"
+    return tokens
+
+
 def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -> str:
     gpus = {c.get("gpu", "0") for c in snapshot["clients"]}
     gpu = f"GPU {gpus.pop()}, " if len(gpus) == 1 else ""
     head = (
         f"{title}{gpu}uptime {snapshot['uptime_s']:.1f} s, window {snapshot['window_s']:.1f} s, "
-        f"token: {snapshot['holder'] or '-'}"
+        f"{_tokens(snapshot)}"
     )
+    # The mode column only where a client has a partition: v1 configs look as they did.
+    modes = any(c.get("partition") is not None for c in snapshot["clients"])
     columns = ["client", "request", "limit", "share", "quota ms", "token", "procs", "waiting",
-               "memory MiB used/limit"]
+               "memory MiB used/limit"] + (["mode"] if modes else [])
     rows = []
     for c in snapshot["clients"]:
         token = "held" if c["holder"] else ("wait" if c["waiting"] else "")
@@ -33,6 +56,8 @@ def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -
             f"{c['quota_ms']:.0f}", token, str(c["processes"]), str(c["waiting_processes"]),
             f"{_mib(c['mem_used'])}/{_mib(c['gpu_mem'])}",
         ])
+        if modes:
+            rows[-1].append(mode(c))
         if with_bars:
             rows[-1].append(bar(c["share"]))
     if with_bars:
