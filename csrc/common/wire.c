@@ -55,6 +55,17 @@ int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
     return GEM_REQ_MSG_LEN;
 }
 
+int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int32_t my_pid,
+                            int32_t index)
+{
+    int off = put_head(buf, name, req_id, GEM_REQ_PROCESS);
+    if (off < 0)
+        return -1;
+    memcpy(buf + off, &my_pid, 4);
+    memcpy(buf + off + 4, &index, 4);
+    return GEM_REQ_MSG_LEN;
+}
+
 int32_t gem_wire_rsp_id(const uint8_t *buf)
 {
     int32_t v;
@@ -94,4 +105,11 @@ uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf)
     uint64_t flags;
     memcpy(&flags, buf + 20, 8);
     return flags;
+}
+
+void gem_wire_rsp_process(const uint8_t *buf, int32_t *count, int32_t *pid, uint64_t *bytes)
+{
+    memcpy(count, buf + 4, 4);
+    memcpy(pid, buf + 8, 4);
+    memcpy(bytes, buf + 12, 8);
 }

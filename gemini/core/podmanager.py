@@ -12,6 +12,10 @@ Rules:
   (MEM_UPDATE alloc) and gives them back when it frees; a hook that disconnects gives back all
   it held.  The reserved total never exceeds the limit.
 - Hooks must use the client's own name.
+- Processes (for the NVML view inside the client): each hook says its pid on every new
+  connection (PROCESS); the client's processes are the pids that hold memory or have asked for a
+  token, each with the bytes it holds.  A process that only looks (nvidia-smi under the hook)
+  is not one of them.
 Inputs are `on_*` methods taking `now` (seconds); each returns actions.
 """
 
@@ -40,6 +44,14 @@ class HookState:
     reserved: int = 0
     burst_ms: float = 0.0
     running_until: float = float("-inf")  # end of the token time this process was handed
+    pid: int = 0  # as the process sees itself (PROCESS); 0: not told
+    launched: bool = False  # has asked for a token
+
+
+@dataclass(frozen=True)
+class ProcessUse:
+    pid: int
+    bytes: int
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,8 @@ class PodCore:
             return [reply, act.warning(self.name, why), act.Close(conn, "wrong client name")]
         if req.type is RequestType.QUOTA:
             return self._on_hook_quota(Waiter(conn, req), now)
+        if req.type is RequestType.PROCESS:
+            return [self._on_hook_process(conn, req)]
         if req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE):
             if self.limit is None:
                 self.memory_waiters.append(Waiter(conn, req))
@@ -145,6 +159,7 @@ class PodCore:
         self.overuse_ms = max(self.overuse_ms, overuse_ms)
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
+        hook.launched = True
         hook.running_until = now  # asking again: it is done with what it had
         left_s = self.quota_s - (now - self.quota_at)
         waiting = self.fetch_id is not None or self.fetch_at is not None
@@ -197,6 +212,26 @@ class PodCore:
         if hook is not None:
             hook.running_until = now + left_s
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (left_s * MS,)))
+
+    # ---- processes -----------------------------------------------------------------------------
+
+    def processes(self) -> list[ProcessUse]:
+        """The client's processes by pid (several connections of one pid add up), pid order."""
+        held: dict[int, int] = {}
+        for hook in self.hooks.values():
+            if hook.pid > 0 and (hook.reserved > 0 or hook.launched):
+                held[hook.pid] = held.get(hook.pid, 0) + hook.reserved
+        return [ProcessUse(pid, held[pid]) for pid in sorted(held)]
+
+    def _on_hook_process(self, conn: ConnId, req: Request) -> Reply:
+        pid, index = (int(a) for a in req.args)  # type: ignore[call-overload]
+        hook = self.hooks.setdefault(conn, HookState())
+        if pid > 0:
+            hook.pid = pid
+        procs = self.processes()
+        one = procs[index] if 0 <= index < len(procs) else ProcessUse(0, 0)
+        values = (len(procs), one.pid, one.bytes)
+        return Reply(conn, req.type, Response(req.req_id, Status.OK, values))
 
     # ---- memory --------------------------------------------------------------------------------
 

@@ -43,6 +43,9 @@ class RequestType(enum.IntEnum):
     STATUS = 3  # tool -> schd: -> body_len + JSON body
     REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
     HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
+    # hook -> pmgr: the sender's pid, index -> count, pid, bytes of the client's process at
+    # `index` (index < 0: only says who is on this connection; sent on every new connection)
+    PROCESS = 6
 
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
@@ -65,6 +68,7 @@ _REQ_PAYLOAD = {
     RequestType.STATUS: struct.Struct(""),
     RequestType.REPORT: struct.Struct("<Qii"),
     RequestType.HELLO: struct.Struct("<16s"),
+    RequestType.PROCESS: struct.Struct("<ii"),
 }
 _RSP_PAYLOAD = {
     RequestType.QUOTA: struct.Struct("<d"),
@@ -73,6 +77,7 @@ _RSP_PAYLOAD = {
     RequestType.STATUS: struct.Struct("<Q"),
     RequestType.REPORT: struct.Struct(""),
     RequestType.HELLO: struct.Struct(""),
+    RequestType.PROCESS: struct.Struct("<iiQ"),
 }
 
 

@@ -70,3 +70,20 @@ def test_c_reads_python_responses(req_id, quota, status):
     assert frame[20:28] == flags.to_bytes(8, "little")
     frame = wire.encode_response(RequestType.MEM_UPDATE, Response(req_id, status, (1,)))
     assert lib.gem_wire_rsp_verdict(frame) == 1
+
+
+@given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
+       st.integers(-(2**31), 2**31 - 1))
+def test_process_request(name, req_id, pid, index):
+    c = _c_frame(lib.gem_wire_encode_process, name.encode(), req_id, pid, index)
+    assert c == wire.encode_request(Request(name, req_id, RequestType.PROCESS, (pid, index)))
+
+
+@given(st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**31 - 1),
+       st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1))
+def test_c_reads_python_process_replies(req_id, count, pid, nbytes):
+    frame = wire.encode_response(RequestType.PROCESS,
+                                 Response(req_id, Status.OK, (count, pid, nbytes)))
+    c_count, c_pid, c_bytes = ffi.new("int32_t *"), ffi.new("int32_t *"), ffi.new("uint64_t *")
+    lib.gem_wire_rsp_process(frame, c_count, c_pid, c_bytes)
+    assert (c_count[0], c_pid[0], c_bytes[0]) == (count, pid, nbytes)

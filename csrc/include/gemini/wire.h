@@ -24,7 +24,8 @@ enum gem_request_type {
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
     GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting -> ack */
-    GEM_REQ_HELLO = 5       /* 16 bytes proof -> ack */
+    GEM_REQ_HELLO = 5,      /* 16 bytes proof -> ack */
+    GEM_REQ_PROCESS = 6     /* i32 my_pid, i32 index -> i32 count, i32 pid, u64 bytes */
 };
 
 /* Bits of the MEM_LIMIT reply's flags word (frame offset 20; v1 peers send zero there). */
@@ -48,6 +49,10 @@ int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
                                uint64_t bytes, int32_t is_allocate);
 int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
                           const uint8_t *proof16);
+/* PROCESS: the sender's pid, and which of the client's processes to describe (index < 0:
+ * none, the request only tells the pod manager who is on this connection). */
+int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int32_t my_pid,
+                            int32_t index);
 
 /* Response readers: buf is one GEM_RSP_MSG_LEN frame. */
 int32_t gem_wire_rsp_id(const uint8_t *buf);
@@ -56,5 +61,8 @@ double gem_wire_rsp_quota_ms(const uint8_t *buf);
 int32_t gem_wire_rsp_verdict(const uint8_t *buf);
 void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
 uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);
+/* PROCESS reply: how many processes the client has, and the pid and bytes of the one asked for
+ * (pid 0 when the index is out of range). */
+void gem_wire_rsp_process(const uint8_t *buf, int32_t *count, int32_t *pid, uint64_t *bytes);
 
 #endif
