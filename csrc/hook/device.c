@@ -9,6 +9,8 @@
  * asks the driver which device the current context is on. */
 #include "internal.h"
 
+#include <stdio.h>
+
 static _Atomic uint64_t refused_logged; /* bit d: the refusal of device d was logged */
 
 static int refuse(int ordinal)
@@ -38,6 +40,28 @@ int gem_current_dev(void)
     if (get == NULL || get(&d) != CUDA_SUCCESS)
         d = 0;
     return gem_dev_of_ordinal(d);
+}
+
+int gem_dev_uuid(int ordinal, char *out, size_t cap)
+{
+    /* Never cuInit here: a process that initialises CUDA and then forks workers breaks their
+     * CUDA (vLLM asks NVML, not CUDA, before it forks for exactly that reason).  Without cuInit
+     * the driver answers CUDA_ERROR_NOT_INITIALIZED and changes nothing. */
+    if (!gem_driver_loaded())
+        return -1;
+    __typeof__(&cuDeviceGet) get = REAL_AUX(cuDeviceGet);
+    __typeof__(&cuDeviceGetUuid_v2) uuid_of = REAL_AUX(cuDeviceGetUuid_v2);
+    CUdevice d = 0;
+    CUuuid u;
+    if (get == NULL || uuid_of == NULL || get(&d, ordinal) != CUDA_SUCCESS ||
+        uuid_of(&u, d) != CUDA_SUCCESS)
+        return -1;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(out, cap,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+    return 0;
 }
 
 GEM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)

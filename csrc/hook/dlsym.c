@@ -2,7 +2,8 @@
  * dlsym(handle, ...), which never reaches a preloaded definition: this is how we get in.
  *
  * It answers only for names in hooks.def, and only when the real dlsym finds the name too (we
- * never invent symbols).  Every other lookup goes straight to the real dlsym with no other work:
+ * never invent symbols).  NVML is reached the same way: pynvml and nvidia-smi dlopen
+ * libnvidia-ml.so.1 and dlsym each function.  Every other lookup goes straight to the real dlsym with no other work:
  * the driver itself calls dlsym, and heavy work there hung processes on newer drivers. */
 #define _GNU_SOURCE
 #include "internal.h"

@@ -144,6 +144,14 @@ static void after_fork_child(void)
     }
 }
 
+/* What a new pod manager connection must learn from us: who we are (the client's process
+ * list, nvml.c), then the memory we still hold after a lost one (memory.c). */
+static void on_connect(int dev, int reconnect)
+{
+    gem_nvml_on_connect(dev);
+    gem_mem_on_connect(dev, reconnect);
+}
+
 static void init_once(void)
 {
     gem_log_init();
@@ -168,7 +176,7 @@ static void init_once(void)
         gem_stats_on = 1;
         atexit(write_stats);
     }
-    gem_ipc_on_connect(gem_mem_on_connect); /* what a new pod manager must learn from us */
+    gem_ipc_on_connect(on_connect);
     pthread_atfork(NULL, NULL, after_fork_child);
     GEM_LOG(GEM_LOG_DEBUG, "loaded: %d pod manager(s)%s", gem_cfg.ndev,
             gem_cfg.disabled ? ", disabled (pass-through)" : "");

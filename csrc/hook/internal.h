@@ -1,10 +1,11 @@
 /* Hook-private declarations.  Nothing here is exported: the library is built with
- * -fvisibility=hidden and only GEM_EXPORT functions (the cu* wrappers of hooks.def and dlsym)
- * are visible, as libgemhook.map also says. */
+ * -fvisibility=hidden and only GEM_EXPORT functions (the cu* and nvml* wrappers of hooks.def
+ * and dlsym) are visible, as libgemhook.map also says. */
 #ifndef GEMINI_HOOK_INTERNAL_H
 #define GEMINI_HOOK_INTERNAL_H
 
 #include "gemini/cuda_subset.h"
+#include "gemini/nvml_subset.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,9 +18,13 @@
 /* ---- the symbol table (real.c) ------------------------------------------------------------ */
 enum gem_stream_kind { LEG = 0, PTS = 1, ANY = 2 };
 
+enum gem_lib { GEM_LIB_CUDA = 0, GEM_LIB_NVML = 1 };
+
 enum gem_sym {
 #define GEM_HOOK(sym, base, ver, stream) GEM_SYM_##sym,
+#define GEM_NVML_HOOK(sym) GEM_SYM_##sym,
 #include "gemini/hooks.def"
+#undef GEM_NVML_HOOK
 #undef GEM_HOOK
     GEM_SYM_COUNT
 };
@@ -29,7 +34,7 @@ enum gem_sym {
     X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuEventCreate) X(cuEventRecord)    \
         X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
-        X(cuMemPrefetchAsync_v2) X(cuEventQuery)
+        X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -37,19 +42,31 @@ enum gem_aux {
         GEM_AUX_COUNT
 };
 
+/* NVML functions the hook calls but does not intercept (from the application's libnvidia-ml). */
+#define GEM_NVML_AUX_LIST(X) X(nvmlDeviceGetUUID) X(nvmlDeviceGetIndex)
+enum gem_nvml_aux {
+#define GEM_NVML_AUX_ENUM(sym) GEM_NVML_AUX_##sym,
+    GEM_NVML_AUX_LIST(GEM_NVML_AUX_ENUM)
+#undef GEM_NVML_AUX_ENUM
+        GEM_NVML_AUX_COUNT
+};
+
 struct gem_sym_info {
     const char *name;   /* exported name */
-    const char *base;   /* cuGetProcAddress lookup name */
+    const char *base;   /* cuGetProcAddress lookup name (NVML rows: the name) */
     int version;        /* first cudaVersion resolving to it */
     int stream;         /* enum gem_stream_kind */
     void *wrapper;      /* our function */
+    int lib;            /* enum gem_lib: where the real one is */
 };
 extern const struct gem_sym_info gem_syms[GEM_SYM_COUNT];
 
 void *gem_real_dlsym(void *handle, const char *name);
 void *gem_real_by_name(const char *name); /* the driver's exported symbol, NULL if none */
-void *gem_real(enum gem_sym s);            /* never NULL: a stub returning NOT_FOUND */
+void *gem_real(enum gem_sym s);            /* never NULL: a stub returning "not found" */
 void *gem_real_aux(enum gem_aux a);        /* NULL if the driver lacks it */
+void *gem_real_nvml_aux(enum gem_nvml_aux a); /* NULL if no libnvidia-ml is loaded */
+int gem_driver_loaded(void);               /* libcuda is in the process already (loads nothing) */
 void gem_real_set(enum gem_sym s, void *fn); /* a pointer the driver gave (ignored if ours) */
 void *gem_real_exported(enum gem_sym s);   /* the driver's exported symbol, or NULL */
 int gem_sym_find(const char *name);        /* index in gem_syms or -1 */
@@ -57,6 +74,7 @@ int gem_is_wrapper(const void *fn);
 
 #define REAL(sym) ((__typeof__(&sym))gem_real(GEM_SYM_##sym))
 #define REAL_AUX(sym) ((__typeof__(&sym))gem_real_aux(GEM_AUX_##sym))
+#define REAL_NVML_AUX(sym) ((__typeof__(&sym))gem_real_nvml_aux(GEM_NVML_AUX_##sym))
 
 /* ---- init, configuration, stats (init.c) ------------------------------------------------- */
 struct gem_endpoint {
@@ -96,6 +114,9 @@ static inline void gem_enter(enum gem_sym s)
  * none and must not be used (logged once; device.c). */
 int gem_dev_of_ordinal(int ordinal);
 int gem_current_dev(void);
+/* The driver's UUID of a device ordinal ("GPU-xxxxxxxx-..."), only where CUDA is initialised in
+ * this process already (nothing here initialises it); 0, or -1 when not known. */
+int gem_dev_uuid(int ordinal, char *out, size_t cap);
 
 static inline int64_t gem_now_ns(void)
 {
@@ -123,6 +144,9 @@ int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
 int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict);
+int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
+/* PROCESS with this process's pid: the client's process at `index` (see wire.h). */
+int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, uint64_t *bytes);
 /* Runs before the first request on each new connection; `reconnect`: an earlier one was lost. */
 typedef void (*gem_ipc_connect_fn)(int dev, int reconnect);
 void gem_ipc_on_connect(gem_ipc_connect_fn fn);
@@ -167,6 +191,14 @@ void gem_mem_forget_ctx(CUcontext ctx);
 void gem_mem_on_connect(int dev, int reconnect);
 /* The client's memory use and limit on dev (MEM_LIMIT); its flags go to um.c. */
 void gem_mem_limit(int dev, uint64_t *used, uint64_t *limit);
+/* The same for NVML, one attempt: 0 fresh, 1 the last figures the pod manager gave this
+ * process (it cannot be reached now), -1 none. */
+int gem_mem_view(int dev, uint64_t *used, uint64_t *limit);
+/* The client's use as this process's cuMemGetInfo counts it: its own unspent lease is free. */
+uint64_t gem_mem_used_seen(int dev, uint64_t used);
+
+/* ---- nvml.c ------------------------------------------------------------------------------ */
+void gem_nvml_on_connect(int dev); /* tells the pod manager this process's pid */
 struct gem_um_range {
     CUdeviceptr ptr;
     uint64_t bytes;

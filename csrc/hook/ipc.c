@@ -384,6 +384,12 @@ static int enc_update(uint8_t *buf, int32_t id, const void *arg)
     return gem_wire_encode_mem_update(buf, gem_cfg.pod_name, id, a->bytes, a->is_allocate);
 }
 
+static int enc_process(uint8_t *buf, int32_t id, const void *arg)
+{
+    return gem_wire_encode_process(buf, gem_cfg.pod_name, id, (int32_t)getpid(),
+                                   *(const int32_t *)arg);
+}
+
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)
 {
     struct quota_arg a = {overuse_ms, burst_ms};
@@ -399,6 +405,25 @@ int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
     call(dev, enc_limit, NULL, rsp);
     gem_wire_rsp_mem_limit(rsp, used, limit);
     *flags = gem_wire_rsp_mem_flags(rsp);
+    return 0;
+}
+
+int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
+{
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    if (attempt(dev, enc_limit, NULL, rsp) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+        return -1;
+    gem_wire_rsp_mem_limit(rsp, used, limit);
+    *flags = gem_wire_rsp_mem_flags(rsp);
+    return 0;
+}
+
+int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, uint64_t *bytes)
+{
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    if (attempt(dev, enc_process, &index, rsp) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+        return -1;
+    gem_wire_rsp_process(rsp, count, pid, bytes);
     return 0;
 }
 

@@ -14,7 +14,8 @@
  * A destroyed context (device.c) gives back every allocation made while it was current.
  *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
- * client (never below 0, never above what the driver says is free). */
+ * client (never below 0, never above what the driver says is free).  NVML (nvml.c) shows the
+ * same figures. */
 #include "internal.h"
 #include "gemini/wire.h"
 
@@ -138,11 +139,43 @@ static void forget(int kind, uint64_t key)
     free(found);
 }
 
+/* The last MEM_LIMIT figures per device, for NVML while the pod manager cannot be reached. */
+static _Atomic uint64_t seen_used[GEM_MAX_DEVICES], seen_limit[GEM_MAX_DEVICES];
+static _Atomic uint32_t seen_devs; /* bit d: figures for device d */
+
+static void note_figures(int dev, uint64_t used, uint64_t limit, uint64_t flags)
+{
+    gem_um_note_flags(dev, flags);
+    atomic_store(&seen_used[dev], used);
+    atomic_store(&seen_limit[dev], limit);
+    atomic_fetch_or(&seen_devs, 1u << dev);
+}
+
 void gem_mem_limit(int dev, uint64_t *used, uint64_t *limit)
 {
     uint64_t flags = 0;
     gem_ipc_mem_limit(dev, used, limit, &flags);
-    gem_um_note_flags(dev, flags);
+    note_figures(dev, *used, *limit, flags);
+}
+
+int gem_mem_view(int dev, uint64_t *used, uint64_t *limit)
+{
+    uint64_t flags = 0;
+    if (gem_ipc_mem_limit_once(dev, used, limit, &flags) == 0) {
+        note_figures(dev, *used, *limit, flags);
+        return 0;
+    }
+    if (!(atomic_load(&seen_devs) & (1u << dev)))
+        return -1;
+    *used = atomic_load(&seen_used[dev]);
+    *limit = atomic_load(&seen_limit[dev]);
+    return 1;
+}
+
+uint64_t gem_mem_used_seen(int dev, uint64_t used)
+{
+    uint64_t mine_unspent = gem_lease_spare(dev); /* counted as used, yet ours to allocate */
+    return used > mine_unspent ? used - mine_unspent : 0;
 }
 
 void gem_mem_on_connect(int dev, int reconnect)
@@ -488,8 +521,7 @@ GEM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
         return r;
     uint64_t used = 0, limit = 0;
     gem_mem_limit(dev, &used, &limit);
-    uint64_t mine_unspent = gem_lease_spare(dev); /* counted as used, yet ours to allocate */
-    used = used > mine_unspent ? used - mine_unspent : 0;
+    used = gem_mem_used_seen(dev, used);
     uint64_t left = used >= limit ? 0 : limit - used;
     if (free_bytes != NULL && left < *free_bytes)
         *free_bytes = left;

@@ -19,7 +19,7 @@ HOOKS_DEF = (
 
 
 def table_symbols() -> set[str]:
-    return set(re.findall(r"^GEM_HOOK\((\w+),", HOOKS_DEF.read_text(), re.M))
+    return set(re.findall(r"^GEM_(?:NVML_)?HOOK\((\w+)[,)]", HOOKS_DEF.read_text(), re.M))
 
 
 def test_exported_symbols_are_the_table_plus_dlsym(hook_lib):
