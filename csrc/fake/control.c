@@ -245,3 +245,26 @@ int fake_debug_hold_lock(int fd, uint64_t ns)
     fake_unlock(s);
     return w == 2 ? 0 : -1;
 }
+
+int fake_gpu_processes(int physical, int *pids, uint64_t *bytes, int cap)
+{
+    if (!dev_ok(physical))
+        return 0;
+    struct fake_shm *s = fake_lock();
+    if (s == NULL)
+        return 0;
+    fake_reap_locked(s);
+    int n = 0;
+    for (int i = 0; i < FAKE_MAX_PROCS; i++) {
+        const struct fake_proc_slot *p = &s->procs[i];
+        if (p->pid == 0 || !p->alive || p->mem[physical] == 0)
+            continue; /* a live slot per pid: a reused pid buries the older one */
+        if (n < cap) {
+            pids[n] = p->pid;
+            bytes[n] = p->mem[physical];
+        }
+        n++;
+    }
+    fake_unlock(s);
+    return n;
+}

@@ -40,6 +40,20 @@ void fake_uuid_text(int physical, char *out, size_t cap)
     snprintf(out, cap, "GPU-fa4e0000-0000-0000-0000-0000000000%02x", physical & 0xff);
 }
 
+int fake_gpu_count(void)
+{
+    int n = 1;
+    const char *v = getenv("GEMINI_FAKE_DEVICES");
+    if (v != NULL && *v != '\0')
+        n = atoi(v);
+    return n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+}
+
+void fake_gpu_uuid(int physical, char *out, size_t cap)
+{
+    fake_uuid_text(physical, out, cap);
+}
+
 /* One element of CUDA_VISIBLE_DEVICES: an index or a UUID of one of `n` GPUs; -1: neither. */
 static int visible_one(const char *tok, int n)
 {
@@ -176,12 +190,7 @@ CUresult cuInit(unsigned int Flags)
         return CUDA_ERROR_INVALID_VALUE;
     if (fake_shm_get() == NULL)
         return CUDA_ERROR_NO_DEVICE;
-    int n = 1;
-    const char *v = getenv("GEMINI_FAKE_DEVICES");
-    if (v != NULL && *v != '\0')
-        n = atoi(v);
-    if (n > FAKE_MAX_DEVICES)
-        n = FAKE_MAX_DEVICES;
+    int n = fake_gpu_count();
     n = n > 0 ? visible_devices(n) : 0;
     if (n <= 0)
         return CUDA_ERROR_NO_DEVICE;
@@ -230,6 +239,22 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     if (!dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     snprintf(name, (size_t)len, "Gemini Fake GPU %d", dev);
+    return CUDA_SUCCESS;
+}
+
+/* The bytes of fake_uuid_text's UUID: fa 4e 00 .. 00 NN. */
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    FAKE_ENTER(cuDeviceGetUuid_v2);
+    FAKE_NEED_INIT();
+    if (uuid == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    memset(uuid->bytes, 0, sizeof uuid->bytes);
+    uuid->bytes[0] = (char)0xfa;
+    uuid->bytes[1] = 0x4e;
+    uuid->bytes[15] = (char)(fake_physical(dev) & 0xff);
     return CUDA_SUCCESS;
 }
 

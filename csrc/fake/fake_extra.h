@@ -53,6 +53,11 @@ uint64_t fake_mem_total(int dev);
 void fake_set_mem_total(int dev, uint64_t bytes);
 void fake_set_kernel_ns(uint64_t ns);      /* default duration of kernels not named gem_sleep_kernel */
 int fake_debug_hold_lock(int fd, uint64_t ns); /* take the segment lock, write "L\n" to fd, hold it ns */
+/* The machine as the fake libnvidia-ml.so.1 shows it (no CUDA_VISIBLE_DEVICES there): */
+int fake_gpu_count(void);                  /* GEMINI_FAKE_DEVICES, default 1 */
+void fake_gpu_uuid(int physical, char *out, size_t cap);
+/* Live processes holding memory on the GPU: their number; the first `cap` into pids/bytes. */
+int fake_gpu_processes(int physical, int *pids, uint64_t *bytes, int cap);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@
     X(cuDeviceGet, cuDeviceGet, 2000, D)                                            \
     X(cuDeviceGetCount, cuDeviceGetCount, 2000, D)                                  \
     X(cuDeviceGetName, cuDeviceGetName, 2000, D)                                    \
+    X(cuDeviceGetUuid_v2, cuDeviceGetUuid, 11040, D)                                \
     X(cuDeviceTotalMem_v2, cuDeviceTotalMem, 3020, D)                               \
     X(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, D)                          \
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, D)                  \

@@ -4,7 +4,9 @@ Builds, from csrc/:
 - libgemhook.so.1     the LD_PRELOAD hook: csrc/hook/*.c + csrc/common/*.c, a plain C library
                       (no Python symbols: a cffi extension would die under LD_BIND_NOW);
 - fake/libcuda.so.1   the fake CUDA driver: csrc/fake/*.c (+ csrc/common/*.c);
-- bin/<name>          the test programs csrc/fake/programs/*.c (`direct_*` ones link the driver);
+- fake/libnvidia-ml.so.1  the fake NVML over the fake driver's GPUs: csrc/fake/nvml/*.c;
+- bin/<name>          the test programs csrc/fake/programs/*.c (`direct_*` ones link the driver,
+                      `direct_nvml*` ones libnvidia-ml);
 - _common             a cffi module over the pure C in csrc/common, for the tests.
 
 `python -m gemini.native._build` builds everything in place, next to this file.
@@ -71,7 +73,33 @@ def build_fake_driver(out_dir: Path) -> Path:
     link = fake_dir / "libcuda.so"
     if not link.exists():
         link.symlink_to(out.name)
+    if _c_sources(CSRC / "fake" / "nvml"):
+        build_fake_nvml(out_dir)  # beside it, and over it: always built together
     return out
+
+
+def build_fake_nvml(out_dir: Path) -> Path:
+    """Built by build_fake_driver, after the driver: it reads the simulated GPUs through the
+    driver's fake_* API."""
+    fake_dir = out_dir / "fake"
+    out = fake_dir / "libnvidia-ml.so.1"
+    extra = [
+        "-Wl,-z,defs",
+        f"-Wl,--version-script={CSRC / 'fake' / 'nvml' / 'libnvidia-ml.map'}",
+        f"-L{fake_dir}",
+        "-l:libcuda.so.1",
+        "-Wl,-rpath,$ORIGIN",
+    ]
+    _shared_library(out, _c_sources(CSRC / "fake" / "nvml"), out.name, extra)
+    return out
+
+
+def _program_libraries(stem: str, fake_dir: Path) -> list[str]:
+    if stem.startswith("direct_nvml"):
+        return [f"-L{fake_dir}", "-l:libnvidia-ml.so.1", "-Wl,-rpath-link," + str(fake_dir)]
+    if stem.startswith("direct"):
+        return [f"-L{fake_dir}", "-l:libcuda.so.1"]
+    return []
 
 
 def build_programs(out_dir: Path) -> list[Path]:
@@ -80,7 +108,7 @@ def build_programs(out_dir: Path) -> list[Path]:
     built = []
     for src in sorted((CSRC / "fake" / "programs").glob("*.c")):
         out = bin_dir / src.stem
-        link = [f"-L{out_dir / 'fake'}", "-l:libcuda.so.1"] if src.stem.startswith("direct") else []
+        link = _program_libraries(src.stem, out_dir / "fake")
         _run([*_cc(), *CFLAGS, "-o", str(out), str(src), *link, "-ldl", "-lpthread", "-lm"])
         built.append(out)
     return built
