@@ -120,7 +120,7 @@ class PartitionRouter:
         out: list[Action] = []
         for core in self.cores.values():
             out += core.on_disconnect(conn, now)
-        return out
+        return self._answered(out)  # a waiting client may get the token it held
 
     def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
         self.config = config

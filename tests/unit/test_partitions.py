@@ -255,3 +255,14 @@ def test_folded_spec_keeps_everything_but_the_shares() -> None:
     assert (flat.name, flat.gpu_mem, flat.unified_memory, flat.gpu, flat.partition) == (
         "a", 7, True, "1", spec.partition)
     assert split(ResourceConfig((spec,)), True)["p"].clients == (spec,)
+
+
+def test_a_request_answered_on_a_disconnect_does_not_follow_a_move() -> None:
+    router = PartitionRouter(cfg.parse_text("2\na 1 1 1 sm=50@p\nb 1 1 1 sm=50@p\n"),
+                             LAUNCHER, 0.0, spatial=True)
+    router.on_request(1, quota("a", 1), 0.0)
+    router.on_request(2, quota("b", 1), 0.01)
+    (granted,) = grants(router.on_disconnect(1, 0.02))  # a's holder went: b gets the token
+    assert (granted.conn, granted.response.status) == (2, Status.OK)
+    out = router.on_config(cfg.parse_text("2\na 1 1 1 sm=50@p\nb 1 1 1 sm=50@q\n"), 0.03)
+    assert grants(out) == []  # nothing queued moved with b: it was answered already
