@@ -30,7 +30,8 @@ def test_text_partitions_shared_and_private() -> None:
     assert [c.partition for c in config.clients] == [
         Partition("big", 70), Partition("big", 70), Partition("infer", 30)]
     assert config.partitions("0") == (Partition("big", 70), Partition("infer", 30))
-    assert config.get("eval") == ClientSpec("eval", 0.5, 1.0, 8 * GIB, partition=Partition("big", 70))
+    assert config.get("eval") == ClientSpec("eval", 0.5, 1.0, 8 * GIB,
+                                            partition=Partition("big", 70))
 
 
 def test_partitions_are_per_gpu_and_sum_per_gpu() -> None:
