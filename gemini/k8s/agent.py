@@ -73,6 +73,7 @@ from gemini.k8s.clients import (
 )
 from gemini.k8s.daemons import DaemonError, Daemons
 from gemini.k8s.plugin import PluginServer, UnitPlugin
+from gemini.k8s.podspec import HOOK_IN_CONTAINER
 from gemini.k8s.units import SHARE_RESOURCE, Gpu, Kind, UnitError, one_gpu, units
 from gemini.secret import create_secret_file, load_secret
 
@@ -80,7 +81,6 @@ log = logging.getLogger("gemini.k8s")
 ENDPOINTS = {Kind.SHARE: "gemini-gpu-share.sock", Kind.MEMORY: "gemini-gpu-memory.sock"}
 HOOK_NAME = "libgemhook.so.1"
 CONTAINER_DIR = "/var/run/gemini"
-HOOK_IN_CONTAINER = f"/usr/local/gemini/{HOOK_NAME}"
 DEVICE_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 SCHEDULER_TIMEOUT_S = 10.0
 

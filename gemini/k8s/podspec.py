@@ -24,6 +24,7 @@ from gemini.k8s.units import MEMORY_RESOURCE, SHARE_RESOURCE, SHARES_PER_GPU
 
 LIMIT_ANNOTATION = "gemini.io/gpu-limit"
 CONTAINERS_ANNOTATION = "gemini.io/containers"
+HOOK_IN_CONTAINER = "/usr/local/gemini/libgemhook.so.1"  # where the agent's Allocate mounts it
 
 
 class PodError(ValueError):
