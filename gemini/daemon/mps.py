@@ -116,19 +116,21 @@ class MpsControl:
                         f"log: {self._log_tail() or 'empty'}")
             await asyncio.sleep(0.1)
 
-    async def problem(self) -> tuple[str | None, list[int]]:
-        """(why MPS no longer serves or None, the servers recovering from a fatal fault)."""
+    async def look(self) -> tuple[str | None, set[int], set[int]]:
+        """(why the control daemon does not answer, or None; the servers it lists that are gone;
+        those recovering from a fatal fault)."""
         code, out = await self.ask("get_server_list")
         if code != 0:
-            return f"the MPS control daemon does not answer ({out or f'exit {code}'})", []
-        faulted = []
+            return f"the MPS control daemon does not answer ({out or f'exit {code}'})", set(), set()
+        dead, faulted = set(), set()
         for pid in server_pids(out):
             if not _pid_alive(pid):
-                return f"MPS server {pid} is gone", []
+                dead.add(pid)
+                continue
             code, status = await self.ask(f"get_server_status {pid}")
             if code == 0 and is_fault(status):
-                faulted.append(pid)
-        return None, faulted
+                faulted.add(pid)
+        return None, dead, faulted
 
     async def stop(self) -> None:
         """`quit`, then wait for the daemon (its pid file names it) to go; kill it if it
@@ -174,6 +176,7 @@ class MpsKeeper:
         self.state = MpsState(False, "not started yet")
         self.tried = False  # whether we ever ran the control program (then quit it at the end)
         self._faulted: set[int] = set()
+        self._dead: set[int] = set()  # servers listed but gone at the last look
 
     def _set(self, state: MpsState) -> None:
         self.state = state
@@ -210,14 +213,18 @@ class MpsKeeper:
             if await self._restart():
                 return ["MPS is back: new processes of partitions run side by side again"]
             return []
-        problem, faulted = await self.control.problem()
+        problem, dead, faulted = await self.control.look()
+        # A server that just exited may still be listed once: gone at two looks in a row is dead.
+        gone, self._dead = dead & self._dead, dead
+        if problem is None and gone:
+            problem = f"MPS server {', '.join(map(str, sorted(gone)))} is gone"
         if problem is not None:
             lines = [f"{problem}; restarting MPS"]
             if not await self._restart():
                 lines.append(f"{self.state.reason}: clients of partitions started from now on "
                              "run time-sliced (trying again at each check)")
             return lines
-        return self._faults(set(faulted))
+        return self._faults(faulted)
 
     async def _restart(self) -> bool:
         await self.control.stop()
@@ -225,7 +232,7 @@ class MpsKeeper:
         if why is not None:
             self._set(MpsState(False, f"MPS stopped and could not be restarted: {why}"))
             return False
-        self._faulted = set()
+        self._faulted, self._dead = set(), set()
         self._set(self._up())
         return True
 
