@@ -9,7 +9,8 @@
  * Unified-memory clients (um.c): cuMemAlloc_v2 and cuMemAllocPitch_v2 are served by
  * cuMemAllocManaged(CU_MEM_ATTACH_GLOBAL), reserved and counted the same way; their entries are
  * marked `um` so that um.c can prefetch the live ones.  The async, pool, VMM and array paths are
- * not converted (their memory cannot be managed).
+ * not converted (their memory cannot be managed): limited all the same, and said once per path
+ * in the log.
  *
  * A destroyed context (device.c) gives back every allocation made while it was current.
  *
@@ -263,19 +264,39 @@ static int um_client(int dev)
     return dev >= 0 && (gem_um_flags(dev) & GEM_MEM_FLAG_UNIFIED_MEMORY) != 0;
 }
 
-#define ALLOC(sym, dev, bytes, kind, keyexpr, call)                                              \
+/* A UM client allocating on a path that cannot be managed (async, pool, VMM, arrays): device
+ * memory, counted against the limit like any other, but it does not page out when the UM
+ * clients together oversubscribe the card.  Said once per path, never silently. */
+static void note_not_managed(int dev, const char *sym, _Atomic int *said)
+{
+    if (!um_client(dev) || atomic_exchange(said, 1))
+        return;
+    GEM_LOG(GEM_LOG_WARN,
+            "%s: unified-memory client, but this path cannot be managed: served as device memory "
+            "(counted against the limit; it does not page out)",
+            sym);
+}
+
+/* Reserve, call the driver, settle.  `managed`: the path allocates managed memory itself. */
+#define ALLOC_AS(sym, managed, dev, bytes, kind, keyexpr, call)                                  \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
         if (GEM_PASS())                                                                          \
             return REAL(sym) call;                                                               \
         int d_ = (dev);                                                                          \
         uint64_t b_ = (bytes);                                                                   \
+        static _Atomic int said_;                                                                \
+        if (!(managed))                                                                          \
+            note_not_managed(d_, #sym, &said_);                                                  \
         CUresult q_ = reserve(d_, b_, #sym);                                                     \
         if (q_ != CUDA_SUCCESS)                                                                  \
             return q_;                                                                           \
         CUresult r_ = REAL(sym) call;                                                            \
         return settle(r_, d_, kind, r_ == CUDA_SUCCESS ? (uint64_t)(keyexpr) : 0, b_);           \
     } while (0)
+
+/* The paths that are never converted to managed memory (async, pool, VMM, arrays). */
+#define ALLOC(sym, ...) ALLOC_AS(sym, 0, __VA_ARGS__)
 
 #define FREE(sym, kind, key, call)                                                               \
     do {                                                                                         \
@@ -303,7 +324,8 @@ GEM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 GEM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    ALLOC(cuMemAllocManaged, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, flags));
+    ALLOC_AS(cuMemAllocManaged, 1, gem_current_dev(), bytesize, K_PTR, *dptr,
+             (dptr, bytesize, flags));
 }
 
 GEM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)

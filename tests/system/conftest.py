@@ -56,9 +56,11 @@ def system(tmp_path):
             return self.schd
 
         def client(
-            self, name: str, *argv: str, env: dict[str, str] | None = None
+            self, name: str, *argv: str, env: dict[str, str] | None = None,
+            stderr: int | None = None,
         ) -> subprocess.Popen[str]:
-            """`env` adds to (or overrides) the hook's environment."""
+            """`env` adds to (or overrides) the hook's environment; `stderr=subprocess.PIPE`
+            captures the hook's log."""
             full_env = {
                 **os.environ,
                 "LD_LIBRARY_PATH": str(fake_driver_dir()),
@@ -69,7 +71,8 @@ def system(tmp_path):
                 **(env or {}),
             }
             proc = subprocess.Popen([str(program_path("gem_client")), *argv], env=full_env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=stderr, text=True)
             procs.append(proc)
             return proc
 

@@ -8,6 +8,7 @@ stream not ordered (through an event) after the process's latest device prefetch
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,3 +100,17 @@ def test_each_grant_prefetches_the_live_allocations_before_the_next_launch(syste
     # the plain client is not touched
     assert calls(fake, rb["pid"], "cuMemPrefetchAsync_v2") == 0
     assert calls(fake, rb["pid"], "cuStreamWaitEvent") == 0
+
+
+@pytest.mark.parametrize("path", ["async", "pool", "vmm", "array"])
+def test_paths_that_cannot_be_managed_are_limited_and_said_once(system, path):
+    # Never silently unlimited (issue 15): served as device memory, counted, one log line.
+    system.backend("1\na 1 1 4MiB um\n", *UM_FAST)
+    proc = system.client("a", "alloc", "--path", path, "--bytes", str(MiB),
+                         env={"GEMINI_LOG": "info"}, stderr=subprocess.PIPE)
+    out, err = proc.communicate(timeout=60)
+    first = json.loads(out.splitlines()[0])
+    assert first["rc"] == 0 and first["mem_free"] <= 3 * MiB  # counted against the limit
+    said = [line for line in err.splitlines() if "cannot be managed" in line]
+    assert len(said) == 1, err
+    assert "served as device memory" in said[0]
