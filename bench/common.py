@@ -75,6 +75,12 @@ def gpu_info() -> dict[str, str] | None:
     return {"name": name, "driver": driver, "memory": mem}
 
 
+def gpu_name() -> str:
+    """"NAME, DRIVER" of the first GPU, for a result's "device" ("no GPU" without one)."""
+    info = gpu_info()
+    return f"{info['name']}, {info['driver']}" if info else "no GPU"
+
+
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower().replace("nvidia", "")).strip("-") or "gpu"
 

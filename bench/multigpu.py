@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import gpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 APP = str(ROOT / "bench" / "multigpu_app.py")
@@ -126,16 +128,6 @@ def gpu_count() -> int:
         return max(1, len(out.stdout.splitlines()))
     except OSError:
         return 1
-
-
-def gpu_name() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.splitlines()
-        return out[0] if out else "no GPU"
-    except OSError:
-        return "no GPU"
 
 
 def markdown(result: dict) -> str:

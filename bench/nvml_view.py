@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import gpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 APP = str(ROOT / "bench" / "nvml_view_app.py")
@@ -182,18 +184,6 @@ def checks(r: dict, fake: bool) -> list[dict]:
     return out
 
 
-def gpu_name(fake: bool) -> str:
-    if fake:
-        return "fake GPU"
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.splitlines()
-        return out[0] if out else "no GPU"
-    except OSError:
-        return "no GPU"
-
-
 def markdown(result: dict) -> str:
     lines = [f"# gemini, issue 15 item 1: NVML view — {result['device']}", "",
              f"{result['date']} · `{result['command']}`", "",
@@ -220,7 +210,7 @@ def main() -> int:
     args = p.parse_args()
     t0 = time.time()
     r = run(args.fake)
-    device = gpu_name(args.fake)
+    device = "fake GPU" if args.fake else gpu_name()
     result = {"device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
               "command": " ".join(["python3", "bench/nvml_view.py", *sys.argv[1:]]),
               "limit": LIMIT, "checks": checks(r, args.fake), "run": r,

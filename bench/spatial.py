@@ -39,6 +39,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from common import gpu_name
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 APP = str(ROOT / "bench" / "spatial_app.py")
@@ -414,16 +416,6 @@ def free_base(offsets: range = range(0, 330)) -> int:
         except OSError:
             continue
     raise RuntimeError("no free ports")
-
-
-def gpu_name() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.splitlines()
-        return out[0] if out else "no GPU"
-    except OSError:
-        return "no GPU"
 
 
 def goals(result: dict) -> dict[str, bool]:
