@@ -6,10 +6,14 @@ import itertools
 import json
 import os
 import subprocess
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from cffi import FFI
 
 from gemini.native import fake_driver_dir, hook_library_path, program_path
+from tests.fake.conftest import control_cdef
 from tests.procs import Daemon, start_pod_manager, start_scheduler
 
 KERNEL_MS = 5.0
@@ -92,3 +96,11 @@ def system(tmp_path):
         d.stop()
 
 
+@pytest.fixture
+def fake() -> Iterator[Any]:
+    """The fake driver's control API (fake_attach to a system's segment, then its counters)."""
+    ffi = FFI()
+    ffi.cdef(control_cdef())
+    lib = ffi.dlopen(str(fake_driver_dir() / "libcuda.so.1"))
+    yield lib
+    ffi.dlclose(lib)

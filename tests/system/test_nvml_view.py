@@ -8,15 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cffi import FFI
 
-from gemini import native
 from gemini.native import fake_driver_dir, hook_library_path, program_path
-from tests.fake.conftest import control_cdef
 
 pytestmark = pytest.mark.system
 
@@ -24,15 +20,6 @@ MiB, GiB = 1 << 20, 1 << 30
 CARD = 16 * GiB  # the fake GPU's memory
 EXACT = {"GEMINI_MEM_LEASE_MB": "0"}  # the pod manager holds exactly what is allocated
 PROBES = ["nvml_probe", "direct_nvml_probe"]
-
-
-@pytest.fixture
-def fake() -> Iterator[Any]:
-    ffi = FFI()
-    ffi.cdef(control_cdef())
-    lib = ffi.dlopen(str(native.fake_driver_dir() / "libcuda.so.1"))
-    yield lib
-    ffi.dlclose(lib)
 
 
 def hold(system: Any, name: str, size: int, env: dict[str, str] | None = None) -> tuple[Any, int]:

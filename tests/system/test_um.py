@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from cffi import FFI
-
-from gemini import native
-from tests.fake.conftest import control_cdef
 
 from .conftest import FAST, result
 
@@ -24,15 +19,6 @@ pytestmark = pytest.mark.system
 
 MiB = 1 << 20
 UM_FAST = (*FAST, "--um-min-quota", "100")
-
-
-@pytest.fixture
-def fake() -> Iterator[Any]:
-    ffi = FFI()
-    ffi.cdef(control_cdef())
-    lib = ffi.dlopen(str(native.fake_driver_dir() / "libcuda.so.1"))
-    yield lib
-    ffi.dlclose(lib)
 
 
 def alloc(system: Any, name: str, path: str, size: int) -> dict:
