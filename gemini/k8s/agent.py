@@ -141,6 +141,7 @@ class Agent:
         self._registered: tuple[int, int] | None = None
         self._listing_failed = False
         self._scanned = False
+        self._published: object = None
 
     # ---- start and stop --------------------------------------------------------------------
 
@@ -287,6 +288,11 @@ class Agent:
                 log.error("%s", exc)
 
     def _publish(self) -> None:
+        # Only on a change: a node's memory units run to hundreds of thousands.
+        state = (tuple(sorted(self.gpus.items())), frozenset(self.present))
+        if state == self._published:
+            return
+        self._published = state
         for kind, plugin in self.plugins.items():
             devices = []
             for index in sorted(self.gpus, key=int):
