@@ -4,6 +4,7 @@ and PodResources services over Unix sockets drives it; the agent runs real gem-s
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import grpc
 import pytest
@@ -220,3 +221,16 @@ def test_a_restarted_agent_runs_its_clients_again(kubelet, start_agent, api, sho
     assert second.agent.daemons.manager_alive(name)
     (spec,) = parse_text((short_tmp / "state/resource-config.txt").read_text()).clients
     assert (spec.name, spec.request) == (name, 0.5)
+
+
+def test_a_pod_running_as_another_uid_may_use_its_socket(kubelet, start_agent, api, short_tmp):
+    agent = start_agent(Node(list(TWO_GPUS)))
+    ready(kubelet)
+    pod = api.add_pod("ns", "p", {"c": {SHARE: 10, MEMORY: 4}})
+    pod["spec"]["securityContext"] = {"runAsUser": 1000}
+    name = kubelet.admit("ns", "p", {"c": {SHARE: 10, MEMORY: 4}})["c"].envs["POD_NAME"]
+    pid = agent.agent.daemons.managers[name].proc.pid
+    argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+    assert argv[argv.index(b"--allow-uid") + 1] == b"1000"
+    (socket,) = (short_tmp / "state/clients" / name).glob("*.sock")
+    assert socket.stat().st_mode & 0o777 == 0o666  # the uid check is the pod manager's
