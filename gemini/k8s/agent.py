@@ -169,11 +169,14 @@ class Agent:
         await self.daemons.stop_all()
 
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set."""
-        await self.start()
-        tasks = [asyncio.ensure_future(self._every(self.s.watch_interval_s, self.check_kubelet)),
-                 asyncio.ensure_future(self._every(self.s.sync_interval_s, self.sync))]
+        """Run until `stop` is set; whatever was started is stopped, also after a failed start."""
+        tasks: list[asyncio.Future[None]] = []
         try:
+            await self.start()
+            tasks = [
+                asyncio.ensure_future(self._every(self.s.watch_interval_s, self.check_kubelet)),
+                asyncio.ensure_future(self._every(self.s.sync_interval_s, self.sync)),
+            ]
             await stop.wait()
         finally:
             for t in tasks:
