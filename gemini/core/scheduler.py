@@ -152,7 +152,8 @@ class SchedulerCore:
                     client.mem_used = client.processes = client.waiting = 0
                 out.append(act.info(name, "pod manager disconnected"))
         if self.holder is not None and self.holder.conn == conn:
-            self._end_early(self.holder.interval, now)
+            if now < self.holder.interval.end:
+                self._end_early(self.holder.interval, now)
             out.append(act.info(self.holder.interval.name, "token holder gone; token taken back"))
             self.holder = None
         return out + self._schedule(now)
