@@ -48,14 +48,19 @@ class Daemon:
                 return m
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc)
+
+
+def stop_process(proc: subprocess.Popen[str], timeout: float = 10.0) -> int:
+    """SIGTERM (the daemons and launchers stop their children on it), SIGKILL after `timeout`."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
 
 
 def _spawn(argv: list[str], env: dict[str, str] | None = None) -> Daemon:

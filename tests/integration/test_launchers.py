@@ -19,6 +19,7 @@ import pytest
 
 from gemini.cli import launch_command
 from gemini.native import NativeBuildMissing
+from tests.procs import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 20.0
@@ -101,14 +102,7 @@ def _no_leftovers():  # type: ignore[no-untyped-def]
     """A failed test must not leave a launcher (and its children) behind."""
     yield
     while _started:
-        proc = _started.pop()
-        if proc.poll() is None:
-            proc.terminate()  # both launchers stop their children on SIGTERM
-            try:
-                proc.wait(TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(_started.pop(), TIMEOUT_S)
 
 
 def start_backend(

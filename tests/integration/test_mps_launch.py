@@ -27,6 +27,7 @@ import pytest
 
 from gemini.cli import launch_command
 from gemini.client import query_status
+from tests.procs import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -142,14 +143,7 @@ _started: list[subprocess.Popen[str]] = []
 def _no_leftovers():  # type: ignore[no-untyped-def]
     yield
     while _started:
-        proc = _started.pop()
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_process(_started.pop(), TIMEOUT_S)
 
 
 @pytest.fixture

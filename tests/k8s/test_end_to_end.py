@@ -11,7 +11,6 @@ import json
 import os
 import queue
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -24,7 +23,7 @@ from gemini.core.config import parse_text
 from gemini.native import fake_driver_dir, hook_library_path, program_path
 from tests.k8s.conftest import free_ports
 from tests.k8s.fake_kubelet import Admitted
-from tests.procs import ROOT
+from tests.procs import ROOT, stop_process
 
 pytestmark = pytest.mark.system
 PY = sys.executable
@@ -110,12 +109,7 @@ def agent(short_tmp, kubelet, api):
     try:
         yield proc, Log(proc), base
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, TIMEOUT_S)
 
 
 @pytest.fixture
