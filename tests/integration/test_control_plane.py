@@ -88,7 +88,9 @@ def test_shares_follow_the_config_and_a_live_edit(backend):
         assert json.loads(proc.stdout.readline())["ready"]
     t0 = time.monotonic()
     time.sleep(4.0)  # the first phase of the workload, not a synchronisation
-    assert query_status("127.0.0.1", schd.port)["holder"] in ("a", "b")
+    # Both were served before the edit (the holder at one instant may be nobody: turns are short).
+    served = {c["name"]: c["tokens"] for c in query_status("127.0.0.1", schd.port)["clients"]}
+    assert served["a"] > 0 and served["b"] > 0, served
     cfg.write_text("2\na 0.7 1.0 1GiB\nb 0.3 1.0 1GiB\n")
     t_edit = time.monotonic()
     schd.wait_for(r"client changed")
