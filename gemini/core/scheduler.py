@@ -139,7 +139,23 @@ class SchedulerCore:
             int(processes),
             int(waiting),
         )
-        return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+        out: list[Action] = [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+        return out + self._holder_without_processes(conn, client, now)
+
+    def _holder_without_processes(
+        self, conn: ConnId, client: ClientState, now: float
+    ) -> list[Action]:
+        """A holder whose last process ended gives the rest of its grant to the next client
+        (else a finished job keeps the GPU idle until its quota runs out)."""
+        holder = self.holder
+        if client.processes or holder is None or holder.conn != conn:
+            return []
+        self._earn(now)
+        if now < holder.interval.end:
+            self._end_early(holder.interval, now)
+        self.holder = None
+        gone = act.info(holder.interval.name, "no processes left; token taken back")
+        return [gone, *self._schedule(now)]
 
     def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
         self._earn(now)

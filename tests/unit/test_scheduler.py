@@ -161,6 +161,29 @@ def test_dead_holder_frees_the_token_and_its_queued_requests():
     assert core.history.latest("a").end == pytest.approx(0.1)
 
 
+def report(name, req_id, processes):
+    return Request(name, req_id, RequestType.REPORT, (0, processes, 0))
+
+
+def test_a_holder_whose_processes_all_ended_hands_the_token_over():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    core.on_request(1, report("a", 1, 1), 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 2), 0.0))
+    assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []
+    assert grants(core.on_request(1, report("a", 3, 1), 0.02)) == []  # still running
+    [g] = grants(core.on_request(1, report("a", 4, 0), 0.05))  # its last process ended
+    assert g.conn == 2
+    assert core.history.latest("a").end == pytest.approx(0.05)
+
+
+def test_a_report_without_processes_from_a_client_not_holding_changes_nothing():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    assert len(grants(core.on_request(1, quota_req("a", 1), 0.0))) == 1
+    core.on_request(2, quota_req("b", 1), 0.01)
+    assert grants(core.on_request(2, report("b", 2, 0), 0.02)) == []
+    assert core.holder is not None and core.holder.conn == 1
+
+
 def test_queued_request_of_a_dead_connection_is_dropped():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)
