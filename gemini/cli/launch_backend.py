@@ -7,9 +7,10 @@ keep running, while a scheduler that dies stops everything (exit 1).  Clients ad
 while it runs get a pod manager too, and a GPU new to the config its scheduler (disable with
 --no-follow).
 
-When the config has spatial partitions (issue 13) it also runs an MPS control daemon with private
-directories (gemini.daemon.mps), looks at it every --mps-check seconds, and quits it at the end;
-when MPS cannot start it says why and the partitions' clients run time-sliced.
+When the config has spatial partitions (issue 13), from the start or from a live edit on, it also
+runs an MPS control daemon with private directories (gemini.daemon.mps), looks at it every
+--mps-check seconds, and quits it at the end; when MPS cannot start it says why and the
+partitions' clients run time-sliced.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import os
 import signal
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -94,8 +96,10 @@ class Supervisor:
         self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
+        # Called when an edit brings the config its first partition (to start MPS).
+        self.on_partitions: Callable[[], None] | None = None
 
-    def _keep(self, task: asyncio.Task[None]) -> None:
+    def keep(self, task: asyncio.Task[None]) -> None:
         # The loop holds tasks weakly; keep a reference until each finishes.
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -112,7 +116,7 @@ class Supervisor:
             self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
         program = os.path.basename(spec.argv[0])
         print(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})", flush=True)
-        self._keep(asyncio.ensure_future(self._reap(spec.name, proc)))
+        self.keep(asyncio.ensure_future(self._reap(spec.name, proc)))
 
     async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
@@ -158,15 +162,14 @@ class Supervisor:
         running = {key: port for key, (port, _) in self.managers.items()}
         schedulers = {gpu: port for gpu, (port, _) in self.schedulers.items()}
         plan = plan_added(new, self.args, running, schedulers)
-        self._keep(asyncio.ensure_future(self._add(plan)))
+        self.keep(asyncio.ensure_future(self._add(plan)))
 
     def _partition_edits(self, old: ResourceConfig, new: ResourceConfig) -> None:
         """A changed partition: tokens follow at once (gem-schd), the MPS share of the SMs only
         with the client's next process (MPS reads it when a process starts)."""
-        if new.spatial and self.args.mps_state is None:
-            log.warning("the config now has partitions, but launch-backend started without any "
-                        "and runs no MPS: they are time-sliced at their size (restart "
-                        "launch-backend for spatial sharing)")
+        if new.spatial and not old.spatial and self.on_partitions is not None:
+            log.info("the config now has partitions: starting MPS for them")
+            self.on_partitions()
         before = {(c.name, c.gpu): c.partition for c in old.clients}
         for c in new.clients:
             key = (c.name, c.gpu)
@@ -241,6 +244,29 @@ async def watch_mps(keeper: MpsKeeper, stop: asyncio.Event, interval: float) -> 
                 log.warning("%s", line)
 
 
+class MpsService:
+    """MPS from the first config with a partition (at start or after a live edit) to the end."""
+
+    def __init__(self, keeper: MpsKeeper, enabled: bool, check_s: float,
+                 stop: asyncio.Event) -> None:
+        self.keeper, self.enabled, self.check_s, self.stop = keeper, enabled, check_s, stop
+        self.started = False
+        self.watch: asyncio.Future[None] | None = None
+
+    async def ensure(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        await start_mps(self.keeper, self.enabled)
+        self.watch = asyncio.ensure_future(watch_mps(self.keeper, self.stop, self.check_s))
+
+    async def close(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+        if self.started:  # after the clients' daemons, so nothing is left using it
+            await self.keeper.stop()
+
+
 async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
               keeper: MpsKeeper | None = None, mps: bool = True,
               mps_check_s: float = MPS_CHECK_S) -> int:
@@ -250,11 +276,13 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
         loop.add_signal_handler(sig, stop.set)
     supervisor = Supervisor(args, config)
     watcher = None
-    tasks: list[asyncio.Future[None]] = []
+    service = None if keeper is None else MpsService(keeper, mps, mps_check_s, stop)
     try:
-        if keeper is not None:  # before the schedulers, which read the state file at start
-            await start_mps(keeper, mps)
-            tasks.append(asyncio.ensure_future(watch_mps(keeper, stop, mps_check_s)))
+        if service is not None:
+            supervisor.on_partitions = lambda: supervisor.keep(
+                asyncio.ensure_future(service.ensure()))
+            if config.spatial:  # before the schedulers, which read the state file at start
+                await service.ensure()
         try:
             await supervisor.start(plan_backend(config, args))
         except OSError as exc:
@@ -265,13 +293,11 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
             watcher.start()
         return await supervisor.supervise(stop)
     finally:
-        for task in tasks:
-            task.cancel()
         if watcher is not None:
             watcher.stop()
         await supervisor.shutdown()
-        if keeper is not None:  # after the clients' daemons, so nothing is left using it
-            await keeper.stop()
+        if service is not None:
+            await service.close()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
 
@@ -292,12 +318,12 @@ def main(argv: list[str] | None = None) -> int:
         if secret_file:
             load_secret(secret_file)  # a bad file stops us here, not in every child
         config = read_config(Path(args.config))
-        keeper = None
-        if config.spatial:  # MPS only when some client has a partition
-            root = os.path.abspath(ns.mps_dir or default_dir(tempfile.gettempdir(), os.getuid(),
-                                                             ns.port))
-            keeper = MpsKeeper(MpsPaths(root), gpu_problem)
-            args = replace(args, mps_state=keeper.paths.state_file)
+        # MPS runs only once some client has a partition; the schedulers follow its state file
+        # from the start (a missing file: no MPS), so that a later edit may bring partitions.
+        root = os.path.abspath(ns.mps_dir or default_dir(tempfile.gettempdir(), os.getuid(),
+                                                         ns.port))
+        keeper = MpsKeeper(MpsPaths(root), gpu_problem)
+        args = replace(args, mps_state=keeper.paths.state_file)
         plan_backend(config, args)  # check ports and commands before starting anything
     except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)

@@ -211,11 +211,24 @@ def test_no_partition_no_mps(tmp_path: Path, bin_dir: Path) -> None:
     backend = start(tmp_path, bin_dir, config="2\na 0.5 1 1GiB\nb 0.5 1 1GiB\n")
     reports = backend.reports(3)
     (schd,) = [r for r in reports if r["role"] == "scheduler"]
-    assert "--mps-state" not in schd["argv"]
+    # The scheduler follows a state file that does not exist (no MPS) until partitions come.
+    assert schd["argv"][schd["argv"].index("--mps-state") + 1] == f"{tmp_path}/mps/state.json"
     assert backend.stop() == 0
     assert backend.calls() == []
     assert not any(x.startswith("mps:") for x in backend.out.seen)
     assert not (tmp_path / "mps").exists()
+
+
+def test_partitions_added_by_an_edit_start_mps(tmp_path: Path, bin_dir: Path) -> None:
+    backend = start(tmp_path, bin_dir, config="2\na 0.5 1 1GiB\nb 0.5 1 1GiB\n")
+    backend.reports(3)
+    (tmp_path / "resource-config.txt").write_text("2\na 1 1 1GiB sm=40\nb 0.5 1 1GiB\n")
+    backend.err.until(lambda x: "the config now has partitions: starting MPS" in x)
+    line = backend.out.until(lambda x: x.startswith("mps:"))
+    assert line.startswith("mps: nvidia-cuda-mps-control serving partitions")
+    assert backend.state()["spatial"] is True
+    assert backend.stop() == 0
+    assert [c["cmd"] for c in backend.calls()] == ["-d", "quit"]
 
 
 @pytest.mark.parametrize(("how", "reason"), [
