@@ -11,6 +11,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -143,8 +144,10 @@ def test_backend_args_env_and_signal_stops_all(
     proc, lines = start_backend(tmp_path, standin, "--port", "6000", "--base_quota", "250")
     pm1, pm2, schd = sorted(wait_started(lines, 3), key=lambda r: r["who"])
     conf_dir = str(tmp_path)
+    mps_state = os.path.join(tempfile.gettempdir(), f"gemini-mps-{os.getuid()}-6000", "state.json")
     assert schd["argv"] == ["-p", conf_dir, "-f", "resource-config.txt", "-P", "6000", "-q", "250",
-                            "-m", "20", "-w", "10000", "--ip", "127.0.0.1"]
+                            "-m", "20", "-w", "10000", "--ip", "127.0.0.1",
+                            "--mps-state", mps_state]
     assert pm1["env"] == {"SCHEDULER_IP": "127.0.0.1", "SCHEDULER_PORT": "6000",
                           "POD_MANAGER_IP": "127.0.0.1", "POD_MANAGER_PORT": "6001",
                           "POD_NAME": "client1"}
