@@ -12,7 +12,10 @@ Protocol (like bench/tenant.py), one JSON line each, flushed:
   stdout  {"ready": true, "path": .., "k": .., "step_ms": .., "startup_s": ..}   after warm-up
   stdin   go START [END]   (time.monotonic() values; END defaults to START + S; with --no-wait:
                            one run at once, S seconds)
-  stdout  {"t": START, "steps": 0}, then {"t": monotonic, "steps": n} after every k steps
+  stdout  {"t": START, "steps": 0}, then {"t": monotonic, "steps": n} after every k steps; on
+          the torch paths one line per step instead, its time the step's end on the GPU (a CUDA
+          event after each step, mapped to time.monotonic(): work per second is then known to a
+          step, not to k steps, without more synchronisation)
   stdout  {"done": true, "round": i, "steps": n, "t0": .., "t_end": .., ...}   at END
   ... more `go` lines: more measured runs (rounds) in the same process; EOF or `quit` ends it.
 On failure (an import missing, no GPU, a CUDA error): {"error": "...", "path": ..} and exit 3.
@@ -274,6 +277,47 @@ def make(path: str):
 
 # ---- the loop ------------------------------------------------------------------------------------
 
+class StepClock:
+    """When each step ended on the GPU, from a CUDA event recorded after it (torch paths).
+
+    Syncing every k steps tells the work done to k steps; under a cap the k steps of a sample
+    may straddle a wait for the token, and the work of one second is then off by up to k steps
+    (5 points at k = 50 ms).  Events give each step's end without syncing more often."""
+
+    def __init__(self, torch, stream) -> None:  # type: ignore[no-untyped-def]
+        self.torch, self.stream = torch, stream
+        self.pool: list = []
+        self.used = 0
+        self.ref = torch.cuda.Event(enable_timing=True)
+        self.t_ref = 0.0
+
+    @classmethod
+    def of(cls, work) -> StepClock | None:  # type: ignore[no-untyped-def]
+        torch = getattr(work, "torch", None)
+        if torch is None:
+            return None
+        return cls(torch, getattr(work, "stream", None) or torch.cuda.current_stream())
+
+    def start(self) -> None:
+        """Call with the GPU idle: the reference event ends at about the time it is waited for."""
+        self.ref.record(self.stream)
+        self.ref.synchronize()
+        self.t_ref = time.monotonic()
+
+    def mark(self) -> None:
+        if self.used == len(self.pool):
+            self.pool.append(self.torch.cuda.Event(enable_timing=True))
+        self.pool[self.used].record(self.stream)
+        self.used += 1
+
+    def times(self, t_sync: float) -> list[float]:
+        """The marked steps' end times (after a sync), oldest first; resets the marks."""
+        out = [min(self.t_ref + self.ref.elapsed_time(e) / 1000.0, t_sync)
+               for e in self.pool[:self.used]]
+        self.used = 0
+        return out
+
+
 def warm_up(work, seconds: float) -> None:
     """A few steps (compiles, captures, autotunes), then steps until `seconds` have passed."""
     for _ in range(3):
@@ -313,19 +357,33 @@ def next_go() -> tuple[float, float] | None:
 
 def measure(work, k: int, start: float, end: float, rnd: int, ms: float, path: str) -> None:
     """One measured run: from START (waited for) until the first sync at or after END."""
+    clock = StepClock.of(work)
     while (left := start - time.monotonic()) > 0:
         time.sleep(min(left, 0.02))
+    if clock is not None:
+        clock.start()
     t0 = time.monotonic()
     emit({"t": round(t0, 6), "steps": 0})
     done = 0
-    t = t0
+    t = last = t0
     while t < end:
         for _ in range(k):
             work.step()
+            if clock is not None:
+                clock.mark()
         work.sync()
-        done += k
         t = time.monotonic()
-        emit({"t": round(t, 6), "steps": done})
+        if clock is None:
+            done += k
+            emit({"t": round(t, 6), "steps": done})
+            continue
+        lines = []
+        for t_step in clock.times(t):
+            done += 1
+            last = max(t_step, last)  # monotone, for the readers' interpolation
+            lines.append(json.dumps({"t": round(last, 6), "steps": done}))
+        sys.stdout.write("\n".join(lines) + "\n")  # one write per sync
+        sys.stdout.flush()
     emit({"done": True, "round": rnd, "path": path, "steps": done, "t0": t0, "t_end": t, "k": k,
           "step_ms": round(ms, 4), "steps_per_s": done / (t - t0) if t > t0 else 0.0})
 
