@@ -66,6 +66,15 @@ int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int3
     return GEM_REQ_MSG_LEN;
 }
 
+int gem_wire_encode_recall(uint8_t *buf, const char *name, int32_t req_id, uint64_t bytes)
+{
+    int off = put_head(buf, name, req_id, GEM_REQ_RECALL);
+    if (off < 0)
+        return -1;
+    memcpy(buf + off, &bytes, 8);
+    return GEM_REQ_MSG_LEN;
+}
+
 int32_t gem_wire_rsp_id(const uint8_t *buf)
 {
     int32_t v;
@@ -112,4 +121,11 @@ void gem_wire_rsp_process(const uint8_t *buf, int32_t *count, int32_t *pid, uint
     memcpy(count, buf + 4, 4);
     memcpy(pid, buf + 8, 4);
     memcpy(bytes, buf + 12, 8);
+}
+
+uint64_t gem_wire_rsp_recall_bytes(const uint8_t *buf)
+{
+    uint64_t bytes;
+    memcpy(&bytes, buf + 4, 8);
+    return bytes;
 }

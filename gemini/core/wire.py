@@ -8,7 +8,9 @@ Requests are 80 bytes, responses 40 bytes, little-endian, unpadded:
 `status` sits in the last four bytes of a response, which v1 always zero-filled, so v1 peers
 read every reply of ours as before (status 0 = OK) and ignore the error codes we add.  New request
 types take new numbers; the old three keep theirs.  A STATUS reply is followed by `body_len`
-bytes of JSON.  An unsolicited message from a server carries `req_id == NOTIFY_ID`.
+bytes of JSON.  An unsolicited message from a server carries `req_id == NOTIFY_ID`; each direction
+has one kind: scheduler -> pod manager, a MEM_LIMIT reply (the limit changed); pod manager ->
+hook, a RECALL (give your unspent lease back).
 
 Everything here is pure: bytes in, values out.  The C twin is csrc/include/gemini/wire.h.
 """
@@ -39,14 +41,25 @@ class WireError(ValueError):
 class RequestType(enum.IntEnum):
     QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
-    MEM_UPDATE = 2  # bytes, is_allocate -> verdict (1 ok, 0 refused)
+    MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
     STATUS = 3  # tool -> schd: -> body_len + JSON body
     REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
     HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
     # hook -> pmgr: the sender's pid, index -> count, pid, bytes of the client's process at
     # `index` (index < 0: only says who is on this connection; sent on every new connection)
     PROCESS = 6
+    # pmgr -> hook, unsolicited (req_id NOTIFY_ID): u64 bytes a neighbour lacks; give back your
+    # unspent lease.  hook -> pmgr, the answer: u64 bytes given back (all it held unspent, maybe
+    # 0) -> ack.
+    RECALL = 7
 
+
+# MEM_UPDATE's is_allocate.  v1 hooks send 0 and 1.  A lease is bytes a hook reserves ahead and
+# spends locally: the pod manager grants it only if it fits now, while an allocation that does
+# not fit may wait for neighbours to give their unspent leases back (RECALL).
+MEM_FREE = 0
+MEM_ALLOC = 1
+MEM_LEASE = 2
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
@@ -69,6 +82,7 @@ _REQ_PAYLOAD = {
     RequestType.REPORT: struct.Struct("<Qii"),
     RequestType.HELLO: struct.Struct("<16s"),
     RequestType.PROCESS: struct.Struct("<ii"),
+    RequestType.RECALL: struct.Struct("<Q"),
 }
 _RSP_PAYLOAD = {
     RequestType.QUOTA: struct.Struct("<d"),
@@ -78,6 +92,7 @@ _RSP_PAYLOAD = {
     RequestType.REPORT: struct.Struct(""),
     RequestType.HELLO: struct.Struct(""),
     RequestType.PROCESS: struct.Struct("<iiQ"),
+    RequestType.RECALL: struct.Struct("<Q"),
 }
 
 

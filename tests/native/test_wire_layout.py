@@ -22,6 +22,8 @@ def test_constants_agree():
         assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
     assert lib.GEM_MEM_FLAG_UNIFIED_MEMORY == wire.MEM_FLAG_UNIFIED_MEMORY
     assert lib.GEM_MEM_FLAG_EVICT_ON_RELEASE == wire.MEM_FLAG_EVICT_ON_RELEASE
+    assert (lib.GEM_MEM_FREE, lib.GEM_MEM_ALLOC, lib.GEM_MEM_LEASE) == (
+        wire.MEM_FREE, wire.MEM_ALLOC, wire.MEM_LEASE)
     for s in wire.Status:
         assert getattr(lib, f"GEM_STATUS_{s.name}") == s.value
 
@@ -39,7 +41,7 @@ def test_quota_request(name, req_id, overuse, burst):
     assert c == wire.encode_request(Request(name, req_id, RequestType.QUOTA, (overuse, burst)))
 
 
-@given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 1))
+@given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2))
 def test_memory_requests(name, req_id, size, alloc):
     c = _c_frame(lib.gem_wire_encode_mem_update, name.encode(), req_id, size, alloc)
     py = Request(name, req_id, RequestType.MEM_UPDATE, (size, alloc))
@@ -87,3 +89,18 @@ def test_c_reads_python_process_replies(req_id, count, pid, nbytes):
     c_count, c_pid, c_bytes = ffi.new("int32_t *"), ffi.new("int32_t *"), ffi.new("uint64_t *")
     lib.gem_wire_rsp_process(frame, c_count, c_pid, c_bytes)
     assert (c_count[0], c_pid[0], c_bytes[0]) == (count, pid, nbytes)
+
+
+@given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1))
+def test_recall_answer(name, req_id, size):
+    c = _c_frame(lib.gem_wire_encode_recall, name.encode(), req_id, size)
+    assert c == wire.encode_request(Request(name, req_id, RequestType.RECALL, (size,)))
+
+
+@given(st.integers(0, 2**64 - 1))
+def test_c_reads_python_recall_notifications(lacks):
+    frame = wire.encode_response(RequestType.RECALL,
+                                 Response(wire.NOTIFY_ID, Status.OK, (lacks,)))
+    assert lib.gem_wire_rsp_id(frame) == lib.GEM_NOTIFY_ID
+    assert lib.gem_wire_rsp_status(frame) == lib.GEM_STATUS_OK
+    assert lib.gem_wire_rsp_recall_bytes(frame) == lacks

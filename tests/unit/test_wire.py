@@ -94,11 +94,12 @@ names = st.text(
 args_by_type = {
     RequestType.QUOTA: st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False)),
     RequestType.MEM_LIMIT: st.just(()),
-    RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 1)),
+    RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2)),
     RequestType.STATUS: st.just(()),
     RequestType.REPORT: st.tuples(
         st.integers(0, 2**64 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)
     ),
+    RequestType.RECALL: st.tuples(st.integers(0, 2**64 - 1)),
 }
 
 

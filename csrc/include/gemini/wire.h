@@ -21,12 +21,22 @@
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
-    GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate -> i32 verdict */
+    GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
     GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting -> ack */
     GEM_REQ_HELLO = 5,      /* 16 bytes proof -> ack */
-    GEM_REQ_PROCESS = 6     /* i32 my_pid, i32 index -> i32 count, i32 pid, u64 bytes */
+    GEM_REQ_PROCESS = 6,    /* i32 my_pid, i32 index -> i32 count, i32 pid, u64 bytes */
+    /* pod manager -> hook, unsolicited (id GEM_NOTIFY_ID): u64 bytes a neighbour lacks.
+     * hook -> pod manager, the answer: u64 bytes of unspent lease given back -> ack. */
+    GEM_REQ_RECALL = 7
 };
+
+/* MEM_UPDATE's is_allocate: a lease (bytes reserved ahead, spent locally) is granted only if
+ * it fits now; an allocation that does not fit may wait while the pod manager recalls the
+ * client's other processes' unspent leases. */
+#define GEM_MEM_FREE 0
+#define GEM_MEM_ALLOC 1
+#define GEM_MEM_LEASE 2
 
 /* Bits of the MEM_LIMIT reply's flags word (frame offset 20; v1 peers send zero there). */
 #define GEM_MEM_FLAG_UNIFIED_MEMORY 1
@@ -54,6 +64,8 @@ int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
 int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int32_t my_pid,
                             int32_t index);
 
+int gem_wire_encode_recall(uint8_t *buf, const char *name, int32_t req_id, uint64_t bytes);
+
 /* Response readers: buf is one GEM_RSP_MSG_LEN frame. */
 int32_t gem_wire_rsp_id(const uint8_t *buf);
 int32_t gem_wire_rsp_status(const uint8_t *buf);
@@ -64,5 +76,7 @@ uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);
 /* PROCESS reply: how many processes the client has, and the pid and bytes of the one asked for
  * (pid 0 when the index is out of range). */
 void gem_wire_rsp_process(const uint8_t *buf, int32_t *count, int32_t *pid, uint64_t *bytes);
+/* A RECALL notification: the bytes the waiting allocation lacks. */
+uint64_t gem_wire_rsp_recall_bytes(const uint8_t *buf);
 
 #endif
