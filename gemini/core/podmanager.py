@@ -11,6 +11,15 @@ Rules:
 - Memory: the pod manager owns the client's limit.  A hook reserves bytes before it allocates
   (MEM_UPDATE alloc) and gives them back when it frees; a hook that disconnects gives back all
   it held.  The reserved total never exceeds the limit.
+- Leases: a hook may reserve bytes ahead (MEM_UPDATE lease) and spend them locally; a lease is
+  granted only if it fits now.  Unspent lease bytes count as used, so an allocation that does
+  not fit may still fit once the client's other processes give their unspent leases back: the
+  pod manager then asks every other process that has leased and holds bytes (RECALL, an
+  unsolicited message), holds the allocation, and answers it as soon as it fits, or refuses it
+  once every process asked has answered or gone, or RECALL_TIMEOUT_S has passed.  While
+  allocations wait, later ones queue behind them (leases are refused), so recalled bytes go to
+  the allocation they were recalled for.  A recall is not sent when even every such process's
+  whole reservation would not make the allocation fit.
 - Hooks must use the client's own name.
 - Processes (for the NVML view inside the client): each hook says its pid on every new
   connection (PROCESS); the client's processes are the pids that hold memory or have asked for a
@@ -28,6 +37,8 @@ from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
+    MEM_FREE,
+    MEM_LEASE,
     NOTIFY_ID,
     Request,
     RequestType,
@@ -37,6 +48,9 @@ from gemini.core.wire import (
 
 MS = 1000.0
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
+# How long an allocation waits for the processes asked to give their unspent leases back.  Their
+# hooks answer from a thread of their own within a round trip; this bounds a stopped process.
+RECALL_TIMEOUT_S = 0.5
 
 
 @dataclass
@@ -46,6 +60,7 @@ class HookState:
     running_until: float = float("-inf")  # end of the token time this process was handed
     pid: int = 0  # as the process sees itself (PROCESS); 0: not told
     launched: bool = False  # has asked for a token
+    leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,9 @@ class PodCore:
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
         self.memory_waiters: list[Waiter] = []
+        self.recall_waiters: list[Waiter] = []  # allocations waiting for recalled leases
+        self.recall_asked: set[ConnId] = set()  # processes asked for their leases, not answered
+        self.recall_until: float | None = None  # stop waiting for them then
         self.upstream: dict[int, RequestType] = {}
         self.connected = False
         self._next_id = 0
@@ -109,7 +127,7 @@ class PodCore:
         req_type = self.upstream_type(rsp.req_id)
         self.upstream.pop(rsp.req_id, None)
         if req_type is RequestType.MEM_LIMIT:
-            return self._on_limit(rsp)
+            return self._on_limit(rsp, now)
         if req_type is RequestType.QUOTA and rsp.req_id == self.fetch_id:
             return self._on_token(rsp, now)
         return []
@@ -125,6 +143,8 @@ class PodCore:
         hook = self.hooks.pop(conn, None)
         self.quota_waiters = [w for w in self.quota_waiters if w.conn != conn]
         self.memory_waiters = [w for w in self.memory_waiters if w.conn != conn]
+        self.recall_waiters = [w for w in self.recall_waiters if w.conn != conn]
+        self.recall_asked.discard(conn)
         if hook is None:
             return []
         if self.fetch_at is not None:
@@ -136,7 +156,7 @@ class PodCore:
                 self.name, f"process gone, {hook.reserved} B given back ({len(self.hooks)} left)"
             )
         ]
-        return out + self._maybe_report(now)
+        return out + self._serve_recall_waiters(now) + self._maybe_report(now)
 
     def on_hook_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         if req.name != self.name:
@@ -147,6 +167,8 @@ class PodCore:
             return self._on_hook_quota(Waiter(conn, req), now)
         if req.type is RequestType.PROCESS:
             return [self._on_hook_process(conn, req)]
+        if req.type is RequestType.RECALL:
+            return self._on_hook_recall(conn, req, now)
         if req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE):
             if self.limit is None:
                 self.memory_waiters.append(Waiter(conn, req))
@@ -235,7 +257,7 @@ class PodCore:
 
     # ---- memory --------------------------------------------------------------------------------
 
-    def _on_limit(self, rsp: Response) -> list[Action]:
+    def _on_limit(self, rsp: Response, now: float) -> list[Action]:
         if rsp.status is not Status.OK:
             return [
                 act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")
@@ -253,8 +275,8 @@ class PodCore:
         self.mem_flags = flags
         waiters, self.memory_waiters = self.memory_waiters, []
         for w in waiters:
-            out += self._on_hook_memory(w, 0.0)
-        return out
+            out += self._on_hook_memory(w, now)
+        return out + self._serve_recall_waiters(now)  # a larger limit may fit them now
 
     def _on_hook_memory(self, w: Waiter, now: float) -> list[Action]:
         assert self.limit is not None
@@ -262,30 +284,105 @@ class PodCore:
         if req.type is RequestType.MEM_LIMIT:
             values = (self.used, self.limit, self.mem_flags)
             return [Reply(w.conn, req.type, Response(req.req_id, Status.OK, values))]
-        size, is_alloc = (int(a) for a in req.args)  # type: ignore[call-overload]
+        size, kind = (int(a) for a in req.args)  # type: ignore[call-overload]
         hook = self.hooks.setdefault(w.conn, HookState())
-        out: list[Action] = []
-        if is_alloc:
-            ok = self.used + size <= self.limit
-            if ok:
-                self.used += size
-                hook.reserved += size
-            else:
-                why = f"refused {size} B: {self.used} of {self.limit} B in use"
-                out.append(act.info(self.name, why))
-        else:
+        self._report_due = True
+        out: list[Action]
+        if kind == MEM_FREE:
             size = min(size, hook.reserved)  # never give back more than this process holds
             self.used -= size
             hook.reserved -= size
-            ok = True
-        self._report_due = True
-        out.append(Reply(w.conn, req.type, Response(req.req_id, Status.OK, (int(ok),))))
+            out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
+        elif kind == MEM_LEASE:
+            hook.leases = True
+            # Never ahead of allocations waiting for recalled bytes; refused, the hook asks
+            # for the exact amount, which waits its turn.
+            ok = not self.recall_waiters and self._fits(size)
+            out = [self._grant(w, size)] if ok else [self._verdict(w, False)]
+            if not ok:
+                out.append(act.debug(self.name, f"lease of {size} B refused: {self._in_use()}"))
+        elif not self.recall_waiters and self._fits(size):
+            out = [self._grant(w, size)]
+        elif self.recall_waiters or self.recall_asked:
+            self.recall_waiters.append(w)  # answered when the recall now out settles
+            out = []
+        else:
+            out = self._recall_for(w, size, now)
         return out + self._maybe_report(now)
+
+    def _in_use(self) -> str:
+        return f"{self.used} of {self.limit} B in use"
+
+    def _fits(self, size: int) -> bool:
+        return self.limit is not None and self.used + size <= self.limit
+
+    def _verdict(self, w: Waiter, ok: bool) -> Reply:
+        return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (int(ok),)))
+
+    def _grant(self, w: Waiter, size: int) -> Reply:
+        self.used += size
+        self.hooks.setdefault(w.conn, HookState()).reserved += size
+        return self._verdict(w, True)
+
+    def _refuse(self, w: Waiter, size: int) -> list[Action]:
+        return [act.info(self.name, f"refused {size} B: {self._in_use()}"), self._verdict(w, False)]
+
+    # ---- lease recall --------------------------------------------------------------------------
+
+    def _recall_for(self, w: Waiter, size: int, now: float) -> list[Action]:
+        """An allocation that does not fit: ask the others for their unspent leases, or refuse."""
+        assert self.limit is not None
+        free = max(self.limit - self.used, 0)
+        asked = [c for c, h in self.hooks.items() if c != w.conn and h.leases and h.reserved > 0]
+        if not asked or free + sum(self.hooks[c].reserved for c in asked) < size:
+            return self._refuse(w, size)  # nothing leased out, or not enough even if all came back
+        self.recall_waiters.append(w)
+        self.recall_asked = set(asked)
+        self.recall_until = now + RECALL_TIMEOUT_S
+        why = (f"{size} B do not fit ({self._in_use()}): asking {len(asked)} other "
+               f"process(es) for their unspent leases")
+        notes: list[Action] = [
+            Reply(c, RequestType.RECALL, Response(NOTIFY_ID, Status.OK, (size - free,)))
+            for c in asked
+        ]
+        return [act.info(self.name, why), *notes]
+
+    def _on_hook_recall(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        """A process gives its unspent lease back (asked or not): that is its whole answer."""
+        hook = self.hooks.setdefault(conn, HookState())
+        size = min(int(req.args[0]), hook.reserved)  # type: ignore[call-overload]
+        hook.reserved -= size
+        self.used -= size
+        self.recall_asked.discard(conn)
+        self._report_due = True
+        out: list[Action] = [
+            Reply(conn, req.type, Response(req.req_id, Status.OK)),
+            act.debug(self.name, f"lease given back: {size} B ({self._in_use()})"),
+        ]
+        return out + self._serve_recall_waiters(now) + self._maybe_report(now)
+
+    def _serve_recall_waiters(self, now: float) -> list[Action]:
+        """Answer waiting allocations in order: each as soon as it fits; once no answer is
+        outstanding, refuse those that still do not."""
+        out: list[Action] = []
+        while self.recall_waiters:
+            w = self.recall_waiters[0]
+            size = int(w.req.args[0])  # type: ignore[call-overload]
+            if self._fits(size):
+                out.append(self._grant(w, size))
+            elif self.recall_asked:
+                break
+            else:
+                out += self._refuse(w, size)
+            self.recall_waiters.pop(0)
+        if not self.recall_asked:
+            self.recall_until = None
+        return out
 
     # ---- reports to the scheduler -------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        deadlines = [self.fetch_at]
+        deadlines = [self.fetch_at, self.recall_until]
         if self._report_due and self.connected:
             deadlines.append(self._last_report + REPORT_INTERVAL_S)
         return min((d for d in deadlines if d is not None), default=None)
@@ -294,6 +391,13 @@ class PodCore:
         out: list[Action] = []
         if self.fetch_at is not None and now >= self.fetch_at:
             out += self._fetch_when_free(now)
+        if self.recall_until is not None and now >= self.recall_until:
+            silent = len(self.recall_asked)
+            out.append(act.warning(
+                self.name, f"{silent} process(es) did not give their leases back within "
+                f"{RECALL_TIMEOUT_S:g} s; answering the waiting allocations without them"))
+            self.recall_asked.clear()
+            out += self._serve_recall_waiters(now)
         return out + self._maybe_report(now)
 
     def _maybe_report(self, now: float) -> list[Action]:

@@ -1,0 +1,220 @@
+"""Lease recall in the pod manager core: an allocation that fits only once the client's other
+processes give their unspent leases back waits for them (RECALL), on a virtual clock."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gemini.core.actions import Reply, SendUpstream
+from gemini.core.podmanager import RECALL_TIMEOUT_S, PodCore
+from gemini.core.wire import (
+    MEM_ALLOC,
+    MEM_FREE,
+    MEM_LEASE,
+    NOTIFY_ID,
+    Request,
+    RequestType,
+    Response,
+    Status,
+)
+
+LIMIT = 1000
+
+
+def ready_pod(conns=(1, 2, 3), limit=LIMIT) -> PodCore:
+    pod = PodCore("pod", 0.0)
+    [limit_req] = [a.request for a in pod.on_scheduler_connected(0.0)
+                   if isinstance(a, SendUpstream) and a.request.type is RequestType.MEM_LIMIT]
+    pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, limit)), 0.0)
+    for conn in conns:
+        pod.on_hook_connect(conn, 0.0)
+    return pod
+
+
+def mem(pod, conn, size, kind, now=0.0, req_id=1):
+    return pod.on_hook_request(conn, Request("pod", req_id, RequestType.MEM_UPDATE, (size, kind)),
+                               now)
+
+
+def give_back(pod, conn, size, now=0.0, req_id=2):
+    return pod.on_hook_request(conn, Request("pod", req_id, RequestType.RECALL, (size,)), now)
+
+
+def verdicts(actions):
+    """(conn, verdict) of the MEM_UPDATE answers among the actions."""
+    return [(a.conn, a.response.values[0]) for a in actions
+            if isinstance(a, Reply) and a.type is RequestType.MEM_UPDATE]
+
+
+def recalls(actions):
+    """The processes asked to give their leases back (unsolicited RECALL messages)."""
+    return sorted(a.conn for a in actions if isinstance(a, Reply)
+                  and a.type is RequestType.RECALL and a.response.req_id == NOTIFY_ID)
+
+
+def leased(pod, conn, size):
+    """Process `conn` reserves `size` bytes as a lease (granted)."""
+    assert verdicts(mem(pod, conn, size, MEM_LEASE)) == [(conn, 1)]
+
+
+def test_an_allocation_waits_for_a_neighbours_lease_and_gets_it():
+    pod = ready_pod()
+    leased(pod, 1, 600)  # process 1 leased 600 B and spent 100 of them (locally)
+    out = mem(pod, 2, 700, MEM_ALLOC, now=0.01)
+    assert verdicts(out) == []  # held, not refused
+    assert recalls(out) == [1]
+    [note] = [a for a in out if isinstance(a, Reply) and a.type is RequestType.RECALL]
+    assert note.response.values == (300,)  # what the allocation lacks
+    assert pod.recall_until == 0.01 + RECALL_TIMEOUT_S
+    assert pod.next_deadline() <= pod.recall_until  # the shell's timer wakes it by then
+    out = give_back(pod, 1, 500, now=0.02)
+    assert verdicts(out) == [(2, 1)]
+    assert [a.conn for a in out if isinstance(a, Reply) and a.type is RequestType.RECALL] == [1]
+    assert pod.used == 100 + 700 and pod.hooks[1].reserved == 100
+    assert pod.recall_until is None  # nothing to wait for any more
+
+
+def test_too_little_given_back_is_refused_once_every_process_asked_answered():
+    pod = ready_pod()
+    leased(pod, 1, 400)
+    leased(pod, 3, 400)
+    assert recalls(mem(pod, 2, 500, MEM_ALLOC)) == [1, 3]
+    assert verdicts(give_back(pod, 1, 100)) == []  # 300 free now; process 3 has not answered
+    out = give_back(pod, 3, 0)  # it spent all of its lease
+    assert verdicts(out) == [(2, 0)]
+    assert pod.used == 700 and pod.recall_until is None
+
+
+def test_a_process_that_never_answers_is_waited_for_no_longer_than_the_timeout():
+    pod = ready_pod()
+    leased(pod, 1, 600)
+    mem(pod, 2, 700, MEM_ALLOC, now=1.0)
+    assert pod.recall_until == 1.0 + RECALL_TIMEOUT_S
+    assert verdicts(pod.on_deadline(1.0 + RECALL_TIMEOUT_S / 2)) == []
+    out = pod.on_deadline(1.0 + RECALL_TIMEOUT_S)
+    assert verdicts(out) == [(2, 0)]
+    assert any("did not give their leases back" in getattr(a, "message", "") for a in out)
+    assert pod.recall_until is None
+    # A late answer is a plain give-back.
+    assert give_back(pod, 1, 600, now=2.0) and pod.used == 0
+
+
+def test_a_process_that_goes_gives_everything_back_to_the_waiting_allocation():
+    pod = ready_pod()
+    leased(pod, 1, 600)
+    mem(pod, 2, 700, MEM_ALLOC)
+    assert verdicts(pod.on_hook_disconnect(1, 0.1)) == [(2, 1)]
+    assert pod.used == 700
+
+
+def test_a_free_meanwhile_can_make_it_fit():
+    pod = ready_pod()
+    leased(pod, 1, 300)
+    mem(pod, 3, 500, MEM_ALLOC)
+    assert recalls(mem(pod, 2, 300, MEM_ALLOC)) == [1]
+    assert verdicts(mem(pod, 3, 200, MEM_FREE, req_id=5)) == [(3, 1), (2, 1)]
+    assert pod.used == 300 + 300 + 300
+
+
+def test_processes_that_never_leased_are_not_asked():
+    # v1 hooks and hooks without a lease hold no unspent bytes: refused at once, as before.
+    pod = ready_pod()
+    assert verdicts(mem(pod, 1, 600, MEM_ALLOC)) == [(1, 1)]
+    out = mem(pod, 2, 700, MEM_ALLOC)
+    assert verdicts(out) == [(2, 0)] and recalls(out) == []
+
+
+def test_no_recall_when_even_every_lease_back_would_not_fit():
+    pod = ready_pod()
+    leased(pod, 1, 300)
+    mem(pod, 3, 500, MEM_ALLOC)
+    out = mem(pod, 2, 600, MEM_ALLOC)  # 200 free + 300 leased < 600
+    assert verdicts(out) == [(2, 0)] and recalls(out) == []
+
+
+def test_a_lease_never_recalls_and_never_jumps_the_queue():
+    pod = ready_pod()
+    leased(pod, 1, 600)
+    out = mem(pod, 2, 700, MEM_LEASE)
+    assert verdicts(out) == [(2, 0)] and recalls(out) == []  # a lease is only ahead of need
+    mem(pod, 2, 700, MEM_ALLOC)
+    assert verdicts(mem(pod, 3, 100, MEM_LEASE)) == [(3, 0)]  # would fit, but 2 waits first
+    # An allocation meanwhile waits its turn, behind the first.
+    assert verdicts(mem(pod, 3, 100, MEM_ALLOC)) == []
+    assert verdicts(give_back(pod, 1, 600)) == [(2, 1), (3, 1)]
+    assert pod.used == 800
+
+
+def test_the_waiting_process_gone_is_forgotten():
+    pod = ready_pod()
+    leased(pod, 1, 600)
+    mem(pod, 2, 700, MEM_ALLOC)
+    pod.on_hook_disconnect(2, 0.1)
+    assert verdicts(give_back(pod, 1, 600)) == []
+    assert pod.used == 0
+
+
+def test_a_larger_limit_pushed_meanwhile_answers_the_waiting_allocation():
+    pod = ready_pod()
+    leased(pod, 1, 600)
+    mem(pod, 2, 700, MEM_ALLOC)
+    out = pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 2000)), 0.1)
+    assert verdicts(out) == [(2, 1)]
+
+
+# ---- property: the ledger holds and every allocation is answered, whatever happens -----------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("lease"), st.integers(1, 3), st.integers(0, 700)),
+        st.tuples(st.just("alloc"), st.integers(1, 3), st.integers(0, 700)),
+        st.tuples(st.just("free"), st.integers(1, 3), st.integers(0, 700)),
+        st.tuples(st.just("recall"), st.integers(1, 3), st.integers(0, 700)),
+        st.tuples(st.just("gone"), st.integers(1, 3), st.just(0)),
+        st.tuples(st.just("tick"), st.just(0), st.integers(0, 600)),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops)
+def test_the_ledger_holds_and_every_allocation_is_answered(steps):
+    pod = ready_pod()
+    now = 0.0
+    asked: set[int] = set()
+    waiting: dict[int, int] = {}  # conn -> allocations not answered yet
+    for i, (op, conn, n) in enumerate(steps):
+        if op == "tick":
+            now += n / 1000
+            out = pod.on_deadline(now)
+        elif op == "gone":
+            out = pod.on_hook_disconnect(conn, now)
+            waiting.pop(conn, None)
+            asked.discard(conn)
+            pod.on_hook_connect(conn, now)  # a new process on a new connection
+        elif op == "recall":
+            out = give_back(pod, conn, n, now, req_id=i)
+            asked.discard(conn)
+        else:
+            kind = {"lease": MEM_LEASE, "alloc": MEM_ALLOC, "free": MEM_FREE}[op]
+            out = mem(pod, conn, n, kind, now, req_id=i)
+            waiting[conn] = waiting.get(conn, 0) + 1
+        for c, _ in verdicts(out):
+            waiting[c] -= 1
+        asked |= set(recalls(out))
+        assert 0 <= pod.used <= LIMIT
+        assert pod.used == sum(h.reserved for h in pod.hooks.values())
+        assert all(h.reserved >= 0 for h in pod.hooks.values())
+        if pod.recall_asked:
+            assert pod.next_deadline() is not None and pod.next_deadline() <= now + RECALL_TIMEOUT_S
+    # Everyone asked answers (or the time-out passes): nothing is left waiting.
+    out = []
+    for conn in sorted(asked & set(pod.recall_asked)):
+        out += give_back(pod, conn, 0, now)
+    out += pod.on_deadline(now + RECALL_TIMEOUT_S)
+    for c, _ in verdicts(out):
+        waiting[c] -= 1
+    assert all(v == 0 for v in waiting.values()), waiting
+    assert pod.recall_waiters == [] and pod.recall_asked == set()
