@@ -177,6 +177,7 @@ static void init_once(void)
         atexit(write_stats);
     }
     gem_ipc_on_connect(on_connect);
+    gem_ipc_on_notify(gem_lease_on_recall); /* the one unsolicited message: a lease recall */
     pthread_atfork(NULL, NULL, after_fork_child);
     GEM_LOG(GEM_LOG_DEBUG, "loaded: %d pod manager(s)%s", gem_cfg.ndev,
             gem_cfg.disabled ? ", disabled (pass-through)" : "");

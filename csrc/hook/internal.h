@@ -34,7 +34,8 @@ enum gem_sym {
     X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuEventCreate) X(cuEventRecord)    \
         X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
-        X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)
+        X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)         \
+        X(cuDevicePrimaryCtxGetState)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -138,7 +139,8 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
     } while (0)
 
 /* ---- ipc.c ------------------------------------------------------------------------------- */
-/* Blocking calls that retry until the pod manager answers (fail closed).  0 on success. */
+/* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
+ * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
@@ -150,12 +152,23 @@ int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, u
 /* Runs before the first request on each new connection; `reconnect`: an earlier one was lost. */
 typedef void (*gem_ipc_connect_fn)(int dev, int reconnect);
 void gem_ipc_on_connect(gem_ipc_connect_fn fn);
+/* Runs on the connection's watcher thread, no lock held, for an unsolicited message (a lease
+ * recall) that came on connection number `conn_gen` of dev. */
+typedef void (*gem_ipc_notify_fn)(int dev, uint64_t conn_gen, const uint8_t *msg);
+void gem_ipc_on_notify(gem_ipc_notify_fn fn);
+/* RECALL on connection `conn_gen` only (never a new one): `take` gives the bytes to send back,
+ * read under the connection's lock (so that they are bytes this connection granted); *taken
+ * says what it gave (0 if the connection was gone).  0 answered, -1 not sent or lost. */
+typedef uint64_t (*gem_ipc_take_fn)(int dev);
+int gem_ipc_recall_once(int dev, uint64_t conn_gen, gem_ipc_take_fn take, uint64_t *taken);
 
 /* lease.c: allocations reserve through a local lease of bytes (1: granted, 0: refused). */
 int gem_lease_take(int dev, uint64_t bytes);
 void gem_lease_give(int dev, uint64_t bytes);
 uint64_t gem_lease_spare(int dev);
 void gem_lease_drop(int dev);
+/* The gem_ipc_on_notify callback: the pod manager recalls our unspent lease. */
+void gem_lease_on_recall(int dev, uint64_t conn_gen, const uint8_t *msg);
 void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
 

@@ -12,7 +12,20 @@
  *
  * This file carries messages and nothing else: what a new connection means for the process's
  * memory and flags is the business of the on-connect callback (gem_ipc_on_connect), which runs
- * before the first request on every connection. */
+ * before the first request on every connection; what an unsolicited message from the pod
+ * manager (id GEM_NOTIFY_ID: a lease recall) asks is the business of the notify callback
+ * (gem_ipc_on_notify).
+ *
+ * Unsolicited messages must be read even by a process that makes no request: one that sleeps,
+ * waits for input, or runs long kernels on a token it holds, while a neighbour in its client
+ * needs the bytes of its unspent lease.  So each connection has a watcher thread.  While
+ * requests are out, their own threads read as above (no hand-over: replies cost no more than
+ * before) and note any unsolicited message for the watcher; while none is out, the watcher
+ * polls the socket and reads what comes.  The notify callback runs on the watcher, never on a
+ * caller's thread (a launch waiting for its token is never held up by it), with no lock held.
+ * The watcher polls its own duplicate of the socket, so that nobody closes the descriptor it
+ * waits on; a dropped connection is shut down, which wakes it.  A reader that notes a message
+ * wakes the watcher through an eventfd (its poll may have seen the bytes come and go). */
 #include "internal.h"
 #include "gemini/wire.h"
 
@@ -23,6 +36,10 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -39,7 +56,9 @@ struct waiter {
 struct conn {
     pthread_mutex_t m;
     pthread_cond_t cv;
+    pthread_cond_t idle_cv; /* the watcher waits here for work or an idle connection */
     int fd;
+    uint64_t gen; /* connections made so far: names the one in fd */
     int connecting;
     int reading;
     int down_logged;
@@ -47,15 +66,28 @@ struct conn {
     int announce_pending; /* a new connection: run the on-connect callback before a request */
     int32_t next_id;
     struct waiter *waiters;
+    int watcher_started;
+    int watch_fd;         /* the watcher's duplicate of fd (only the watcher opens/closes it) */
+    uint64_t watch_gen;   /* the connection watch_fd duplicates */
+    int wake_fd;          /* eventfd: a message was noted for the watcher */
+    int note_pending;     /* an unsolicited message waits for the watcher */
+    uint64_t note_gen;    /* the connection it came on */
+    uint8_t note[GEM_RSP_MSG_LEN];
 };
 
 static struct conn conns[GEM_MAX_DEVICES];
 static pthread_once_t conns_once = PTHREAD_ONCE_INIT;
 static _Atomic(gem_ipc_connect_fn) on_connect;
+static _Atomic(gem_ipc_notify_fn) on_notify;
 
 void gem_ipc_on_connect(gem_ipc_connect_fn fn)
 {
     atomic_store(&on_connect, fn);
+}
+
+void gem_ipc_on_notify(gem_ipc_notify_fn fn)
+{
+    atomic_store(&on_notify, fn);
 }
 
 static void conns_init(void)
@@ -63,7 +95,9 @@ static void conns_init(void)
     for (int i = 0; i < GEM_MAX_DEVICES; i++) {
         pthread_mutex_init(&conns[i].m, NULL);
         pthread_cond_init(&conns[i].cv, NULL);
+        pthread_cond_init(&conns[i].idle_cv, NULL);
         conns[i].fd = -1;
+        conns[i].gen = 0;
         conns[i].connecting = 0;
         conns[i].reading = 0;
         conns[i].down_logged = 0;
@@ -71,15 +105,28 @@ static void conns_init(void)
         conns[i].announce_pending = 0;
         conns[i].next_id = 0;
         conns[i].waiters = NULL;
+        conns[i].watcher_started = 0;
+        conns[i].watch_fd = -1;
+        conns[i].watch_gen = 0;
+        conns[i].wake_fd = -1;
+        conns[i].note_pending = 0;
+        conns[i].note_gen = 0;
     }
 }
 
 void gem_ipc_reset_after_fork(void)
 {
     pthread_once(&conns_once, conns_init);
-    for (int i = 0; i < GEM_MAX_DEVICES; i++)
+    /* The parent's connection stays open in the parent; the child has no watcher (threads do
+     * not survive fork) and must not share the parent's eventfd. */
+    for (int i = 0; i < GEM_MAX_DEVICES; i++) {
         if (conns[i].fd >= 0)
-            close(conns[i].fd); /* the parent's connection stays open in the parent */
+            close(conns[i].fd);
+        if (conns[i].watch_fd >= 0)
+            close(conns[i].watch_fd);
+        if (conns[i].wake_fd >= 0)
+            close(conns[i].wake_fd);
+    }
     conns_init();
 }
 
@@ -193,6 +240,19 @@ static const char *say_hello(int fd)
     return NULL;
 }
 
+static void start_watcher(struct conn *c, int dev);
+
+/* Wake the watcher: work for it, or the connection may have become idle (c->m held). */
+static void wake_watcher(struct conn *c, int note)
+{
+    if (note && c->wake_fd >= 0) { /* it may be in poll(), not waiting on idle_cv */
+        uint64_t one = 1;
+        ssize_t n = write(c->wake_fd, &one, sizeof(one));
+        (void)n; /* non-blocking; a full counter is a pending wake already */
+    }
+    pthread_cond_signal(&c->idle_cv);
+}
+
 /* Called with c->m held; drops it while connecting.  Returns 0 when c->fd is usable. */
 static int ensure_connected(struct conn *c, int dev)
 {
@@ -223,15 +283,19 @@ static int ensure_connected(struct conn *c, int dev)
             GEM_LOG(GEM_LOG_WARN, "pod manager %s reachable again", where(dev, buf, sizeof(buf)));
         c->down_logged = 0;
         c->fd = fd;
+        c->gen++;
         c->announce_pending = 1 + c->ever_connected; /* 2: after a lost one */
         c->ever_connected = 1;
+        start_watcher(c, dev);
+        wake_watcher(c, 0);
     }
     pthread_cond_broadcast(&c->cv);
     return fd < 0 ? -1 : 0;
 }
 
 /* Close a broken connection once.  While another thread is blocked reading it, only shut it
- * down (that reader wakes up and closes it), so an fd number is never closed under a reader. */
+ * down (that reader wakes up and closes it), so an fd number is never closed under a reader.
+ * Always shut down: the watcher's duplicate keeps the socket open and its poll() asleep. */
 static void drop_connection(struct conn *c, int fd, int i_am_reader)
 {
     if (c->fd == fd) {
@@ -239,10 +303,10 @@ static void drop_connection(struct conn *c, int fd, int i_am_reader)
         for (struct waiter *w = c->waiters; w != NULL; w = w->next)
             if (w->fd == fd && !w->done)
                 w->done = -1;
-        if (c->reading && !i_am_reader)
-            shutdown(fd, SHUT_RDWR);
-        else
+        shutdown(fd, SHUT_RDWR);
+        if (!c->reading || i_am_reader)
             close(fd);
+        wake_watcher(c, 0);
     } else if (i_am_reader) {
         close(fd); /* dropped by a writer while we were reading: ours to close */
     }
@@ -254,18 +318,156 @@ static void unlink_waiter(struct conn *c, struct waiter *me)
     for (struct waiter **p = &c->waiters; *p != NULL; p = &(*p)->next)
         if (*p == me) {
             *p = me->next;
+            break;
+        }
+    if (c->waiters == NULL)
+        wake_watcher(c, 0); /* no request out: the watcher reads from now on */
+}
+
+/* A frame read from fd (c->m held): a reply goes to the waiter whose id it echoes (one nobody
+ * waits for, a stale id, is dropped); an unsolicited message is noted for the watcher, if it
+ * came on the connection still in use (one from a dropped connection asks nothing any more). */
+static void deliver(struct conn *c, int fd, const uint8_t *buf)
+{
+    int32_t id = gem_wire_rsp_id(buf);
+    if (id == GEM_NOTIFY_ID) {
+        if (c->fd != fd)
+            return;
+        memcpy(c->note, buf, sizeof(c->note));
+        c->note_gen = c->gen;
+        c->note_pending = 1; /* several before the watcher runs: one answer covers them */
+        wake_watcher(c, 1);
+        return;
+    }
+    for (struct waiter *w = c->waiters; w != NULL; w = w->next)
+        if (w->id == id && w->done == 0) {
+            memcpy(w->rsp, buf, GEM_RSP_MSG_LEN);
+            w->done = 1;
             return;
         }
 }
 
+static void log_lost(struct conn *c, int dev)
+{
+    if (c->down_logged)
+        return;
+    char where_buf[160];
+    GEM_LOG(GEM_LOG_ERROR, "lost the pod manager %s; reconnecting",
+            where(dev, where_buf, sizeof(where_buf)));
+    c->down_logged = 1;
+}
+
+/* Is there something (a message, or the end) to read on fd right now?  Never blocks. */
+static int readable_now(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* The watcher of conns[dev] (see the head of this file).  Runs for the life of the process. */
+static void *watch_main(void *arg)
+{
+    int dev = (int)(intptr_t)arg;
+    struct conn *c = &conns[dev];
+    pthread_mutex_lock(&c->m);
+    for (;;) {
+        if (c->note_pending) {
+            uint8_t note[GEM_RSP_MSG_LEN];
+            memcpy(note, c->note, sizeof(note));
+            uint64_t gen = c->note_gen;
+            c->note_pending = 0;
+            gem_ipc_notify_fn fn = atomic_load(&on_notify);
+            pthread_mutex_unlock(&c->m);
+            if (fn != NULL)
+                fn(dev, gen, note);
+            pthread_mutex_lock(&c->m);
+            continue;
+        }
+        if (c->watch_fd >= 0 && (c->fd < 0 || c->watch_gen != c->gen)) {
+            close(c->watch_fd); /* a duplicate of a connection that is gone */
+            c->watch_fd = -1;
+        }
+        if (c->fd < 0 || c->waiters != NULL || c->reading) {
+            pthread_cond_wait(&c->idle_cv, &c->m); /* the requests' threads read meanwhile */
+            continue;
+        }
+        if (c->watch_fd < 0) {
+            c->watch_fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 0);
+            c->watch_gen = c->gen;
+            if (c->watch_fd < 0) { /* out of descriptors: requests still read their replies */
+                pthread_cond_wait(&c->idle_cv, &c->m);
+                continue;
+            }
+        }
+        int fd = c->fd;
+        uint64_t gen = c->gen;
+        int wake_fd = c->wake_fd;
+        struct pollfd p[2] = {{.fd = c->watch_fd, .events = POLLIN},
+                              {.fd = wake_fd, .events = POLLIN}};
+        pthread_mutex_unlock(&c->m);
+        int n = poll(p, wake_fd >= 0 ? 2 : 1, -1);
+        if (n > 0 && wake_fd >= 0 && (p[1].revents & POLLIN)) {
+            uint64_t count;
+            ssize_t r = read(wake_fd, &count, sizeof(count)); /* reset the eventfd */
+            (void)r;
+        }
+        pthread_mutex_lock(&c->m);
+        /* Read only on the same connection, only if nobody else will, and only what is there
+         * (the bytes poll() saw may have gone to a request's thread meanwhile). */
+        if (n <= 0 || p[0].revents == 0 || c->fd != fd || c->gen != gen || c->waiters != NULL ||
+            c->reading || !readable_now(fd))
+            continue;
+        c->reading = 1;
+        pthread_mutex_unlock(&c->m);
+        uint8_t buf[GEM_RSP_MSG_LEN];
+        int rc = read_all(fd, buf, sizeof(buf));
+        pthread_mutex_lock(&c->m);
+        c->reading = 0;
+        if (rc != 0) {
+            drop_connection(c, fd, 1);
+            log_lost(c, dev);
+        } else {
+            deliver(c, fd, buf);
+        }
+        pthread_cond_broadcast(&c->cv);
+    }
+    return NULL;
+}
+
+/* One watcher per connection slot, started with its first connection (c->m held).  Signals
+ * are blocked in it: the application's handlers run on the application's threads. */
+static void start_watcher(struct conn *c, int dev)
+{
+    if (c->watcher_started)
+        return;
+    c->watcher_started = 1; /* one try: without it, recalls wait for this process's requests */
+    c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t t;
+    int rc = pthread_create(&t, NULL, watch_main, (void *)(intptr_t)dev);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        pthread_detach(t);
+    else
+        GEM_LOG(GEM_LOG_WARN, "cannot start the pod manager watcher (%s): lease recalls are "
+                "answered at this process's next request only", strerror(rc));
+}
+
 typedef int (*encode_fn)(uint8_t *buf, int32_t id, const void *arg);
 
-/* One attempt: 0 answered, -1 connection problem (the caller backs off and retries). */
-static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
+/* One attempt: 0 answered, -1 connection problem (the caller backs off and retries).
+ * pin != 0: only on connection number `pin`, and never a new one (-1 if it is gone). */
+static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uint64_t pin)
 {
     pthread_once(&conns_once, conns_init);
     struct conn *c = &conns[dev];
     pthread_mutex_lock(&c->m);
+    if (pin != 0 && (c->fd < 0 || c->gen != pin || c->announce_pending)) {
+        pthread_mutex_unlock(&c->m);
+        return -1;
+    }
     if (ensure_connected(c, dev) != 0) {
         pthread_mutex_unlock(&c->m);
         return -1;
@@ -314,26 +516,15 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
         int rc = read_all(fd, buf, sizeof(buf));
         pthread_mutex_lock(&c->m);
         c->reading = 0;
-        if (rc != 0) {
+        if (rc != 0)
             drop_connection(c, fd, 1);
-        } else {
-            int32_t id = gem_wire_rsp_id(buf);
-            for (struct waiter *w = c->waiters; w != NULL; w = w->next)
-                if (w->id == id && w->done == 0) {
-                    memcpy(w->rsp, buf, sizeof(buf));
-                    w->done = 1;
-                    break;
-                } /* a response nobody waits for (stale id) is dropped */
-        }
+        else
+            deliver(c, fd, buf);
         pthread_cond_broadcast(&c->cv);
     }
     unlink_waiter(c, &me);
-    if (me.done < 0 && !c->down_logged) {
-        char where_buf[160];
-        GEM_LOG(GEM_LOG_ERROR, "lost the pod manager %s; reconnecting",
-                where(dev, where_buf, sizeof(where_buf)));
-        c->down_logged = 1;
-    }
+    if (me.done < 0)
+        log_lost(c, dev);
     pthread_mutex_unlock(&c->m);
     if (me.done < 0)
         return -1;
@@ -346,7 +537,7 @@ static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
 {
     int64_t backoff = 50000000;
     for (;;) {
-        if (attempt(dev, encode, arg, rsp) == 0) {
+        if (attempt(dev, encode, arg, rsp, 0) == 0) {
             int32_t status = gem_wire_rsp_status(rsp);
             if (status == GEM_STATUS_OK)
                 return;
@@ -411,7 +602,8 @@ int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
 int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags)
 {
     uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_limit, NULL, rsp) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+    if (attempt(dev, enc_limit, NULL, rsp, 0) != 0 ||
+        gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
         return -1;
     gem_wire_rsp_mem_limit(rsp, used, limit);
     *flags = gem_wire_rsp_mem_flags(rsp);
@@ -421,7 +613,8 @@ int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *f
 int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, uint64_t *bytes)
 {
     uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_process, &index, rsp) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+    if (attempt(dev, enc_process, &index, rsp, 0) != 0 ||
+        gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
         return -1;
     gem_wire_rsp_process(rsp, count, pid, bytes);
     return 0;
@@ -431,7 +624,7 @@ int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdi
 {
     struct update_arg a = {bytes, is_allocate};
     uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_update, &a, rsp) != 0)
+    if (attempt(dev, enc_update, &a, rsp, 0) != 0)
         return -1;
     *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
     return 0;
@@ -444,4 +637,27 @@ int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict)
     call(dev, enc_update, &a, rsp);
     *verdict = gem_wire_rsp_verdict(rsp);
     return 0;
+}
+
+struct recall_arg {
+    int dev;
+    gem_ipc_take_fn take;
+    uint64_t *taken;
+};
+
+static int enc_recall(uint8_t *buf, int32_t id, const void *arg)
+{
+    const struct recall_arg *a = arg;
+    *a->taken = a->take(a->dev); /* under the connection's lock: what it granted */
+    return gem_wire_encode_recall(buf, gem_cfg.pod_name, id, *a->taken);
+}
+
+int gem_ipc_recall_once(int dev, uint64_t conn_gen, gem_ipc_take_fn take, uint64_t *taken)
+{
+    struct recall_arg a = {dev, take, taken};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    *taken = 0;
+    if (attempt(dev, enc_recall, &a, rsp, conn_gen) != 0)
+        return -1;
+    return gem_wire_rsp_status(rsp) == GEM_STATUS_OK ? 0 : -1;
 }

@@ -3,10 +3,15 @@
  * and a round trip to the pod manager as long again (bench S7: +124 % without leases).
  *
  * The pod manager counts a process's unspent lease as used, so the sum over the client's
- * processes still never exceeds its limit; a process holds at most two chunks unspent.  Near the
- * limit a process gives its lease back and asks for the exact amount, so a lease never makes an
+ * processes still never exceeds its limit; a process holds at most two chunks unspent.  A lease
+ * is asked as such (GEM_MEM_LEASE): granted only if it fits now.  Near the limit a process gives
+ * its own lease back and asks for the exact amount (GEM_MEM_ALLOC); if that does not fit while
+ * other processes of the client hold leases, the pod manager recalls them (an unsolicited
+ * RECALL, answered here from ipc.c's watcher thread, whatever the application's threads are
+ * doing) and answers once the bytes are back.  So no lease, ours or a neighbour's, makes an
  * allocation fail that would fit.  GEMINI_MEM_LEASE_MB sets the chunk (default 32; 0: none). */
 #include "internal.h"
+#include "gemini/wire.h"
 
 #include <stdlib.h>
 
@@ -39,10 +44,10 @@ static uint64_t take_spare(int dev, uint64_t want)
     return got;
 }
 
-static int ask(int dev, uint64_t bytes)
+static int ask(int dev, uint64_t bytes, int kind)
 {
     int verdict = 0;
-    gem_ipc_mem_update(dev, bytes, 1, &verdict);
+    gem_ipc_mem_update(dev, bytes, kind, &verdict);
     return verdict;
 }
 
@@ -56,7 +61,7 @@ int gem_lease_take(int dev, uint64_t bytes)
     if (local)
         return 1;
     uint64_t extra = chunk();
-    if (extra > 0 && ask(dev, bytes + extra)) {
+    if (extra > 0 && ask(dev, bytes + extra, GEM_MEM_LEASE)) {
         gem_lease_give(dev, extra);
         return 1;
     }
@@ -64,9 +69,9 @@ int gem_lease_take(int dev, uint64_t bytes)
     uint64_t held = take_spare(dev, UINT64_MAX);
     if (held > 0) {
         int v;
-        gem_ipc_mem_update(dev, held, 0, &v);
+        gem_ipc_mem_update(dev, held, GEM_MEM_FREE, &v);
     }
-    return ask(dev, bytes);
+    return ask(dev, bytes, GEM_MEM_ALLOC);
 }
 
 void gem_lease_give(int dev, uint64_t bytes)
@@ -79,7 +84,7 @@ void gem_lease_give(int dev, uint64_t bytes)
     pthread_mutex_unlock(&lease_m);
     if (excess > 0) {
         int v;
-        gem_ipc_mem_update(dev, excess, 0, &v);
+        gem_ipc_mem_update(dev, excess, GEM_MEM_FREE, &v);
     }
 }
 
@@ -94,6 +99,24 @@ uint64_t gem_lease_spare(int dev)
 void gem_lease_drop(int dev)
 {
     take_spare(dev, UINT64_MAX); /* a new pod manager never granted it */
+}
+
+static uint64_t take_all(int dev)
+{
+    return take_spare(dev, UINT64_MAX);
+}
+
+/* A neighbour in the client needs bytes that may sit in our lease: give back all we hold
+ * unspent, in one RECALL that is also our answer (0 B when we hold none).  Only on the
+ * connection that asked, and the bytes taken under its lock: after a reconnect our lease is
+ * dropped and a new pod manager never granted it.  An allocation that needs more later asks
+ * again, exactly or for a new lease. */
+void gem_lease_on_recall(int dev, uint64_t conn_gen, const uint8_t *msg)
+{
+    uint64_t lacks = gem_wire_rsp_recall_bytes(msg), taken = 0;
+    if (gem_ipc_recall_once(dev, conn_gen, take_all, &taken) == 0)
+        GEM_LOG(GEM_LOG_DEBUG, "lease recalled (a neighbour lacks %llu B): %llu B given back",
+                (unsigned long long)lacks, (unsigned long long)taken);
 }
 
 void gem_lease_reset_after_fork(void)

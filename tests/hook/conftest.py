@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from gemini.native import _build
+from gemini.native import NativeBuildMissing, _build, fake_driver_dir, program_path
 
 from .podmgr import FakePodManager
 
 HERE = Path(__file__).resolve().parent
 RUN_TIMEOUT_S = 20.0
+PROGRAMS = ["gem_client", "direct_client"]  # the fake driver's test clients (csrc/fake/programs)
 
 
 @pytest.fixture(scope="session")
@@ -118,3 +119,19 @@ class Proc:
 @pytest.fixture
 def hook_env(hook_lib, mini, pm, tmp_path) -> HookEnv:
     return HookEnv(hook_lib, mini, pm, tmp_path)
+
+
+@pytest.fixture
+def fake_env(hook_lib, pm, tmp_path) -> HookEnv:
+    """The hook over the fake driver (`make build`), for its test clients (prog())."""
+    try:
+        driver = fake_driver_dir()
+        for p in PROGRAMS:
+            program_path(p)
+    except NativeBuildMissing as exc:
+        pytest.skip(str(exc))
+    return HookEnv(hook_lib, driver, pm, tmp_path)
+
+
+def prog(name: str) -> str:
+    return str(program_path(name))

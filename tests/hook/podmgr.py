@@ -2,7 +2,8 @@
 
 It records every request, answers QUOTA with `quota_ms` (or holds the answers until `release()`),
 answers MEM_UPDATE with the real pod manager's ledger rule (refuse what would pass `limit`), and,
-like the real one, gives a connection's bytes back when it closes.
+like the real one, gives a connection's bytes back when it closes, and takes back what a RECALL
+gives.  `recall()` sends every connection an unsolicited RECALL.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class FakePodManager:
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
+        self._send = threading.Lock()  # frames from several threads never interleave
         self._held: list[tuple[socket.socket, Request]] = []
         self._per_conn: dict[int, int] = {}
         self._sock = socket.create_server(("127.0.0.1", 0))
@@ -55,6 +57,14 @@ class FakePodManager:
             held, self._held = self._held, []
         for conn, req in held:
             self._reply(conn, req, Status.OK, (self.quota_ms,))
+
+    def recall(self, lacks: int = 1) -> None:
+        """Ask every hook connected to give its unspent lease back (unsolicited RECALL)."""
+        frame = wire.encode_response(
+            RequestType.RECALL, Response(wire.NOTIFY_ID, Status.OK, (lacks,)))
+        for c in list(self._conns):
+            with self._send, contextlib.suppress(OSError):
+                c.sendall(frame)
 
     def drop_connections(self) -> None:
         """Cut every hook's connection, as a pod manager that died and came back would (the
@@ -89,7 +99,7 @@ class FakePodManager:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
-        with contextlib.suppress(OSError):
+        with self._send, contextlib.suppress(OSError):
             conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
 
     def _serve(self, conn: socket.socket) -> None:
@@ -137,6 +147,11 @@ class FakePodManager:
                     self._per_conn[key] = mine - size
                     ok = True
                 reply = (Status.OK, (int(ok),))
+            elif req.type is RequestType.RECALL:
+                size = min(int(req.args[0]), self._per_conn.get(key, 0))
+                self.used -= size
+                self._per_conn[key] = self._per_conn.get(key, 0) - size
+                reply = (Status.OK, ())
             else:
                 reply = (Status.OK, ())
         self._reply(conn, req, *reply)

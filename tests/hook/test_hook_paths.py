@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from gemini.core.wire import RequestType
-from gemini.native import NativeBuildMissing, fake_driver_dir, program_path
 
-from .conftest import HookEnv
+from .conftest import PROGRAMS, prog
 
 pytestmark = pytest.mark.hook
 
@@ -20,22 +19,6 @@ HOOKS_DEF = Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def
 TABLE = re.findall(r"^GEM_HOOK\((\w+),", HOOKS_DEF.read_text(), re.M)
 PER_THREAD = {s for s in TABLE if s.endswith(("_ptsz", "_ptds"))}
 ALLOC_PATHS = ["alloc", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmapped"]
-PROGRAMS = ["gem_client", "direct_client"]
-
-
-@pytest.fixture
-def fake_env(hook_lib, pm, tmp_path) -> HookEnv:
-    try:
-        driver = fake_driver_dir()
-        for p in PROGRAMS:
-            program_path(p)
-    except NativeBuildMissing as exc:
-        pytest.skip(str(exc))
-    return HookEnv(hook_lib, driver, pm, tmp_path)
-
-
-def prog(name: str) -> str:
-    return str(program_path(name))
 
 
 def test_every_hooked_path_is_seen_and_variants_are_kept(fake_env):
