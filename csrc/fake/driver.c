@@ -338,6 +338,33 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     return rc;
 }
 
+/* A real primary context is destroyed with its memory when reset, and when its last retain is
+ * released.  Here the struct stays usable either way; the state says what a real one's would. */
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    FAKE_ENTER(cuDevicePrimaryCtxReset_v2);
+    FAKE_NEED_INIT();
+    if (!dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    fake_sleep_until(fake_proc_tail(dev)); /* its work ends with it */
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    FAKE_ENTER(cuDevicePrimaryCtxGetState);
+    FAKE_NEED_INIT();
+    if (flags == NULL || active == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!dev_valid(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_ctx_mu);
+    *active = g_primary[dev].refs > 0;
+    pthread_mutex_unlock(&g_ctx_mu);
+    *flags = 0;
+    return CUDA_SUCCESS;
+}
+
 static CUresult ctx_push(CUcontext c)
 {
     if (tl_depth >= CTX_STACK)

@@ -30,6 +30,8 @@
     X(cuDeviceGetAttribute, cuDeviceGetAttribute, 2000, D)                          \
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, D)                  \
     X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease, 11000, D)            \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, D)                \
+    X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, D)              \
     X(cuCtxCreate_v2, cuCtxCreate, 3020, D)                                         \
     X(cuCtxCreate_v4, cuCtxCreate, 12050, D)                                        \
     X(cuCtxDestroy_v2, cuCtxDestroy, 4000, D)                                       \

@@ -64,12 +64,57 @@ int gem_dev_uuid(int ordinal, char *out, size_t cap)
     return 0;
 }
 
+/* Each device's primary context as its latest retain returned it: the handle its allocations
+ * remember (memory.c), so that they can be given back when it goes. */
+static _Atomic(CUcontext) primary[GEM_MAX_DEVICES];
+
 GEM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     GEM_ENTER(cuDevicePrimaryCtxRetain);
-    if (!GEM_PASS() && gem_dev_of_ordinal(dev) < 0)
+    if (GEM_PASS())
+        return REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (gem_dev_of_ordinal(dev) < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    return REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    CUresult r = REAL(cuDevicePrimaryCtxRetain)(pctx, dev);
+    if (r == CUDA_SUCCESS && pctx != NULL)
+        atomic_store(&primary[dev], *pctx);
+    return r;
+}
+
+/* A primary context takes its memory with it when it is reset (cudaDeviceReset) and when its
+ * last retain is released (the driver then resets it): the bytes go back to the client's limit
+ * then, not when the process exits.  Whether a release was the last is the driver's to say
+ * (cuDevicePrimaryCtxGetState): retains counted here would miss those of a library loaded with
+ * the hook off, and a count too low would give back memory still in use.  VMM handles stay
+ * counted until released (memory.c). */
+static void primary_gone(CUdevice dev)
+{
+    CUcontext ctx = atomic_load(&primary[dev]);
+    if (ctx != NULL)
+        gem_mem_forget_ctx(ctx);
+}
+
+GEM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    GEM_ENTER(cuDevicePrimaryCtxRelease_v2);
+    CUresult r = REAL(cuDevicePrimaryCtxRelease_v2)(dev);
+    if (r != CUDA_SUCCESS || GEM_PASS() || dev < 0 || dev >= gem_cfg.ndev)
+        return r;
+    __typeof__(&cuDevicePrimaryCtxGetState) get_state = REAL_AUX(cuDevicePrimaryCtxGetState);
+    unsigned int flags = 0;
+    int active = 1;
+    if (get_state != NULL && get_state(dev, &flags, &active) == CUDA_SUCCESS && !active)
+        primary_gone(dev);
+    return r;
+}
+
+GEM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    GEM_ENTER(cuDevicePrimaryCtxReset_v2);
+    CUresult r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
+    if (r == CUDA_SUCCESS && !GEM_PASS() && dev >= 0 && dev < gem_cfg.ndev)
+        primary_gone(dev);
+    return r;
 }
 
 GEM_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)

@@ -12,7 +12,11 @@
  * not converted (their memory cannot be managed): limited all the same, and said once per path
  * in the log.
  *
- * A destroyed context (device.c) gives back every allocation made while it was current.
+ * A destroyed context, and a primary context reset or released for the last time (device.c),
+ * give back every allocation made while it was current.  A destroyed memory pool gives back
+ * nothing here: its allocations outlive it until freed ("released automatically once there are
+ * no more outstanding allocations"), and each gives its bytes back at its free; the pool's
+ * cached free memory was never counted (the limit counts allocations, not pool reserves).
  *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
  * client (never below 0, never above what the driver says is free).  NVML (nvml.c) shows the
@@ -189,7 +193,7 @@ void gem_mem_on_connect(int dev, int reconnect)
     gem_lease_drop(dev);
     uint64_t live = gem_mem_live_bytes(dev);
     int verdict = 0;
-    if (live == 0 || gem_ipc_mem_update_once(dev, live, 1, &verdict) != 0)
+    if (live == 0 || gem_ipc_mem_update_once(dev, live, GEM_MEM_ALLOC, &verdict) != 0)
         return; /* nothing to claim, or lost again: the next connection claims them */
     if (!verdict)
         GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",

@@ -30,6 +30,7 @@ PROGRAMS = ["gem_client", "direct_client"]
 EXPORTED = """
 cuInit cuDriverGetVersion cuDeviceGet cuDeviceGetCount cuDeviceGetName cuDeviceTotalMem_v2
 cuDeviceGetAttribute cuDevicePrimaryCtxRetain cuDevicePrimaryCtxRelease_v2 cuCtxCreate_v4
+cuDevicePrimaryCtxReset_v2 cuDevicePrimaryCtxGetState
 cuCtxSetCurrent cuCtxGetCurrent cuCtxGetDevice cuCtxSynchronize cuCtxPushCurrent_v2
 cuCtxPopCurrent_v2 cuModuleLoadData cuModuleGetFunction cuLaunchKernel cuLaunchKernel_ptsz
 cuLaunchKernelEx cuLaunchKernelEx_ptsz cuLaunchCooperativeKernel cuLaunchCooperativeKernel_ptsz

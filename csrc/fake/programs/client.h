@@ -16,7 +16,13 @@
  *        the first K of them, keep the rest until the end: unified-memory tests)
  *   fork-work <work options>      the same in a forked child too (one line per process)
  *   alloc --path alloc|pitch|managed|async|pool|vmm|array|array3d|mipmapped --bytes B [--hold]
+ *        [--hold-freed] (--hold: wait for a line on stdin before the free; --hold-freed: after)
  *   ctx-alloc --bytes B [--path P] [--hold]   allocate in a context of its own, destroy it
+ *   primary-reset --bytes B [--path P] [--release [--retain-twice]] [--hold]   allocate in the
+ *        primary context, then reset it (--release: release the session's retain instead, which
+ *        resets it too; --retain-twice: retain it once more first, so it stays active)
+ *   pool-destroy --bytes B [--hold]   allocate from a pool of its own, destroy the pool with
+ *        the allocation still out, (hold,) free it, (hold again)
  *   meminfo
  *   all-paths [--ptsz]
  * Common options: --device D (default 0). */
@@ -49,6 +55,8 @@
       "cuDevicePrimaryCtxRetain", 7000, 0)                                                       \
     X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2,       \
       "cuDevicePrimaryCtxRelease", 11000, 0)                                                     \
+    X(DevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2,             \
+      "cuDevicePrimaryCtxReset", 11000, 0)                                                       \
     X(CtxSetCurrent, cuCtxSetCurrent, cuCtxSetCurrent, "cuCtxSetCurrent", 4000, 0)               \
     X(CtxCreate2, cuCtxCreate_v2, cuCtxCreate_v2, "cuCtxCreate", 3020, 0)                         \
     X(CtxCreate4, cuCtxCreate_v4, cuCtxCreate_v4, "cuCtxCreate", 12050, 0)                        \
@@ -149,6 +157,9 @@ struct opts {
     int threads;
     unsigned long long bytes;
     int hold;
+    int hold_freed;
+    int release;
+    int retain_twice;
     int device;
     int allocs;
     int free_allocs;
@@ -179,6 +190,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         }
         if (strcmp(a, "--hold") == 0) {
             o->hold = 1;
+            continue;
+        }
+        if (strcmp(a, "--hold-freed") == 0) {
+            o->hold_freed = 1;
+            continue;
+        }
+        if (strcmp(a, "--release") == 0) {
+            o->release = 1;
+            continue;
+        }
+        if (strcmp(a, "--retain-twice") == 0) {
+            o->retain_twice = 1;
             continue;
         }
         if (v == NULL)
@@ -594,13 +617,19 @@ static CUresult free_path(struct session *s, struct held *x)
     return r;
 }
 
+/* Wait for a line on stdin (or its end) before going on, if `on`. */
+static void hold_if(int on)
+{
+    char line[64];
+    if (on && fgets(line, sizeof line, stdin) == NULL) {
+        /* stdin closed: go on all the same */
+    }
+}
+
 /* --hold: wait for a line on stdin (or its end) before going on. */
 static void hold_until_told(const struct opts *o)
 {
-    char line[64];
-    if (o->hold && fgets(line, sizeof line, stdin) == NULL) {
-        /* stdin closed: go on all the same */
-    }
+    hold_if(o->hold);
 }
 
 static int cmd_alloc(const struct opts *o)
@@ -621,6 +650,52 @@ static int cmd_alloc(const struct opts *o)
     CUresult frc = free_path(&s, &x);
     s.a.MemGetInfo(&fr, &tot);
     printf("{\"free_rc\": %d, \"mem_free\": %zu, \"mem_total\": %zu}\n", (int)frc, fr, tot);
+    fflush(stdout);
+    hold_if(o->hold_freed);
+    return 0;
+}
+
+/* ---- primary-reset: memory of the primary context, which is reset -------------------------- */
+static int cmd_primary_reset(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    struct held x;
+    memset(&x, 0, sizeof x);
+    x.path = o->path;
+    CUresult rc = alloc_path(&s, &x, o->bytes);
+    CUcontext again = NULL;
+    if (rc == CUDA_SUCCESS && o->retain_twice)
+        rc = s.a.DevicePrimaryCtxRetain(&again, s.dev);
+    CUresult rrc = o->release ? s.a.DevicePrimaryCtxRelease(s.dev)
+                              : s.a.DevicePrimaryCtxReset(s.dev);
+    printf("{\"rc\": %d, \"reset_rc\": %d, \"pid\": %d}\n", (int)rc, (int)rrc, (int)getpid());
+    fflush(stdout);
+    hold_until_told(o);
+    return 0;
+}
+
+/* ---- pool-destroy: a pool destroyed while an allocation from it is still out --------------- */
+static int cmd_pool_destroy(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    struct held x;
+    memset(&x, 0, sizeof x);
+    x.path = "pool";
+    CUresult rc = alloc_path(&s, &x, o->bytes);
+    CUresult drc = x.pool != NULL ? s.a.MemPoolDestroy(x.pool) : rc;
+    x.pool = NULL;
+    printf("{\"rc\": %d, \"destroy_rc\": %d, \"pid\": %d}\n", (int)rc, (int)drc,
+           (int)getpid());
+    fflush(stdout);
+    hold_until_told(o);
+    CUresult frc = free_path(&s, &x); /* the allocation outlives its pool until freed */
+    printf("{\"free_rc\": %d}\n", (int)frc);
+    fflush(stdout);
+    hold_until_told(o);
     return 0;
 }
 
@@ -758,6 +833,7 @@ static int cmd_all_paths(const struct opts *o)
     note(&c, "cuEventDestroy", s.a.EventDestroy(e0));
     s.a.EventDestroy(e1);
     note(&c, "cuStreamDestroy", s.a.StreamDestroy(st));
+    note(&c, "cuDevicePrimaryCtxReset", s.a.DevicePrimaryCtxReset(s.dev));
     note(&c, "cuDevicePrimaryCtxRelease", s.a.DevicePrimaryCtxRelease(s.dev));
     printf("}, \"mem_free\": %zu, \"mem_total\": %zu, \"device_total\": %zu, \"pid\": %d, "
            "\"rc\": %d}\n",
@@ -767,7 +843,8 @@ static int cmd_all_paths(const struct opts *o)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: work|fork-work|alloc|meminfo|all-paths [options] (see client.h)\n");
+    fprintf(stderr, "usage: work|fork-work|alloc|ctx-alloc|primary-reset|pool-destroy|meminfo|"
+                    "all-paths [options] (see client.h)\n");
     return 2;
 }
 
@@ -784,6 +861,10 @@ static int client_main(int argc, char **argv)
         return cmd_alloc(&o);
     if (strcmp(o.cmd, "ctx-alloc") == 0)
         return cmd_ctx_alloc(&o);
+    if (strcmp(o.cmd, "primary-reset") == 0)
+        return cmd_primary_reset(&o);
+    if (strcmp(o.cmd, "pool-destroy") == 0)
+        return cmd_pool_destroy(&o);
     if (strcmp(o.cmd, "meminfo") == 0)
         return cmd_meminfo(&o);
     if (strcmp(o.cmd, "all-paths") == 0)
