@@ -133,6 +133,10 @@ class SchedulerCore:
         if req.type is RequestType.MEM_UPDATE:
             # Memory is enforced by the pod manager (spec §3.6); the scheduler agrees.
             return [Reply(conn, req.type, Response(req.req_id, Status.OK, (1,)))]
+        if req.type is not RequestType.REPORT:  # a hook's message (PROCESS, RECALL) sent here
+            why = f"refused a {req.type.name} request: only a pod manager's hooks send it"
+            return [Reply(conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
+                    act.warning(req.name, why)]
         mem_used, processes, waiting = req.args
         client.mem_used, client.processes, client.waiting = (
             int(mem_used),

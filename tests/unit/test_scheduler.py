@@ -193,6 +193,16 @@ def test_queued_request_of_a_dead_connection_is_dropped():
     assert core.candidates == [] and core.holder is None
 
 
+@pytest.mark.parametrize(("req_type", "args"), [(RequestType.PROCESS, (42, 0)),
+                                               (RequestType.RECALL, (0,))])
+def test_a_hooks_message_sent_to_the_scheduler_is_refused_not_fatal(req_type, args):
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(), 0.0)
+    out = core.on_request(1, Request("a", 1, req_type, args), 0.0)
+    [reply] = [a for a in out if isinstance(a, Reply)]
+    assert reply.response.status is Status.BAD_REQUEST
+    assert core.clients["a"].processes == 0
+
+
 def test_unknown_client_gets_an_error_reply():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(), 0.0)
     [reply] = [a for a in core.on_request(1, quota_req("zed", 1), 0.0) if isinstance(a, Reply)]
