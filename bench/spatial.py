@@ -289,6 +289,23 @@ def pair(run: Run, case: str, mode: str, port: int, argvs: dict[str, list[str]])
             "launch_command": lines}
 
 
+def raw_pair(run: Run, case: str, port: int, argvs: dict[str, list[str]]) -> dict:
+    """The spatial case's clients under MPS at the same SM shares, without gemini's hook (the
+    MPS server of a spatial backend, reached directly): what MPS alone gives them."""
+    from gemini.core.mps import MpsPaths
+
+    with backend(run, case, "spatial", port) as b:
+        paths = MpsPaths(str(b.mps_dir))
+        share = {c.split()[0]: c.split("sm=")[1].split()[0]
+                 for c in CONFIGS[(case, "spatial")].splitlines()[1:]}
+        apps = [App(argv, {**run.env(), "CUDA_MPS_PIPE_DIRECTORY": paths.pipe_dir,
+                           "CUDA_MPS_LOG_DIRECTORY": paths.log_dir,
+                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": share[name]}, name)
+                for name, argv in argvs.items()]
+        results = together(apps, run.seconds)
+    return {"results": dict(zip(argvs, results, strict=True)), "modes": {}, "launch_command": {}}
+
+
 def solo(run: Run, kind: str, *args: str) -> float:
     (result,) = together([App(run.app(kind, *args), run.env(), f"solo-{kind}")], run.seconds)
     return float(result["rate"])
@@ -297,10 +314,12 @@ def solo(run: Run, kind: str, *args: str) -> float:
 def throughput_case(run: Run, case: str, n: int, solo_rate: float, port: int) -> dict:
     names = ["s1", "s2"] if case == "small_pair" else ["a", "b"]
     out: dict = {}
-    for i, mode in enumerate(("time_sliced", "spatial")):
+    # spatial_raw: the same partitions under MPS without the hook, to tell MPS's cost from ours.
+    for i, mode in enumerate(("time_sliced", "spatial", "spatial_raw")):
         log(f"{case} / {mode}")
-        got = pair(run, case, mode, port + 20 * i,
-                   {name: run.app("matmul", "--n", str(n)) for name in names})
+        argvs = {name: run.app("matmul", "--n", str(n)) for name in names}
+        got = (raw_pair(run, case, port + 20 * i, argvs) if mode == "spatial_raw"
+               else pair(run, case, mode, port + 20 * i, argvs))
         rates = {name: float(r.get("rate", 0.0)) for name, r in got["results"].items()}
         entry: dict = {"aggregate": round(sum(rates.values()) / solo_rate, 4),
                        "rates": {k: round(v, 2) for k, v in rates.items()},

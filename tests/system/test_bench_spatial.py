@@ -23,7 +23,7 @@ def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     (path,) = tmp_path.glob("cpu-dry-run-*-spatial.json")
     result = json.loads(path.read_text())
     pair = result["saturating_pair"]
-    assert set(pair) == {"time_sliced", "spatial"}
+    assert set(pair) == {"time_sliced", "spatial", "spatial_raw"}  # raw: MPS without the hook
     assert pair["time_sliced"]["modes"] == {"a": "time-sliced", "b": "time-sliced"}
     assert pair["spatial"]["modes"] == {"a": "spatial a 30%", "b": "spatial b 70%"}
     assert [(s["name"], s["target"]) for s in pair["spatial"]["split"]] == [("a", 0.3),
