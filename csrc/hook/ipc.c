@@ -357,6 +357,25 @@ static void log_lost(struct conn *c, int dev)
     c->down_logged = 1;
 }
 
+/* Read one frame with the lock dropped (c->reading: nobody else reads meanwhile), then drop
+ * the connection or hand the frame out, and wake the threads waiting on it.  c->m held on
+ * entry and on return; returns read_all's result. */
+static int read_one(struct conn *c, int fd)
+{
+    c->reading = 1;
+    pthread_mutex_unlock(&c->m);
+    uint8_t buf[GEM_RSP_MSG_LEN];
+    int rc = read_all(fd, buf, sizeof(buf));
+    pthread_mutex_lock(&c->m);
+    c->reading = 0;
+    if (rc != 0)
+        drop_connection(c, fd, 1);
+    else
+        deliver(c, fd, buf);
+    pthread_cond_broadcast(&c->cv);
+    return rc;
+}
+
 /* Is there something (a message, or the end) to read on fd right now?  Never blocks. */
 static int readable_now(int fd)
 {
@@ -417,19 +436,8 @@ static void *watch_main(void *arg)
         if (n <= 0 || p[0].revents == 0 || c->fd != fd || c->gen != gen || c->waiters != NULL ||
             c->reading || !readable_now(fd))
             continue;
-        c->reading = 1;
-        pthread_mutex_unlock(&c->m);
-        uint8_t buf[GEM_RSP_MSG_LEN];
-        int rc = read_all(fd, buf, sizeof(buf));
-        pthread_mutex_lock(&c->m);
-        c->reading = 0;
-        if (rc != 0) {
-            drop_connection(c, fd, 1);
+        if (read_one(c, fd) != 0)
             log_lost(c, dev);
-        } else {
-            deliver(c, fd, buf);
-        }
-        pthread_cond_broadcast(&c->cv);
     }
     return NULL;
 }
@@ -510,17 +518,7 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
             pthread_cond_wait(&c->cv, &c->m);
             continue;
         }
-        c->reading = 1;
-        pthread_mutex_unlock(&c->m);
-        uint8_t buf[GEM_RSP_MSG_LEN];
-        int rc = read_all(fd, buf, sizeof(buf));
-        pthread_mutex_lock(&c->m);
-        c->reading = 0;
-        if (rc != 0)
-            drop_connection(c, fd, 1);
-        else
-            deliver(c, fd, buf);
-        pthread_cond_broadcast(&c->cv);
+        read_one(c, fd);
     }
     unlink_waiter(c, &me);
     if (me.done < 0)
