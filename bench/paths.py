@@ -645,6 +645,8 @@ class Bench:
         out.update(parse_overuse("".join(kept)))
         if self.args.keep_logs:
             shutil.copy(r["log"], self.args.out / f"cap-{path}.log")
+            with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
+                f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
         if out.get("overuse_note"):
             out["overuse_note"] += f" ({n} stderr lines, GEMINI_LOG=debug)"
         return out
@@ -755,7 +757,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
-                   help="copy each capped run's hook log (GEMINI_LOG=debug) to --out")
+                   help="copy each capped run's hook log (GEMINI_LOG=debug) and its steps "
+                        "(time, steps done) to --out")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
