@@ -59,6 +59,7 @@ from common import (
     base_env,
     gpu_info,
     pct,
+    read_stats,
     slug,
 )
 
@@ -626,12 +627,16 @@ class Bench:
     def unit_cap(self, procs: Procs, path: str) -> dict:
         bare = self.quick_bare(procs, path)
         backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], tag="paths-cap")
+        stats = self.tmp / f"{path}-cap-stats.json"
         try:
-            r = self.run_one(procs, path, self.env(backend.hook_env("cap"), debug=True),
-                             self.args.cap_seconds, bare["k"], "cap")
+            env = self.env(backend.hook_env("cap"), debug=True)
+            env["GEMINI_HOOK_STATS"] = str(stats)
+            r = self.run_one(procs, path, env, self.args.cap_seconds, bare["k"], "cap")
         finally:
             backend.stop()
         out = cap_metrics(r["samples"], bare["median"], CAP_TARGET)
+        # What the launch gate did (holds, token requests): where a capped launcher's time went.
+        out["gate"] = {k[5:]: v for k, v in read_stats(stats).items() if k.startswith("gate.")}
         out["cap_startup_s"] = r["startup_s"]
         # Only the lines that name an overuse are kept (the debug log may be long).
         kept, n = [], 0

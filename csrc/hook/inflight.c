@@ -287,6 +287,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_lau
         pthread_mutex_unlock(&f->m);
         return;
     }
+    gem_stat_add(GEM_STAT_MARKS, 1);
     m->stream = stream;
     /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet. */
     m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - (before_launch != 0);

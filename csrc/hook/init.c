@@ -26,6 +26,18 @@
 
 struct gem_config gem_cfg;
 _Atomic uint64_t gem_calls[GEM_SYM_COUNT];
+_Atomic uint64_t gem_gate_stats[GEM_STAT_COUNT];
+static const char *const gate_stat_names[GEM_STAT_COUNT] = {
+    [GEM_STAT_SLOW] = "gate.slow",
+    [GEM_STAT_MARKS] = "gate.marks",
+    [GEM_STAT_HOLDS] = "gate.holds",
+    [GEM_STAT_HOLD_NS] = "gate.hold_ns",
+    [GEM_STAT_UNKNOWN_HOLDS] = "gate.unknown_cost_holds",
+    [GEM_STAT_FETCH_EXPIRED] = "gate.fetch_expired",
+    [GEM_STAT_FETCH_TAIL] = "gate.fetch_tail",
+    [GEM_STAT_FETCH_BURST] = "gate.fetch_burst",
+    [GEM_STAT_FETCH_NS] = "gate.fetch_ns",
+};
 int gem_stats_on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -126,6 +138,9 @@ static void write_stats(void)
     for (int i = 0; i < GEM_SYM_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", gem_syms[i].name,
                 (unsigned long long)atomic_load(&gem_calls[i]));
+    for (int i = 0; i < GEM_STAT_COUNT; i++)
+        fprintf(f, ", \"%s\": %llu", gate_stat_names[i],
+                (unsigned long long)atomic_load(&gem_gate_stats[i]));
     fputs("}\n", f);
     fclose(f);
 }
@@ -141,6 +156,8 @@ static void after_fork_child(void)
         copy(gem_cfg.stats_path, sizeof(gem_cfg.stats_path), path);
         for (int i = 0; i < GEM_SYM_COUNT; i++)
             atomic_store(&gem_calls[i], 0);
+        for (int i = 0; i < GEM_STAT_COUNT; i++)
+            atomic_store(&gem_gate_stats[i], 0);
     }
 }
 

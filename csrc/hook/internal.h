@@ -109,6 +109,27 @@ static inline void gem_enter(enum gem_sym s)
         atomic_fetch_add_explicit(&gem_calls[s], 1, memory_order_relaxed);
 }
 #define GEM_ENTER(sym) gem_enter(GEM_SYM_##sym)
+
+/* What the launch gate did (token.c, inflight.c), written beside the call counts as "gate.*":
+ * where a launcher under the hook spends its time (holds, token requests), for diagnosis. */
+enum gem_gate_stat {
+    GEM_STAT_SLOW,          /* launches that took the slow path */
+    GEM_STAT_MARKS,         /* marker events recorded */
+    GEM_STAT_HOLDS,         /* sleeps of a held launch: the queue would outlast the token */
+    GEM_STAT_HOLD_NS,
+    GEM_STAT_UNKNOWN_HOLDS, /* ... of which: the cost per launch was not known yet */
+    GEM_STAT_FETCH_EXPIRED, /* token requests: no token, or it had expired */
+    GEM_STAT_FETCH_TAIL,    /* ... in the token's tail */
+    GEM_STAT_FETCH_BURST,   /* ... early: the predicted burst did not fit (v1) */
+    GEM_STAT_FETCH_NS,      /* time the launching thread waited for them */
+    GEM_STAT_COUNT
+};
+extern _Atomic uint64_t gem_gate_stats[GEM_STAT_COUNT];
+static inline void gem_stat_add(enum gem_gate_stat s, uint64_t n)
+{
+    if (gem_stats_on)
+        atomic_fetch_add_explicit(&gem_gate_stats[s], n, memory_order_relaxed);
+}
 #define GEM_PASS() (gem_cfg.disabled)
 
 /* Device index of the pod manager for a device ordinal / the current context; -1: the device has

@@ -246,13 +246,21 @@ static void fetch(struct token *t, int dev, int64_t now)
     pthread_cond_broadcast(&t->cv);
 }
 
+static void hold_for(int64_t ns)
+{
+    gem_stat_add(GEM_STAT_HOLDS, 1);
+    gem_stat_add(GEM_STAT_HOLD_NS, (uint64_t)ns);
+    gem_sleep_ns(ns);
+}
+
 /* Wait (no lock held) until the queued work fits in what is left of the token, or its tail
  * begins.  Returns the room left for more work (> 0: go), or 0 (look again). */
 static int64_t room_or_hold(int dev, int64_t now, int64_t at)
 {
     int64_t queued = gem_inflight_queued_ns(dev, now);
     if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
-        gem_sleep_ns(MIN_HOLD_NS);
+        gem_stat_add(GEM_STAT_UNKNOWN_HOLDS, 1);
+        hold_for(MIN_HOLD_NS);
         return 0;
     }
     int64_t room = at - now - queued;
@@ -273,7 +281,7 @@ static int64_t room_or_hold(int dev, int64_t now, int64_t at)
         if (next < hold)
             hold = next;
     }
-    gem_sleep_ns(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
+    hold_for(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
     return 0;
 }
 
@@ -281,20 +289,21 @@ static int64_t room_or_hold(int dev, int64_t now, int64_t at)
 static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
 {
     int out = GEM_GATE_MARK;
+    gem_stat_add(GEM_STAT_SLOW, 1);
     pthread_mutex_lock(&t->m);
     uint64_t seen = t->generation;
     for (;;) {
         int64_t now = gem_now_ns();
         int64_t at = atomic_load_explicit(&t->expires_at_ns, memory_order_relaxed);
         int running = atomic_load_explicit(&t->burst_running, memory_order_relaxed);
-        int need;
+        int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
-            need = 1;
+            need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
-            need = 1; /* the tail: ask for the next token while the queue keeps the GPU busy */
-        else if (!running && t->generation == seen && !(out & GEM_GATE_FETCHED))
-            /* v1: does the next burst fit? */
-            need = now + gem_predictor_predict_unmerged(&t->burst, now) >= at;
+            need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
+        else if (!running && t->generation == seen && !(out & GEM_GATE_FETCHED) &&
+                 now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
+            need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;
         if (need) {
@@ -306,7 +315,9 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
              * tracker wait for everything launched on it so far, hot-path launches included. */
             if (t->generation != 0 && t->ended_generation != t->generation)
                 gem_inflight_mark(dev, s, pts, now, 1);
+            gem_stat_add((enum gem_gate_stat)need, 1);
             fetch(t, dev, now);
+            gem_stat_add(GEM_STAT_FETCH_NS, (uint64_t)(gem_now_ns() - now));
             out |= GEM_GATE_FETCHED;
             seen = t->generation;
             continue;

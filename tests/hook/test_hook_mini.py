@@ -37,6 +37,11 @@ def test_cudart_like_lookup_reaches_every_launch(hook_env, mini, pm):
     assert r.stats["cuStreamSynchronize"] == 1
     assert r.stats["cuGetProcAddress_v2"] >= 3  # the swapped cuGetProcAddress is ours too
     assert len(pm.of_type(RequestType.QUOTA)) == 1
+    # the gate's own counts: the first launch went slow and fetched the token it lacked
+    assert r.stats["gate.fetch_expired"] == 1
+    assert r.stats["gate.fetch_tail"] == r.stats["gate.fetch_burst"] == 0
+    assert 1 <= r.stats["gate.slow"] <= 7
+    assert r.stats["gate.fetch_ns"] > 0
 
 
 def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
