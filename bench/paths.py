@@ -555,6 +555,7 @@ class Bench:
         k, step = 0, None
         backend: Backend | None = None
         backend_error = ""
+        solo_stats = self.tmp / f"{path}-solo-stats.json"
 
         def one(variant: str, env: dict[str, str], i: int) -> dict:
             if fresh or variant not in workers:
@@ -592,7 +593,9 @@ class Bench:
                     solo.append({"error": backend_error})
                     continue
                 try:
-                    solo.append(one("solo", self.env(backend.hook_env("solo")), i))
+                    env = self.env(backend.hook_env("solo"))
+                    env["GEMINI_HOOK_STATS"] = str(solo_stats)
+                    solo.append(one("solo", env, i))
                 except WorkerError as exc:
                     solo.append({"error": str(exc)[:600]})
                     if (w := workers.pop("solo", None)) is not None:
@@ -602,6 +605,8 @@ class Bench:
                 w.close()
             if backend is not None:
                 backend.stop()
+        # What the launch gate did over the solo runs (the last process's, with fresh ones).
+        gate = {k[5:]: v for k, v in read_stats(solo_stats).items() if k.startswith("gate.")}
         bare_rates = [r["rate"] for r in bare if r.get("rate")]
         solo_rates = [r["rate"] for r in solo if r.get("rate")]
         ratios = [s["rate"] / b["rate"] for b, s in zip(bare, solo, strict=False)
@@ -612,7 +617,8 @@ class Bench:
                               "startup_s": startup["bare"], "detail": bare},
                      "solo": {"runs": solo_rates,
                               "median": rnd(statistics.median(solo_rates), 3) if solo_rates
-                              else None, "startup_s": startup["solo"], "detail": solo}}
+                              else None, "startup_s": startup["solo"], "detail": solo,
+                              "gate": gate}}
         self.bare[path] = {"median": statistics.median(bare_rates), "k": k, "runs": bare_rates,
                            "step_ms": step}
         if solo_rates:

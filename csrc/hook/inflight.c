@@ -126,6 +126,7 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         if (n == 0 || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS || ms <= 0.0f)
             return;
         double cost = (double)ms * 1e6 / (double)n;
+        gem_stat_add(GEM_STAT_COSTS, 1);
         f->ns_per_launch = f->ns_per_launch <= 0.0
                                ? cost
                                : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;

@@ -30,6 +30,7 @@ _Atomic uint64_t gem_gate_stats[GEM_STAT_COUNT];
 static const char *const gate_stat_names[GEM_STAT_COUNT] = {
     [GEM_STAT_SLOW] = "gate.slow",
     [GEM_STAT_MARKS] = "gate.marks",
+    [GEM_STAT_COSTS] = "gate.costs_learnt",
     [GEM_STAT_HOLDS] = "gate.holds",
     [GEM_STAT_HOLD_NS] = "gate.hold_ns",
     [GEM_STAT_UNKNOWN_HOLDS] = "gate.unknown_cost_holds",

@@ -115,6 +115,7 @@ static inline void gem_enter(enum gem_sym s)
 enum gem_gate_stat {
     GEM_STAT_SLOW,          /* launches that took the slow path */
     GEM_STAT_MARKS,         /* marker events recorded */
+    GEM_STAT_COSTS,         /* segments between two markers that taught the cost per launch */
     GEM_STAT_HOLDS,         /* sleeps of a held launch: the queue would outlast the token */
     GEM_STAT_HOLD_NS,
     GEM_STAT_UNKNOWN_HOLDS, /* ... of which: the cost per launch was not known yet */
