@@ -49,6 +49,15 @@ void gem_predictor_interrupt(struct gem_predictor *p)
     p->merged_end_ns = GEM_PRED_NONE;
 }
 
+void gem_predictor_exclude(struct gem_predictor *p, int64_t ns)
+{
+    if (!gem_predictor_running(p) || ns <= 0)
+        return;
+    p->period_begin_ns += ns;
+    if (p->merged_begin_ns != GEM_PRED_NONE)
+        p->merged_begin_ns += ns;
+}
+
 int gem_predictor_running(const struct gem_predictor *p)
 {
     return p->period_begin_ns != GEM_PRED_NONE;

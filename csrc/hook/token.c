@@ -199,6 +199,7 @@ static CUcontext current_ctx(void)
 /* Get the next token.  t->m held on entry and exit; dropped around the request. */
 static void fetch(struct token *t, int dev, int64_t now)
 {
+    const int64_t asked = now;
     t->fetching = 1;
     int64_t at = atomic_load(&t->expires_at_ns);
     post_end(t, at != 0 && at < now ? at : now); /* asking returns the current token */
@@ -234,6 +235,9 @@ static void fetch(struct token *t, int dev, int64_t now)
         t->ctx = ctx;
     if (quota_ms > t->max_quota_ms)
         t->max_quota_ms = quota_ms;
+    /* A burst that waited here is no longer for it: else under a cap every burst that met the
+     * token's end reads as long as the wait, does not fit the next token, and hands it back. */
+    gem_predictor_exclude(&t->burst, granted - asked);
     t->generation++;
     t->grant_ns[t->generation % 4] = granted;
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);

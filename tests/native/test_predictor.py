@@ -127,3 +127,16 @@ def test_keeper_never_underestimates(adds):
         got = lib.gem_record_keeper_max(k, now)
         assert got >= Model.best(seen, now)
         assert got <= max(v for _, v in seen)
+
+
+def test_a_wait_inside_a_burst_is_not_part_of_it():
+    p = new()
+    lib.gem_predictor_record_start(p, 100 * MS)
+    lib.gem_predictor_exclude(p, 150 * MS)  # waited 150 ms for a token
+    lib.gem_predictor_record_stop(p, 300 * MS)
+    assert lib.gem_predictor_predict_unmerged(p, 300 * MS) == 50 * MS
+    assert lib.gem_predictor_predict_merged(p, 300 * MS) == 50 * MS
+    lib.gem_predictor_exclude(p, 10 * MS)  # no burst open: nothing to shorten
+    lib.gem_predictor_record_start(p, 400 * MS)
+    lib.gem_predictor_record_stop(p, 420 * MS)
+    assert lib.gem_predictor_predict_unmerged(p, 420 * MS) == 50 * MS

@@ -44,6 +44,9 @@ void gem_predictor_init(struct gem_predictor *p, int64_t merge_ns);
 void gem_predictor_record_start(struct gem_predictor *p, int64_t now_ns);
 void gem_predictor_record_stop(struct gem_predictor *p, int64_t now_ns);
 void gem_predictor_interrupt(struct gem_predictor *p);
+/* The open period (and its merged one) spent ns not running: waiting for a token.  A burst is
+ * the GPU time a program needs between syncs; a wait for the token inside it is not. */
+void gem_predictor_exclude(struct gem_predictor *p, int64_t ns);
 int gem_predictor_running(const struct gem_predictor *p);
 int64_t gem_predictor_predict_unmerged(struct gem_predictor *p, int64_t now_ns);
 int64_t gem_predictor_predict_merged(struct gem_predictor *p, int64_t now_ns);
