@@ -54,6 +54,7 @@ from common import (
     Backend,
     Client,
     Deadline,
+    GrantTracer,
     Proc,
     Procs,
     base_env,
@@ -634,13 +635,20 @@ class Bench:
         bare = self.quick_bare(procs, path)
         backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], tag="paths-cap")
         stats = self.tmp / f"{path}-cap-stats.json"
+        tracer = GrantTracer(backend.schd.port)
         try:
             env = self.env(backend.hook_env("cap"), debug=True)
             env["GEMINI_HOOK_STATS"] = str(stats)
             r = self.run_one(procs, path, env, self.args.cap_seconds, bare["k"], "cap")
         finally:
+            grants = tracer.stop()
             backend.stop()
         out = cap_metrics(r["samples"], bare["median"], CAP_TARGET)
+        # The scheduler's own books over the measured run, beside the work done: where they
+        # differ, the client was charged for time it did not use.
+        a, b = r["samples"][0][0], r["samples"][-1][0]
+        granted = sum(max(0.0, min(e, b) - max(s, a)) for _, s, e in grants)
+        out["granted_share"] = rnd(granted / (b - a), 4) if b > a else None
         # What the launch gate did (holds, token requests): where a capped launcher's time went.
         out["gate"] = {k[5:]: v for k, v in read_stats(stats).items() if k.startswith("gate.")}
         out["cap_startup_s"] = r["startup_s"]
@@ -658,6 +666,7 @@ class Bench:
             shutil.copy(r["log"], self.args.out / f"cap-{path}.log")
             with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
                 f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
+            (self.args.out / f"cap-{path}-grants.json").write_text(json.dumps(grants))
         if out.get("overuse_note"):
             out["overuse_note"] += f" ({n} stderr lines, GEMINI_LOG=debug)"
         return out

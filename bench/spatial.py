@@ -343,9 +343,11 @@ def latency_case(run: Run, port: int) -> dict:
     p50 = {"alone": alone["p50_ms"]}
     train_rate: dict[str, float] = {}
     modes = {}
-    for i, mode in enumerate(("time_sliced", "spatial")):
+    for i, mode in enumerate(("time_sliced", "spatial", "spatial_raw")):
         log(f"latency / {mode}")
-        got = pair(run, "latency", mode, port + 20 * i, {"infer": infer, "train": train})
+        argvs = {"infer": infer, "train": train}
+        got = (raw_pair(run, "latency", port + 20 * i, argvs) if mode == "spatial_raw"
+               else pair(run, "latency", mode, port + 20 * i, argvs))
         p99[mode] = got["results"]["infer"]["p99_ms"]
         p50[mode] = got["results"]["infer"]["p50_ms"]
         train_rate[mode] = round(float(got["results"]["train"].get("rate", 0.0)), 3)
@@ -468,10 +470,11 @@ def markdown(r: dict) -> str:
                          f"{', '.join(f'{k}: {v}' for k, v in e['modes'].items())} |")
     if "latency" in r:
         lat = r["latency"]
-        lines += ["", "| inference p99 ms | alone | time-sliced | spatial | spatial ÷ alone |",
-                  "|---|---|---|---|---|",
+        lines += ["", "| inference p99 ms | alone | time-sliced | spatial | MPS alone (no hook) "
+                  "| spatial ÷ alone |", "|---|---|---|---|---|---|",
                   f"| | {lat['p99_ms']['alone']} | {lat['p99_ms']['time_sliced']} | "
-                  f"{lat['p99_ms']['spatial']} | {lat['spatial_over_alone']} |"]
+                  f"{lat['p99_ms']['spatial']} | {lat['p99_ms'].get('spatial_raw', '')} | "
+                  f"{lat['spatial_over_alone']} |"]
     if "fault" in r:
         f = r["fault"]
         lines += ["", "## fault", "", f"faulter: `{json.dumps(f['faulter'])}`", "",

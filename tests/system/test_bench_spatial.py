@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "bench/spatial.py", "--cpu", "--seconds", "0.3", "--port", "0",
-         "--only", "saturating_pair,fault", "--out", str(tmp_path)],
+         "--only", "saturating_pair,latency,fault", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("cpu-dry-run-*-spatial.json")
@@ -31,10 +31,12 @@ def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     assert all(s["achieved"] > 0 for s in pair["spatial"]["split"])
     assert pair["spatial"]["aggregate"] > 0
     assert "partition a, 30% of the SMs (MPS)" in pair["spatial"]["launch_command"]["a"]
+    assert set(result["latency"]["p99_ms"]) == {"alone", "time_sliced", "spatial", "spatial_raw"}
     fault = result["fault"]
     assert fault["faulter"]["fault_error"] == 700
     assert fault["neighbour"]["progress_after_fault"] > 0
     assert "error" not in fault["new_client"][-1]
     assert set(result["goals"]) == {"saturating split within 2 pp",
-                                    "saturating aggregate >= 0.97"}
+                                    "saturating aggregate >= 0.97",
+                                    "latency spatial p99 <= 1.5x alone"}
     assert path.with_suffix(".md").read_text().startswith("# gemini, issue 13")
