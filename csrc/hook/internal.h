@@ -245,6 +245,7 @@ struct gem_um_range *gem_mem_um_ranges(int dev, size_t *n);
 void gem_um_note_flags(int dev, uint64_t flags); /* every MEM_LIMIT reply */
 void gem_um_forget_flags(int dev);               /* a new connection: ask again when needed */
 uint64_t gem_um_flags(int dev);                  /* asks MEM_LIMIT if unknown: slow paths only */
+int gem_um_maybe(int dev); /* a unified-memory client, or not known yet; never asks */
 void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread);
 void gem_um_on_expiry(int dev, CUcontext ctx);
 int gem_um_evicts(int dev); /* evict-on-release known to be on (no request) */

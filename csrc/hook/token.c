@@ -10,7 +10,9 @@
  *  - In the token's tail (its last `tail` of time) the next launch asks for the next token,
  *    without draining the queue: when no one else waits the scheduler renews it at once, and
  *    the queued tail keeps the GPU busy over the round trip.  When another client gets the
- *    GPU, the tail is what runs on its time, measured and charged as overuse.
+ *    GPU, the tail is what runs on its time, measured and charged as overuse.  The asking is
+ *    done by a renewer thread, so that the launches go on meanwhile (until the token ends);
+ *    a unified-memory client asks in the launching thread, whose launch then prefetches.
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
  *    predicted burst does not fit in what is left of the current one (v1).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
@@ -57,6 +59,10 @@ struct token {
     int measuring;
     int tracker_started;
     pthread_t tracker;
+    int renew_wanted;     /* the renewer is to ask for the next token ... */
+    int64_t renew_asked_ns; /* ... as of this time */
+    int renewer_started;
+    pthread_t renewer;
     CUcontext ctx;
 };
 
@@ -187,6 +193,41 @@ static void start_tracker(struct token *t)
     } /* else: no overuse measurement, tokens still work */
 }
 
+static void fetch(struct token *t, int dev, int64_t now, int blocking);
+
+/* Asks for the next token in the current one's tail, so that the launching thread goes on
+ * meanwhile: when no one else waits the renewed token is there before the old one ends, and
+ * the program never stops for the round trip (issue 12: cheap renewal). */
+static void *renewer_main(void *arg)
+{
+    struct token *t = arg;
+    int dev = (int)(t - tokens);
+    pthread_mutex_lock(&t->m);
+    for (;;) {
+        while (!t->renew_wanted)
+            pthread_cond_wait(&t->cv, &t->m);
+        t->renew_wanted = 0;
+        fetch(t, dev, t->renew_asked_ns, 0);
+    }
+    return NULL;
+}
+
+/* Have the renewer ask now; 0 if it cannot (no thread): the caller asks itself.  t->m held. */
+static int renew_in_background(struct token *t, int64_t now)
+{
+    if (!t->renewer_started) {
+        if (pthread_create(&t->renewer, NULL, renewer_main, t) != 0)
+            return 0;
+        pthread_detach(t->renewer);
+        t->renewer_started = 1;
+    }
+    t->fetching = 1; /* from now: a launch that needs the token waits for this request */
+    t->renew_wanted = 1;
+    t->renew_asked_ns = now;
+    pthread_cond_broadcast(&t->cv);
+    return 1;
+}
+
 static CUcontext current_ctx(void)
 {
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
@@ -196,13 +237,17 @@ static CUcontext current_ctx(void)
     return ctx;
 }
 
-/* Get the next token.  t->m held on entry and exit; dropped around the request. */
-static void fetch(struct token *t, int dev, int64_t now)
+/* Get the next token.  t->m held on entry and exit; dropped around the request.  `blocking`:
+ * the launching thread waits for it (else the renewer asks while the launches go on). */
+static void fetch(struct token *t, int dev, int64_t now, int blocking)
 {
     const int64_t asked = now;
     t->fetching = 1;
     int64_t at = atomic_load(&t->expires_at_ns);
-    post_end(t, at != 0 && at < now ? at : now); /* asking returns the current token */
+    const int64_t end_ns = at != 0 && at < now ? at : now; /* asking returns the current token */
+    /* The renewer's launches go on until the answer: the tracker must wait for those too. */
+    if (blocking)
+        post_end(t, end_ns);
     if (gem_um_evicts(dev)) { /* the data must be back on the host before the next grant */
         while (t->end_pending || t->measuring)
             pthread_cond_wait(&t->cv, &t->m);
@@ -213,7 +258,8 @@ static void fetch(struct token *t, int dev, int64_t now)
         GEM_PRED_MERGE_NS);
     if (t->max_quota_ms > 0.0 && (double)burst_ns > t->max_quota_ms * 1e6)
         burst_ns = (int64_t)(t->max_quota_ms * 1e6); /* a program that never syncs */
-    gem_predictor_interrupt(&t->window); /* the gap of the request is not the app's */
+    if (blocking)
+        gem_predictor_interrupt(&t->window); /* the gap of the request is not the app's */
     double overuse_ms = t->overuse_ms;
     t->overuse_ms = 0.0;
     pthread_mutex_unlock(&t->m);
@@ -231,13 +277,16 @@ static void fetch(struct token *t, int dev, int64_t now)
     int64_t granted = gem_now_ns();
     CUcontext ctx = current_ctx();
     pthread_mutex_lock(&t->m);
+    if (!blocking)
+        post_end(t, end_ns); /* (a no-op if the token expired meanwhile: it ended then) */
     if (ctx != NULL)
         t->ctx = ctx;
     if (quota_ms > t->max_quota_ms)
         t->max_quota_ms = quota_ms;
     /* A burst that waited here is no longer for it: else under a cap every burst that met the
      * token's end reads as long as the wait, does not fit the next token, and hands it back. */
-    gem_predictor_exclude(&t->burst, granted - asked);
+    if (blocking)
+        gem_predictor_exclude(&t->burst, granted - asked);
     t->generation++;
     t->grant_ns[t->generation % 4] = granted;
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
@@ -310,6 +359,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;
+        /* In the tail a unified-memory client asks itself: its launch prefetches on a grant. */
+        int in_tail = need == GEM_STAT_FETCH_TAIL && !gem_um_maybe(dev);
+        if (need && t->fetching && in_tail)
+            need = 0; /* the renewer is asking: go on with what is left */
         if (need) {
             if (t->fetching) {
                 pthread_cond_wait(&t->cv, &t->m);
@@ -320,7 +373,9 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             if (t->generation != 0 && t->ended_generation != t->generation)
                 gem_inflight_mark(dev, s, pts, now, 1);
             gem_stat_add((enum gem_gate_stat)need, 1);
-            fetch(t, dev, now);
+            if (in_tail && renew_in_background(t, now))
+                continue; /* (now fetching: the next look goes on, in the tail) */
+            fetch(t, dev, now, 1);
             gem_stat_add(GEM_STAT_FETCH_NS, (uint64_t)(gem_now_ns() - now));
             out |= GEM_GATE_FETCHED;
             seen = t->generation;
@@ -334,7 +389,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         /* Look again after half the room, before the tail, and before the launches that
          * would fill it: the hot path needs no estimate in between. */
         int64_t until = now + room / 2;
-        if (until > at - tail_ns)
+        if (until > at - tail_ns && now < at - tail_ns)
             until = at - tail_ns;
         uint64_t launches = gem_inflight_launches(dev) + gem_inflight_allowance(dev, room);
         atomic_store_explicit(&t->go_launches, launches, memory_order_relaxed);

@@ -173,6 +173,14 @@ void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread)
     pthread_mutex_unlock(&u->m);
 }
 
+int gem_um_maybe(int dev)
+{
+    if (dev < 0)
+        return 0;
+    uint64_t v = atomic_load_explicit(&flags_plus_one[dev], memory_order_acquire);
+    return v == 0 || ((v - 1) & GEM_MEM_FLAG_UNIFIED_MEMORY); /* unknown: maybe */
+}
+
 int gem_um_evicts(int dev)
 {
     if (dev < 0)

@@ -1,0 +1,86 @@
+"""Alone under the hook vs bare, many short runs in turn (issue 12: "alone at bare speed").
+
+  python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--out DIR]
+
+Each round runs, in fresh processes one after the other: the program bare; with the hook
+preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); and under
+the hook as the only client (`solo 1.0 1.0`).  Rates are steps/s of bench/path_app.py
+(--no-wait).  Three variants tell apart what a preloaded library costs by being there and what
+the gate, the token and the markers cost.  Run to run, a launch-bound Python loop on a VM varies
+by 10-20 %, so the answer is the median of the per-round ratios, with their spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import GIB, PY, Backend, Client, Procs, base_env, gpu_name, hook_path, slug
+
+APP = Path(__file__).resolve().parent / "path_app.py"
+VARIANTS = ("bare", "disabled", "solo")
+
+
+def rate(path: str, seconds: float, env: dict[str, str]) -> float:
+    p = subprocess.run([PY, str(APP), path, "--no-wait", "--seconds", str(seconds)], env=env,
+                       capture_output=True, text=True, timeout=seconds + 240)
+    for line in reversed(p.stdout.splitlines()):
+        msg = json.loads(line) if line.startswith("{") else {}
+        if msg.get("done"):
+            return float(msg["steps_per_s"])
+        if "error" in msg:
+            raise RuntimeError(msg["error"])
+    raise RuntimeError(f"no result (rc {p.returncode}): {p.stderr[-800:]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--path", default="launch-bound")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    with Procs() as procs:
+        return measure(args, procs, argv)
+
+
+def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> int:
+    backend = Backend(procs, [Client("solo", 1.0, 1.0, 16 * GIB)], tag="solo-ab")
+    try:
+        envs = {"bare": base_env(),
+                "disabled": {**base_env(), "LD_PRELOAD": str(hook_path()),
+                             "GEMINI_HOOK_DISABLE": "1"},
+                "solo": {**base_env(), **backend.hook_env("solo")}}
+        runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for i in range(args.rounds):
+            for v in VARIANTS:
+                runs[v].append(round(rate(args.path, args.seconds, envs[v]), 2))
+            print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in VARIANTS), flush=True)
+    finally:
+        backend.stop()
+    out: dict = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
+                 "command": "python3 bench/solo_ab.py " + " ".join(argv or sys.argv[1:]),
+                 "path": args.path, "seconds": args.seconds, "runs": runs}
+    for v in ("disabled", "solo"):
+        ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
+        out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),
+                                 "min": round(ratios[0], 4), "max": round(ratios[-1], 4)}
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"{slug(out['device'].split(',')[0])}-{stamp}-solo-ab-{args.path}.json"
+        (args.out / name).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
