@@ -154,8 +154,10 @@ static void poll_marks(struct inflight *f, int64_t now)
         mark_at(f, i)->seen_ns = now;
     const struct mark *newest = mark_at(f, finished - 1);
     learn_cost(f, newest, finished - 1);
-    f->done_launches = newest->launches;
-    f->done_seen_ns = now;
+    if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
+        f->done_launches = newest->launches;
+        f->done_seen_ns = now;
+    }
     /* Keep the newest finished marker: the next segment's cost is measured from it. */
     f->head = (f->head + finished - 1) % MARKS;
     f->count -= finished - 1;
@@ -194,6 +196,18 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     return queued;
 }
 
+void gem_inflight_synced(int dev, uint64_t launches_before, int64_t now)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
+    if (launches_before > f->done_launches) {
+        f->done_launches = launches_before;
+        f->done_seen_ns = now;
+    }
+    pthread_mutex_unlock(&f->m);
+}
+
 int64_t gem_inflight_next_done_ns(int dev)
 {
     struct inflight *f = flight(dev);
@@ -201,7 +215,8 @@ int64_t gem_inflight_next_done_ns(int dev)
     pthread_mutex_lock(&f->m);
     if (f->ns_per_launch > 0.0 && f->count > f->kept && f->done_seen_ns != 0) {
         const struct mark *m = mark_at(f, f->kept); /* the oldest one out */
-        at = f->done_seen_ns + (int64_t)((double)(m->launches - f->done_launches) * f->ns_per_launch);
+        uint64_t ahead = m->launches > f->done_launches ? m->launches - f->done_launches : 0;
+        at = f->done_seen_ns + (int64_t)((double)ahead * f->ns_per_launch); /* (0: a sync) */
     }
     pthread_mutex_unlock(&f->m);
     return at;

@@ -199,6 +199,8 @@ uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the co
 uint64_t gem_inflight_launches(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
+/* A context or stream sync returned: the launches counted before it have run. */
+void gem_inflight_synced(int dev, uint64_t launches_before, int64_t now);
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);

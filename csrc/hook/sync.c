@@ -1,6 +1,10 @@
 /* Host synchronisation points: the end of a burst for the predictor (spec §6.7, widened to
  * stream/event syncs and every blocking copy as §14.2 asks).  The stop is marked after the
- * real call returns, whatever it returned. */
+ * real call returns, whatever it returned.
+ *
+ * A context or stream sync that succeeded also tells inflight.c that what was launched before
+ * it has run: else the launches after the newest marker (hot-path ones carry none) would still
+ * count as queued, and a burst starting near a token's end would be held with the GPU idle. */
 #include "internal.h"
 
 #define SYNC_DONE()                                                                              \
@@ -9,36 +13,42 @@
             gem_token_note_sync(gem_current_dev());                                              \
     } while (0)
 
+/* `call`, then: everything launched before it has run (if it succeeded), and a burst ended. */
+#define SYNCED(call)                                                                             \
+    do {                                                                                         \
+        if (GEM_PASS())                                                                          \
+            return call;                                                                         \
+        int dev_ = gem_current_dev();                                                            \
+        uint64_t before_ = dev_ >= 0 ? gem_inflight_launches(dev_) : 0;                          \
+        CUresult r_ = call;                                                                      \
+        if (dev_ >= 0 && r_ == CUDA_SUCCESS)                                                     \
+            gem_inflight_synced(dev_, before_, gem_now_ns());                                    \
+        gem_token_note_sync(dev_);                                                               \
+        return r_;                                                                               \
+    } while (0)
+
 GEM_EXPORT CUresult cuCtxSynchronize(void)
 {
     GEM_ENTER(cuCtxSynchronize);
-    CUresult r = REAL(cuCtxSynchronize)();
-    SYNC_DONE();
-    return r;
+    SYNCED(REAL(cuCtxSynchronize)());
 }
 
 GEM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     GEM_ENTER(cuCtxSynchronize_v2);
-    CUresult r = REAL(cuCtxSynchronize_v2)(ctx);
-    SYNC_DONE();
-    return r;
+    SYNCED(REAL(cuCtxSynchronize_v2)(ctx));
 }
 
 GEM_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
     GEM_ENTER(cuStreamSynchronize);
-    CUresult r = REAL(cuStreamSynchronize)(s);
-    SYNC_DONE();
-    return r;
+    SYNCED(REAL(cuStreamSynchronize)(s));
 }
 
 GEM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
     GEM_ENTER(cuStreamSynchronize_ptsz);
-    CUresult r = REAL(cuStreamSynchronize_ptsz)(s);
-    SYNC_DONE();
-    return r;
+    SYNCED(REAL(cuStreamSynchronize_ptsz)(s));
 }
 
 GEM_EXPORT CUresult cuEventSynchronize(CUevent e)

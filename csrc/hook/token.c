@@ -14,7 +14,10 @@
  *    done by a renewer thread, so that the launches go on meanwhile (until the token ends);
  *    a unified-memory client asks in the launching thread, whose launch then prefetches.
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
- *    predicted burst does not fit in what is left of the current one (v1).
+ *    predicted burst does not fit in what is left of the current one (v1).  It costs a round
+ *    trip with the GPU idle at nearly every sync once grants are as short as the bursts;
+ *    GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each bounding
+ *    only its own queue, overrun the client's turns together and take more than its share).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
  *    mutex is never held across a socket call.
  *  - A tracker thread per device measures each token's overuse in the background: when the
@@ -69,6 +72,7 @@ struct token {
 static struct token tokens[GEM_MAX_DEVICES];
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 static int64_t tail_ns = DEFAULT_TAIL_NS;
+static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 static void token_init(struct token *t)
 {
@@ -90,6 +94,8 @@ static void tokens_init(void)
         tail_ns = strtoll(v, NULL, 10) * 1000;
     if (tail_ns < 0)
         tail_ns = 0;
+    const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
+    burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     for (int i = 0; i < GEM_MAX_DEVICES; i++)
         token_init(&tokens[i]);
 }
@@ -354,7 +360,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (!running && t->generation == seen && !(out & GEM_GATE_FETCHED) &&
+        else if (burst_fit && !running && t->generation == seen && !(out & GEM_GATE_FETCHED) &&
                  now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else

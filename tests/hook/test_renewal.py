@@ -1,5 +1,6 @@
-"""Renewal in the token's tail (issue 12, cheap renewal): the next token is asked for in the
-background while the program goes on launching on what is left of the current one."""
+"""When the hook asks for the next token (issue 12, cheap renewal): in the current token's tail,
+in the background, while the program goes on launching on what is left of it; not at the start
+of every burst that does not fit when v1's rule is off (GEMINI_HOOK_BURST_FIT=0)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,33 @@ def test_launches_go_on_while_the_next_token_is_asked_for(fake_env, pm):
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 3)
     finally:
         proc.kill()
+
+
+@pytest.mark.parametrize("burst_fit", ["0", "1"])
+def test_a_burst_that_does_not_fit_asks_early_unless_v1s_rule_is_off(fake_env, pm, burst_fit):
+    """v1 asks for a new token at the start of a burst that does not fit in what is left; with
+    its rule off the burst runs on, and the next token is asked for in the tail."""
+    pm.quota_ms = 30.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "5", "--burst", "4",
+                      "--sync", "ctx", "--bursts", "12"], GEMINI_HOOK_BURST_FIT=burst_fit)
+    assert r.out[-1]["rc"] == 0, r.stderr
+    # 20 ms bursts in 30 ms tokens: every other burst starts with 10 ms left
+    if burst_fit == "1":
+        assert r.stats["gate.fetch_burst"] >= 3, r.stats
+    else:
+        assert r.stats["gate.fetch_burst"] == 0, r.stats
+        assert r.stats["gate.fetch_tail"] + r.stats["gate.fetch_expired"] >= 6, r.stats
+
+
+def test_a_sync_empties_the_queue_estimate(fake_env, pm):
+    """After a sync nothing launched before it is queued: a burst that starts near a token's
+    end is not held for work that has already run (the GPU would sit idle)."""
+    pm.quota_ms = 30.0
+    # (v1's early request off: with it, most bursts start on a fresh token and hide this)
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "5", "--burst", "4",
+                      "--sync", "stream", "--bursts", "30"], GEMINI_HOOK_BURST_FIT="0")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    # 30 bursts of 20 ms in 30 ms tokens, each answered at once: only the round trips and the
+    # kernel in flight at a token's end are not work
+    busy = r.out[-1]["gpu_ms"] / 1000 / r.out[-1]["wall_s"]
+    assert busy > 0.85, (busy, r.stats)
