@@ -13,7 +13,8 @@ at quotas of 0.25 / 2 / 10 s (base = min = max quota = UM minimum quota = Q).
 
 Safety: never more managed memory in total than the card has free (WS is lowered to fit
 (free - 6 GiB) / N, and N x WS <= 24 GiB); the oversubscription is emulated by eviction, not real.
-Output: DIR/s8-<gpu>-<date>.json (every run) and .md (the table).  About 2-3 minutes on an H100.
+Output: DIR/<gpu>-<date>-um.json (every run) and .md (the table), as issue 15 names them.
+About 2-3 minutes on an H100.
 Needs torch; the daemons need gemini's own dependencies (watchdog, pyyaml); the hook is built
 with bench/build_hook.sh (plain cc).  `--app` is the job itself (internal).
 """
@@ -211,7 +212,7 @@ def main() -> int:
     report["elapsed_s"] = time.monotonic() - t_start
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"s8-{slug(info['name'])}-{time.strftime('%Y%m%d-%H%M%S')}"
+    stem = out / f"{slug(info['name'])}-{time.strftime('%Y%m%d-%H%M%S')}-um"
     stem.with_suffix(".json").write_text(json.dumps(report, indent=1))
     stem.with_suffix(".md").write_text(_table(report))
     print(_table(report))
