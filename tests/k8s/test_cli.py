@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from gemini.k8s import agent, webhook
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """main() points the root logger at this test's captured stderr; later tests would log into
+    that closed stream ("--- Logging error ---" in CI)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 def test_agent_refuses_bad_settings(capsys, monkeypatch):
