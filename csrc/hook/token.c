@@ -64,6 +64,7 @@ struct token {
     pthread_t tracker;
     int renew_wanted;     /* the renewer is to ask for the next token ... */
     int64_t renew_asked_ns; /* ... as of this time */
+    int renewing;           /* its request is out */
     int renewer_started;
     pthread_t renewer;
     CUcontext ctx;
@@ -228,6 +229,7 @@ static int renew_in_background(struct token *t, int64_t now)
         t->renewer_started = 1;
     }
     t->fetching = 1; /* from now: a launch that needs the token waits for this request */
+    t->renewing = 1;
     t->renew_wanted = 1;
     t->renew_asked_ns = now;
     pthread_cond_broadcast(&t->cv);
@@ -300,6 +302,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
                           memory_order_release);
     start_tracker(t);
     t->fetching = 0;
+    t->renewing = 0;
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse)",
             quota_ms, (double)burst_ns / 1e6, overuse_ms);
     pthread_cond_broadcast(&t->cv);
@@ -371,7 +374,14 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = 0; /* the renewer is asking: go on with what is left */
         if (need) {
             if (t->fetching) {
+                int renewing = t->renewing;
+                int64_t waited = gem_now_ns();
                 pthread_cond_wait(&t->cv, &t->m);
+                if (renewing) { /* the token ran out before the renewer's answer came */
+                    waited = gem_now_ns() - waited;
+                    gem_predictor_exclude(&t->burst, waited); /* (as fetch does for its own) */
+                    gem_stat_add(GEM_STAT_FETCH_NS, (uint64_t)waited);
+                }
                 continue;
             }
             /* Asking hands the token back: a marker now on the launch's stream lets the
