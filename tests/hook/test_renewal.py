@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import time
 
 import pytest
 
@@ -42,6 +43,7 @@ def test_launches_go_on_while_the_next_token_is_asked_for(fake_env, pm):
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 1)
         pm.hold_quota = True  # the next answer waits (the request comes TAIL_MS before the end)
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 2)
+        asked = time.monotonic()
         at_request = kernels_so_far(proc, 0)
         # While the answer is held, the program still launches on the rest of its token: the
         # request did not come from the launching thread, which would be waiting for it.
@@ -51,8 +53,13 @@ def test_launches_go_on_while_the_next_token_is_asked_for(fake_env, pm):
             if line.startswith("{"):
                 later = max(later, json.loads(line)["kernels"])
         assert len(pm.of_type(RequestType.QUOTA)) == 2  # still the one held request
+        held_ms = (time.monotonic() - asked) * 1000  # < TAIL_MS: the launches never stopped
         pm.release()
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 3)
+        # The request handed the token back: what ran from then until the answer is charged as
+        # overuse, with the next request.
+        overuse_ms = pm.of_type(RequestType.QUOTA)[2].args[0]
+        assert held_ms * 0.8 <= overuse_ms <= held_ms + 100, (held_ms, overuse_ms)
     finally:
         proc.kill()
 
