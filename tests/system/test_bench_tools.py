@@ -1,0 +1,44 @@
+"""Dry runs (no GPU: path_app's `cpu` kind) of the small bench tools that tell gemini's cost
+from the host's: bench/solo_ab.py and bench/duty_cycle.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
+                          timeout=240)
+
+
+@pytest.mark.system
+def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
+    p = run("bench/solo_ab.py", "--path", "cpu", "--rounds", "2", "--seconds", "0.3",
+            "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (path,) = tmp_path.glob("*-solo-ab-cpu.json")
+    result = json.loads(path.read_text())
+    assert set(result["runs"]) == {"bare", "disabled", "solo"}
+    assert all(len(r) == 2 and min(r) > 0 for r in result["runs"].values())
+    # the cpu kind never touches CUDA: the hook, loaded or not, costs it nothing
+    assert result["solo_over_bare"]["median"] == pytest.approx(1.0, abs=0.3)
+
+
+@pytest.mark.system
+def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
+    p = run("bench/duty_cycle.py", "--path", "cpu", "--seconds", "0.3", "--cycles", "10:15",
+            "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (path,) = tmp_path.glob("*-duty-cycle.json")
+    result = json.loads(path.read_text())
+    assert [(c["on_ms"], c["off_ms"], c["off"]) for c in result["cycles"]] == [
+        (10.0, 15.0, "sleep"), (10.0, 15.0, "spin")]
+    # one busy millisecond per step: working, it runs at its continuous rate
+    assert all(c["ratio"] == pytest.approx(1.0, abs=0.3) for c in result["cycles"])
