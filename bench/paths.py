@@ -777,8 +777,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
-                   help="copy each capped run's hook log (GEMINI_LOG=debug) and its steps "
-                        "(time, steps done) to --out")
+                   help="copy each capped run's hook log (GEMINI_LOG=debug), its steps "
+                        "(time, steps done) and the scheduler's grants to --out")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
