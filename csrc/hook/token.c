@@ -291,10 +291,13 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         t->ctx = ctx;
     if (quota_ms > t->max_quota_ms)
         t->max_quota_ms = quota_ms;
-    /* A burst that waited here is no longer for it: else under a cap every burst that met the
-     * token's end reads as long as the wait, does not fit the next token, and hands it back. */
-    if (blocking)
-        gem_predictor_exclude(&t->burst, granted - asked);
+    /* A burst that waited for this token is no longer for it: else under a cap every burst
+     * that met the token's end reads as long as the wait, does not fit the next token, and
+     * hands it back.  The launches stopped when the asking thread asked, or, while the renewer
+     * asked, when the old token ran out.  Once, whatever the number of threads that waited. */
+    int64_t stopped = blocking || at < asked ? asked : at;
+    if (granted > stopped)
+        gem_predictor_exclude(&t->burst, granted - stopped);
     t->generation++;
     t->grant_ns[t->generation % 4] = granted;
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
@@ -377,11 +380,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
                 int renewing = t->renewing;
                 int64_t waited = gem_now_ns();
                 pthread_cond_wait(&t->cv, &t->m);
-                if (renewing) { /* the token ran out before the renewer's answer came */
-                    waited = gem_now_ns() - waited;
-                    gem_predictor_exclude(&t->burst, waited); /* (as fetch does for its own) */
-                    gem_stat_add(GEM_STAT_FETCH_NS, (uint64_t)waited);
-                }
+                if (renewing) /* the token ran out before the renewer's answer came */
+                    gem_stat_add(GEM_STAT_FETCH_NS, (uint64_t)(gem_now_ns() - waited));
                 continue;
             }
             /* Asking hands the token back: a marker now on the launch's stream lets the
