@@ -155,8 +155,7 @@ class SchedulerCore:
         if client.processes or holder is None or holder.conn != conn:
             return []
         self._earn(now)
-        if now < holder.interval.end:
-            self._end_early(holder.interval, now)
+        self._end_early(holder.interval, now)
         self.holder = None
         gone = act.info(holder.interval.name, "no processes left; token taken back")
         return [gone, *self._schedule(now)]
@@ -172,8 +171,7 @@ class SchedulerCore:
                     client.mem_used = client.processes = client.waiting = 0
                 out.append(act.info(name, "pod manager disconnected"))
         if self.holder is not None and self.holder.conn == conn:
-            if now < self.holder.interval.end:
-                self._end_early(self.holder.interval, now)
+            self._end_early(self.holder.interval, now)
             out.append(act.info(self.holder.interval.name, "token holder gone; token taken back"))
             self.holder = None
         return out + self._schedule(now)
@@ -201,8 +199,8 @@ class SchedulerCore:
         if self.first_request_at is None:
             self.first_request_at = now
         latest = self.history.latest(name)
-        if latest is not None and latest.end > now:
-            self._end_early(latest, now)  # returned early
+        if latest is not None:
+            self._end_early(latest, now)  # returned early, if it was
         if overuse_ms > 0.0:  # (NaN compares false)
             at = latest.end if latest is not None else now
             charged = min(overuse_ms / MS, self.timing.window_s)
@@ -261,7 +259,9 @@ class SchedulerCore:
         return out
 
     def _end_early(self, interval: Interval, now: float) -> None:
-        """The token came back (or its holder went) before its quota ran out."""
+        """The token came back (or its holder went): if before its quota ran out, it ends now."""
+        if now >= interval.end:
+            return
         self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
         interval.end = now
 
