@@ -289,9 +289,7 @@ class PodCore:
         self._report_due = True
         out: list[Action]
         if kind == MEM_FREE:
-            size = min(size, hook.reserved)  # never give back more than this process holds
-            self.used -= size
-            hook.reserved -= size
+            self._give_back(hook, size)
             out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
         elif kind == MEM_LEASE:
             hook.leases = True
@@ -318,6 +316,13 @@ class PodCore:
 
     def _verdict(self, w: Waiter, ok: bool) -> Reply:
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (int(ok),)))
+
+    def _give_back(self, hook: HookState, size: int) -> int:
+        """Bytes a process gives back: never more than it holds.  Returns what it gave."""
+        size = min(size, hook.reserved)
+        hook.reserved -= size
+        self.used -= size
+        return size
 
     def _grant(self, w: Waiter, size: int) -> Reply:
         self.used += size
@@ -350,9 +355,7 @@ class PodCore:
     def _on_hook_recall(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         """A process gives its unspent lease back (asked or not): that is its whole answer."""
         hook = self.hooks.setdefault(conn, HookState())
-        size = min(int(req.args[0]), hook.reserved)  # type: ignore[call-overload]
-        hook.reserved -= size
-        self.used -= size
+        size = self._give_back(hook, int(req.args[0]))  # type: ignore[call-overload]
         self.recall_asked.discard(conn)
         self._report_due = True
         out: list[Action] = [
