@@ -96,6 +96,13 @@ double gem_wire_rsp_quota_ms(const uint8_t *buf)
     return v;
 }
 
+uint32_t gem_wire_rsp_quota_flags(const uint8_t *buf)
+{
+    uint32_t v;
+    memcpy(&v, buf + 12, 4);
+    return v;
+}
+
 int32_t gem_wire_rsp_verdict(const uint8_t *buf)
 {
     int32_t v;

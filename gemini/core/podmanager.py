@@ -84,6 +84,7 @@ class PodCore:
         self.hooks: dict[ConnId, HookState] = {}
         self.quota_s = 0.0
         self.quota_at = now
+        self.quota_flags = 0  # the cached token's QUOTA_FLAG_*, passed on with every share of it
         self.overuse_ms = 0.0
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
@@ -224,6 +225,7 @@ class PodCore:
             out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
             return out
         self.quota_s = float(rsp.values[0]) / MS
+        self.quota_flags = int(rsp.values[1])
         self.quota_at = now
         self.overuse_ms = 0.0
         replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
@@ -233,7 +235,8 @@ class PodCore:
         hook = self.hooks.get(w.conn)
         if hook is not None:
             hook.running_until = now + left_s
-        return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, (left_s * MS,)))
+        values = (left_s * MS, self.quota_flags)
+        return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, values))
 
     # ---- processes -----------------------------------------------------------------------------
 

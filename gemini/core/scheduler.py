@@ -40,7 +40,14 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Standing, next_quota, pick, targets
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
+from gemini.core.wire import (
+    NOTIFY_ID,
+    QUOTA_FLAG_ALONE,
+    Request,
+    RequestType,
+    Response,
+    Status,
+)
 
 MS = 1000.0
 # When every waiting client is capped, look again no sooner than this (seconds).
@@ -253,7 +260,11 @@ class SchedulerCore:
         self.credits.spend(candidate.name, length)
         self.holder = Grant(candidate.conn, interval)
         client.tokens += 1
-        response = Response(candidate.req_id, Status.OK, (length * MS,))
+        # Nothing else of this group wanted the GPU, and no cap: the hook may run on a little
+        # past this token's end instead of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
+        alone = standing is None and not self.candidates and self._grace is None
+        flags = QUOTA_FLAG_ALONE if alone else 0
+        response = Response(candidate.req_id, Status.OK, (length * MS, flags))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         return out

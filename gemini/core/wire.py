@@ -39,7 +39,7 @@ class WireError(ValueError):
 
 
 class RequestType(enum.IntEnum):
-    QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms
+    QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms, flags
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
     STATUS = 3  # tool -> schd: -> body_len + JSON body
@@ -60,6 +60,12 @@ class RequestType(enum.IntEnum):
 MEM_FREE = 0
 MEM_ALLOC = 1
 MEM_LEASE = 2
+
+# Bits of the QUOTA reply's flags word (frame offset 12; v1 peers send, and read, only the quota).
+# ALONE: no other client of the token's group wanted the GPU when it was granted, and the
+# client is not capped: running a little past the token's end costs no one anything, so a hook
+# need not stop for a round trip there (csrc/hook/token.c).
+QUOTA_FLAG_ALONE = 1 << 0
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
@@ -85,7 +91,7 @@ _REQ_PAYLOAD = {
     RequestType.RECALL: struct.Struct("<Q"),
 }
 _RSP_PAYLOAD = {
-    RequestType.QUOTA: struct.Struct("<d"),
+    RequestType.QUOTA: struct.Struct("<dI"),
     RequestType.MEM_LIMIT: struct.Struct("<QQQ"),
     RequestType.MEM_UPDATE: struct.Struct("<i"),
     RequestType.STATUS: struct.Struct("<Q"),

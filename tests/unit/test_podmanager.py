@@ -2,6 +2,7 @@
 
 import pytest
 
+from gemini.core import wire
 from gemini.core.actions import Close, Reply, SendUpstream
 from gemini.core.podmanager import PodCore
 from gemini.core.wire import Request, RequestType, Response, Status
@@ -32,8 +33,8 @@ def ready_pod(limit=1000) -> PodCore:
     return pod
 
 
-def grant(pod, now, quota_ms):
-    return pod.on_upstream_response(Response(pod.fetch_id, Status.OK, (quota_ms,)), now)
+def grant(pod, now, quota_ms, flags=0):
+    return pod.on_upstream_response(Response(pod.fetch_id, Status.OK, (quota_ms, flags)), now)
 
 
 def test_processes_share_one_fetch_and_one_token():
@@ -42,10 +43,22 @@ def test_processes_share_one_fetch_and_one_token():
     assert fetch.type is RequestType.QUOTA
     assert upstream(pod.on_hook_request(2, quota(1, overuse=7.0, burst=40.0), 0.0)) == []
     got = replies(grant(pod, 0.01, 250.0))
-    assert [(c, r.values) for c, r in got] == [(1, (250.0,)), (2, (250.0,))]
+    assert [(c, r.values) for c, r in got] == [(1, (250.0, 0)), (2, (250.0, 0))]
     # Later requests are served from the cached token while the burst fits.
     [(conn, rsp)] = replies(pod.on_hook_request(1, quota(2, burst=50.0), 0.11))
     assert conn == 1 and rsp.values[0] == pytest.approx(150.0)
+
+
+def test_every_share_of_a_token_carries_its_flags():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    [(_, first)] = replies(grant(pod, 0.0, 100.0, wire.QUOTA_FLAG_ALONE))
+    [(_, cached)] = replies(pod.on_hook_request(2, quota(1, burst=10.0), 0.01))
+    assert first.values[1] == cached.values[1] == wire.QUOTA_FLAG_ALONE
+    # The next token, granted while someone else waited, has none.
+    pod.on_hook_request(1, quota(2, burst=10.0), 0.2)
+    pod.on_hook_request(2, quota(2, burst=10.0), 0.2)
+    assert [r.values[1] for _, r in replies(grant(pod, 0.2, 100.0))] == [0, 0]
 
 
 def test_fetch_reports_the_largest_overuse_and_burst():

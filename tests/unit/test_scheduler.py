@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Status
+from gemini.core.wire import NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
 from tests.unit.sim import Sim
 
 
@@ -144,12 +144,30 @@ def grants(actions):
 def test_early_return_hands_the_token_over_at_once():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1), 0.0))
-    assert g.conn == 1 and g.response.values == (250.0,)
+    assert g.conn == 1 and g.response.values == (250.0, QUOTA_FLAG_ALONE)
     assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []  # a holds it
     # a comes back early (its next request): b gets the token now, not at 0.25 s.
     [g] = grants(core.on_request(1, quota_req("a", 2), 0.05))
     assert g.conn == 2
     assert core.history.latest("a").end == pytest.approx(0.05)
+
+
+def test_a_token_says_alone_only_when_no_one_else_wants_the_gpu_and_there_is_no_cap():
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1), ("c", 0.3, 0.4, 1)),
+                         Timing(), 0.0)
+    flags = [g.response.values[1] for g in grants(core.on_request(1, quota_req("a", 1), 0.0))]
+    assert flags == [QUOTA_FLAG_ALONE]  # alone, uncapped
+    core.on_request(2, quota_req("b", 1), 0.01)
+    # b got the token when a's ran out, with a expected back (the return grace): not alone
+    [g] = grants(core.on_deadline(core.next_deadline()))
+    assert g.conn == 2 and g.response.values[1] == 0
+    # a asks while b holds it: a's grant comes with b still wanting the GPU (b's grace)
+    core.on_request(1, quota_req("a", 2), core.next_deadline() - 0.001)
+    [g] = grants(core.on_deadline(core.next_deadline()))
+    assert g.conn == 1 and g.response.values[1] == 0
+    capped = SchedulerCore(config(("c", 0.3, 0.4, 1)), Timing(), 0.0)
+    [g] = grants(capped.on_request(3, quota_req("c", 1), 0.0))
+    assert g.response.values[1] == 0  # a capped client alone must still stop at its cap
 
 
 def test_dead_holder_frees_the_token_and_its_queued_requests():

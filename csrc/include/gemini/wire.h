@@ -19,7 +19,7 @@
 #define GEM_NOTIFY_ID -1
 
 enum gem_request_type {
-    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms */
+    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms, u32 flags */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
@@ -41,6 +41,11 @@ enum gem_request_type {
 /* Bits of the MEM_LIMIT reply's flags word (frame offset 20; v1 peers send zero there). */
 #define GEM_MEM_FLAG_UNIFIED_MEMORY 1
 #define GEM_MEM_FLAG_EVICT_ON_RELEASE 2
+
+/* Bits of the QUOTA reply's flags word (frame offset 12; v1 peers send zero there).
+ * ALONE: when the token was granted no other client of its group wanted the GPU, and the
+ * client is not capped, so running a little past the token's end costs no one anything. */
+#define GEM_QUOTA_FLAG_ALONE 1
 
 enum gem_status {
     GEM_STATUS_OK = 0,
@@ -70,6 +75,7 @@ int gem_wire_encode_recall(uint8_t *buf, const char *name, int32_t req_id, uint6
 int32_t gem_wire_rsp_id(const uint8_t *buf);
 int32_t gem_wire_rsp_status(const uint8_t *buf);
 double gem_wire_rsp_quota_ms(const uint8_t *buf);
+uint32_t gem_wire_rsp_quota_flags(const uint8_t *buf);
 int32_t gem_wire_rsp_verdict(const uint8_t *buf);
 void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
 uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);
