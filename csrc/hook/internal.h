@@ -122,6 +122,7 @@ enum gem_gate_stat {
     GEM_STAT_FETCH_EXPIRED, /* token requests: no token, or it had expired */
     GEM_STAT_FETCH_TAIL,    /* ... in the token's tail */
     GEM_STAT_FETCH_BURST,   /* ... early: the predicted burst did not fit (v1) */
+    GEM_STAT_FETCH_CREDIT,  /* ... by the renewer, the token gone, launching on credit (alone) */
     GEM_STAT_FETCH_NS,      /* time the launching thread waited for them */
     GEM_STAT_COUNT
 };
@@ -163,7 +164,8 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* ---- ipc.c ------------------------------------------------------------------------------- */
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
-int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms);
+int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms,
+                  uint32_t *flags);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */

@@ -579,12 +579,14 @@ static int enc_process(uint8_t *buf, int32_t id, const void *arg)
                                    *(const int32_t *)arg);
 }
 
-int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms)
+int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms,
+                  uint32_t *flags)
 {
     struct quota_arg a = {overuse_ms, burst_ms};
     uint8_t rsp[GEM_RSP_MSG_LEN];
     call(dev, enc_quota, &a, rsp);
     *quota_ms = gem_wire_rsp_quota_ms(rsp);
+    *flags = gem_wire_rsp_quota_flags(rsp);
     return 0;
 }
 

@@ -13,8 +13,14 @@
  *    GPU, the tail is what runs on its time, measured and charged as overuse.  The asking is
  *    done by a renewer thread, so that the launches go on meanwhile (until the token ends);
  *    a unified-memory client asks in the launching thread, whose launch then prefetches.
+ *  - Alone (the latest grant said that no other client of its group wanted the GPU, and the
+ *    client has no cap: wire QUOTA_FLAG_ALONE), running past a token's end costs no one
+ *    anything.  So a launch that finds the token gone (the program sat idle, or the answer
+ *    is late) does not wait for the round trip: it goes on credit, up to a tail's worth of
+ *    queued work, while the renewer asks; the credit comes off the next token.  An inference
+ *    server alone in its partition pays no round trip per request (issue 13's latency case).
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
- *    predicted burst does not fit in what is left of the current one (v1).  It costs a round
+ *    predicted burst does not fit in what is left of the current one (v1; not when alone).  It costs a round
  *    trip with the GPU idle at nearly every sync once grants are as short as the bursts;
  *    GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each bounding
  *    only its own queue, overrun the client's turns together and take more than its share).
@@ -31,6 +37,7 @@
  * The arithmetic lives in common/predictor.c. */
 #include "internal.h"
 #include "gemini/predictor.h"
+#include "gemini/wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +74,8 @@ struct token {
     int renewing;           /* its request is out */
     int renewer_started;
     pthread_t renewer;
+    int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
+    int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
 };
 
@@ -273,9 +282,10 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     pthread_mutex_unlock(&t->m);
 
     double quota_ms = 0.0;
+    uint32_t flags = 0;
     int64_t backoff = 10000000;
     for (;;) {
-        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, &quota_ms);
+        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, &quota_ms, &flags);
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
@@ -300,15 +310,34 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         gem_predictor_exclude(&t->burst, granted - stopped);
     t->generation++;
     t->grant_ns[t->generation % 4] = granted;
+    t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
+    int64_t expires = granted + (int64_t)(quota_ms * 1e6);
+    if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
+        int64_t credit = granted - t->credit_from_ns;
+        expires -= credit < tail_ns ? credit : tail_ns;
+        t->credit_from_ns = 0;
+    }
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->expires_at_ns, granted + (int64_t)(quota_ms * 1e6),
-                          memory_order_release);
+    atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);
     t->fetching = 0;
     t->renewing = 0;
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse)",
             quota_ms, (double)burst_ns / 1e6, overuse_ms);
     pthread_cond_broadcast(&t->cv);
+}
+
+/* Alone at the last grant, with the token gone: let the launches go on credit, up to a tail's
+ * worth of queued work, while the renewer asks (see the rules at the top).  0 if there is no
+ * renewer: the caller asks itself.  t->m held. */
+static int launch_on_credit(struct token *t, int64_t expired_at, int64_t now)
+{
+    post_end(t, expired_at); /* the spent token ends at its expiry, before the credit's launches */
+    if (!renew_in_background(t, now))
+        return 0;
+    t->credit_from_ns = now;
+    atomic_store_explicit(&t->expires_at_ns, now + tail_ns, memory_order_release);
+    return 1;
 }
 
 static void hold_for(int64_t ns)
@@ -366,13 +395,15 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (burst_fit && !running && t->generation == seen && !(out & GEM_GATE_FETCHED) &&
+        else if (burst_fit && !t->alone && !running && t->generation == seen &&
+                 !(out & GEM_GATE_FETCHED) &&
                  now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;
         /* In the tail a unified-memory client asks itself: its launch prefetches on a grant. */
-        int in_tail = need == GEM_STAT_FETCH_TAIL && !gem_um_maybe(dev);
+        int um = gem_um_maybe(dev);
+        int in_tail = need == GEM_STAT_FETCH_TAIL && !um;
         if (need && t->fetching && in_tail)
             need = 0; /* the renewer is asking: go on with what is left */
         if (need) {
@@ -388,6 +419,11 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
              * tracker wait for everything launched on it so far, hot-path launches included. */
             if (t->generation != 0 && t->ended_generation != t->generation)
                 gem_inflight_mark(dev, s, pts, now, 1);
+            if (need == GEM_STAT_FETCH_EXPIRED && t->alone && !um &&
+                launch_on_credit(t, at, now)) {
+                gem_stat_add(GEM_STAT_FETCH_CREDIT, 1);
+                continue;
+            }
             gem_stat_add((enum gem_gate_stat)need, 1);
             if (in_tail && renew_in_background(t, now))
                 continue; /* (now fetching: the next look goes on, in the tail) */

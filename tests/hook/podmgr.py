@@ -1,9 +1,10 @@
 """A scripted pod manager for the hook tests: loopback TCP on port 0, one thread per connection.
 
-It records every request, answers QUOTA with `quota_ms` (or holds the answers until `release()`),
-answers MEM_UPDATE with the real pod manager's ledger rule (refuse what would pass `limit`), and,
-like the real one, gives a connection's bytes back when it closes, and takes back what a RECALL
-gives.  `recall()` sends every connection an unsolicited RECALL.
+It records every request, answers QUOTA with `quota_ms` and `quota_flags` (or holds the answers
+until `release()`, or after `hold_quota_after` of them), answers MEM_UPDATE with the real pod
+manager's ledger rule (refuse what would pass `limit`), and, like the real one, gives a
+connection's bytes back when it closes, and takes back what a RECALL gives.  `recall()` sends
+every connection an unsolicited RECALL.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ class FakePodManager:
     limit: int = 1 << 30
     mem_flags: int = 0  # MEM_LIMIT's flags word (wire.MEM_FLAG_*)
     quota_ms: float = 10_000.0
+    quota_flags: int = 0  # the QUOTA reply's flags word (wire.QUOTA_FLAG_*)
     hold_quota: bool = False
+    hold_quota_after: int | None = None  # answer this many QUOTA requests, then hold
     requests: list[Request] = field(default_factory=list)
     used: int = 0
     connections: int = 0
@@ -54,9 +57,10 @@ class FakePodManager:
         """Answer the QUOTA requests held so far and stop holding."""
         with self._lock:
             self.hold_quota = False
+            self.hold_quota_after = None
             held, self._held = self._held, []
         for conn, req in held:
-            self._reply(conn, req, Status.OK, (self.quota_ms,))
+            self._reply(conn, req, Status.OK, (self.quota_ms, self.quota_flags))
 
     def recall(self, lacks: int = 1) -> None:
         """Ask every hook connected to give its unspent lease back (unsolicited RECALL)."""
@@ -127,10 +131,13 @@ class FakePodManager:
             if req.name != self.name:
                 reply = (Status.UNKNOWN_CLIENT, ())
             elif req.type is RequestType.QUOTA:
+                if self.hold_quota_after is not None:
+                    self.hold_quota = self.hold_quota or self.hold_quota_after <= 0
+                    self.hold_quota_after -= 1
                 if self.hold_quota:
                     self._held.append((conn, req))
                     return
-                reply = (Status.OK, (self.quota_ms,))
+                reply = (Status.OK, (self.quota_ms, self.quota_flags))
             elif req.type is RequestType.MEM_LIMIT:
                 reply = (Status.OK, (self.used, self.limit, self.mem_flags))
             elif req.type is RequestType.MEM_UPDATE:

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from gemini.core import wire
 from gemini.core.wire import RequestType
 
 from .conftest import prog
@@ -92,3 +93,43 @@ def test_a_sync_empties_the_queue_estimate(fake_env, pm):
     # kernel in flight at a token's end are not work
     busy = r.out[-1]["gpu_ms"] / 1000 / r.out[-1]["wall_s"]
     assert busy > 0.85, (busy, r.stats)
+
+
+def interactive(fake_env, bursts: int, **env):
+    """Short bursts with 30 ms of idle after each, in 20 ms tokens: every burst finds its
+    token gone."""
+    return [prog("gem_client"), "work", "--kernel-ms", "0.2", "--burst", "1", "--sync", "stream",
+            "--idle-ms", "30", "--bursts", str(bursts), "--allocs", "1", "--bytes", str(1 << 20),
+            "--report-every", "0.001"]
+
+
+@pytest.mark.parametrize("flags", [0, wire.QUOTA_FLAG_ALONE])
+def test_only_a_token_granted_alone_lets_a_launch_go_on_credit(fake_env, pm, flags):
+    pm.quota_ms, pm.quota_flags = 20.0, flags
+    r = fake_env.run(interactive(fake_env, 12))
+    assert r.out[-1]["rc"] == 0, r.stderr
+    if flags:  # after the first, every burst went on credit while the renewer asked
+        assert r.stats["gate.fetch_credit"] >= 10, r.stats
+        assert r.stats["gate.fetch_expired"] <= 1, r.stats
+    else:  # each waited for its round trip
+        assert r.stats["gate.fetch_credit"] == 0, r.stats
+        assert r.stats["gate.fetch_expired"] >= 11, r.stats
+
+
+def test_a_launch_on_credit_does_not_wait_for_the_answer(fake_env, pm):
+    """Alone, a burst that comes after the token ran out during idle does not wait for the
+    round trip: it runs while the answer is held; the one after it waits (the credit is a
+    tail's worth of work)."""
+    pm.quota_ms, pm.quota_flags = 20.0, wire.QUOTA_FLAG_ALONE
+    pm.hold_quota_after = 1  # the first burst's token, then every answer waits
+    proc = fake_env.start(interactive(fake_env, 1000))
+    try:
+        kernels = 0
+        while kernels < 2:  # the second burst is the credit's (stuck at 1: it waited)
+            _, line = proc.lines.get(timeout=10)
+            if line.startswith("{"):
+                kernels = max(kernels, json.loads(line)["kernels"])
+        assert len(pm.of_type(RequestType.QUOTA)) == 2  # its request, still held
+        pm.release()
+    finally:
+        proc.kill()

@@ -6,7 +6,8 @@
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
  *        [--sync stream|ctx|event|none] (none: never waits; the queue grows as deep as the
- *        driver lets it) [--ptsz] [--report-every SEC] [--kernel-name NAME]
+ *        driver lets it) [--idle-ms F] (sleep after each burst's sync: an interactive client)
+ *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
  *        [--stream created|nonblocking|null] (null: the default stream; the per-thread one
  *        with --ptsz; nonblocking: created with CU_STREAM_NON_BLOCKING)
@@ -31,6 +32,7 @@
 
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -151,6 +153,7 @@ struct opts {
     const char *sync;
     int ptsz;
     double report_every;
+    double idle_ms;
     const char *path;
     const char *kernel_name;
     const char *stream;
@@ -219,6 +222,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->launch = v;
         else if (strcmp(a, "--sync") == 0)
             o->sync = v;
+        else if (strcmp(a, "--idle-ms") == 0)
+            o->idle_ms = atof(v);
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
         else if (strcmp(a, "--threads") == 0)
@@ -414,6 +419,11 @@ static void *work_thread(void *arg)
             CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
         }
         done++;
+        if (o->idle_ms > 0) {
+            struct timespec idle = {(time_t)(o->idle_ms / 1000),
+                                    (long)(fmod(o->idle_ms, 1000.0) * 1e6)};
+            nanosleep(&idle, NULL);
+        }
         double t = now_s();
         if (w->index == 0 && o->report_every > 0 && t >= next_report) {
             work_line("\"progress\": true, ", w->t, t - w->t0, w->rc, w->failed);
