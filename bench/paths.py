@@ -16,8 +16,8 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
---only picks units: path names, "cap:PATH" (its capped run alone), "pairs", "rtt" (default: all
-of them).  Every run has a time
+--only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
+runs alone), "pairs", "rtt" (default: all of them).  Every run has a time
 limit; a failing row is recorded ("error") and the rest still run.  Results are written after
 every unit to $OUT/<gpu>-<YYYYMMDD-HHMMSS>-paths.{json,md} (default bench/results/), and the table
 is printed at the end.  Imports from gemini only through bench/common.py and bench/scenarios.py
@@ -346,6 +346,11 @@ def markdown(res: dict) -> str:
         lines += ["", f"Token round trip hook→pmgr→schd (S6, every 10 ms): p50 {p50} µs"
                   f"{_ok(p50 <= GOALS['rtt_p50_us'])}, p99 {p99} µs"
                   f"{_ok(None if p99 is None else p99 <= GOALS['rtt_p99_us'])}"]
+        floor = (res.get("rtt") or {}).get("echo_floor", {})
+        if "paced" in floor:
+            lines.append(f"(an asyncio echo server on this host, the floor of such a trip: "
+                         f"p50 {floor['paced']['p50_us']} µs every 10 ms, "
+                         f"{floor['unpaced']['p50_us']} µs back to back)")
     elif isinstance(res.get("rtt"), dict):
         why = res["rtt"].get("error") or res["rtt"].get("skipped")
         if why:
@@ -732,6 +737,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
             units += [("solo", p), ("cap", p)]
         elif f"cap:{p}" in only:  # the capped run alone
             units.append(("cap", p))
+        elif f"solo:{p}" in only:  # the bare/solo runs alone
+            units.append(("solo", p))
     if "pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in PAIR_CASES]
     return units
@@ -791,7 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     t_start = time.monotonic()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
-    unknown = [s for s in only if s.removeprefix("cap:") not in PATHS + EXTRA + DRY]
+    unknown = [s for s in only
+               if s.removeprefix("cap:").removeprefix("solo:") not in PATHS + EXTRA + DRY]
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} (choose from {', '.join(PATHS + EXTRA)})")
     if args.pair_path not in PATHS + DRY:

@@ -314,6 +314,40 @@ def _timed(fn, n: int, pace_s: float = 0.0) -> dict:
             "max_us": fmt(max(samples), 1)}
 
 
+# The floor under a paced round trip on this host: a 10-line asyncio echo server, woken from
+# idle by each request, as the scheduler and the pod manager are.
+ECHO_SERVER = """
+import asyncio, sys
+async def serve(r, w):
+    while data := await r.read(64):
+        w.write(data)
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+def _echo_floor(procs: Procs) -> dict:
+    import socket
+    import sys
+
+    p = procs.spawn([sys.executable, "-c", ECHO_SERVER], {}, "echo")
+    try:
+        port = int(p.proc.stdout.readline())  # type: ignore[union-attr]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def trip() -> None:
+                s.sendall(b"x" * 40)
+                s.recv(64)
+
+            return {"paced": _timed(trip, 200, 0.01), "unpaced": _timed(trip, 500)}
+    finally:
+        p.stop()
+
+
 def s6(ctx: Context, procs: Procs) -> dict:
     """Round trips measured from Python (gemini.client, one TCP connection).  Token requests are
     paced at 10 ms (a hook cannot ask faster than its quota expires, min quota 20 ms) on a fresh
@@ -349,6 +383,10 @@ def s6(ctx: Context, procs: Procs) -> dict:
             out["token_via_scheduler_unpaced"] = _timed(token, 500)
     finally:
         backend.stop()
+    try:
+        out["echo_floor"] = _echo_floor(procs)
+    except (OSError, ValueError) as exc:
+        out["echo_floor"] = {"error": str(exc)[:300]}
     t = out["token_via_scheduler"]
     cached, unpaced = out["token_cached_in_pmgr"], out["token_via_scheduler_unpaced"]
     out["rows"] = [
@@ -361,6 +399,11 @@ def s6(ctx: Context, procs: Procs) -> dict:
         row("S6", "cached token / MEM_LIMIT (pmgr only) p50 [µs]",
             f"{cached['p50_us']} / {out['mem_limit_pmgr']['p50_us']}"),
     ]
+    floor = out["echo_floor"]
+    if "paced" in floor:
+        out["rows"].append(row("S6", "asyncio echo server (the floor) p50 every 10 ms / back to "
+                               "back [µs]", f"{floor['paced']['p50_us']} / "
+                               f"{floor['unpaced']['p50_us']}"))
     direct = out.get("token_scheduler_direct", {})
     if "p50_us" in direct:
         out["rows"].append(row("S6", "scheduler alone p50 / p99 [µs] (every 10 ms)",
