@@ -735,10 +735,11 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
     for p in PATHS + DRY:
         if p in only:
             units += [("solo", p), ("cap", p)]
-        elif f"cap:{p}" in only:  # the capped run alone
-            units.append(("cap", p))
-        elif f"solo:{p}" in only:  # the bare/solo runs alone
+            continue
+        if f"solo:{p}" in only:  # the bare/solo runs alone
             units.append(("solo", p))
+        if f"cap:{p}" in only:  # the capped run alone
+            units.append(("cap", p))
     if "pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in PAIR_CASES]
     return units
