@@ -64,3 +64,22 @@ def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(sys
     while query_status("127.0.0.1", system.schd.port)["holder"] != "b":
         assert time.monotonic() - killed_at < 0.5 + 1.5, "token still stuck with a dead client"
     waiting.kill()
+
+
+@pytest.mark.parametrize(("limit", "credit"), [("1.0", True), ("0.5", False)])
+def test_an_idle_client_alone_starts_each_burst_without_a_round_trip(system, tmp_path, limit,
+                                                                    credit):
+    """Scheduler -> pod manager -> hook: a token granted alone says so, and the hook of a client
+    that sat idle past its token's end goes on credit instead of waiting for the next one.  A
+    capped client never does (it must stop at its cap)."""
+    system.backend(f"1\ninfer 0.5 {limit} 1GiB\n")
+    stats = tmp_path / "stats.json"
+    r = result(system.client("infer", "work", "--kernel-ms", "0.5", "--burst", "2", "--idle-ms",
+                             "80", "--bursts", "15", "--allocs", "1",
+                             env={"GEMINI_HOOK_STATS": str(stats)}))
+    assert r["rc"] == 0, r
+    gate = {k: v for k, v in json.loads(stats.read_text()).items() if k.startswith("gate.")}
+    if credit:  # every burst after the first found its (>= 50 ms) token gone
+        assert gate["gate.fetch_credit"] >= 12 and gate["gate.fetch_expired"] <= 2, gate
+    else:
+        assert gate["gate.fetch_credit"] == 0 and gate["gate.fetch_expired"] >= 12, gate
