@@ -19,6 +19,10 @@ before and after the cases (their mean).
                    illegal address.  Records what the neighbour saw (its error, when, whether
                    CUDA still worked for it), what launch-backend noticed, and whether a new
                    client is served afterwards.
+  fence            MPS's pinned device-memory limit (the second fence launch-command sets):
+                   a process under the MPS server without the hook asks for 3 GiB, without and
+                   with CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1024M; then a client with GPU_MEM
+                   2 GiB through launch-command (hook and fence).  MiB each got, and the error.
 Writes <out>/<gpu>-<date>-spatial.{json,md}.  --cpu: a dry run of the plumbing without a GPU
 (stand-in nvidia-cuda-mps-control and nvidia-smi; the apps sleep instead of computing).
 """
@@ -47,7 +51,7 @@ APP = str(ROOT / "bench" / "spatial_app.py")
 sys.path.insert(0, str(ROOT))
 
 SMALL, BIG = 512, 4096
-CASES = ("small_pair", "saturating_pair", "latency", "fault")
+CASES = ("small_pair", "saturating_pair", "latency", "fault", "fence")
 GOALS = {"small_pair_aggregate": 1.7, "split_pp": 2.0, "saturating_aggregate": 0.97,
          "latency_ratio": 1.5}
 CONFIGS = {
@@ -58,6 +62,7 @@ CONFIGS = {
     ("latency", "time_sliced"): "2\ninfer 0.5 1.0 8GiB\ntrain 0.5 1.0 16GiB\n",
     ("latency", "spatial"): "2\ninfer 1 1 8GiB sm=30\ntrain 1 1 16GiB sm=70\n",
     ("fault", "spatial"): "2\nvictim 1 1 16GiB sm=50\nfaulter 1 1 1GiB sm=50\n",
+    ("fence", "spatial"): "1\nfenced 1 1 2GiB sm=50\n",
 }
 TARGETS = {"a": 0.3, "b": 0.7}
 
@@ -359,6 +364,33 @@ def latency_case(run: Run, port: int) -> dict:
             "spatial_over_alone": round(p99["spatial"] / p99["alone"], 3)}
 
 
+FENCE_ASK_MIB, FENCE_PINNED_MIB = 3072, 1024
+
+
+def fence_case(run: Run, port: int) -> dict:
+    """MPS's pinned-memory limit, the second fence launch-command sets: a process under the MPS
+    server of a spatial backend, without the hook, asks for 3 GiB with and without
+    CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1024M; then the client `fenced` (GPU_MEM 2 GiB) through
+    launch-command, hook and fence together."""
+    from gemini.core.mps import MpsPaths
+
+    log("fence / spatial")
+    ask = run.app("alloc", "--mib", str(FENCE_ASK_MIB))
+    out: dict = {}
+    with backend(run, "fence", "spatial", port) as b:
+        paths = MpsPaths(str(b.mps_dir))
+        mps = {**run.env(), "CUDA_MPS_PIPE_DIRECTORY": paths.pipe_dir,
+               "CUDA_MPS_LOG_DIRECTORY": paths.log_dir, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"}
+        pinned = {**mps, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": f"0={FENCE_PINNED_MIB}M"}
+        for key, env in (("mps_unfenced", mps), ("mps_pinned_1024m", pinned)):
+            (out[key],) = together([App(ask, env, key)], run.seconds)
+        app = b.client("fenced", ask)
+        (out["gemini_2gib"],) = together([app], run.seconds)
+        out["gemini_2gib"]["launch_command"] = app.mode_line()
+    log("   ", json.dumps(out))
+    return out
+
+
 def fault_case(run: Run, port: int) -> dict:
     """A matmul loop, then a neighbour's illegal address; then a new client."""
     log("fault / spatial")
@@ -421,7 +453,7 @@ def mps_logs(mps_dir: Path) -> dict[str, list[str]]:
     return out
 
 
-def free_base(offsets: range = range(0, 330)) -> int:
+def free_base(offsets: range = range(0, 350)) -> int:
     """A base port whose base + offsets are all free just now (--port 0)."""
     import random
     import socket
@@ -481,6 +513,11 @@ def markdown(r: dict) -> str:
                   f"neighbour: `{json.dumps(f['neighbour'])}`", "",
                   f"new client: `{json.dumps(f['new_client'])}`", "",
                   "launch-backend: " + " / ".join(f["launch_backend_lines"][-5:])]
+    if "fence" in r:
+        lines += ["", "## fence (MPS pinned device memory limit)", ""]
+        lines += [f"- {k}: {v.get('allocated_mib')} of {v.get('asked_mib')} MiB, "
+                  f"{v.get('error') or 'no error'}" for k, v in r["fence"].items()
+                  if isinstance(v, dict)]
     lines += ["", "goals: " + ", ".join(f"{k}: {'yes' if v else 'NO'}"
                                         for k, v in r["goals"].items())]
     return "\n".join(lines) + "\n"
@@ -492,7 +529,7 @@ def main() -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results"))
     p.add_argument("--only", default=",".join(CASES), help=f"cases, of {','.join(CASES)}")
     p.add_argument("--port", type=int, default=53000,
-                   help="first launch-backend port; the cases use up to 330 above it (0: any "
+                   help="first launch-backend port; the cases use up to 350 above it (0: any "
                    "free ones)")
     p.add_argument("--cpu", action="store_true", help="dry run without a GPU")
     args = p.parse_args()
@@ -526,6 +563,8 @@ def main() -> int:
         result["latency"] = latency_case(run, port + 200)
     if "fault" in cases:
         result["fault"] = fault_case(run, port + 300)
+    if "fence" in cases:
+        result["fence"] = fence_case(run, port + 320)
     measure_solos()
     result["solo"] = {k: [round(x, 2) for x in v] for k, v in solos.items() if v}
     # Aggregates against the mean of the solo runs before and after.

@@ -11,6 +11,8 @@ KIND:
           steps per second.
   fault   launches a kernel that writes to address 0x10 (illegal address) through the driver
           API (PTX, JIT-compiled by the driver: no compiler needed) and reports the error.
+  alloc   allocates --mib MiB in 256 MiB tensors, keeping them, until done or refused: how
+          many MiB it got, and the error (MPS's pinned-memory fence, issue 13).
 
 Protocol, one JSON line each, flushed: stdout {"ready": true, ...} after warm-up; stdin "go";
 with --stream, stdout {"t": monotonic, "steps": n} about every 0.25 s while running; at the end
@@ -179,6 +181,24 @@ def run_fault(cpu: bool) -> dict:
             "fault_error_name": _error_name(cuda, synced)}
 
 
+CHUNK_MIB = 256
+
+
+def run_alloc(mib: int, cpu: bool) -> dict:
+    if cpu:
+        return {"asked_mib": mib, "allocated_mib": mib, "error": None}
+    import torch
+
+    kept, got = [], 0
+    try:
+        while got + CHUNK_MIB <= mib:
+            kept.append(torch.empty(CHUNK_MIB << 20, dtype=torch.uint8, device="cuda"))
+            got += CHUNK_MIB
+    except Exception as exc:  # the refusal is the result
+        return {"asked_mib": mib, "allocated_mib": got, "error": _short(exc)}
+    return {"asked_mib": mib, "allocated_mib": got, "error": None}
+
+
 def _error_name(cuda: ctypes.CDLL, rc: int) -> str:
     name = ctypes.c_char_p()
     if cuda.cuGetErrorName(rc, ctypes.byref(name)) == 0 and name.value:
@@ -201,7 +221,8 @@ def _short(exc: BaseException) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["matmul", "infer", "train", "fault"])
+    p.add_argument("kind", choices=["matmul", "infer", "train", "fault", "alloc"])
+    p.add_argument("--mib", type=int, default=1024, help="alloc: MiB to ask for")
     p.add_argument("--seconds", type=float, default=10.0)
     p.add_argument("--n", type=int, default=4096, help="matmul size / model width")
     p.add_argument("--k", type=int, default=8, help="steps between synchronisations")
@@ -219,6 +240,10 @@ def main() -> int:
             answer = inference(args.n, args.cpu)
             for batch in range(1, 9):  # warm-up: every shape once
                 answer(batch)
+        elif args.kind == "alloc" and not args.cpu:
+            import torch
+
+            torch.zeros(1, device="cuda")  # the context, before "go"
         if args.kind in ("matmul", "train"):
             for _ in range(args.k):
                 step()
@@ -235,6 +260,8 @@ def main() -> int:
             result = {"error": _short(exc)}
     elif args.kind == "infer":
         result = run_inference(answer, args.seconds, args.interval_ms)
+    elif args.kind == "alloc":
+        result = run_alloc(args.mib, args.cpu)
     else:
         result = run_loop(step, sync, args.k, args.seconds, args.stream)
     emit({"kind": args.kind, "n": args.n, **result})

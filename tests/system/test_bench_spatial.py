@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "bench/spatial.py", "--cpu", "--seconds", "0.3", "--port", "0",
-         "--only", "saturating_pair,latency,fault", "--out", str(tmp_path)],
+         "--only", "saturating_pair,latency,fault,fence", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("cpu-dry-run-*-spatial.json")
@@ -36,6 +36,10 @@ def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     assert fault["faulter"]["fault_error"] == 700
     assert fault["neighbour"]["progress_after_fault"] > 0
     assert "error" not in fault["new_client"][-1]
+    fence = result["fence"]
+    assert {k: fence[k]["asked_mib"] for k in fence} == {
+        "mps_unfenced": 3072, "mps_pinned_1024m": 3072, "gemini_2gib": 3072}
+    assert "partition fenced, 50% of the SMs (MPS)" in fence["gemini_2gib"]["launch_command"]
     assert set(result["goals"]) == {"saturating split within 2 pp",
                                     "saturating aggregate >= 0.97",
                                     "latency spatial p99 <= 1.5x alone"}
