@@ -90,10 +90,18 @@ class MpsState:
         return state
 
 
+# MPS's pinned limit counts the process's CUDA context, which GPU_MEM does not (README, "What
+# GPU_MEM counts"): 322 MiB for a torch process under MPS on the H100 (bench/spatial.py, fence).
+# Without room for it the fence refused a 2 GiB client at 1.5 GiB, before the hook's limit.
+CONTEXT_ALLOWANCE_MIB = 1024
+
+
 def pinned_limit(specs: Sequence[ClientSpec]) -> str:
     """CUDA_MPS_PINNED_DEVICE_MEM_LIMIT for a client whose devices 0, 1, … are `specs`' GPUs:
-    each device's GPU_MEM in MiB, rounded up, so that the hook's exact limit is met first."""
-    return ",".join(f"{i}={math.ceil(s.gpu_mem / MIB)}M" for i, s in enumerate(specs))
+    each device's GPU_MEM in MiB, rounded up, plus room for the context, so that the hook's
+    exact limit is met first and the fence only stops what escapes it."""
+    return ",".join(f"{i}={math.ceil(s.gpu_mem / MIB) + CONTEXT_ALLOWANCE_MIB}M"
+                    for i, s in enumerate(specs))
 
 
 def client_env(specs: Sequence[ClientSpec], state: MpsState) -> tuple[dict[str, str], str]:

@@ -425,7 +425,7 @@ def test_command_gives_a_partition_client_its_mps_environment(
     env, err = run_command("a", conf, mps, capfd)
     assert env == {"CUDA_MPS_PIPE_DIRECTORY": "/p/pipe", "CUDA_MPS_LOG_DIRECTORY": "/p/log",
                    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "30",
-                   "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=3072M,1=954M",
+                   "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M,1=1978M",
                    "CUDA_VISIBLE_DEVICES": "0,1"}
     assert "launch-command: a runs spatial: partition p, 30% of the SMs (MPS)" in err
     # a client without a partition is left as it was, and says nothing

@@ -46,7 +46,7 @@ def test_client_env_under_mps() -> None:
         "CUDA_MPS_LOG_DIRECTORY": "/run/m/log",
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "40",
         # device 0 is the client's first GPU; MiB rounded up, never under the hook's limit
-        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M,1=1M",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=5120M,1=1025M",
     }
     assert line == "spatial: partition p, 40% of the SMs (MPS)"
     _, warned = client_env(specs, MpsState(True, "", "/p", "/l", "server 9 is recovering"))
@@ -61,9 +61,9 @@ def test_client_env_without_mps_or_partition() -> None:
         {}, "time-sliced (no partition)")
 
 
-def test_pinned_limit_rounds_up_to_mib() -> None:
+def test_pinned_limit_rounds_up_to_mib_and_leaves_room_for_the_context() -> None:
     specs = cfg.parse_text("2\na 1 1 1048576\na 1 1 1048577 gpu=1\n").clients
-    assert pinned_limit(specs) == "0=1M,1=2M"
+    assert pinned_limit(specs) == "0=1025M,1=1026M"
 
 
 def test_control_answers() -> None:
