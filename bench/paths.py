@@ -653,9 +653,11 @@ class Bench:
         # differ, the client was charged for time it did not use.
         a, b = r["samples"][0][0], r["samples"][-1][0]
         granted = sum(max(0.0, min(e, b) - max(s, a)) for _, s, e in grants)
-        out["granted_share"] = rnd(granted / (b - a), 4) if b > a else None
+        out["cap_granted_share"] = rnd(granted / (b - a), 4) if b > a else None
         # What the launch gate did (holds, token requests): where a capped launcher's time went.
-        out["gate"] = {k[5:]: v for k, v in read_stats(stats).items() if k.startswith("gate.")}
+        # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
+        out["cap_gate"] = {k[5:]: v for k, v in read_stats(stats).items()
+                           if k.startswith("gate.")}
         out["cap_startup_s"] = r["startup_s"]
         # Only the lines that name an overuse are kept (the debug log may be long).
         kept, n = [], 0

@@ -1,5 +1,5 @@
 """Dry runs (no GPU: path_app's `cpu` kind) of the small bench tools that tell gemini's cost
-from the host's: bench/solo_ab.py and bench/duty_cycle.py."""
+from the host's, bench/solo_ab.py and bench/duty_cycle.py, and of bench/paths.py's merge."""
 
 from __future__ import annotations
 
@@ -42,3 +42,23 @@ def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
         (10.0, 15.0, "sleep"), (10.0, 15.0, "spin")]
     # one busy millisecond per step: working, it runs at its continuous rate
     assert all(c["ratio"] == pytest.approx(1.0, abs=0.3) for c in result["cycles"])
+
+
+@pytest.mark.system
+def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: Path) -> None:
+    """bench/paths.py: solo:PATH then cap:PATH in two invocations, merged: each phase's keys
+    (the capped run's gate counters and grants included) stay with their phase."""
+    dry = ("--solo-runs", "2", "--solo-seconds", "0.3", "--cap-seconds", "2", "--skip-rtt",
+           "--skip-pairs")
+    for unit in ("solo:cpu", "cap:cpu"):
+        p = run("bench/paths.py", "--only", unit, *dry, "--out", str(tmp_path / unit[:3]))
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (solo,) = (tmp_path / "sol").glob("*-paths.json")
+    (cap,) = (tmp_path / "cap").glob("*-paths.json")
+    p = run("bench/paths.py", "--merge-only", "--merge", str(solo), "--merge", str(cap),
+            "--out", str(tmp_path / "merged"))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (merged,) = (tmp_path / "merged").glob("*-paths.json")
+    row = json.loads(merged.read_text())["paths"]["cpu"]
+    assert row["solo_over_bare"] > 0 and row["bare"] and row["solo"]
+    assert "cap_gate" in row and "cap_granted_share" in row and row["cap_60s"] is not None
