@@ -317,7 +317,7 @@ def _timed(fn, n: int, pace_s: float = 0.0) -> dict:
 # The floor under a paced round trip on this host: a 10-line asyncio echo server, woken from
 # idle by each request, as the scheduler and the pod manager are.
 ECHO_SERVER = """
-import asyncio, sys
+import asyncio
 async def serve(r, w):
     while data := await r.read(64):
         w.write(data)

@@ -20,10 +20,11 @@
  *    queued work, while the renewer asks; the credit comes off the next token.  An inference
  *    server alone in its partition pays no round trip per request (issue 13's latency case).
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
- *    predicted burst does not fit in what is left of the current one (v1; not when alone).  It costs a round
- *    trip with the GPU idle at nearly every sync once grants are as short as the bursts;
- *    GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each bounding
- *    only its own queue, overrun the client's turns together and take more than its share).
+ *    predicted burst does not fit in what is left of the current one (v1; not when alone).  It
+ *    costs a round trip with the GPU idle at nearly every sync once grants are as short as the
+ *    bursts; GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each
+ *    bounding only its own queue, overrun the client's turns together and take more than its
+ *    share).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
  *    mutex is never held across a socket call.
  *  - A tracker thread per device measures each token's overuse in the background: when the
