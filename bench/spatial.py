@@ -1,7 +1,7 @@
 """Issue 13 on the H100: spatial sharing through MPS beside time-slicing, through the user's own
 tools (launch-backend, launch-command --config).
 
-  python3 bench/spatial.py [--seconds 15] [--out bench/results] [--only CASE,...] [--cpu]
+  python3 bench/spatial.py [--seconds 15] [--out bench/results] [--only CASE,...] [--k 8] [--cpu]
 
 Workloads: bench/spatial_app.py.  Each case runs the same clients twice, one run after the
 other: time-sliced (a config without partitions: gemini's tokens, as before) and spatial (the
@@ -94,8 +94,8 @@ class Run:
     """Process environments: ROOT on PYTHONPATH, nothing of an outer gemini client; with
     --cpu, the stand-ins first on PATH."""
 
-    def __init__(self, cpu: bool, seconds: float) -> None:
-        self.cpu, self.seconds = cpu, seconds
+    def __init__(self, cpu: bool, seconds: float, k: int = 8) -> None:
+        self.cpu, self.seconds, self.k = cpu, seconds, k
         self.bin: str | None = None
         if cpu:
             self.bin = tempfile.mkdtemp(prefix="gem-spatial-bin-")
@@ -118,6 +118,8 @@ class Run:
 
     def app(self, kind: str, *args: str, seconds: float | None = None) -> list[str]:
         s = self.seconds if seconds is None else seconds
+        if kind == "matmul":
+            args = ("--k", str(self.k), *args)
         return [PY, APP, kind, "--seconds", f"{s:g}", *args, *(["--cpu"] if self.cpu else [])]
 
 
@@ -531,18 +533,20 @@ def main() -> int:
     p.add_argument("--port", type=int, default=53000,
                    help="first launch-backend port; the cases use up to 350 above it (0: any "
                    "free ones)")
+    p.add_argument("--k", type=int, default=8,
+                   help="matmul loops: steps between synchronisations (8); more, fewer gaps")
     p.add_argument("--cpu", action="store_true", help="dry run without a GPU")
     args = p.parse_args()
     cases = args.only.split(",")
     unknown = set(cases) - set(CASES)
     if unknown:
         p.error(f"unknown case(s) {', '.join(sorted(unknown))}")
-    run = Run(args.cpu, args.seconds)
+    run = Run(args.cpu, args.seconds, args.k)
     t0 = time.time()
     result: dict = {"device": "cpu dry run" if args.cpu else gpu_name(),
                     "date": time.strftime("%Y-%m-%d %H:%M:%S"),
                     "command": " ".join(["python3", "bench/spatial.py", *sys.argv[1:]]),
-                    "seconds": args.seconds}
+                    "seconds": args.seconds, "k": args.k}
     solos: dict[str, list[float]] = {"small": [], "saturating": []}
 
     def measure_solos() -> None:
