@@ -184,29 +184,24 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (argc < 2)
         return -1;
     o->cmd = argv[1];
+    /* Options without a value: present sets them to 1. */
+    const struct {
+        const char *name;
+        int *field;
+    } switches[] = {{"--ptsz", &o->ptsz},
+                    {"--hold", &o->hold},
+                    {"--hold-freed", &o->hold_freed},
+                    {"--release", &o->release},
+                    {"--retain-twice", &o->retain_twice}};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--ptsz") == 0) {
-            o->ptsz = 1;
+        int is_switch = 0;
+        for (size_t k = 0; k < sizeof switches / sizeof switches[0] && !is_switch; k++)
+            if (strcmp(a, switches[k].name) == 0)
+                *switches[k].field = is_switch = 1;
+        if (is_switch)
             continue;
-        }
-        if (strcmp(a, "--hold") == 0) {
-            o->hold = 1;
-            continue;
-        }
-        if (strcmp(a, "--hold-freed") == 0) {
-            o->hold_freed = 1;
-            continue;
-        }
-        if (strcmp(a, "--release") == 0) {
-            o->release = 1;
-            continue;
-        }
-        if (strcmp(a, "--retain-twice") == 0) {
-            o->retain_twice = 1;
-            continue;
-        }
         if (v == NULL)
             return -1;
         i++;
