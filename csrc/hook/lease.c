@@ -44,6 +44,7 @@ static uint64_t take_spare(int dev, uint64_t want)
     return got;
 }
 
+/* A MEM_UPDATE of `kind`: its verdict (a free's is always 1). */
 static int ask(int dev, uint64_t bytes, int kind)
 {
     int verdict = 0;
@@ -67,10 +68,8 @@ int gem_lease_take(int dev, uint64_t bytes)
     }
     /* Near the limit: give back what we hold unspent, then ask for exactly this much. */
     uint64_t held = take_spare(dev, UINT64_MAX);
-    if (held > 0) {
-        int v;
-        gem_ipc_mem_update(dev, held, GEM_MEM_FREE, &v);
-    }
+    if (held > 0)
+        ask(dev, held, GEM_MEM_FREE);
     return ask(dev, bytes, GEM_MEM_ALLOC);
 }
 
@@ -82,10 +81,8 @@ void gem_lease_give(int dev, uint64_t bytes)
     uint64_t excess = spare[dev] > 2 * c ? spare[dev] - c : 0;
     spare[dev] -= excess;
     pthread_mutex_unlock(&lease_m);
-    if (excess > 0) {
-        int v;
-        gem_ipc_mem_update(dev, excess, GEM_MEM_FREE, &v);
-    }
+    if (excess > 0)
+        ask(dev, excess, GEM_MEM_FREE);
 }
 
 uint64_t gem_lease_spare(int dev)
