@@ -260,10 +260,10 @@ class SchedulerCore:
         self.credits.spend(candidate.name, length)
         self.holder = Grant(candidate.conn, interval)
         client.tokens += 1
-        # Nothing else of this group wanted the GPU, and no cap: the hook may run on a little
-        # past this token's end instead of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
-        alone = standing is None and not self.candidates and self._grace is None
-        flags = QUOTA_FLAG_ALONE if alone else 0
+        # No standing: _select found this client the only one waiting, no expired holder due
+        # back, and no cap.  Then the hook may run on a little past this token's end instead
+        # of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
+        flags = QUOTA_FLAG_ALONE if standing is None else 0
         response = Response(candidate.req_id, Status.OK, (length * MS, flags))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
