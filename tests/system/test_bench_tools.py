@@ -13,17 +13,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=240)
+def result_file(out: Path, pattern: str, *argv: str) -> Path:
+    """Run a bench tool with --out `out`; it must succeed and write one file matching
+    `pattern` there."""
+    p = subprocess.run([sys.executable, *argv, "--out", str(out)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=240)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    (path,) = out.glob(pattern)
+    return path
 
 
 @pytest.mark.system
 def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
-    p = run("bench/solo_ab.py", "--path", "cpu", "--rounds", "2", "--seconds", "0.3",
-            "--out", str(tmp_path))
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    (path,) = tmp_path.glob("*-solo-ab-cpu.json")
+    path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
+                       "--rounds", "2", "--seconds", "0.3")
     result = json.loads(path.read_text())
     assert set(result["runs"]) == {"bare", "disabled", "solo"}
     assert all(len(r) == 2 and min(r) > 0 for r in result["runs"].values())
@@ -33,10 +36,8 @@ def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
 
 @pytest.mark.system
 def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
-    p = run("bench/duty_cycle.py", "--path", "cpu", "--seconds", "0.3", "--cycles", "10:15",
-            "--out", str(tmp_path))
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    (path,) = tmp_path.glob("*-duty-cycle.json")
+    path = result_file(tmp_path, "*-duty-cycle.json", "bench/duty_cycle.py", "--path", "cpu",
+                       "--seconds", "0.3", "--cycles", "10:15")
     result = json.loads(path.read_text())
     assert [(c["on_ms"], c["off_ms"], c["off"]) for c in result["cycles"]] == [
         (10.0, 15.0, "sleep"), (10.0, 15.0, "spin")]
@@ -50,15 +51,10 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: 
     (the capped run's gate counters and grants included) stay with their phase."""
     dry = ("--solo-runs", "2", "--solo-seconds", "0.3", "--cap-seconds", "2", "--skip-rtt",
            "--skip-pairs")
-    for unit in ("solo:cpu", "cap:cpu"):
-        p = run("bench/paths.py", "--only", unit, *dry, "--out", str(tmp_path / unit[:3]))
-        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    (solo,) = (tmp_path / "sol").glob("*-paths.json")
-    (cap,) = (tmp_path / "cap").glob("*-paths.json")
-    p = run("bench/paths.py", "--merge-only", "--merge", str(solo), "--merge", str(cap),
-            "--out", str(tmp_path / "merged"))
-    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
-    (merged,) = (tmp_path / "merged").glob("*-paths.json")
+    solo, cap = (result_file(tmp_path / unit[:3], "*-paths.json", "bench/paths.py", "--only",
+                             unit, *dry) for unit in ("solo:cpu", "cap:cpu"))
+    merged = result_file(tmp_path / "merged", "*-paths.json", "bench/paths.py", "--merge-only",
+                         "--merge", str(solo), "--merge", str(cap))
     row = json.loads(merged.read_text())["paths"]["cpu"]
     assert row["solo_over_bare"] > 0 and row["bare"] and row["solo"]
     assert "cap_gate" in row and "cap_granted_share" in row and row["cap_60s"] is not None
