@@ -56,6 +56,7 @@ struct inflight {
     int64_t last_mark_ns;
     uint64_t seq; /* markers recorded so far */
     int failure_logged;
+    int elapsed_rc_logged; /* 1 + the last cuEventElapsedTime error written to the debug log */
 };
 
 static struct inflight flights[GEM_MAX_DEVICES];
@@ -119,12 +120,23 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         if (prev->stream != done->stream)
             continue;
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out. */
-        if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns)
+        if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) {
+            gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return;
+        }
         uint64_t n = done->launches - prev->launches;
         float ms = 0.0f;
-        if (n == 0 || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS || ms <= 0.0f)
+        if (n == 0)
             return;
+        CUresult rc = elapsed(&ms, prev->ev, done->ev);
+        if (rc != CUDA_SUCCESS || ms <= 0.0f) {
+            gem_stat_add(GEM_STAT_COST_FAILS, 1);
+            if (f->elapsed_rc_logged != (int)rc + 1)
+                GEM_LOG(GEM_LOG_DEBUG, "marker segment of %llu launches: elapsed %.3f ms, rc %d",
+                        (unsigned long long)n, (double)ms, (int)rc);
+            f->elapsed_rc_logged = (int)rc + 1;
+            return;
+        }
         double cost = (double)ms * 1e6 / (double)n;
         gem_stat_add(GEM_STAT_COSTS, 1);
         f->ns_per_launch = f->ns_per_launch <= 0.0
@@ -230,8 +242,12 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
-    if (cost <= 0.0) /* the next launch past the allowance goes slow and gets a marker */
-        return markers_out ? 0 : idle;
+    if (cost <= 0.0) { /* the next launch past the allowance goes slow and gets a marker */
+        if (markers_out)
+            return 0;
+        gem_stat_add(GEM_STAT_IDLE_GO, idle);
+        return idle;
+    }
     double n = (double)room_ns / cost / 2; /* half the room: look again before it is full */
     if (n < 1.0)
         return 1;

@@ -1,5 +1,6 @@
 /* Leveled logging: one line per event on stderr, written with a single write(2),
- * prefixed "gemini-hook[<POD_NAME> <pid>]".  Level read once from GEMINI_LOG
+ * prefixed "gemini-hook[<POD_NAME> <pid>]" (debug lines also with CLOCK_MONOTONIC seconds, the
+ * clock of Python's time.monotonic() and of the daemons' traces).  Level read once from GEMINI_LOG
  * (error|warn|info|debug, default warn) or CU_HOOK_DEBUG=1 (debug). */
 #include "internal.h"
 
@@ -32,6 +33,8 @@ void gem_log(int level, const char *fmt, ...)
     const char *name = gem_cfg.pod_name[0] ? gem_cfg.pod_name : "?";
     int n = snprintf(line, sizeof(line), "gemini-hook[%s %d] %s: ", name, (int)getpid(),
                      tags[level < 0 ? 0 : level > 3 ? 3 : level]);
+    if (level >= GEM_LOG_DEBUG && n > 0 && n < (int)sizeof(line)) /* to line up with traces */
+        n += snprintf(line + n, sizeof(line) - (size_t)n, "[%.6f] ", (double)gem_now_ns() / 1e9);
     if (n < 0)
         return;
     va_list ap;
