@@ -12,8 +12,11 @@
  * consecutive finished markers of one stream (cuEventElapsedTime over the launches between
  * them); the queue is the launches after the newest finished marker times that cost, less what
  * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
- * past the newest finished marker.  The tracker thread (token.c) waits for the newest marker
- * of every stream as of a token's end to measure the token's overuse.
+ * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
+ * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) far
+ * longer than the estimate says the cost was learnt on other kernels: it is learnt again.
+ * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
+ * end to measure the token's overuse.
  *
  * A marker that cannot be recorded (capture, a foreign context, a driver error) is skipped and
  * said once in the log: the estimate then covers less, never more. */
@@ -28,6 +31,8 @@
                                              * marker out has been out: a kernel may wait for
                                              * something only a later launch provides (NCCL) */
 #define IDLE_ALLOWANCE_MIN 8      /* no cost known, the GPU keeps up: launches between looks */
+#define IDLE_ALLOWANCE_MAX 1024
+#define SYNC_BEHIND_NS 200000     /* a host wait this long: the GPU was behind the launches */
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
@@ -53,6 +58,8 @@ struct inflight {
     double ns_per_launch;   /* 0: not known yet */
     double logged_cost;     /* the cost last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
+    int64_t unproven_ns;     /* a marker recorded before this (a host wait, a hold) shows
+                              * nothing of the GPU keeping up, finished when looked at */
     int64_t last_mark_ns;
     uint64_t seq; /* markers recorded so far */
     int failure_logged;
@@ -151,6 +158,14 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
     }
 }
 
+/* The GPU is behind the launches: no launch goes unmarked until it is seen keeping up again
+ * (or a cost is known).  f->m held. */
+static void behind(struct inflight *f, int64_t now)
+{
+    f->idle_allowance = 0;
+    f->unproven_ns = now;
+}
+
 /* Move past the finished markers at the head of the ring.  f->m held. */
 static void poll_marks(struct inflight *f, int64_t now)
 {
@@ -196,26 +211,63 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
          * a later launch provides. */
         int64_t age = now - mark_at(f, f->kept)->host_ns; /* of the oldest marker out */
         int64_t doublings = age / UNKNOWN_COST_DOUBLING_NS;
-        if (pending > (uint64_t)UNKNOWN_COST_LAUNCHES << (doublings < 20 ? doublings : 20))
+        if (pending > (uint64_t)UNKNOWN_COST_LAUNCHES << (doublings < 20 ? doublings : 20)) {
             queued = GEM_INFLIGHT_UNKNOWN;
-        f->idle_allowance = IDLE_ALLOWANCE_MIN;
-    } else if (f->kept && f->idle_allowance < 1024) {
-        /* Everything marked has run: the GPU keeps up (a launch-bound loop); look less often.
-         * (No marker at all proves nothing: launches into a capture are counted too.) */
+            behind(f, now); /* mark every launch until the cost is learnt */
+        }
+    } else if (f->kept && mark_at(f, 0)->host_ns > f->unproven_ns &&
+               f->idle_allowance < IDLE_ALLOWANCE_MAX) {
+        /* The newest marker had run by this look, with no wait since it was recorded: the GPU
+         * keeps up (a launch-bound loop, whose markers never teach a cost); look less often.
+         * A marker that ran while the host waited (a sync, a hold) proves nothing: a heavy
+         * kernel loop that syncs every burst would otherwise go unmarked, never learn its cost,
+         * and queue whole bursts past the token (no marker at all proves nothing either:
+         * launches into a capture are counted too). */
         f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : IDLE_ALLOWANCE_MIN;
     }
     pthread_mutex_unlock(&f->m);
     return queued;
 }
 
-void gem_inflight_synced(int dev, uint64_t launches_before, int64_t now)
+/* The estimate, as of `at`, of the work queued by the first `launches` launches.  f->m held. */
+static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
+{
+    if (f->ns_per_launch <= 0.0 || launches <= f->done_launches)
+        return 0;
+    int64_t q = (int64_t)((double)(launches - f->done_launches) * f->ns_per_launch) -
+                (at - f->done_seen_ns);
+    return q > 0 ? q : 0;
+}
+
+void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+                         int all_ran)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
-    if (launches_before > f->done_launches) {
-        f->done_launches = launches_before;
-        f->done_seen_ns = now;
+    int64_t waited = now - from;
+    if (waited < SYNC_BEHIND_NS) {
+        f->unproven_ns = now;
+    } else {
+        /* A wait far longer than the estimated queue: the cost per launch is too low (it was
+         * learnt on other kernels: a framework's set-up, an earlier phase).  Forget it, so that
+         * launches are marked and it is learnt again; else whole bursts go unmarked at a cost
+         * that says they fit, and run past the token. */
+        if (f->ns_per_launch > 0.0 &&
+            waited > 2 * estimate_at(f, launches_before, from) + SYNC_BEHIND_NS) {
+            GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
+                    "for an estimated %.3f ms): learning it again", f->ns_per_launch / 1e3,
+                    (double)waited / 1e6, (double)estimate_at(f, launches_before, from) / 1e6);
+            f->ns_per_launch = 0.0;
+            f->logged_cost = 0.0;
+        }
+        behind(f, now);
+    }
+    if (all_ran) {
+        poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
+        if (launches_before > f->done_launches) {
+            f->done_launches = launches_before;
+            f->done_seen_ns = now;
+        }
     }
     pthread_mutex_unlock(&f->m);
 }

@@ -204,8 +204,11 @@ uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the co
 uint64_t gem_inflight_launches(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
-/* A context or stream sync returned: the launches counted before it have run. */
-void gem_inflight_synced(int dev, uint64_t launches_before, int64_t now);
+/* The host waited for the GPU (any sync point) from `from` until `now`, `launches_before`
+ * launches counted when it began; all_ran: a context or stream sync that succeeded, after which
+ * those launches have run. */
+void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+                         int all_ran);
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);

@@ -4,28 +4,29 @@
  *
  * A context or stream sync that succeeded also tells inflight.c that what was launched before
  * it has run: else the launches after the newest marker (hot-path ones carry none) would still
- * count as queued, and a burst starting near a token's end would be held with the GPU idle. */
+ * count as queued, and a burst starting near a token's end would be held with the GPU idle.
+ * Every sync point tells it how long the host waited (see gem_inflight_waited). */
 #include "internal.h"
 
-#define SYNC_DONE()                                                                              \
-    do {                                                                                         \
-        if (!GEM_PASS())                                                                         \
-            gem_token_note_sync(gem_current_dev());                                              \
-    } while (0)
-
-/* `call`, then: everything launched before it has run (if it succeeded), and a burst ended. */
-#define SYNCED(call)                                                                             \
+/* `call`, then: a burst ended, and inflight.c hears how long the host waited (markers that
+ * ran meanwhile prove nothing of the GPU keeping up; a long wait, that the GPU was behind) and,
+ * `all_ran` and the call succeeded, that everything launched before it has run. */
+#define WAITED_FOR(call, all_ran)                                                                \
     do {                                                                                         \
         if (GEM_PASS())                                                                          \
             return call;                                                                         \
         int dev_ = gem_current_dev();                                                            \
         uint64_t before_ = dev_ >= 0 ? gem_inflight_launches(dev_) : 0;                          \
+        int64_t from_ = gem_now_ns();                                                            \
         CUresult r_ = call;                                                                      \
-        if (dev_ >= 0 && r_ == CUDA_SUCCESS)                                                     \
-            gem_inflight_synced(dev_, before_, gem_now_ns());                                    \
+        if (dev_ >= 0)                                                                           \
+            gem_inflight_waited(dev_, before_, from_, gem_now_ns(),                              \
+                                (all_ran) && r_ == CUDA_SUCCESS);                                \
         gem_token_note_sync(dev_);                                                               \
         return r_;                                                                               \
     } while (0)
+#define SYNCED(call) WAITED_FOR(call, 1)
+#define WAITED(call) WAITED_FOR(call, 0)
 
 GEM_EXPORT CUresult cuCtxSynchronize(void)
 {
@@ -54,55 +55,41 @@ GEM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 GEM_EXPORT CUresult cuEventSynchronize(CUevent e)
 {
     GEM_ENTER(cuEventSynchronize);
-    CUresult r = REAL(cuEventSynchronize)(e);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuEventSynchronize)(e));
 }
 
 GEM_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     GEM_ENTER(cuMemcpy);
-    CUresult r = REAL(cuMemcpy)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpy)(dst, src, n));
 }
 
 GEM_EXPORT CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n)
 {
     GEM_ENTER(cuMemcpy_ptds);
-    CUresult r = REAL(cuMemcpy_ptds)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpy_ptds)(dst, src, n));
 }
 
 GEM_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
 {
     GEM_ENTER(cuMemcpyHtoD_v2);
-    CUresult r = REAL(cuMemcpyHtoD_v2)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpyHtoD_v2)(dst, src, n));
 }
 
 GEM_EXPORT CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n)
 {
     GEM_ENTER(cuMemcpyHtoD_v2_ptds);
-    CUresult r = REAL(cuMemcpyHtoD_v2_ptds)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpyHtoD_v2_ptds)(dst, src, n));
 }
 
 GEM_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
 {
     GEM_ENTER(cuMemcpyDtoH_v2);
-    CUresult r = REAL(cuMemcpyDtoH_v2)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpyDtoH_v2)(dst, src, n));
 }
 
 GEM_EXPORT CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n)
 {
     GEM_ENTER(cuMemcpyDtoH_v2_ptds);
-    CUresult r = REAL(cuMemcpyDtoH_v2_ptds)(dst, src, n);
-    SYNC_DONE();
-    return r;
+    WAITED(REAL(cuMemcpyDtoH_v2_ptds)(dst, src, n));
 }

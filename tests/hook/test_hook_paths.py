@@ -105,6 +105,21 @@ def test_a_deep_queue_is_held_to_the_token_on_every_stream(fake_env, pm, shape):
     assert max(overuse) < 15.0, overuse
 
 
+def test_bursts_are_held_to_the_token_after_a_set_up_of_other_kernels(fake_env, pm):
+    """A framework's set-up launches tiny kernels that the GPU keeps up with; then come bursts
+    of 80 ms of heavy kernels, each waited for.  What the hook knew of the tiny ones (the GPU
+    keeps up, or their cost per launch) must not let a heavy burst go unmarked and run past
+    the token: each burst is spread over two 50 ms tokens at least.  (Before: one token per
+    burst, 30 ms of it on no token, and not even measured.)"""
+    pm.quota_ms = 50.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "80",
+                      "--warmup-bursts", "40", "--warmup-kernel-ms", "0.001",
+                      "--sync", "stream", "--bursts", "20"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    quotas = pm.of_type(RequestType.QUOTA)
+    assert len(quotas) >= 30, [q.args for q in quotas]  # 1.6 s of work: 32 tokens at least
+
+
 
 def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
     """Memory allocated in a context that is then destroyed goes back to the client's limit

@@ -8,6 +8,8 @@
  *        [--sync stream|ctx|event|none] (none: never waits; the queue grows as deep as the
  *        driver lets it) [--idle-ms F] (sleep after each burst's sync: an interactive client)
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
+ *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
+ *        framework's set-up: a different kernel size before the loop, not counted)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
  *        [--stream created|nonblocking|null] (null: the default stream; the per-thread one
  *        with --ptsz; nonblocking: created with CU_STREAM_NON_BLOCKING)
@@ -154,6 +156,8 @@ struct opts {
     int ptsz;
     double report_every;
     double idle_ms;
+    long warmup_bursts;
+    double warmup_kernel_ms;
     const char *path;
     const char *kernel_name;
     const char *stream;
@@ -219,6 +223,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->sync = v;
         else if (strcmp(a, "--idle-ms") == 0)
             o->idle_ms = atof(v);
+        else if (strcmp(a, "--warmup-bursts") == 0)
+            o->warmup_bursts = atol(v);
+        else if (strcmp(a, "--warmup-kernel-ms") == 0)
+            o->warmup_kernel_ms = atof(v);
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
         else if (strcmp(a, "--threads") == 0)
@@ -382,6 +390,12 @@ static void *work_thread(void *arg)
         CHECK(w, s->a.StreamEndCapture(st, &g), "cuStreamEndCapture");
         if (w->rc == 0)
             CHECK(w, s->a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
+    }
+    uint64_t warm_ns = (uint64_t)(o->warmup_kernel_ms * 1e6);
+    for (long b = 0; b < o->warmup_bursts && w->rc == 0; b++) {
+        for (long i = 0; i < o->burst && w->rc == 0; i++)
+            CHECK(w, launch_one(s, how, w->f, st, &warm_ns), "launch");
+        CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
     }
     double next_report = w->t0 + o->report_every;
     long done = 0;
