@@ -226,7 +226,7 @@ class Backend:
     port).  `hook_env(name)` is what an application needs to run under the hook as that client."""
 
     def __init__(self, procs: Procs, clients: Iterable[Client], timing: dict | None = None,
-                 tag: str = "") -> None:
+                 tag: str = "", daemon_env: dict[str, str] | None = None) -> None:
         self.procs = procs
         self.clients = list(clients)
         t = {**DEFAULT_TIMING, **(timing or {})}
@@ -234,7 +234,7 @@ class Backend:
         cfg = self.dir / "resource-config.txt"
         cfg.write_text(f"{len(self.clients)}\n" + "".join(
             f"{c.name} {c.request:g} {c.limit:g} {c.mem}\n" for c in self.clients))
-        env = base_env()
+        env = {**base_env(), **(daemon_env or {})}
         flags = ["-q", f"{t['quota_ms']:g}", "-m", f"{t['min_quota_ms']:g}",
                  "-w", f"{t['window_ms']:g}"]
         if "grace_ms" in t:
