@@ -200,8 +200,15 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     int64_t queued = 0;
     if (f->ns_per_launch > 0.0) {
         queued = (int64_t)((double)pending * f->ns_per_launch) - (now - f->done_seen_ns);
-        if (queued < 0)
+        if (queued <= 0 && pending > 0) {
+            /* By the estimate the GPU has run out of our work: count from here (this launch,
+             * counted at the gate, is not queued yet).  Else the time it then sat idle (the
+             * program waited for a token, or did host work) would be taken off the next
+             * launches as work done, and a whole burst would read as an empty queue. */
+            f->done_launches += pending - 1;
+            f->done_seen_ns = now;
             queued = 0;
+        }
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in

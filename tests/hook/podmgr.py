@@ -1,7 +1,8 @@
 """A scripted pod manager for the hook tests: loopback TCP on port 0, one thread per connection.
 
-It records every request, answers QUOTA with `quota_ms` and `quota_flags` (or holds the answers
-until `release()`, or after `hold_quota_after` of them), answers MEM_UPDATE with the real pod
+It records every request, answers QUOTA with `quota_ms` and `quota_flags` (`quota_delay_s`
+late, as a capped client waits for its turn; or holds the answers until `release()`, or after
+`hold_quota_after` of them), answers MEM_UPDATE with the real pod
 manager's ledger rule (refuse what would pass `limit`), and, like the real one, gives a
 connection's bytes back when it closes, and takes back what a RECALL gives.  `recall()` sends
 every connection an unsolicited RECALL.
@@ -27,6 +28,7 @@ class FakePodManager:
     quota_flags: int = 0  # the QUOTA reply's flags word (wire.QUOTA_FLAG_*)
     hold_quota: bool = False
     hold_quota_after: int | None = None  # answer this many QUOTA requests, then hold
+    quota_delay_s: float = 0.0
     requests: list[Request] = field(default_factory=list)
     used: int = 0
     connections: int = 0
@@ -138,6 +140,10 @@ class FakePodManager:
                     self._held.append((conn, req))
                     return
                 reply = (Status.OK, (self.quota_ms, self.quota_flags))
+                if self.quota_delay_s > 0:
+                    threading.Timer(self.quota_delay_s, self._reply,
+                                    (conn, req, *reply)).start()
+                    return
             elif req.type is RequestType.MEM_LIMIT:
                 reply = (Status.OK, (self.used, self.limit, self.mem_flags))
             elif req.type is RequestType.MEM_UPDATE:

@@ -120,6 +120,21 @@ def test_bursts_are_held_to_the_token_after_a_set_up_of_other_kernels(fake_env, 
     assert len(quotas) >= 30, [q.args for q in quotas]  # 1.6 s of work: 32 tokens at least
 
 
+def test_the_queue_estimate_ignores_time_spent_waiting_for_the_token(fake_env, pm):
+    """A capped client waits for each token (here 60 ms).  Time the program sat idle must not
+    count as work the GPU did: else after each wait a whole burst reads as an empty queue, the
+    sync then waits far longer than the estimate said, and the hook, taking its right cost per
+    launch for a wrong one, learns it again every burst (H100, Triton capped at 0.4: 0.37 of
+    bare instead of 0.41, 1262 launches held to relearn it)."""
+    pm.quota_ms = 50.0
+    pm.quota_delay_s = 0.06
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "80",
+                      "--sync", "stream", "--bursts", "10"], GEMINI_LOG="debug")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    assert len(pm.of_type(RequestType.QUOTA)) >= 18  # 80 ms bursts in 50 ms tokens
+    assert "learning it again" not in r.stderr
+
+
 
 def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
     """Memory allocated in a context that is then destroyed goes back to the client's limit
