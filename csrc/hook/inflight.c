@@ -33,6 +33,8 @@
 #define IDLE_ALLOWANCE_MIN 8      /* no cost known, the GPU keeps up: launches between looks */
 #define IDLE_ALLOWANCE_MAX 1024
 #define SYNC_BEHIND_NS 200000     /* a host wait this long: the GPU was behind the launches */
+#define RELEARN_MIN_LAUNCHES 8    /* a cost is learnt again only on a wait for this many
+                                   * launches at least (a wait for a copy is not for kernels) */
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
@@ -58,8 +60,8 @@ struct inflight {
     double ns_per_launch;   /* 0: not known yet */
     double logged_cost;     /* the cost last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
-    int64_t unproven_ns;     /* a marker recorded before this (a host wait, a hold) shows
-                              * nothing of the GPU keeping up, finished when looked at */
+    int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
+                              * sync, a hold): they prove nothing of the GPU keeping up */
     int64_t last_mark_ns;
     uint64_t seq; /* markers recorded so far */
     int failure_logged;
@@ -255,15 +257,18 @@ void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_
     if (waited < SYNC_BEHIND_NS) {
         f->unproven_ns = now;
     } else {
-        /* A wait far longer than the estimated queue: the cost per launch is too low (it was
-         * learnt on other kernels: a framework's set-up, an earlier phase).  Forget it, so that
-         * launches are marked and it is learnt again; else whole bursts go unmarked at a cost
-         * that says they fit, and run past the token. */
-        if (f->ns_per_launch > 0.0 &&
-            waited > 2 * estimate_at(f, launches_before, from) + SYNC_BEHIND_NS) {
+        /* A wait for all our launches far longer than their estimated queue: the cost per
+         * launch is too low (it was learnt on other kernels: a framework's set-up, an earlier
+         * phase).  Forget it, so that launches are marked and it is learnt again; else whole
+         * bursts go unmarked at a cost that says they fit, and run past the token.  (Not on a
+         * wait for few launches: a stream sync after a copy waits for the copy.) */
+        int64_t estimate = estimate_at(f, launches_before, from);
+        if (all_ran && f->ns_per_launch > 0.0 &&
+            launches_before >= f->done_launches + RELEARN_MIN_LAUNCHES &&
+            waited > 2 * estimate + SYNC_BEHIND_NS) {
             GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
                     "for an estimated %.3f ms): learning it again", f->ns_per_launch / 1e3,
-                    (double)waited / 1e6, (double)estimate_at(f, launches_before, from) / 1e6);
+                    (double)waited / 1e6, (double)estimate / 1e6);
             f->ns_per_launch = 0.0;
             f->logged_cost = 0.0;
         }
