@@ -209,6 +209,11 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
     return out
 
 
+def gate_stats(path: Path) -> dict:
+    """The hook's launch-gate counters ("gate.*" in its GEMINI_HOOK_STATS file), unprefixed."""
+    return {k[5:]: v for k, v in read_stats(path).items() if k.startswith("gate.")}
+
+
 def parse_overuse(text: str) -> dict:
     vals = [float(m.group(1)) for m in OVERUSE_RE.finditer(text)]
     source = "'overuse X ms' lines"
@@ -622,7 +627,7 @@ class Bench:
             if backend is not None:
                 backend.stop()
         # What the launch gate did over the solo runs (the last process's, with fresh ones).
-        gate = {k[5:]: v for k, v in read_stats(solo_stats).items() if k.startswith("gate.")}
+        gate = gate_stats(solo_stats)
         bare_rates = [r["rate"] for r in bare if r.get("rate")]
         solo_rates = [r["rate"] for r in solo if r.get("rate")]
         ratios = [s["rate"] / b["rate"] for b, s in zip(bare, solo, strict=False)
@@ -666,8 +671,7 @@ class Bench:
         out["cap_granted_share"] = rnd(granted / (b - a), 4) if b > a else None
         # What the launch gate did (holds, token requests): where a capped launcher's time went.
         # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
-        out["cap_gate"] = {k[5:]: v for k, v in read_stats(stats).items()
-                           if k.startswith("gate.")}
+        out["cap_gate"] = gate_stats(stats)
         out["cap_startup_s"] = r["startup_s"]
         # Only the lines that name an overuse are kept (the debug log may be long).
         kept, n = [], 0
