@@ -2,10 +2,10 @@
 
 It records every request, answers QUOTA with `quota_ms` and `quota_flags` (`quota_delay_s`
 late, as a capped client waits for its turn; or holds the answers until `release()`, or after
-`hold_quota_after` of them), answers MEM_UPDATE with the real pod
-manager's ledger rule (refuse what would pass `limit`), and, like the real one, gives a
-connection's bytes back when it closes, and takes back what a RECALL gives.  `recall()` sends
-every connection an unsolicited RECALL.
+`hold_quota_after` of them), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
+what would pass `limit`), and, like the real one, gives a connection's bytes back when it
+closes, and takes back what a RECALL gives.  `recall()` sends every connection an unsolicited
+RECALL.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_a_sync_empties_the_queue_estimate(fake_env, pm):
     assert busy > 0.85, (busy, r.stats)
 
 
-def interactive(fake_env, bursts: int, **env):
+def interactive(bursts: int) -> list[str]:
     """Short bursts with 30 ms of idle after each, in 20 ms tokens: every burst finds its
     token gone."""
     return [prog("gem_client"), "work", "--kernel-ms", "0.2", "--burst", "1", "--sync", "stream",
@@ -106,7 +106,7 @@ def interactive(fake_env, bursts: int, **env):
 @pytest.mark.parametrize("flags", [0, wire.QUOTA_FLAG_ALONE])
 def test_only_a_token_granted_alone_lets_a_launch_go_on_credit(fake_env, pm, flags):
     pm.quota_ms, pm.quota_flags = 20.0, flags
-    r = fake_env.run(interactive(fake_env, 12))
+    r = fake_env.run(interactive(12))
     assert r.out[-1]["rc"] == 0, r.stderr
     if flags:  # after the first, every burst went on credit while the renewer asked
         assert r.stats["gate.fetch_credit"] >= 10, r.stats
@@ -122,7 +122,7 @@ def test_a_launch_on_credit_does_not_wait_for_the_answer(fake_env, pm):
     tail's worth of work)."""
     pm.quota_ms, pm.quota_flags = 20.0, wire.QUOTA_FLAG_ALONE
     pm.hold_quota_after = 1  # the first burst's token, then every answer waits
-    proc = fake_env.start(interactive(fake_env, 1000))
+    proc = fake_env.start(interactive(1000))
     try:
         kernels = 0
         while kernels < 2:  # the second burst is the credit's (stuck at 1: it waited)
