@@ -54,7 +54,9 @@ def busy_poll_from_env() -> float:
 
 
 class BusyPoll:
-    """Keeps the event loop polling, never sleeping, for `window_s` after each message.
+    """Keeps the event loop polling, never sleeping, for `window_s` after each event the
+    server handles (a message; also a timer of the core's, a config edit: the clients' next
+    messages come soon after).
 
     Why: on the VMs we measured, a process woken from idle answers 150-300 µs later (bench
     S6's echo floor); a token round trip wakes two daemons.  One that polls answers in tens of
@@ -65,7 +67,7 @@ class BusyPoll:
         self.window_s = window_s
         self.until = 0.0
         self.spinning = False
-        self.spins = 0  # loop turns spent polling (tests, -v)
+        self.spins = 0  # loop turns spent polling (for tests)
 
     def touch(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.window_s <= 0.0:
@@ -116,7 +118,7 @@ class FrameServer:
         self.server: asyncio.Server | None = None
         self.busy_poll = BusyPoll(busy_poll_from_env())
         if self.busy_poll.window_s > 0.0:
-            log.info("busy polling for %g ms after each message (%s)",
+            log.info("busy polling for %g ms after each event (%s)",
                      self.busy_poll.window_s * 1000, BUSY_POLL_ENV)
 
     @property
@@ -241,7 +243,7 @@ class FrameServer:
         return ok
 
     def run(self, actions: list[Action]) -> None:
-        self.busy_poll.touch(self.loop)  # the next message (a renewal, the reply) comes soon
+        self.busy_poll.touch(self.loop)  # the next message (a renewal, a reply) comes soon
         for action in actions:
             if isinstance(action, Reply):
                 writer = self.writers.get(action.conn)
