@@ -33,8 +33,8 @@ def run_touched(window_s: float, end_after_s: float) -> tuple[BusyPoll, Recordin
     stopped_at: list[float] = []
 
     async def main() -> None:
+        start = loop.time()  # (before the touch: its window starts no earlier)
         poll.touch(loop)
-        start = loop.time()
         done = loop.create_future()
         loop.call_at(start + end_after_s, done.set_result, None)
 
