@@ -226,7 +226,8 @@ class Backend:
     port).  `hook_env(name)` is what an application needs to run under the hook as that client."""
 
     def __init__(self, procs: Procs, clients: Iterable[Client], timing: dict | None = None,
-                 tag: str = "", daemon_env: dict[str, str] | None = None) -> None:
+                 tag: str = "", daemon_env: dict[str, str] | None = None,
+                 verbose: bool = False) -> None:
         self.procs = procs
         self.clients = list(clients)
         t = {**DEFAULT_TIMING, **(timing or {})}
@@ -235,8 +236,9 @@ class Backend:
         cfg.write_text(f"{len(self.clients)}\n" + "".join(
             f"{c.name} {c.request:g} {c.limit:g} {c.mem}\n" for c in self.clients))
         env = {**base_env(), **(daemon_env or {})}
+        v = ["-v"] if verbose else []  # debug lines, with CLOCK_MONOTONIC stamps
         flags = ["-q", f"{t['quota_ms']:g}", "-m", f"{t['min_quota_ms']:g}",
-                 "-w", f"{t['window_ms']:g}"]
+                 "-w", f"{t['window_ms']:g}", *v]
         if "grace_ms" in t:
             flags += ["--grace", f"{t['grace_ms']:g}"]
         if "max_quota_ms" in t:
@@ -248,7 +250,8 @@ class Backend:
         for c in self.clients:
             penv = {**env, "POD_NAME": c.name, "SCHEDULER_PORT": str(self.schd.port),
                     "SCHEDULER_IP": "127.0.0.1"}
-            pm = procs.spawn([PY, "-m", "gemini.cli.pmgr", "--port", "0"], penv, f"pmgr-{c.name}")
+            pm = procs.spawn([PY, "-m", "gemini.cli.pmgr", "--port", "0", *v], penv,
+                             f"pmgr-{c.name}")
             pm.port = int(pm.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
             self.pmgrs[c.name] = pm
         for pm in self.pmgrs.values():

@@ -63,6 +63,7 @@ from common import (
     read_stats,
     slug,
 )
+from token_path import token_path
 
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy"]
@@ -653,7 +654,8 @@ class Bench:
 
     def unit_cap(self, procs: Procs, path: str) -> dict:
         bare = self.quick_bare(procs, path)
-        backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], tag="paths-cap")
+        backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], tag="paths-cap",
+                          verbose=self.args.keep_logs)
         stats = self.tmp / f"{path}-cap-stats.json"
         tracer = GrantTracer(backend.schd.port)
         try:
@@ -663,6 +665,7 @@ class Bench:
         finally:
             grants = tracer.stop()
             backend.stop()
+            daemon_logs = {"schd": backend.schd.drain(), "pmgr": backend.pmgrs["cap"].drain()}
         out = cap_metrics(r["samples"], bare["median"], CAP_TARGET)
         # The scheduler's own books over the measured run, beside the work done: where they
         # differ, the client was charged for time it did not use.
@@ -688,6 +691,11 @@ class Bench:
             with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
                 f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
             (self.args.out / f"cap-{path}-grants.json").write_text(json.dumps(grants))
+            for name, text in daemon_logs.items():
+                (self.args.out / f"cap-{path}-{name}.log").write_text(text)
+            with open(r["log"], errors="replace") as f:
+                out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
+                                                   f.read())
         if out.get("overuse_note"):
             out["overuse_note"] += f" ({n} stderr lines, GEMINI_LOG=debug)"
         return out

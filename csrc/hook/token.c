@@ -285,6 +285,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     double quota_ms = 0.0;
     uint32_t flags = 0;
     int64_t backoff = 10000000;
+    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s)", blocking ? "the launch waits" : "renewer");
     for (;;) {
         gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, &quota_ms, &flags);
         if (quota_ms > 0.0)

@@ -212,7 +212,8 @@ class PodCore:
         burst_ms = max((h.burst_ms for h in self.hooks.values()), default=0.0)
         send = self._send(RequestType.QUOTA, (self.overuse_ms, burst_ms))
         self.fetch_id = send.request.req_id
-        return [send]
+        return [send, act.debug(self.name, f"asked the scheduler for a token ({burst_ms:.3f} ms "
+                                           f"burst, {self.overuse_ms:.3f} ms overuse)")]
 
     def _on_token(self, rsp: Response, now: float) -> list[Action]:
         self.fetch_id = None
@@ -229,7 +230,8 @@ class PodCore:
         self.quota_at = now
         self.overuse_ms = 0.0
         replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
-        return replies + self._maybe_report(now)
+        got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {len(waiters)} waiting"
+        return [*replies, act.debug(self.name, got), *self._maybe_report(now)]
 
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
         hook = self.hooks.get(w.conn)

@@ -214,7 +214,8 @@ class SchedulerCore:
             self.history.charge(name, at, charged)
             self.credits.spend(name, charged)
             client.overuse_s += charged
-        out: list[Action] = []
+        out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
+                                             f"{overuse_ms:.3f} ms overuse)")]
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
