@@ -9,6 +9,7 @@ import json
 import os
 import queue
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -243,14 +244,17 @@ class Backend:
             flags += ["--grace", f"{t['grace_ms']:g}"]
         if "max_quota_ms" in t:
             flags += ["--max_quota", f"{t['max_quota_ms']:g}"]
-        self.schd = procs.spawn([PY, "-m", "gemini.cli.schd", "-P", "0", "-p", str(self.dir),
+        # GEMINI_BENCH_DAEMON_PREFIX: a command the daemons run under (`taskset -c 12-15`,
+        # `nice -n -5`), to tell what the host's scheduling of them costs the clients.
+        pre = shlex.split(os.environ.get("GEMINI_BENCH_DAEMON_PREFIX", ""))
+        self.schd = procs.spawn([*pre, PY, "-m", "gemini.cli.schd", "-P", "0", "-p", str(self.dir),
                                  "-f", cfg.name, *flags], env, "gem-schd")
         self.schd.port = int(self.schd.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
         self.pmgrs: dict[str, Proc] = {}
         for c in self.clients:
             penv = {**env, "POD_NAME": c.name, "SCHEDULER_PORT": str(self.schd.port),
                     "SCHEDULER_IP": "127.0.0.1"}
-            pm = procs.spawn([PY, "-m", "gemini.cli.pmgr", "--port", "0", *v], penv,
+            pm = procs.spawn([*pre, PY, "-m", "gemini.cli.pmgr", "--port", "0", *v], penv,
                              f"pmgr-{c.name}")
             pm.port = int(pm.wait_for(r"listening on [\d.]+:(\d+)", 30).group(1))
             self.pmgrs[c.name] = pm
