@@ -212,8 +212,9 @@ class PodCore:
         burst_ms = max((h.burst_ms for h in self.hooks.values()), default=0.0)
         send = self._send(RequestType.QUOTA, (self.overuse_ms, burst_ms))
         self.fetch_id = send.request.req_id
-        return [send, act.debug(self.name, f"asked the scheduler for a token ({burst_ms:.3f} ms "
-                                           f"burst, {self.overuse_ms:.3f} ms overuse)")]
+        asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
+                f"{self.overuse_ms:.3f} ms overuse)"
+        return [act.debug(self.name, asked), send]  # (the line first: its stamp is the send's)
 
     def _on_token(self, rsp: Response, now: float) -> list[Action]:
         self.fetch_id = None
@@ -231,7 +232,7 @@ class PodCore:
         self.overuse_ms = 0.0
         replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {len(waiters)} waiting"
-        return [*replies, act.debug(self.name, got), *self._maybe_report(now)]
+        return [act.debug(self.name, got), *replies, *self._maybe_report(now)]
 
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
         hook = self.hooks.get(w.conn)

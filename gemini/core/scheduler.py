@@ -266,8 +266,9 @@ class SchedulerCore:
         # of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
         flags = QUOTA_FLAG_ALONE if standing is None else 0
         response = Response(candidate.req_id, Status.OK, (length * MS, flags))
-        out.append(Reply(candidate.conn, RequestType.QUOTA, response))
+        # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
+        out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         return out
 
     def _end_early(self, interval: Interval, now: float) -> None:

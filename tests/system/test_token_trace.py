@@ -31,7 +31,6 @@ def test_every_hop_of_a_capped_clients_tokens_is_timed(system):
     system.schd.mark()
     system.pmgrs["cap"].mark()
     path = token_path("".join(system.schd.log), "".join(system.pmgrs["cap"].log), hook_log)
-    print(path)
     # A 0.4 cap over 3 s with 50-100 ms grants: several tokens, each followed on every hop.
     for hop in HOPS:
         assert path[hop]["n"] >= 3, (hop, path)

@@ -69,3 +69,43 @@ def test_charges_count_in_usage_and_room_until_they_slide_out():
     assert h.latest("a").extra == 0.0  # the grant, not the charge
     h.expire(3.6)
     assert not h.has("a")
+
+
+def _room_by_definition(h: UsageHistory, name: str, now: float, length: float,
+                        allowed: float) -> float:
+    """room() from its definition: the first grant g (on a fine grid) after which the window
+    ending at now + g holds more than `allowed` of the client's use (the grant included)."""
+    def used_after(g: float) -> float:
+        start = now + g - length
+        own = sum(max(0.0, min(i.end, now) - max(i.start, start)) for i in h.intervals
+                  if i.name == name and not i.extra)
+        return own + sum(i.extra for i in h.intervals
+                         if i.name == name and i.extra and start < i.start <= now) + g
+
+    steps = 4000
+    for k in range(steps + 1):
+        if used_after(length * k / steps) > allowed + 1e-9:
+            return max(0.0, length * (k - 1) / steps)
+    return length
+
+
+grants = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 0.3),
+                            st.sampled_from([0.0, 0.0, 0.02])), max_size=15)
+
+
+@given(grants, st.floats(0, 1.5), st.sampled_from([(1.0, 0.4), (1.0, 0.2), (2.0, 0.6)]))
+def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
+    """Grants (some followed by a charge for overuse), then a pause: room() agrees with its
+    definition to the grid's step, whatever the mix of use, gaps and charges."""
+    length, allowed = window
+    h = UsageHistory()
+    t = 0.0
+    for name, gap, span, overuse in items:
+        t += gap
+        h.record(name, t, t + span)
+        t += span
+        if overuse:
+            h.charge(name, t, overuse)
+    now = t + idle
+    assert h.room("a", now, length, allowed) == pytest.approx(
+        _room_by_definition(h, "a", now, length, allowed), abs=length / 4000 + 1e-9)
