@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import os
 import queue
@@ -172,9 +173,15 @@ def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TAR
     whole = (samples[-1][1] - samples[0][1]) / (bare * dur) if dur > 0 else None
     err1 = [abs(v - target) * 100 for v in per_second]
     err10 = [abs(v - target) * 100 for v in ten]
+    speed = burst_speed(samples, bare)
     return {
         "cap_target": target, "cap_seconds": rnd(dur, 2), "cap_bare_rate": rnd(bare, 2),
         "cap_15s": rnd(first15), "cap_60s": rnd(whole),
+        # Work per second while it ran, against bare (> 1: each step ran faster than bare, e.g.
+        # a power-bound GPU clocking higher at 40 % duty), and the share of time it ran at that
+        # speed: the GPU time it got, as far as its steps tell.
+        "cap_burst_speed": rnd(speed),
+        "cap_duty": rnd(whole / speed) if whole is not None and speed else None,
         "cap_err1_max_pp": rnd(max(err1), 2) if err1 else None,
         "cap_err1_p90_pp": rnd(pct(err1, 0.9), 2) if err1 else None,
         "cap_err1_worst_at_s": max(range(len(err1)), key=err1.__getitem__) if err1 else None,
@@ -183,6 +190,14 @@ def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TAR
         "per_second": [rnd(v) for v in per_second],
         "cap_10s": [rnd(v) for v in ten],
     }
+
+
+def burst_speed(samples: list[list[float]], bare: float) -> float | None:
+    """The median rate between consecutive samples (steps per second while working: a wait for
+    the token lies between two samples, never inside one) over the bare rate."""
+    rates = [(n2 - n1) / (t2 - t1) for (t1, n1), (t2, n2) in itertools.pairwise(samples)
+             if n2 > n1 and t2 > t1]
+    return statistics.median(rates) / bare if rates and bare > 0 else None
 
 
 def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict[str, float],
