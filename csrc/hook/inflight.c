@@ -193,23 +193,33 @@ static void poll_marks(struct inflight *f, int64_t now)
     f->kept = 1;
 }
 
+/* The estimate, as of `at`, of the work queued by the first `launches` launches.  f->m held. */
+static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
+{
+    if (f->ns_per_launch <= 0.0 || launches <= f->done_launches)
+        return 0;
+    int64_t q = (int64_t)((double)(launches - f->done_launches) * f->ns_per_launch) -
+                (at - f->done_seen_ns);
+    return q > 0 ? q : 0;
+}
+
 int64_t gem_inflight_queued_ns(int dev, int64_t now)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     poll_marks(f, now);
-    uint64_t pending = atomic_load_explicit(&f->launches, memory_order_relaxed) - f->done_launches;
+    uint64_t launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    uint64_t pending = launches - f->done_launches;
     int64_t queued = 0;
     if (f->ns_per_launch > 0.0) {
-        queued = (int64_t)((double)pending * f->ns_per_launch) - (now - f->done_seen_ns);
-        if (queued <= 0 && pending > 0) {
+        queued = estimate_at(f, launches, now);
+        if (queued == 0 && pending > 0) {
             /* By the estimate the GPU has run out of our work: count from here (this launch,
              * counted at the gate, is not queued yet).  Else the time it then sat idle (the
              * program waited for a token, or did host work) would be taken off the next
              * launches as work done, and a whole burst would read as an empty queue. */
             f->done_launches += pending - 1;
             f->done_seen_ns = now;
-            queued = 0;
         }
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
@@ -236,16 +246,6 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     }
     pthread_mutex_unlock(&f->m);
     return queued;
-}
-
-/* The estimate, as of `at`, of the work queued by the first `launches` launches.  f->m held. */
-static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
-{
-    if (f->ns_per_launch <= 0.0 || launches <= f->done_launches)
-        return 0;
-    int64_t q = (int64_t)((double)(launches - f->done_launches) * f->ns_per_launch) -
-                (at - f->done_seen_ns);
-    return q > 0 ? q : 0;
 }
 
 void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
