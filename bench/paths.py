@@ -33,7 +33,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -691,28 +690,24 @@ class Bench:
         # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
         out["cap_gate"] = gate_stats(stats)
         out["cap_startup_s"] = r["startup_s"]
-        # Only the lines that name an overuse are kept (the debug log may be long).
-        kept, n = [], 0
+        hook_log = ""
         try:
-            with open(r["log"], errors="replace") as f:
-                for n, line in enumerate(f, 1):  # noqa: B007 (n: the count, used below)
-                    if "overuse" in line:
-                        kept.append(line)
+            hook_log = Path(r["log"]).read_text(errors="replace")
         except OSError as exc:
             out["overuse_note"] = f"no hook log: {exc}"
-        out.update(parse_overuse("".join(kept)))
+        lines = hook_log.splitlines(keepends=True)
+        out.update(parse_overuse("".join(line for line in lines if "overuse" in line)))
         if self.args.keep_logs:
-            shutil.copy(r["log"], self.args.out / f"cap-{path}.log")
+            (self.args.out / f"cap-{path}.log").write_text(hook_log)
             with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
                 f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
             (self.args.out / f"cap-{path}-grants.json").write_text(json.dumps(grants))
             for name, text in daemon_logs.items():
                 (self.args.out / f"cap-{path}-{name}.log").write_text(text)
-            with open(r["log"], errors="replace") as f:
-                out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
-                                                   f.read())
+            out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
+                                               hook_log)
         if out.get("overuse_note"):
-            out["overuse_note"] += f" ({n} stderr lines, GEMINI_LOG=debug)"
+            out["overuse_note"] += f" ({len(lines)} stderr lines, GEMINI_LOG=debug)"
         return out
 
     def unit_pairs(self, procs: Procs, case: str) -> list[dict]:
@@ -828,7 +823,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
                    help="copy each capped run's hook log (GEMINI_LOG=debug), its steps "
-                        "(time, steps done) and the scheduler's grants to --out")
+                        "(time, steps done), the scheduler's grants and both daemons' debug "
+                        "logs to --out, and time each hop of its tokens (cap_token_path)")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
