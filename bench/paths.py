@@ -698,6 +698,7 @@ class Bench:
         lines = hook_log.splitlines(keepends=True)
         out.update(parse_overuse("".join(line for line in lines if "overuse" in line)))
         if self.args.keep_logs:
+            self.args.out.mkdir(parents=True, exist_ok=True)  # (results come after: write())
             (self.args.out / f"cap-{path}.log").write_text(hook_log)
             with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
                 f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
