@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from common import gpu_name
@@ -456,13 +456,19 @@ def mps_logs(mps_dir: Path) -> dict[str, list[str]]:
 
 
 def free_base(offsets: range = range(0, 350)) -> int:
-    """A base port whose base + offsets are all free just now (--port 0)."""
+    """A base port whose base + offsets are all free just now (--port 0), below the kernel's
+    ephemeral range: a port there that is free now may be taken by any outgoing connection
+    (the pod managers' own) before a daemon binds it."""
     import random
     import socket
 
+    low = 32768
+    with suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    high = max(low - len(offsets), 1025)
     rng = random.Random()
     for _ in range(100):
-        base = rng.randrange(20000, 60000)
+        base = rng.randrange(min(10000, high - 1), high)
         try:
             for port in (base + o for o in offsets):
                 with socket.socket() as sock:
