@@ -20,11 +20,12 @@
  *    queued work, while the renewer asks; the credit comes off the next token.  An inference
  *    server alone in its partition pays no round trip per request (issue 13's latency case).
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
- *    predicted burst does not fit in what is left of the current one (v1; not when alone).  It
- *    costs a round trip with the GPU idle at nearly every sync once grants are as short as the
- *    bursts; GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each
- *    bounding only its own queue, overrun the client's turns together and take more than its
- *    share).
+ *    predicted burst does not fit in what is left of the current one (v1; not when alone), and
+ *    the program's latest burst fitted in one token: a burst that outlasts the tokens the
+ *    client gets is split whatever it does, and asking early would only add a round trip with
+ *    the GPU idle, at every sync (issue 12: a capped client lost 1-2 points of its time so).
+ *    GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each bounding only
+ *    its own queue, overrun the client's turns together and take more than its share).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
  *    mutex is never held across a socket call.
  *  - A tracker thread per device measures each token's overuse in the background: when the
@@ -54,6 +55,8 @@ struct token {
     _Atomic int64_t go_until_ns;   /* the hot path goes before this ... */
     _Atomic uint64_t go_launches;  /* ... and within this many launches on the device */
     _Atomic int burst_running;
+    _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
+    int long_bursts;          /* its latest burst did (v1's early request then does not help) */
     pthread_mutex_t m;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     struct gem_predictor burst, window;
@@ -188,8 +191,10 @@ static void *tracker_main(void *arg)
         double charged = covered > end_ns ? (double)(covered - end_ns) / 1e6 : 0.0;
         t->overuse_ms += charged;
         t->measuring = 0;
-        if (expired && atomic_load_explicit(&t->burst_running, memory_order_relaxed))
+        if (expired && atomic_load_explicit(&t->burst_running, memory_order_relaxed)) {
             burst_stopped(t, gem_now_ns());
+            atomic_store_explicit(&t->burst_spans, 1, memory_order_relaxed);
+        }
         if (done < 0)
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
         else
@@ -307,6 +312,8 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
      * that met the token's end reads as long as the wait, does not fit the next token, and
      * hands it back.  The launches stopped when the asking thread asked, or, while the renewer
      * asked, when the old token ran out.  Once, whatever the number of threads that waited. */
+    if (atomic_load_explicit(&t->burst_running, memory_order_relaxed)) /* goes on in this one */
+        atomic_store_explicit(&t->burst_spans, 1, memory_order_relaxed);
     int64_t stopped = blocking || at < asked ? asked : at;
     if (granted > stopped)
         gem_predictor_exclude(&t->burst, granted - stopped);
@@ -397,7 +404,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (burst_fit && !t->alone && !running && t->generation == seen &&
+        else if (burst_fit && !t->alone && !running && !t->long_bursts && t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
                  now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
@@ -478,9 +485,13 @@ void gem_token_note_sync(int dev)
         return;
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
-    if (!atomic_load_explicit(&t->burst_running, memory_order_relaxed))
+    /* (neither: no launch since the last sync, nor a burst cut at a token's end) */
+    if (!atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
+        !atomic_load_explicit(&t->burst_spans, memory_order_relaxed))
         return;
     pthread_mutex_lock(&t->m);
-    burst_stopped(t, gem_now_ns());
+    t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
+    if (atomic_load_explicit(&t->burst_running, memory_order_relaxed))
+        burst_stopped(t, gem_now_ns());
     pthread_mutex_unlock(&t->m);
 }

@@ -81,6 +81,19 @@ def test_a_burst_that_does_not_fit_asks_early_unless_v1s_rule_is_off(fake_env, p
         assert r.stats["gate.fetch_tail"] + r.stats["gate.fetch_expired"] >= 6, r.stats
 
 
+def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
+    """Asking early helps a burst that one token would hold.  One that outlasts the tokens is
+    split whatever the hook does; asking at its start would only leave the GPU idle for a round
+    trip at every sync (issue 12: a capped client lost 1-2 points of its time so)."""
+    pm.quota_ms = 30.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "5", "--burst", "10",
+                      "--sync", "ctx", "--bursts", "8"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    # 50 ms bursts in 30 ms tokens: each starts with 10 ms or less left of a token
+    assert r.stats["gate.fetch_burst"] == 0, r.stats
+    assert r.stats["gate.fetch_tail"] + r.stats["gate.fetch_expired"] >= 12, r.stats
+
+
 def test_a_sync_empties_the_queue_estimate(fake_env, pm):
     """After a sync nothing launched before it is queued: a burst that starts near a token's
     end is not held for work that has already run (the GPU would sit idle)."""
