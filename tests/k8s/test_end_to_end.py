@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -21,9 +22,8 @@ import pytest
 
 from gemini.core.config import parse_text
 from gemini.native import fake_driver_dir, hook_library_path, program_path
-from tests.k8s.conftest import free_ports
 from tests.k8s.fake_kubelet import Admitted
-from tests.procs import ROOT, stop_process
+from tests.procs import ROOT, free_ports, stop_process
 
 pytestmark = pytest.mark.system
 PY = sys.executable
@@ -153,7 +153,11 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
     holder = run(env["b"], "alloc", "--path", "alloc", "--bytes", str(32 << 20), "--hold")
     assert holder.stdout is not None
     assert json.loads(holder.stdout.readline())["rc"] == 0
+    # (the pod manager tells the scheduler after the allocation's answer: ask until it has)
+    deadline = time.monotonic() + TIMEOUT_S
     seen = status(base, state / "secret")
+    while seen[client["b"]]["mem_used"] < 32 << 20 and time.monotonic() < deadline:
+        seen = status(base, state / "secret")
     assert seen[client["b"]]["mem_used"] >= 32 << 20
     assert set(seen) == set(client.values())
 
