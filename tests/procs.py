@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +17,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 20.0
+
+
+def free_ports(count: int = 1) -> int:
+    """A port P with P .. P+count-1 free just now, below the kernel's ephemeral range: a port
+    there that is free now may be taken by an outgoing connection (a pod manager's own) before
+    the daemon that is given it binds it."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    high = max(low - count, 1025)
+    for _ in range(100):
+        base = random.randrange(min(10000, high - 1), high)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise AssertionError(f"no block of {count} free ports")
 
 
 @dataclass

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 
 from gemini.core.wire import RequestType
 from gemini.native import NativeBuildMissing, fake_driver_dir, program_path
+from tests.procs import free_ports
 
 from .conftest import HookEnv
 
@@ -49,12 +49,6 @@ def probe(env: HookEnv, *argv: str, **extra: str) -> dict:
     return out
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_each_connection_first_says_which_process_it_is(nvml_env, pm):
     r = nvml_env.run([str(program_path("gem_client")), "alloc", "--path", "alloc", "--bytes",
                       str(MiB)])
@@ -79,7 +73,7 @@ def test_the_client_s_gpu_shows_the_pod_manager_s_figures(nvml_env, pm):
 
 
 def test_an_unreachable_pod_manager_never_shows_the_card(nvml_env):
-    nvml_env.env["POD_MANAGER_PORT"] = str(closed_port())
+    nvml_env.env["POD_MANAGER_PORT"] = str(free_ports())  # (no one listens there)
     r = nvml_env.run([str(program_path("nvml_probe"))])
     assert r.returncode == 0, r.stderr
     [gpu] = r.out[0]["gpus"]

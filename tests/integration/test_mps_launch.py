@@ -15,7 +15,6 @@ import json
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ import pytest
 
 from gemini.cli import launch_command
 from gemini.client import query_status
-from tests.procs import stop_process
+from tests.procs import free_ports, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -336,36 +335,13 @@ def test_a_partition_edit_says_it_applies_to_the_next_process(
 # ---- with the real scheduler ---------------------------------------------------------------------
 
 
-def free_base_port(count: int = 4) -> int:
-    """A port P with P..P+count-1 free just now."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count > 65535:
-            continue
-        socks = []
-        try:
-            for port in range(base, base + count):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-    raise AssertionError("no free ports")
-
-
 def modes(port: int) -> dict[str, str]:
     snap = query_status("127.0.0.1", port, timeout=5.0)
     return {c["name"]: c["mode"] for c in snap["clients"]}
 
 
 def test_gem_schd_follows_the_mps_state(tmp_path: Path, bin_dir: Path) -> None:
-    port = free_base_port()
+    port = free_ports(4)
     fail = tmp_path / "fail"
     backend = start(tmp_path, bin_dir, "--port", str(port), "--mps-check", "0.1",
                     schd=f"{PY} -m gemini.cli.schd", env={"STANDIN_MPS_FAIL": str(fail)})

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT, start_pod_manager, start_scheduler
+from tests.procs import ROOT, free_ports, start_pod_manager, start_scheduler
 
 pytestmark = pytest.mark.system
 TMUX = shutil.which("tmux")
@@ -112,12 +111,6 @@ def test_trace_writes_a_chrome_trace_and_a_png(tmp_path, busy_backend):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def processes_mentioning(*needles: str) -> list[str]:
     """Command lines of live processes whose arguments or environment contain a needle."""
     found = []
@@ -134,7 +127,7 @@ def processes_mentioning(*needles: str) -> list[str]:
 def test_demo_runs_two_clients_and_ctrl_c_stops_everything(tmux, tmp_path: Path):
     cfg = tmp_path / "resource-config.txt"
     cfg.write_text("2\nclient1 0.3 1.0 1GiB\nclient2 0.7 1.0 1GiB\n")
-    port = free_port()
+    port = free_ports()
     tmux.type(shell_line(sys.executable, "-m", "gemini.cli.demo", "--config", str(cfg),
                          "--port", str(port), "--logs", str(tmp_path / "logs"),
                          env={"GEMINI_DEMO_FAKE": "1"}), "Enter")

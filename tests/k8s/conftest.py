@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -22,27 +21,10 @@ from gemini.k8s.agent import Agent, Settings
 from gemini.k8s.units import Gpu
 from tests.k8s.fake_apiserver import FakeApiServer
 from tests.k8s.fake_kubelet import FakeKubelet
+from tests.procs import free_ports
 
 PY = sys.executable
 TIMEOUT_S = 30.0
-
-
-def free_ports(count: int) -> int:
-    """A base port with `count` free ports from it (GPU i's scheduler listens on base + i)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count > 65535:
-            continue
-        try:
-            for i in range(count):
-                with socket.socket() as t:
-                    t.bind(("127.0.0.1", base + i))
-        except OSError:
-            continue
-        return base
-    raise AssertionError("no free block of ports")
 
 
 @pytest.fixture

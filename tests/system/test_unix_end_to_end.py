@@ -7,29 +7,22 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from gemini.native import fake_driver_dir, program_path
-from tests.procs import ROOT
+from tests.procs import ROOT, free_ports
 
 pytestmark = pytest.mark.system
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_pod_managers_on_unix_sockets_end_to_end(system, tmp_path):
     config = tmp_path / "resource-config.txt"
     config.write_text("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB gpu=1\n")
     sockets = tmp_path / "s"
-    port = free_port()
+    port = free_ports()
     py = sys.executable
     backend = subprocess.Popen(
         [py, "-m", "gemini.cli.launch_backend", f"{py} -m gemini.cli.schd",
