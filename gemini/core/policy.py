@@ -31,12 +31,15 @@ class Standing:
     credit: float  # seconds of GPU it is owed (negative: it is ahead)
     target: float  # its share of the GPU while the current clients want it
     remaining: float = math.inf  # the longest grant that keeps it under its limit in every window
+    ready_in: float = 0.0  # seconds until its pace lets it start (Pacer; <= 0: now)
+    limit: float = 1.0
 
 
 def pick(standings: list[Standing], min_grant: float = 0.0) -> Standing | None:
-    """The client owed most among those with room for at least `min_grant` seconds under
-    their limit, or None if all are capped.  Ties keep arrival order."""
-    valid = [s for s in standings if s.remaining > 0 and s.remaining >= min_grant]
+    """The client owed most among those paced to go now, with room for at least `min_grant`
+    seconds under their limit, or None if all are capped.  Ties keep arrival order."""
+    valid = [s for s in standings
+             if s.remaining > 0 and s.remaining >= min_grant and s.ready_in <= 0]
     return max(valid, key=lambda s: s.credit, default=None)
 
 
@@ -86,6 +89,35 @@ class Credits:
 
     def forget(self, name: str) -> None:
         self.credit.pop(name, None)
+
+
+class Pacer:
+    """Spreads a capped client's GPU time evenly over each second.  The window alone lets a
+    client at 0.4 take 0.4 s in one run and then wait 0.6 s, and that first run echoes a window
+    later, every second alike.  So each second served moves its pace (a theoretical arrival
+    time, as in GCRA) on by 1 / limit: 40 ms at 0.4, then 60 ms of rest.  A client that asks
+    after its pace was idle: its pace starts again from its request (no burst for a pause).
+    Time spent waiting for the GPU is not idle: capped clients whose limits add up to the
+    whole GPU then take turns without leaving it idle."""
+
+    def __init__(self) -> None:
+        self._pace: dict[str, float] = {}
+
+    def granted(self, name: str, asked: float, seconds: float, limit: float) -> None:
+        """A grant of `seconds` to a request that came at `asked`."""
+        self._pace[name] = max(self._pace.get(name, asked), asked) + seconds / limit
+
+    def adjust(self, name: str, seconds: float, limit: float) -> None:
+        """The latest grant served `seconds` more (overuse) or fewer (given back)."""
+        if name in self._pace:
+            self._pace[name] += seconds / limit
+
+    def ready_in(self, name: str, now: float) -> float:
+        """Seconds until it may start its next grant (<= 0: now)."""
+        return self._pace.get(name, now) - now
+
+    def forget(self, name: str) -> None:
+        self._pace.pop(name, None)
 
 
 def next_quota(previous: float, burst: float, base: float, minimum: float, maximum: float) -> float:

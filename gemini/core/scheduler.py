@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
-from gemini.core.policy import Credits, Standing, next_quota, pick, targets
+from gemini.core.policy import Credits, Pacer, Standing, next_quota, pick, targets
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
@@ -118,6 +118,7 @@ class SchedulerCore:
         self._grace: tuple[str, float] | None = None  # expired holder, until when
         # Enough to owe a waiting client what one whole grant of another costs it.
         self.credits = Credits(2 * self._turn_s, now)
+        self.pacer = Pacer()
         self._apply_config(config)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -213,6 +214,7 @@ class SchedulerCore:
             charged = min(overuse_ms / MS, self.timing.window_s)
             self.history.charge(name, at, charged)
             self.credits.spend(name, charged)
+            self._pace(name, charged)
             client.overuse_s += charged
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse)")]
@@ -259,6 +261,8 @@ class SchedulerCore:
         length = um_quota(length, client.spec, self.um)
         interval = self.history.record(candidate.name, now, now + length)
         self.credits.spend(candidate.name, length)
+        if client.spec.limit < 1.0:
+            self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
         self.holder = Grant(candidate.conn, interval)
         client.tokens += 1
         # No standing: _select found this client the only one waiting, no expired holder due
@@ -276,7 +280,13 @@ class SchedulerCore:
         if now >= interval.end:
             return
         self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
+        self._pace(interval.name, now - interval.end)
         interval.end = now
+
+    def _pace(self, name: str, seconds: float) -> None:
+        client = self.clients.get(name)
+        if client is not None and client.spec.limit < 1.0:
+            self.pacer.adjust(name, seconds, client.spec.limit)
 
     def _earn(self, now: float) -> None:
         """Credit the clients that wanted the GPU since the last event (holder, waiting, or an
@@ -299,6 +309,8 @@ class SchedulerCore:
         if standing is None:
             return quota_s
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
+        if math.isfinite(standing.remaining):  # capped
+            length = min(length, self._paced_grant_s(standing.limit))
         if self.candidates or self._grace is not None:  # others want it too
             length = min(length, max(standing.target * self._turn_s, self.timing.min_quota_s))
         return length
@@ -315,6 +327,11 @@ class SchedulerCore:
         """How long a round of turns lasts when everyone wants the GPU."""
         short = self._short_grant_s
         return short if math.isfinite(short) else self.timing.base_quota_s
+
+    def _paced_grant_s(self, limit: float) -> float:
+        """A capped client's longest grant: its limit's part of a turn (40 ms at 0.4), so that
+        with its pace (policy.Pacer) its time is spread within each turn."""
+        return max(limit * self._turn_s, self.timing.min_quota_s)
 
     @property
     def _capped_grant_s(self) -> float:
@@ -348,9 +365,10 @@ class SchedulerCore:
         # room would then wait for a whole interval more to slide out.
         best = pick(standings, 0.9 * self._capped_grant_s)
         if best is None:
-            # Everyone waiting is at its limit; usage falls as the window slides, so look again
-            # when the closest one has room for a capped grant.
-            short = min(0.9 * self._capped_grant_s - s.remaining for s in standings)
+            # Everyone waiting is at its limit or paced; usage falls as the window slides, so
+            # look again when the closest one has room for a capped grant and its pace is due.
+            short = min(max(0.9 * self._capped_grant_s - s.remaining, s.ready_in)
+                        for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
         index = standings.index(best)
@@ -364,7 +382,9 @@ class SchedulerCore:
         _, long_size = self._window(now)
         rates = self._targets(names)
         return [
-            Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now)) for n in names
+            Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now),
+                     self.pacer.ready_in(n, now), self.clients[n].spec.limit)
+            for n in names
         ]
 
     def _room(self, name: str, long_size: float, now: float) -> float:
@@ -376,9 +396,12 @@ class SchedulerCore:
             # first grant may fill its first short window, and no more.
             short = min(t.short_window_s, t.window_s)
             young = max(long_size, short)
-            room = self.history.room(name, now, young, spec.limit * young)
+            # The pace holds the limit on average; each window allows one paced grant more,
+            # the most a window can catch of a client on its pace, so they never hold it back.
+            edge = self._paced_grant_s(spec.limit)
+            room = self.history.room(name, now, young, spec.limit * young + edge)
             if short > 0:
-                room = min(room, self.history.room(name, now, short, spec.limit * short))
+                room = min(room, self.history.room(name, now, short, spec.limit * short + edge))
         return room
 
     # ---- config --------------------------------------------------------------------------------
@@ -404,6 +427,7 @@ class SchedulerCore:
             self.clients[spec.name] = state
         for name in old.keys() - self.clients.keys():
             self.credits.forget(name)
+            self.pacer.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
         return out

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gemini.core.policy import Credits, Standing, pick, targets
+from gemini.core.policy import Credits, Pacer, Standing, pick, targets
 
 share = st.floats(0.0, 1.0)
 
@@ -74,3 +74,25 @@ def test_pick_takes_the_one_owed_most_among_those_with_room():
     assert pick([a, b, c], min_grant=0.02) is c
     assert pick([a, b, c]) is a
     assert pick([Standing("a", 0.0, 0.3, remaining=0.0)]) is None
+
+
+def test_pace_spreads_a_capped_clients_grants_by_one_over_its_limit():
+    pacer = Pacer()
+    pacer.granted("a", asked=1.0, seconds=0.04, limit=0.4)
+    assert pacer.ready_in("a", 1.04) == pytest.approx(0.06)  # 40 ms served, 60 ms of rest
+    pacer.adjust("a", -0.02, 0.4)  # half of it given back
+    assert pacer.ready_in("a", 1.04) == pytest.approx(0.01)
+    assert pacer.ready_in("b", 1.04) == 0.0  # never served: ready
+
+
+def test_pace_counts_waiting_for_the_gpu_but_not_a_pause():
+    pacer = Pacer()
+    pacer.granted("a", asked=0.0, seconds=0.1, limit=0.5)  # paced from 0.2 on
+    # asked at 0.1, in time, then waited for the GPU until 0.5: its pace goes on from 0.2
+    pacer.granted("a", asked=0.1, seconds=0.1, limit=0.5)
+    assert pacer.ready_in("a", 0.0) == pytest.approx(0.4)
+    # a pause: asked at 2.0, long after its pace: no burst for the idle time
+    pacer.granted("a", asked=2.0, seconds=0.1, limit=0.5)
+    assert pacer.ready_in("a", 2.0) == pytest.approx(0.2)
+    pacer.forget("a")
+    assert pacer.ready_in("a", 2.0) == 0.0

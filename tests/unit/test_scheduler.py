@@ -88,13 +88,16 @@ def test_static_quotas_also_within_one_point(name):
 
 
 def test_limit_caps_usage_in_every_window():
+    # Paced (policy.Pacer), a capped client's grants start 1 / limit of their length apart: a
+    # window holds its limit, and at most the part of one more grant that it does not rest
+    # for (100 ms grants here, the minimum quota).
     specs = [("a", 0.1, 0.4), ("b", 0.1, 0.3)]
     _, sim = run_shares(specs, seconds=60.0, timing=Timing(), burst_ms=0.0)
-    window = Timing().window_s
+    window, grant = Timing().window_s, Timing().min_quota_s
     for t in range(10, 60):
         for name, _, limit in specs:
             used = sim.share(name, t - window, t) * window
-            assert used <= limit * window + 1e-9
+            assert used <= limit * window + grant * (1 - limit) + 1e-9
 
 
 def test_overuse_is_charged_at_the_end_of_the_last_grant():
@@ -356,11 +359,32 @@ def test_a_cap_holds_in_every_second_from_the_first_with_long_bursts():
     sim.start("capped")
     sim.run_until(30.0)
     t = 0.0
-    while t + 1.0 <= 30.0:  # every 1 s window, sliding by 50 ms
-        assert sim.share("capped", t, t + 1.0) <= 0.4 + 1e-6, t
+    while t + 1.0 <= 30.0:  # every 1 s window, sliding by 50 ms: the cap and one grant's edge
+        assert sim.share("capped", t, t + 1.0) <= 0.4 + 0.04 * 0.6 + 1e-6, t
         t += 0.05
     assert min(per_second(sim, "capped", 30)) >= 0.36
     assert sim.share("capped", 0.0, 15.0) == pytest.approx(0.4, abs=0.01)
+
+
+@pytest.mark.parametrize("limit", [0.4, 0.1])
+def test_a_capped_client_alone_gets_its_share_spread_within_each_second(limit):
+    # Every second held the cap, but as one run at full speed and then nothing: 0.4 was
+    # 0.5 s on, 0.5 s off, each second alike (H100, Triton capped at 0.4), as the first second's
+    # grants echoed a window later.  Paced, a grant of L is followed by L / limit - L of rest.
+    sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0)
+    sim.start("capped")
+    sim.run_until(20.0)
+    busy = sim.clients["capped"].busy
+    gaps = [b[0] - a[1] for a, b in itertools.pairwise(busy)]
+    longest = max(e - s for s, e in busy)
+    assert longest <= max(limit * 0.1, LAUNCHER.min_quota_s) + 1e-9  # a tenth of a turn
+    assert max(gaps) <= longest / limit, (max(gaps), longest)
+    quarter = 0.25 if limit >= 0.4 else 0.5
+    t = 0.0
+    while t + quarter <= 20.0:  # every quarter second (half at 0.1), sliding by 10 ms
+        assert sim.share("capped", t, t + quarter) == pytest.approx(limit, abs=0.1), t
+        t += 0.01
+    assert sim.share("capped", 0.0, 20.0) == pytest.approx(limit, abs=0.005)
 
 
 @pytest.mark.parametrize("name", ["2 clients 0.3/0.7", "3 clients 0.2/0.2/0.6"])
