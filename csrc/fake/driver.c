@@ -489,6 +489,8 @@ CUresult cuCtxSynchronize(void)
 {
     FAKE_ENTER(cuCtxSynchronize);
     FAKE_NEED_INIT();
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return ctx_sync(ctx_current());
 }
 
@@ -496,6 +498,8 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     FAKE_ENTER(cuCtxSynchronize_v2);
     FAKE_NEED_INIT();
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return ctx_sync(ctx != NULL ? ctx : ctx_current());
 }
 

@@ -159,6 +159,7 @@ FAKE_HIDDEN void fake_driver_atfork_child(void);
  * device; per_thread: the caller is a _ptsz/_ptds entry point (0 means the per-thread stream). */
 FAKE_HIDDEN CUresult fake_stream_device(CUstream h, int per_thread, int *dev);
 FAKE_HIDDEN void fake_streams_atfork_child(void);
+FAKE_HIDDEN int fake_capture_forbids(void); /* a potentially unsafe call now breaks captures */
 FAKE_HIDDEN void fake_memory_atfork_child(void);
 
 #define FAKE_ENTER(sym)                                    \

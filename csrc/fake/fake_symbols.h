@@ -69,6 +69,7 @@
     X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, P)                        \
     X(cuStreamIsCapturing, cuStreamIsCapturing, 10000, D)                           \
     X(cuStreamIsCapturing_ptsz, cuStreamIsCapturing, 10000, P)                      \
+    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, 10010, D) \
     X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 11040, D)           \
     X(cuGraphDestroy, cuGraphDestroy, 10000, D)                                     \
     X(cuGraphExecDestroy, cuGraphExecDestroy, 10000, D)                             \

@@ -37,6 +37,8 @@ struct CUstream_st {
     uint64_t ring[FAKE_QUEUE_DEPTH]; /* ends of the last kernels, oldest at head */
     unsigned head, count;
     struct CUgraph_st *capture; /* non-NULL while capturing */
+    CUstreamCaptureMode capture_mode;
+    unsigned long capture_breaks; /* g_capture_breaks when the capture began */
     uint64_t pf_seen; /* the latest device prefetch (g_prefetch_seq) this stream is ordered after */
 };
 
@@ -107,9 +109,15 @@ static struct CUstream_st *per_thread_stream(int dev)
     return arr[dev];
 }
 
+static int g_global_captures; /* atomic: captures under way begun in global mode (see below) */
+static unsigned long g_capture_breaks;      /* atomic: unsafe calls made during a capture */
+static __thread int t_captures;             /* captures under way begun here, not relaxed */
+static __thread CUstreamCaptureMode t_mode; /* this thread's mode (0: global) */
+
 void fake_streams_atfork_child(void)
 {
     g_prefetch_seq = 0;
+    g_global_captures = 0; /* the child's threads capture nothing */
     pthread_mutex_init(&g_legacy_mu, NULL);
     for (int d = 0; d < FAKE_MAX_DEVICES; d++)
         g_legacy[d] = NULL; /* the parent's queue is not the child's */
@@ -421,12 +429,16 @@ static CUresult stream_sync(CUstream h, int per_thread)
 CUresult cuStreamSynchronize(CUstream hStream)
 {
     FAKE_ENTER(cuStreamSynchronize);
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return stream_sync(hStream, 0);
 }
 
 CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
     FAKE_ENTER(cuStreamSynchronize_ptsz);
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     return stream_sync(hStream, 1);
 }
 
@@ -488,6 +500,44 @@ CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigned int F
 }
 
 /* ---- capture and graphs ----------------------------------------------------------------------- */
+/* As the real driver: while a capture begun in global mode runs on any thread, or one not
+ * relaxed on the calling thread, a potentially unsafe call (a sync, an event query) from a
+ * thread not in relaxed mode (cuThreadExchangeStreamCaptureMode) fails and invalidates the
+ * captures under way: their cuStreamEndCapture then fails.  (Thread-local mode ignores the
+ * other threads' captures.) */
+
+int fake_capture_forbids(void)
+{
+    if (t_mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return 0;
+    int others = t_mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                 __atomic_load_n(&g_global_captures, __ATOMIC_ACQUIRE) > 0;
+    if (!others && t_captures == 0)
+        return 0;
+    __atomic_fetch_add(&g_capture_breaks, 1, __ATOMIC_ACQ_REL);
+    return 1;
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    FAKE_ENTER(cuThreadExchangeStreamCaptureMode);
+    if (mode == NULL || (int)*mode < CU_STREAM_CAPTURE_MODE_GLOBAL ||
+        (int)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = t_mode;
+    t_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+static void capture_counts(CUstreamCaptureMode mode, int delta)
+{
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL)
+        __atomic_fetch_add(&g_global_captures, delta, __ATOMIC_ACQ_REL);
+    if (mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+        t_captures += delta;
+}
+
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int per_thread)
 {
     if ((int)mode < CU_STREAM_CAPTURE_MODE_GLOBAL || (int)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -510,7 +560,10 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int per_thre
         return CUDA_ERROR_INVALID_VALUE; /* the real driver says CUDA_ERROR_ILLEGAL_STATE */
     }
     s->capture = g;
+    s->capture_mode = mode;
+    s->capture_breaks = __atomic_load_n(&g_capture_breaks, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&s->mu);
+    capture_counts(mode, 1);
     return CUDA_SUCCESS;
 }
 
@@ -537,9 +590,17 @@ static CUresult end_capture(CUstream h, CUgraph *pg, int per_thread)
     pthread_mutex_lock(&s->mu);
     struct CUgraph_st *g = s->capture;
     s->capture = NULL;
+    int broken = s->capture_breaks != __atomic_load_n(&g_capture_breaks, __ATOMIC_ACQUIRE);
     pthread_mutex_unlock(&s->mu);
     if (g == NULL)
         return CUDA_ERROR_INVALID_VALUE; /* not capturing (real: CUDA_ERROR_ILLEGAL_STATE) */
+    capture_counts(s->capture_mode, -1);
+    if (broken) {
+        free(g->durs);
+        free(g);
+        *pg = NULL;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     *pg = g;
     return CUDA_SUCCESS;
 }
@@ -698,6 +759,8 @@ CUresult cuEventSynchronize(CUevent hEvent)
     FAKE_NEED_INIT();
     if (!event_ok(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (__atomic_load_n(&hEvent->recorded, __ATOMIC_ACQUIRE))
         fake_sleep_until(__atomic_load_n(&hEvent->t, __ATOMIC_RELAXED));
     return CUDA_SUCCESS;
@@ -709,6 +772,8 @@ CUresult cuEventQuery(CUevent hEvent)
     FAKE_NEED_INIT();
     if (!event_ok(hEvent))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_capture_forbids())
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (__atomic_load_n(&hEvent->recorded, __ATOMIC_ACQUIRE) &&
         __atomic_load_n(&hEvent->t, __ATOMIC_RELAXED) > fake_now_ns())
         return CUDA_ERROR_NOT_READY;

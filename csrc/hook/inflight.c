@@ -19,7 +19,13 @@
  * end to measure the token's overuse.
  *
  * A marker that cannot be recorded (capture, a foreign context, a driver error) is skipped and
- * said once in the log: the estimate then covers less, never more. */
+ * said once in the log: the estimate then covers less, never more.
+ *
+ * Stream capture: while any thread captures a CUDA graph in the default (global) mode, an
+ * event query or sync from any thread not in relaxed mode invalidates the capture
+ * (torch.compile's reduce-overhead, PyTorch's CUDA graphs).  Our markers are never recorded
+ * into a capture, so querying them is safe: each call here that touches them runs in relaxed
+ * mode (relax / unrelax), whichever thread makes it. */
 #include "internal.h"
 
 #include <string.h>
@@ -168,6 +174,27 @@ static void behind(struct inflight *f, int64_t now)
     f->unproven_ns = now;
 }
 
+/* Put this thread in relaxed capture mode for our own event calls; returns its mode. */
+static CUstreamCaptureMode relax(void)
+{
+    __typeof__(&cuThreadExchangeStreamCaptureMode) exchange =
+        REAL_AUX(cuThreadExchangeStreamCaptureMode);
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (exchange == NULL || exchange(&mode) != CUDA_SUCCESS)
+        return CU_STREAM_CAPTURE_MODE_RELAXED; /* (nothing to restore) */
+    return mode;
+}
+
+static void unrelax(CUstreamCaptureMode mode)
+{
+    if (mode == CU_STREAM_CAPTURE_MODE_RELAXED)
+        return;
+    __typeof__(&cuThreadExchangeStreamCaptureMode) exchange =
+        REAL_AUX(cuThreadExchangeStreamCaptureMode);
+    if (exchange != NULL)
+        exchange(&mode);
+}
+
 /* Move past the finished markers at the head of the ring.  f->m held. */
 static void poll_marks(struct inflight *f, int64_t now)
 {
@@ -175,14 +202,20 @@ static void poll_marks(struct inflight *f, int64_t now)
     if (query == NULL)
         return;
     unsigned finished = f->kept;
+    if (finished == f->count)
+        return; /* nothing out: no driver call */
+    CUstreamCaptureMode mode = relax();
     while (finished < f->count && query(mark_at(f, finished)->ev) == CUDA_SUCCESS)
         finished++;
-    if (finished == f->kept)
+    if (finished == f->kept) {
+        unrelax(mode);
         return;
+    }
     for (unsigned i = f->kept; i < finished; i++)
         mark_at(f, i)->seen_ns = now;
     const struct mark *newest = mark_at(f, finished - 1);
-    learn_cost(f, newest, finished - 1);
+    learn_cost(f, newest, finished - 1); /* (cuEventElapsedTime: still relaxed) */
+    unrelax(mode);
     if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
         f->done_launches = newest->launches;
         f->done_seen_ns = now;
@@ -346,18 +379,23 @@ static int current_ctx_ok(struct inflight *f)
     return 1;
 }
 
+int gem_inflight_capturing(CUstream s, int pts)
+{
+    __typeof__(&cuStreamIsCapturing) capturing = REAL_AUX(cuStreamIsCapturing);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return capturing != NULL && capturing(canonical(s, pts), &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_launch)
 {
     struct inflight *f = flight(dev);
     __typeof__(&cuEventCreate) create = REAL_AUX(cuEventCreate);
     __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
-    __typeof__(&cuStreamIsCapturing) capturing = REAL_AUX(cuStreamIsCapturing);
     if (create == NULL || record == NULL)
         return;
     CUstream stream = canonical(s, pts);
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (capturing != NULL && capturing(stream, &st) == CUDA_SUCCESS &&
-        st != CU_STREAM_CAPTURE_STATUS_NONE)
+    if (gem_inflight_capturing(s, pts))
         return; /* launched into a graph: nothing runs now */
     pthread_mutex_lock(&f->m);
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
@@ -374,10 +412,12 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_lau
     }
     struct mark *m = mark_at(f, f->count);
     CUresult rc = CUDA_SUCCESS;
+    CUstreamCaptureMode mode = relax();
     if (m->ev == NULL)
         rc = create(&m->ev, CU_EVENT_DEFAULT);
     if (rc == CUDA_SUCCESS)
         rc = record(m->ev, stream);
+    unrelax(mode);
     if (rc != CUDA_SUCCESS) {
         failed(f, "cuEventRecord", rc);
         pthread_mutex_unlock(&f->m);
@@ -439,6 +479,7 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq)
         if (query == NULL)
             return -1;
         pthread_mutex_lock(&f->m);
+        CUstreamCaptureMode mode = relax();
         for (int i = n; i-- > 0;) {
             const struct mark *m = &f->ring[slot[i]];
             CUresult rc = m->seq != slot_seq[i] || m->seen_ns != 0 ? CUDA_SUCCESS : query(m->ev);
@@ -446,10 +487,12 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq)
                 slot[i] = slot[--n];
                 slot_seq[i] = slot_seq[n];
             } else if (rc != CUDA_ERROR_NOT_READY) {
+                unrelax(mode);
                 pthread_mutex_unlock(&f->m);
                 return -1;
             }
         }
+        unrelax(mode);
         pthread_mutex_unlock(&f->m);
         if (n == 0)
             break;

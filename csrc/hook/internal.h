@@ -35,7 +35,7 @@ enum gem_sym {
         X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
         X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)         \
-        X(cuDevicePrimaryCtxGetState)
+        X(cuDevicePrimaryCtxGetState) X(cuThreadExchangeStreamCaptureMode)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -215,6 +215,7 @@ int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch; or, before_launch, just before one (counted, not queued yet), even within
  * MARK_GAP_NS of the last marker. */
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int before_launch);
+int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);

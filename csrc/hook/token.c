@@ -391,6 +391,10 @@ static int64_t room_or_hold(int dev, int64_t now, int64_t at)
 /* GEM_GATE_* bits. */
 static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
 {
+    /* A launch into a stream capture runs nothing now (its graph's launches are gated), and a
+     * wait here could outlast, or an event query invalidate, the capture. */
+    if (gem_inflight_capturing(s, pts))
+        return 0;
     int out = GEM_GATE_MARK;
     gem_stat_add(GEM_STAT_SLOW, 1);
     pthread_mutex_lock(&t->m);

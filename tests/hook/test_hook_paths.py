@@ -166,3 +166,18 @@ def test_live_memory_is_claimed_again_on_a_new_connection(fake_env, pm):
     assert proc.popen.wait(timeout=20) == 0
     updates = [u.args for u in pm.of_type(RequestType.MEM_UPDATE)]
     assert updates == [(8 << 20, 1), (8 << 20, 1), (8 << 20, 0)], updates
+
+
+@pytest.mark.parametrize("gap_ms", ["1", "3"])
+def test_a_graph_captured_while_tokens_come_and_go_survives_the_hook(fake_env, pm, gap_ms):
+    """torch.compile's reduce-overhead failed under a 0.4 cap on the H100 ('operation failed
+    due to a previous error during capture'): while a capture in global mode runs, an event
+    query from any thread not in relaxed mode invalidates it (the fake driver does as the real
+    one), and the hook's gate and tracker thread polled their markers then.  They now poll in
+    relaxed mode, and a launch into a capture skips the gate (it runs nothing)."""
+    pm.quota_ms = 5.0
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--stream", "nonblocking",
+                      "--kernel-ms", "1", "--burst", "12", "--warmup-bursts", "10",
+                      "--warmup-kernel-ms", "1", "--capture-gap-ms", gap_ms, "--bursts", "5"])
+    assert r.out[-1]["rc"] == 0, (r.out[-1], r.stderr)
+    assert r.out[-1]["kernels"] == 5 * 12

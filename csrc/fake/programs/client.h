@@ -11,6 +11,9 @@
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
+ *        [--capture-gap-ms F] (graph: capture after the warm-up, its last burst not waited
+ *        for, in global mode, sleeping F ms between the captured launches: a framework
+ *        capturing while its earlier work runs and its tokens come and go)
  *        [--stream created|nonblocking|null] (null: the default stream; the per-thread one
  *        with --ptsz; nonblocking: created with CU_STREAM_NON_BLOCKING)
  *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
@@ -158,6 +161,7 @@ struct opts {
     double idle_ms;
     long warmup_bursts;
     double warmup_kernel_ms;
+    double capture_gap_ms;
     const char *path;
     const char *kernel_name;
     const char *stream;
@@ -227,6 +231,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->warmup_bursts = atol(v);
         else if (strcmp(a, "--warmup-kernel-ms") == 0)
             o->warmup_kernel_ms = atof(v);
+        else if (strcmp(a, "--capture-gap-ms") == 0)
+            o->capture_gap_ms = atof(v);
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
         else if (strcmp(a, "--threads") == 0)
@@ -362,6 +368,23 @@ struct worker {
     pthread_t tid;
 };
 
+/* Capture one burst of kernels into a graph (global mode) and instantiate it. */
+static void capture(struct worker *w, CUstream st, CUgraph *g, CUgraphExec *ge, double gap_ms)
+{
+    struct session *s = w->s;
+    uint64_t ns = (uint64_t)(w->o->kernel_ms * 1e6);
+    struct timespec gap = {(time_t)(gap_ms / 1000), (long)(fmod(gap_ms, 1000.0) * 1e6)};
+    CHECK(w, s->a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    for (long i = 0; i < w->o->burst && w->rc == 0; i++) {
+        CHECK(w, launch_one(s, "kernel", w->f, st, &ns), "launch");
+        if (gap_ms > 0)
+            nanosleep(&gap, NULL);
+    }
+    CHECK(w, s->a.StreamEndCapture(st, g), "cuStreamEndCapture");
+    if (w->rc == 0)
+        CHECK(w, s->a.GraphInstantiateWithFlags(ge, *g, 0), "cuGraphInstantiateWithFlags");
+}
+
 static void *work_thread(void *arg)
 {
     struct worker *w = arg;
@@ -383,20 +406,18 @@ static void *work_thread(void *arg)
         CHECK(w, s->a.EventCreate(&ev0, 0), "cuEventCreate");
         CHECK(w, s->a.EventCreate(&ev1, 0), "cuEventCreate");
     }
-    if (w->rc == 0 && graph) {
-        CHECK(w, s->a.StreamBeginCapture(st, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-        for (long i = 0; i < o->burst && w->rc == 0; i++)
-            CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
-        CHECK(w, s->a.StreamEndCapture(st, &g), "cuStreamEndCapture");
-        if (w->rc == 0)
-            CHECK(w, s->a.GraphInstantiateWithFlags(&ge, g, 0), "cuGraphInstantiateWithFlags");
-    }
+    if (w->rc == 0 && graph && o->capture_gap_ms <= 0)
+        capture(w, st, &g, &ge, 0.0);
     uint64_t warm_ns = (uint64_t)(o->warmup_kernel_ms * 1e6);
+    int late_capture = graph && o->capture_gap_ms > 0;
     for (long b = 0; b < o->warmup_bursts && w->rc == 0; b++) {
         for (long i = 0; i < o->burst && w->rc == 0; i++)
             CHECK(w, launch_one(s, how, w->f, st, &warm_ns), "launch");
-        CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
+        if (!late_capture || b + 1 < o->warmup_bursts)
+            CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
     }
+    if (w->rc == 0 && late_capture)
+        capture(w, st, &g, &ge, o->capture_gap_ms);
     double next_report = w->t0 + o->report_every;
     long done = 0;
     while (w->rc == 0) {
