@@ -9,8 +9,9 @@ So the order comes from a bounded lag instead (`Credits`): while a client wants 
 its target rate (`targets`: its request, plus an equal part of what the others leave, up to its
 limit: the water level Gemini's least-usage rule reaches), and every second it is served costs
 it a second.  The one owed most goes next.  Credit is capped at `bound` seconds either way, so
-time a client spent away or alone is neither owed nor held against it for long.  Limits still
-hold over the windows (the scheduler's `room`).
+time a client spent away or alone is neither owed nor held against it for long.  A capped
+client is paced (`Pacer`), so that its time is spread within each second, and its limit holds
+over the windows too (the scheduler's `room`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Standing:
     target: float  # its share of the GPU while the current clients want it
     remaining: float = math.inf  # the longest grant that keeps it under its limit in every window
     ready_in: float = 0.0  # seconds until its pace lets it start (Pacer; <= 0: now)
-    limit: float = 1.0
+    limit: float = 1.0  # its cap (1: none)
 
 
 def pick(standings: list[Standing], min_grant: float = 0.0) -> Standing | None:

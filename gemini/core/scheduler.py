@@ -309,7 +309,7 @@ class SchedulerCore:
         if standing is None:
             return quota_s
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
-        if math.isfinite(standing.remaining):  # capped
+        if standing.limit < 1.0:
             length = min(length, self._paced_grant_s(standing.limit))
         if self.candidates or self._grace is not None:  # others want it too
             length = min(length, max(standing.target * self._turn_s, self.timing.min_quota_s))
@@ -381,9 +381,10 @@ class SchedulerCore:
     def _standings(self, names: list[str], now: float) -> list[Standing]:
         _, long_size = self._window(now)
         rates = self._targets(names)
-        return [
+        limits = {n: self.clients[n].spec.limit for n in names}
+        return [  # (a client whose cap a reload lifted is no longer paced)
             Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now),
-                     self.pacer.ready_in(n, now), self.clients[n].spec.limit)
+                     self.pacer.ready_in(n, now) if limits[n] < 1.0 else 0.0, limits[n])
             for n in names
         ]
 
