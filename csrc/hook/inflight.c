@@ -49,6 +49,7 @@ struct mark {
     CUevent ev;
     CUstream stream;
     uint64_t launches; /* launches on the device before this marker */
+    uint64_t graphs;   /* ... of which graph launches */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
     uint64_t seq;      /* markers recorded on the device before, this one included */
@@ -57,6 +58,7 @@ struct mark {
 struct inflight {
     pthread_mutex_t m;
     _Atomic uint64_t launches;
+    _Atomic uint64_t graphs; /* graph launches among them */
     CUcontext ctx;
     struct mark ring[MARKS]; /* in record order: oldest at head */
     unsigned head, count;
@@ -64,6 +66,7 @@ struct inflight {
     uint64_t done_launches; /* launches before the newest finished marker */
     int64_t done_seen_ns;   /* when that marker was seen finished */
     double ns_per_launch;   /* 0: not known yet */
+    int graph_cost_seen;    /* it was learnt on a segment with a graph launch in it */
     double logged_cost;     /* the cost last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
@@ -100,6 +103,11 @@ void gem_inflight_reset_after_fork(void)
 uint64_t gem_inflight_launch(int dev)
 {
     return atomic_fetch_add_explicit(&flight(dev)->launches, 1, memory_order_relaxed) + 1;
+}
+
+void gem_inflight_graph_launch(int dev)
+{
+    atomic_fetch_add_explicit(&flight(dev)->graphs, 1, memory_order_relaxed);
 }
 
 uint64_t gem_inflight_launches(int dev)
@@ -154,7 +162,13 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         }
         double cost = (double)ms * 1e6 / (double)n;
         gem_stat_add(GEM_STAT_COSTS, 1);
-        f->ns_per_launch = f->ns_per_launch <= 0.0
+        if (done->graphs > prev->graphs)
+            f->graph_cost_seen = 1;
+        /* Up at once, down slowly: a program that mixes heavy launches (graph replays) with
+         * light ones (a copy kernel) is then never taken for all light, which let whole graph
+         * replays run past the token (torch.compile with CUDA graphs capped at 0.4 on the
+         * H100: overuse up to 38 ms); taken for heavy, it is held a little early instead. */
+        f->ns_per_launch = f->ns_per_launch <= 0.0 || cost > f->ns_per_launch
                                ? cost
                                : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
         if (f->ns_per_launch > 1.25 * f->logged_cost || f->ns_per_launch < 0.8 * f->logged_cost) {
@@ -244,7 +258,11 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     uint64_t launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
     uint64_t pending = launches - f->done_launches;
     int64_t queued = 0;
-    if (f->ns_per_launch > 0.0) {
+    /* A graph launch carries many kernels: a cost learnt on single kernels alone does not
+     * tell what it costs, so graph launches wait as with no cost known until one is seen. */
+    uint64_t graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
+    int cost_known = f->ns_per_launch > 0.0 && (f->graph_cost_seen || graphs == 0);
+    if (cost_known) {
         queued = estimate_at(f, launches, now);
         if (queued == 0 && pending > 0) {
             /* By the estimate the GPU has run out of our work: count from here (this launch,
@@ -304,6 +322,7 @@ void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_
                     (double)waited / 1e6, (double)estimate / 1e6);
             f->ns_per_launch = 0.0;
             f->logged_cost = 0.0;
+            f->graph_cost_seen = 0;
         }
         behind(f, now);
     }
@@ -387,8 +406,9 @@ int gem_inflight_capturing(CUstream s, int pts)
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_launch)
+void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
 {
+    int before_launch = (how & GEM_MARK_BEFORE_LAUNCH) != 0;
     struct inflight *f = flight(dev);
     __typeof__(&cuEventCreate) create = REAL_AUX(cuEventCreate);
     __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
@@ -399,7 +419,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_lau
         return; /* launched into a graph: nothing runs now */
     pthread_mutex_lock(&f->m);
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
-    int due = before_launch || f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
+    int due = how != 0 || f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;
@@ -427,6 +447,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int before_lau
     m->stream = stream;
     /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet. */
     m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - (before_launch != 0);
+    m->graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
     m->host_ns = now;
     m->seen_ns = 0;
     m->seq = ++f->seq;

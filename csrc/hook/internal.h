@@ -202,6 +202,7 @@ void gem_ipc_reset_after_fork(void);
 /* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
 uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the count */
 uint64_t gem_inflight_launches(int dev);
+void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph launch */
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
 /* The host waited for the GPU (any sync point) from `from` until `now`, `launches_before`
@@ -212,9 +213,10 @@ void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);
-/* After a launch; or, before_launch, just before one (counted, not queued yet), even within
- * MARK_GAP_NS of the last marker. */
-void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int before_launch);
+/* After a launch (within MARK_GAP_NS of the last marker only if GEM_MARK_ALWAYS), or, with
+ * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet). */
+enum { GEM_MARK_BEFORE_LAUNCH = 1, GEM_MARK_ALWAYS = 2 };
+void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
@@ -222,10 +224,12 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
-enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
+enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4 };
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
-int gem_token_acquire(int dev, CUstream s, int per_thread); /* dev >= 0 (launch.c refuses others) */
+/* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
+ * slow path and marked. */
+int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);
 

@@ -6,9 +6,9 @@
  * launch's stream ordered after it (um.c); `pts`: a per-thread-default-stream entry point. */
 #include "internal.h"
 
-static inline int gate(int pts, CUstream s, int dev)
+static inline int gate(int pts, CUstream s, int dev, int heavy)
 {
-    int g = gem_token_acquire(dev, s, pts);
+    int g = gem_token_acquire(dev, s, pts, heavy);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(dev, s, pts);
     return g;
@@ -16,13 +16,18 @@ static inline int gate(int pts, CUstream s, int dev)
 
 static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
 {
-    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
-        gem_inflight_mark(dev, s, pts, gem_now_ns(), 0);
+    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS) {
+        int graph = (g & GEM_GATE_MARK_ALWAYS) != 0;
+        if (graph) /* (counted once queued: a marker before it must not count it) */
+            gem_inflight_graph_launch(dev);
+        gem_inflight_mark(dev, s, pts, gem_now_ns(), graph ? GEM_MARK_ALWAYS : 0);
+    }
     return rc;
 }
 
-/* The body of every launch wrapper: `call` is the argument list of the real function. */
-#define GATED_LAUNCH(sym, pts, stream, call)                                                     \
+/* The body of every launch wrapper: `call` is the argument list of the real function; heavy:
+ * a launch of many kernels (a graph). */
+#define GATED(sym, pts, heavy, stream, call)                                                     \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
         if (GEM_PASS())                                                                          \
@@ -30,9 +35,10 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
         int dev_ = gem_current_dev();                                                            \
         if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
             return CUDA_ERROR_INVALID_DEVICE;                                                    \
-        int g_ = gate((pts), (stream), dev_);                                                    \
+        int g_ = gate((pts), (stream), dev_, (heavy));                                           \
         return marked(REAL(sym) call, g_, dev_, (stream), (pts));                                \
     } while (0)
+#define GATED_LAUNCH(sym, pts, stream, call) GATED(sym, pts, 0, stream, call)
 
 GEM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
@@ -81,10 +87,10 @@ GEM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx
 
 GEM_EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-    GATED_LAUNCH(cuGraphLaunch, 0, s, (g, s));
+    GATED(cuGraphLaunch, 0, 1, s, (g, s));
 }
 
 GEM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
-    GATED_LAUNCH(cuGraphLaunch_ptsz, 1, s, (g, s));
+    GATED(cuGraphLaunch_ptsz, 1, 1, s, (g, s));
 }

@@ -431,7 +431,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             /* Asking hands the token back: a marker now on the launch's stream lets the
              * tracker wait for everything launched on it so far, hot-path launches included. */
             if (t->generation != 0 && t->ended_generation != t->generation)
-                gem_inflight_mark(dev, s, pts, now, 1);
+                gem_inflight_mark(dev, s, pts, now, GEM_MARK_BEFORE_LAUNCH);
             if (need == GEM_STAT_FETCH_EXPIRED && t->alone && !um &&
                 launch_on_credit(t, at, now)) {
                 gem_stat_add(GEM_STAT_FETCH_CREDIT, 1);
@@ -471,11 +471,16 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
     return out;
 }
 
-int gem_token_acquire(int dev, CUstream s, int pts)
+int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 {
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
     uint64_t launches = gem_inflight_launch(dev);
+    /* A graph launch carries many kernels: the queue estimate must see what it costs, else a
+     * cost per launch learnt on light kernels alone lets whole replays run past the token
+     * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */
+    if (heavy)
+        return acquire_slow(t, dev, s, pts) | GEM_GATE_MARK_ALWAYS;
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         launches <= atomic_load_explicit(&t->go_launches, memory_order_relaxed) &&
         gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))

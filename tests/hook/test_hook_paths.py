@@ -181,3 +181,20 @@ def test_a_graph_captured_while_tokens_come_and_go_survives_the_hook(fake_env, p
                       "--warmup-kernel-ms", "1", "--capture-gap-ms", gap_ms, "--bursts", "5"])
     assert r.out[-1]["rc"] == 0, (r.out[-1], r.stderr)
     assert r.out[-1]["kernels"] == 5 * 12
+
+
+def test_graph_replays_between_light_kernels_stay_within_the_token(fake_env, pm):
+    """torch.compile with CUDA graphs: each replay (here 10 ms) is followed by light copy
+    kernels (4 us).  Learnt from a segment of light ones alone, the cost per launch said the
+    replays were light too, and whole replays ran past the token (H100, capped at 0.4: overuse
+    up to 38 ms; here the whole run went in two tokens).  Graph launches are now always marked,
+    wait as with no cost known until a segment with one in it has run, and the cost rises at
+    once and falls slowly."""
+    pm.quota_ms = 20.0
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--stream", "nonblocking",
+                      "--kernel-ms", "1", "--burst", "10", "--light-kernels", "2",
+                      "--sync", "none", "--bursts", "60"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = sorted(q.args[0] for q in pm.of_type(RequestType.QUOTA))
+    assert len(overuse) >= 25, overuse  # 600 ms of work in 20 ms tokens
+    assert overuse[-2] <= 5.0, overuse  # (the worst but one: a loaded machine may be late once)

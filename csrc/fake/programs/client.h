@@ -11,6 +11,8 @@
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
+ *        [--light-kernels N] (graph: N kernels of 4 us after each replay, as a framework's
+ *        copies between replays; not counted in kernels or gpu_ms)
  *        [--capture-gap-ms F] (graph: capture after the warm-up, its last burst not waited
  *        for, in global mode, sleeping F ms between the captured launches: a framework
  *        capturing while its earlier work runs and its tokens come and go)
@@ -162,6 +164,7 @@ struct opts {
     long warmup_bursts;
     double warmup_kernel_ms;
     double capture_gap_ms;
+    long light_kernels;
     const char *path;
     const char *kernel_name;
     const char *stream;
@@ -233,6 +236,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->warmup_kernel_ms = atof(v);
         else if (strcmp(a, "--capture-gap-ms") == 0)
             o->capture_gap_ms = atof(v);
+        else if (strcmp(a, "--light-kernels") == 0)
+            o->light_kernels = atol(v);
         else if (strcmp(a, "--report-every") == 0)
             o->report_every = atof(v);
         else if (strcmp(a, "--threads") == 0)
@@ -426,6 +431,9 @@ static void *work_thread(void *arg)
         double l0 = now_s();
         if (graph) {
             CHECK(w, s->a.GraphLaunch(ge, st), "cuGraphLaunch");
+            uint64_t light_ns = 4000;
+            for (long i = 0; i < o->light_kernels && w->rc == 0; i++)
+                CHECK(w, launch_one(s, "kernel", w->f, st, &light_ns), "launch");
         } else {
             for (long i = 0; i < o->burst && w->rc == 0; i++)
                 CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
