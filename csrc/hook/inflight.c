@@ -15,6 +15,9 @@
  * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
  * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) far
  * longer than the estimate says the cost was learnt on other kernels: it is learnt again.
+ * The cost rises at once and falls slowly, and graph launches wait as with no cost known until
+ * a segment with one in it has run: a cost learnt on light kernels alone let whole graph
+ * replays run past the token (torch.compile with CUDA graphs).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse.
  *

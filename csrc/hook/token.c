@@ -4,6 +4,8 @@
  * Rules, in the order a launch applies them:
  *  - Hot path: a burst is running, the launch is before `go_until` and within `go_launches`
  *    -> go (one clock read, an atomic add and a few atomic loads, no lock, no driver call).
+ *    Never for a graph launch (`heavy`): it carries many kernels, and is always checked and
+ *    marked, so that the queue estimate learns what it costs (inflight.c).
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
  *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
  *    is left (design-notes §1).  Each slow-path launch is followed by a marker event.
