@@ -224,11 +224,11 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
-enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4 };
+enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
- * slow path and marked. */
+ * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
 void gem_token_note_sync(int dev);
 void gem_token_reset_after_fork(void);

@@ -14,13 +14,12 @@ static inline int gate(int pts, CUstream s, int dev, int heavy)
     return g;
 }
 
-static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
+static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, int heavy)
 {
     if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS) {
-        int graph = (g & GEM_GATE_MARK_ALWAYS) != 0;
-        if (graph) /* (counted once queued: a marker before it must not count it) */
+        if (heavy) /* (counted once queued: a marker before it must not count it) */
             gem_inflight_graph_launch(dev);
-        gem_inflight_mark(dev, s, pts, gem_now_ns(), graph ? GEM_MARK_ALWAYS : 0);
+        gem_inflight_mark(dev, s, pts, gem_now_ns(), heavy ? GEM_MARK_ALWAYS : 0);
     }
     return rc;
 }
@@ -36,7 +35,7 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts)
         if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
             return CUDA_ERROR_INVALID_DEVICE;                                                    \
         int g_ = gate((pts), (stream), dev_, (heavy));                                           \
-        return marked(REAL(sym) call, g_, dev_, (stream), (pts));                                \
+        return marked(REAL(sym) call, g_, dev_, (stream), (pts), (heavy));                       \
     } while (0)
 #define GATED_LAUNCH(sym, pts, stream, call) GATED(sym, pts, 0, stream, call)
 

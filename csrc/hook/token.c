@@ -482,7 +482,7 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
      * cost per launch learnt on light kernels alone lets whole replays run past the token
      * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */
     if (heavy)
-        return acquire_slow(t, dev, s, pts) | GEM_GATE_MARK_ALWAYS;
+        return acquire_slow(t, dev, s, pts);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         launches <= atomic_load_explicit(&t->go_launches, memory_order_relaxed) &&
         gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))
