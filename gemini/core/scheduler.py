@@ -381,10 +381,9 @@ class SchedulerCore:
     def _standings(self, names: list[str], now: float) -> list[Standing]:
         _, long_size = self._window(now)
         rates = self._targets(names)
-        limits = {n: self.clients[n].spec.limit for n in names}
-        return [  # (a client whose cap a reload lifted is no longer paced)
+        return [
             Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now),
-                     self.pacer.ready_in(n, now) if limits[n] < 1.0 else 0.0, limits[n])
+                     self.pacer.ready_in(n, now), self.clients[n].spec.limit)
             for n in names
         ]
 
@@ -420,6 +419,8 @@ class SchedulerCore:
                 continue
             if state.spec != spec:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
+            if spec.limit >= 1.0:
+                self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
             ):
