@@ -377,17 +377,18 @@ class _PollingSocket:
     """A socket whose recv polls (MSG_DONTWAIT in a loop) instead of sleeping."""
 
     def __init__(self, sock) -> None:  # type: ignore[no-untyped-def]
+        # Non-blocking: a socket with a timeout polls (sleeps) before every recv, whatever
+        # flags the recv is given, and the asking side then slept as before.
+        sock.setblocking(False)
         self.sock = sock
 
     def sendall(self, data: bytes) -> None:
         self.sock.sendall(data)
 
     def recv(self, n: int) -> bytes:
-        import socket
-
         while True:
             try:
-                return self.sock.recv(n, socket.MSG_DONTWAIT)
+                return self.sock.recv(n)
             except BlockingIOError:
                 continue
 
