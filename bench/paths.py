@@ -136,6 +136,15 @@ def span_rate(samples: list[list[float]], a: float, b: float) -> float | None:
     return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
 
+def summed(series: list[list[list[float]]], t0: float, t_end: float) -> list[list[float]]:
+    """Several processes' (time, steps) samples as one: their steps added up at every time any
+    of them sampled, from t0 (steps 0) to t_end."""
+    times = sorted({t for s in series for t, _ in s if t0 < t < t_end} | {t0, t_end})
+    base = [progress(s, t0) for s in series]
+    return [[t, sum(progress(s, t) - b for s, b in zip(series, base, strict=True))]
+            for t in times]
+
+
 def window_list(a: float, b: float, width: float, step: float) -> list[tuple[float, float]]:
     """Windows [a + i*step, a + i*step + width] that end by b."""
     out, i = [], 0
@@ -558,6 +567,34 @@ class Bench:
         return {**r, "k": w.ready["k"], "step_ms": w.ready["step_ms"],
                 "startup_s": w.ready["startup_s"], "log": w.log_file}
 
+    def run_together(self, procs: Procs, path: str, env: dict[str, str], seconds: float, k: int,
+                     n: int) -> dict:
+        """n fresh workers of one client, one measured run started together: the samples of
+        their summed work, each one's share of the bare rate, and the first one's log."""
+        workers: list[Worker] = []
+        try:
+            for i in range(n):
+                self.runs += 1
+                workers.append(Worker(procs, path, env, seconds, k, self.args.sync_every_ms,
+                                      self.tmp / f"{self.runs:03d}-{path}-cap{i}.stderr",
+                                      f"cap{i}"))
+            for w in workers:
+                w.wait_ready(self.ready_timeout(path))
+            t0 = time.monotonic() + 0.3
+            for w in workers:
+                w.go(t0, t0 + seconds)
+            each = [w.collect(seconds + 60) for w in workers]
+        finally:
+            for w in workers:
+                w.close()
+        bare = self.bare[path]["median"]
+        t_end = min(s[-1][0] for s in each)
+        return {"samples": summed(each, t0, t_end),
+                "process_shares": [(progress(s, t_end) - progress(s, t0)) / (bare * (t_end - t0))
+                                   for s in each],
+                "startup_s": [w.ready["startup_s"] for w in workers],
+                "log": workers[0].log_file, "logs": [w.log_file for w in workers]}
+
     def quick_bare(self, procs: Procs, path: str) -> dict:
         """A bare rate for `path` when this invocation has none yet: QUICK_BARE_RUNS runs of one
         bare worker."""
@@ -675,12 +712,19 @@ class Bench:
         try:
             env = self.env(backend.hook_env("cap"), debug=True)
             env["GEMINI_HOOK_STATS"] = str(stats)
-            r = self.run_one(procs, path, env, self.args.cap_seconds, bare["k"], "cap")
+            if self.args.cap_procs > 1:
+                r = self.run_together(procs, path, env, self.args.cap_seconds, bare["k"],
+                                      self.args.cap_procs)
+            else:
+                r = self.run_one(procs, path, env, self.args.cap_seconds, bare["k"], "cap")
         finally:
             grants = tracer.stop()
             backend.stop()
             daemon_logs = {"schd": backend.schd.drain(), "pmgr": backend.pmgrs["cap"].drain()}
         out = cap_metrics(r["samples"], bare["median"], CAP_TARGET)
+        if self.args.cap_procs > 1:  # the client's work is its processes' together
+            out["cap_procs"] = self.args.cap_procs
+            out["cap_process_shares"] = [rnd(x) for x in r["process_shares"]]
         # The scheduler's own books over the measured run, beside the work done: where they
         # differ, the client was charged for time it did not use.
         a, b = r["samples"][0][0], r["samples"][-1][0]
@@ -705,6 +749,9 @@ class Bench:
             (self.args.out / f"cap-{path}-grants.json").write_text(json.dumps(grants))
             for name, text in daemon_logs.items():
                 (self.args.out / f"cap-{path}-{name}.log").write_text(text)
+            for i, other in enumerate(r.get("logs", [])[1:], 1):  # --cap-procs: the others
+                (self.args.out / f"cap-{path}-p{i}.log").write_text(
+                    Path(other).read_text(errors="replace"))
             out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
                                                hook_log)
         if out.get("overuse_note"):
@@ -813,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--solo-runs", type=int, default=5, help="bare and solo runs each, interleaved")
     p.add_argument("--solo-seconds", type=float, default=4.0, help="length of each bare/solo run")
     p.add_argument("--cap-seconds", type=float, default=60.0, help="length of the capped run")
+    p.add_argument("--cap-procs", type=int, default=1,
+                   help="processes of the capped client, started together (their work added up)")
     p.add_argument("--pair-seconds", type=float, default=30.0, help="length of each pairs case")
     p.add_argument("--sync-every-ms", type=float, default=50.0,
                    help="workers sync every k steps, k steps taking about this long bare")
