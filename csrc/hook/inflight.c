@@ -13,11 +13,13 @@
  * them); the queue is the launches after the newest finished marker times that cost, less what
  * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
  * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
- * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) far
- * longer than the estimate says the cost was learnt on other kernels: it is learnt again.
- * The cost rises at once and falls slowly, and graph launches wait as with no cost known until
- * a segment with one in it has run: a cost learnt on light kernels alone let whole graph
- * replays run past the token (torch.compile with CUDA graphs).
+ * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
+ * queue long enough to measure tells how much slower than its cost the queue drains (other
+ * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
+ * cost was learnt on other kernels: it is learnt again.
+ * A segment with a graph launch raises the cost at once (it falls slowly), and graph launches
+ * wait as with no cost known until a segment with one in it has run: a cost learnt on light
+ * kernels alone let whole graph replays run past the token (torch.compile with CUDA graphs).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse.
  *
@@ -47,6 +49,8 @@
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
+#define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
+                                   * is wrong, not the drain (learnt again) */
 
 struct mark {
     CUevent ev;
@@ -69,6 +73,8 @@ struct inflight {
     uint64_t done_launches; /* launches before the newest finished marker */
     int64_t done_seen_ns;   /* when that marker was seen finished */
     double ns_per_launch;   /* 0: not known yet */
+    double drain_factor;    /* >= 1: the queue drains this much slower than its cost says */
+    double logged_factor;   /* the drain factor last written to the debug log */
     int graph_cost_seen;    /* it was learnt on a segment with a graph launch in it */
     double logged_cost;     /* the cost last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
@@ -88,7 +94,16 @@ static void flights_init(void)
     for (int i = 0; i < GEM_MAX_DEVICES; i++) {
         memset(&flights[i], 0, sizeof(flights[i]));
         pthread_mutex_init(&flights[i].m, NULL);
+        flights[i].drain_factor = flights[i].logged_factor = 1.0;
     }
+}
+
+static void forget_cost(struct inflight *f)
+{
+    f->ns_per_launch = 0.0;
+    f->logged_cost = 0.0;
+    f->graph_cost_seen = 0;
+    f->drain_factor = f->logged_factor = 1.0;
 }
 
 static struct inflight *flight(int dev)
@@ -165,13 +180,19 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         }
         double cost = (double)ms * 1e6 / (double)n;
         gem_stat_add(GEM_STAT_COSTS, 1);
-        if (done->graphs > prev->graphs)
+        int graph = done->graphs > prev->graphs;
+        if (graph)
             f->graph_cost_seen = 1;
-        /* Up at once, down slowly: a program that mixes heavy launches (graph replays) with
-         * light ones (a copy kernel) is then never taken for all light, which let whole graph
-         * replays run past the token (torch.compile with CUDA graphs capped at 0.4 on the
-         * H100: overuse up to 38 ms); taken for heavy, it is held a little early instead. */
-        f->ns_per_launch = f->ns_per_launch <= 0.0 || cost > f->ns_per_launch
+        /* A segment with a graph launch in it raises the cost at once, and it falls slowly: a
+         * program that mixes heavy launches (graph replays) with light ones (a copy kernel) is
+         * then never taken for all light, which let whole graph replays run past the token
+         * (torch.compile with CUDA graphs capped at 0.4 on the H100: overuse up to 38 ms);
+         * taken for heavy, it is held a little early instead.  Other segments move it by their
+         * weight either way: while other processes' work shares the GPU, a segment of a few
+         * launches reads long or short by a whole time slice of theirs, and taking the longest
+         * held a client of two processes to 0.9 of its grants (the drain factor, learnt at
+         * syncs, covers the sharing). */
+        f->ns_per_launch = f->ns_per_launch <= 0.0 || (graph && cost > f->ns_per_launch)
                                ? cost
                                : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
         if (f->ns_per_launch > 1.25 * f->logged_cost || f->ns_per_launch < 0.8 * f->logged_cost) {
@@ -243,14 +264,28 @@ static void poll_marks(struct inflight *f, int64_t now)
     f->kept = 1;
 }
 
-/* The estimate, as of `at`, of the work queued by the first `launches` launches.  f->m held. */
-static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
+/* How long a launch keeps the queue busy: its cost, times how much slower than that the queue
+ * drains (0: not known).  f->m held. */
+static double wall_per_launch(const struct inflight *f)
 {
-    if (f->ns_per_launch <= 0.0 || launches <= f->done_launches)
+    return f->ns_per_launch * f->drain_factor;
+}
+
+/* The estimate, as of `at`, of the work queued by the first `launches` launches, each keeping
+ * the queue busy for `per_launch` ns.  f->m held. */
+static int64_t estimate_with(const struct inflight *f, uint64_t launches, int64_t at,
+                             double per_launch)
+{
+    if (per_launch <= 0.0 || launches <= f->done_launches)
         return 0;
-    int64_t q = (int64_t)((double)(launches - f->done_launches) * f->ns_per_launch) -
+    int64_t q = (int64_t)((double)(launches - f->done_launches) * per_launch) -
                 (at - f->done_seen_ns);
     return q > 0 ? q : 0;
+}
+
+static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
+{
+    return estimate_with(f, launches, at, wall_per_launch(f));
 }
 
 int64_t gem_inflight_queued_ns(int dev, int64_t now)
@@ -302,33 +337,54 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     return queued;
 }
 
+/* What a wait for `launches_before` launches that ran them all says of the queue's drain.
+ * The cost per launch is learnt from markers a fraction of a ms apart; over a whole burst the
+ * queue may drain slower than it says, when other processes' work shares the GPU (the other
+ * processes of a client, which share its token: on the H100 two of them each waited 2.2 times
+ * the estimate at every sync, and a token's queue ran up to 28 ms past its end).  A wait on a
+ * queue long enough to measure moves the drain factor half way to what it saw (never below 1).
+ * A wait far longer than that says the cost was learnt on other kernels (a framework's set-up,
+ * an earlier phase): it is forgotten, so that launches are marked and it is learnt again; else
+ * whole bursts go unmarked at a cost that says they fit, and run past the token.  (Not on a
+ * wait for few launches: a stream sync after a copy waits for the copy.)  f->m held. */
+static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t from,
+                        int64_t waited)
+{
+    if (f->ns_per_launch <= 0.0 || launches_before < f->done_launches + RELEARN_MIN_LAUNCHES)
+        return;
+    int64_t raw = estimate_with(f, launches_before, from, f->ns_per_launch);
+    if (raw >= SYNC_BEHIND_NS && (double)waited <= DRAIN_FACTOR_MAX * (double)raw) {
+        double factor = (f->drain_factor + (double)waited / (double)raw) / 2;
+        f->drain_factor = factor > 1.0 ? factor : 1.0;
+        if (f->drain_factor > 1.25 * f->logged_factor || f->drain_factor < 0.8 * f->logged_factor) {
+            GEM_LOG(GEM_LOG_DEBUG, "the queue drains %.2f times slower than its cost per launch "
+                    "(waited %.3f ms for %.3f ms)", f->drain_factor, (double)waited / 1e6,
+                    (double)raw / 1e6);
+            f->logged_factor = f->drain_factor;
+        }
+        return;
+    }
+    int64_t estimate = estimate_at(f, launches_before, from);
+    if (waited > 2 * estimate + SYNC_BEHIND_NS) {
+        GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
+                "for an estimated %.3f ms): learning it again", f->ns_per_launch / 1e3,
+                (double)waited / 1e6, (double)estimate / 1e6);
+        forget_cost(f);
+    }
+}
+
 void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
                          int all_ran)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     int64_t waited = now - from;
-    if (waited < SYNC_BEHIND_NS) {
+    if (all_ran)
+        learn_drain(f, launches_before, from, waited);
+    if (waited < SYNC_BEHIND_NS)
         f->unproven_ns = now;
-    } else {
-        /* A wait for all our launches far longer than their estimated queue: the cost per
-         * launch is too low (it was learnt on other kernels: a framework's set-up, an earlier
-         * phase).  Forget it, so that launches are marked and it is learnt again; else whole
-         * bursts go unmarked at a cost that says they fit, and run past the token.  (Not on a
-         * wait for few launches: a stream sync after a copy waits for the copy.) */
-        int64_t estimate = estimate_at(f, launches_before, from);
-        if (all_ran && f->ns_per_launch > 0.0 &&
-            launches_before >= f->done_launches + RELEARN_MIN_LAUNCHES &&
-            waited > 2 * estimate + SYNC_BEHIND_NS) {
-            GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
-                    "for an estimated %.3f ms): learning it again", f->ns_per_launch / 1e3,
-                    (double)waited / 1e6, (double)estimate / 1e6);
-            f->ns_per_launch = 0.0;
-            f->logged_cost = 0.0;
-            f->graph_cost_seen = 0;
-        }
+    else
         behind(f, now);
-    }
     if (all_ran) {
         poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
         if (launches_before > f->done_launches) {
@@ -347,7 +403,7 @@ int64_t gem_inflight_next_done_ns(int dev)
     if (f->ns_per_launch > 0.0 && f->count > f->kept && f->done_seen_ns != 0) {
         const struct mark *m = mark_at(f, f->kept); /* the oldest one out */
         uint64_t ahead = m->launches > f->done_launches ? m->launches - f->done_launches : 0;
-        at = f->done_seen_ns + (int64_t)((double)ahead * f->ns_per_launch); /* (0: a sync) */
+        at = f->done_seen_ns + (int64_t)((double)ahead * wall_per_launch(f)); /* (0: a sync) */
     }
     pthread_mutex_unlock(&f->m);
     return at;
@@ -357,7 +413,7 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double cost = f->ns_per_launch;
+    double cost = wall_per_launch(f);
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
@@ -395,7 +451,7 @@ static int current_ctx_ok(struct inflight *f)
         f->ring[i].ev = NULL;
     }
     f->head = f->count = f->kept = 0;
-    f->ns_per_launch = 0.0;
+    forget_cost(f);
     f->done_launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
     f->ctx = ctx;
     return 1;

@@ -40,6 +40,18 @@ def test_processes_of_one_client_share_its_token(system):
     assert ka / (ka + kb) == pytest.approx(0.5, abs=0.1), (ka, kb)
 
 
+def test_processes_of_a_capped_client_use_its_cap_together(system):
+    """Three processes of one client capped at 0.4, default quotas: each bounds its own queue,
+    and the GPU's queue holds the others' work too.  A cost per launch that rose at once on a
+    segment that waited for their kernels held all three early (0.34-0.35 of the GPU): the
+    cost now moves by its weight (but for graph launches) and the drain factor, learnt at
+    syncs, counts the others' work."""
+    system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
+    rs = [result(p) for p in [system.work("solo", 6) for _ in range(3)]]
+    busy = sum(r["kernels"] for r in rs) * KERNEL_MS / 1000
+    assert busy / max(r["wall_s"] for r in rs) == pytest.approx(0.4, abs=0.035), rs
+
+
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "500", "-m", "500", "-w", "4000")
     holder = system.client("a", "alloc", "--path", "alloc", "--bytes", str(256 << 20), "--hold")
