@@ -58,3 +58,17 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: 
     row = json.loads(merged.read_text())["paths"]["cpu"]
     assert row["solo_over_bare"] > 0 and row["bare"] and row["solo"]
     assert "cap_gate" in row and "cap_granted_share" in row and row["cap_60s"] is not None
+
+
+@pytest.mark.system
+def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
+    """bench/paths.py --cap-procs 2: the capped client's work is its two processes' together
+    (the cpu kind is never gated, so each does its bare rate and the two do twice that)."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "cap:cpu",
+                       "--cap-procs", "2", "--cap-seconds", "2", "--solo-seconds", "0.3",
+                       "--skip-rtt", "--skip-pairs")
+    row = json.loads(path.read_text())["paths"]["cpu"]
+    assert row["cap_procs"] == 2
+    shares = row["cap_process_shares"]
+    assert len(shares) == 2 and all(s == pytest.approx(1.0, abs=0.35) for s in shares)
+    assert row["cap_60s"] == pytest.approx(sum(shares), abs=0.1)

@@ -1,0 +1,104 @@
+"""Where a paced token round trip's time goes (issue 12: "token round trip p50 <= 100 us").
+
+  python3 bench/rtt_floor.py [--out DIR]
+
+A client asks for tokens through one pod manager and the scheduler, as bench/scenarios.py's S6,
+in every combination of: the daemons sleeping between messages or busy polling
+(GEMINI_BUSY_POLL_MS=20, longer than the pace); the client sleeping in recv or polling a
+non-blocking socket; requests back to back, every 1 ms or every 10 ms (the pace slept, or
+spun, by the client).  Also a pod-manager-only trip (MEM_LIMIT) and a token answered from the
+pod manager's cache.  p50 / p90 in microseconds.  What it tells apart: the wake-ups of idle
+processes (gone when everyone polls) from the cost of the messages' path through two Python
+daemons once it has gone cold (left when everyone polls).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import GIB, Backend, Client, Procs, gpu_name, slug
+from scenarios import _PollingSocket
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _series(call, n: int, pace_s: float, spin_pace: bool) -> list[float]:  # type: ignore[no-untyped-def]
+    out = []
+    for _ in range(n):
+        if pace_s and spin_pace:
+            _spin(pace_s)
+        elif pace_s:
+            time.sleep(pace_s)
+        t = time.perf_counter_ns()
+        call()
+        out.append((time.perf_counter_ns() - t) / 1000)
+    out.sort()
+    return [round(out[len(out) // 2], 1), round(out[int(len(out) * 0.9)], 1)]
+
+
+def measure(procs: Procs) -> dict:
+    from gemini.client import Connection
+    from gemini.core.wire import RequestType
+
+    res: dict = {}
+    for poll in ("0", "20"):
+        backend = Backend(procs, [Client("rtt", 1.0, 1.0, GIB)], tag=f"rtt-floor{poll}",
+                          daemon_env={"GEMINI_BUSY_POLL_MS": poll})
+        try:
+            with Connection("127.0.0.1", backend.pmgrs["rtt"].port, "rtt") as c:
+                for _ in range(200):  # warm-up
+                    c.call(RequestType.MEM_LIMIT)
+
+                def token() -> None:
+                    c.call(RequestType.QUOTA, 0.0, 1e9)  # never fits the cached token
+
+                daemons = "polling" if poll != "0" else "sleeping"
+                res[f"daemons_{daemons}"] = d = {
+                    "client_sleeps": {"back_to_back": _series(token, 300, 0, False),
+                                      "every_1ms": _series(token, 300, 0.001, False),
+                                      "every_10ms": _series(token, 200, 0.01, False)}}
+                c.sock = _PollingSocket(c.sock)  # type: ignore[assignment]
+                d["client_polls"] = {
+                    "back_to_back": _series(token, 300, 0, True),
+                    "every_10ms": _series(token, 200, 0.01, False),
+                    "every_10ms_pace_spun": _series(token, 200, 0.01, True),
+                    "pmgr_only_every_10ms_pace_spun": _series(
+                        lambda: c.call(RequestType.MEM_LIMIT), 200, 0.01, True),
+                    "cached_token_every_10ms_pace_spun": _series(
+                        lambda: c.call(RequestType.QUOTA, 0.0, 0.0), 200, 0.01, True)}
+        finally:
+            backend.stop()
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    with Procs() as procs:
+        res = measure(procs)
+    out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
+           "command": "python3 bench/rtt_floor.py " + " ".join(argv or sys.argv[1:]),
+           "unit": "[p50, p90] microseconds per round trip", **res}
+    text = json.dumps(out, indent=1)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        name = f"{slug(out['device'].split(',')[0])}-{stamp}-rtt-floor.json"
+        (args.out / name).write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
