@@ -86,6 +86,18 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower().replace("nvidia", "")).strip("-") or "gpu"
 
 
+def print_and_write(out: dict, out_dir: Path | None, kind: str) -> None:
+    """Print a small tool's result (JSON) and, with --out, write it to
+    OUT_DIR/<gpu>-<YYYYMMDD-HHMMSS>-<kind>.json (out["device"] names the GPU)."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        (out_dir / f"{slug(out['device'].split(',')[0])}-{stamp}-{kind}.json").write_text(
+            text + "\n")
+
+
 # ---- deadlines -----------------------------------------------------------------------------------
 
 class Deadline:

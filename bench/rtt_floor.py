@@ -15,14 +15,14 @@ daemons once it has gone cold (left when everyone polls).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import GIB, Backend, Client, Procs, gpu_name, slug
+from common import GIB, Backend, Client, Procs, gpu_name, print_and_write
 from scenarios import _PollingSocket
 
 
@@ -32,7 +32,7 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _series(call, n: int, pace_s: float, spin_pace: bool) -> list[float]:  # type: ignore[no-untyped-def]
+def _series(call: Callable[[], object], n: int, pace_s: float, spin_pace: bool) -> list[float]:
     out = []
     for _ in range(n):
         if pace_s and spin_pace:
@@ -90,13 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/rtt_floor.py " + " ".join(argv or sys.argv[1:]),
            "unit": "[p50, p90] microseconds per round trip", **res}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = f"{slug(out['device'].split(',')[0])}-{stamp}-rtt-floor.json"
-        (args.out / name).write_text(text + "\n")
+    print_and_write(out, args.out, "rtt-floor")
     return 0
 
 

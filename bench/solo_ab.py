@@ -22,7 +22,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import GIB, PY, Backend, Client, Procs, base_env, gpu_name, hook_path, slug
+from common import (
+    GIB,
+    PY,
+    Backend,
+    Client,
+    Procs,
+    base_env,
+    gpu_name,
+    hook_path,
+    print_and_write,
+)
 
 APP = Path(__file__).resolve().parent / "path_app.py"
 VARIANTS = ("bare", "disabled", "solo")
@@ -72,13 +82,7 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
         ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
         out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),
                                  "min": round(ratios[0], 4), "max": round(ratios[-1], 4)}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        name = f"{slug(out['device'].split(',')[0])}-{stamp}-solo-ab-{args.path}.json"
-        (args.out / name).write_text(text + "\n")
+    print_and_write(out, args.out, f"solo-ab-{args.path}")
     return 0
 
 
