@@ -85,7 +85,8 @@ class PodCore:
         self.quota_s = 0.0
         self.quota_at = now
         self.quota_flags = 0  # the cached token's QUOTA_FLAG_*, passed on with every share of it
-        self.overuse_ms = 0.0
+        self.overuse_ms = 0.0  # the largest reported since the last fetch was sent
+        self.overuse_in_flight = 0.0  # what the fetch in flight carries (sent again if lost)
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
@@ -210,14 +211,20 @@ class PodCore:
             self.fetch_id = -1
             return []
         burst_ms = max((h.burst_ms for h in self.hooks.values()), default=0.0)
-        send = self._send(RequestType.QUOTA, (self.overuse_ms, burst_ms))
+        # What a process reports while this fetch is out goes with the next one (it used to be
+        # wiped when the token came: a client's processes ask at about the same time, and all
+        # but the first one's overuse was lost).
+        self.overuse_in_flight = max(self.overuse_in_flight, self.overuse_ms)
+        self.overuse_ms = 0.0
+        send = self._send(RequestType.QUOTA, (self.overuse_in_flight, burst_ms))
         self.fetch_id = send.request.req_id
         asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
-                f"{self.overuse_ms:.3f} ms overuse)"
+                f"{self.overuse_in_flight:.3f} ms overuse)"
         return [act.debug(self.name, asked), send]  # (the line first: its stamp is the send's)
 
     def _on_token(self, rsp: Response, now: float) -> list[Action]:
         self.fetch_id = None
+        self.overuse_in_flight = 0.0  # (answered: the scheduler has it)
         waiters, self.quota_waiters = self.quota_waiters, []
         self._report_due = True
         if rsp.status is not Status.OK:
@@ -229,7 +236,6 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         self.quota_at = now
-        self.overuse_ms = 0.0
         replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {len(waiters)} waiting"
         return [act.debug(self.name, got), *replies, *self._maybe_report(now)]

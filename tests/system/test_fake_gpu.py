@@ -52,6 +52,20 @@ def test_processes_of_a_capped_client_use_its_cap_together(system):
     assert busy / max(r["wall_s"] for r in rs) == pytest.approx(0.4, abs=0.035), rs
 
 
+def test_the_overuse_of_every_process_of_a_capped_client_is_charged(system):
+    """Three processes of a client capped at 0.4 that never hand a token back early (v1's early
+    request off): their queues run past its tokens, and each reports its overuse with its next
+    request, at about the same time.  The pod manager used to pass on only what came before its
+    fetch and drop the rest when the token came: the client did 0.53 of the GPU."""
+    system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
+    procs = [system.client("solo", "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                           "--seconds", "6", env={"GEMINI_HOOK_BURST_FIT": "0"})
+             for _ in range(3)]
+    rs = [result(p) for p in procs]
+    busy = sum(r["kernels"] for r in rs) * KERNEL_MS / 1000
+    assert busy / max(r["wall_s"] for r in rs) == pytest.approx(0.4, abs=0.05), rs
+
+
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "500", "-m", "500", "-w", "4000")
     holder = system.client("a", "alloc", "--path", "alloc", "--bytes", str(256 << 20), "--hold")

@@ -24,6 +24,10 @@ def upstream(actions):
     return [a.request for a in actions if isinstance(a, SendUpstream)]
 
 
+def fetches(actions):
+    return [r for r in upstream(actions) if r.type is RequestType.QUOTA]
+
+
 def ready_pod(limit=1000) -> PodCore:
     pod = PodCore("pod", 0.0)
     limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
@@ -70,6 +74,30 @@ def test_fetch_reports_the_largest_overuse_and_burst():
     # Process 2 runs until 0.1 on the time it was handed; then the token goes back.
     [fetch] = [r for r in upstream(pod.on_deadline(0.1)) if r.type is RequestType.QUOTA]
     assert fetch.args == (9.0, 70.0)
+
+
+def test_an_overuse_reported_while_a_fetch_is_out_goes_with_the_next_fetch():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1), 0.0)
+    grant(pod, 0.0, 100.0)
+    pod.on_hook_request(2, quota(1), 0.01)
+    [first] = fetches(pod.on_hook_request(1, quota(2, overuse=3.0, burst=95.0), 0.1))
+    assert first.args[0] == 3.0
+    # Process 2 asks a moment later, its overuse with it: the fetch is already out.
+    assert fetches(pod.on_hook_request(2, quota(2, overuse=7.0, burst=95.0), 0.1005)) == []
+    grant(pod, 0.15, 40.0)
+    [second] = fetches(pod.on_hook_request(1, quota(3, burst=95.0), 0.19))
+    assert second.args[0] == 7.0  # (it used to be wiped when the token came: never charged)
+
+
+def test_a_fetch_sent_again_carries_its_overuse_again():
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1), 0.0)
+    grant(pod, 0.0, 100.0)
+    upstream(pod.on_hook_request(1, quota(2, overuse=3.0, burst=95.0), 0.1))
+    pod.on_scheduler_lost(0.11)
+    pod.on_hook_request(2, quota(1, overuse=1.0, burst=95.0), 0.12)
+    assert [r.args[0] for r in fetches(pod.on_scheduler_connected(0.2))] == [3.0]
 
 
 def test_scheduler_refusal_reaches_every_waiting_process():
