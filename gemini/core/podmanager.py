@@ -4,7 +4,8 @@ Rules:
 - All processes (hooks) of the client share one token.  A hook's QUOTA request is answered from
   the cached token if its predicted burst fits in what is left; otherwise the pod manager asks the
   scheduler for a new token (which returns the old one), once, for every hook waiting meanwhile.
-- It reports to the scheduler the largest overuse and the largest predicted burst of its hooks.
+- It reports to the scheduler the largest overuse and the largest predicted burst of its hooks
+  (an overuse reported while a fetch is out goes with the next fetch).
 - Asking the scheduler returns the client's token, so it waits while another process still runs
   on time it was handed (else that time would run on the next client's token, uncharged); a
   process that asks again has given its own time back.
