@@ -567,26 +567,32 @@ class Bench:
         return {**r, "k": w.ready["k"], "step_ms": w.ready["step_ms"],
                 "startup_s": w.ready["startup_s"], "log": w.log_file}
 
-    def run_together(self, procs: Procs, path: str, env: dict[str, str], seconds: float, k: int,
-                     n: int) -> dict:
-        """n fresh workers of one client, one measured run started together: the samples of
-        their summed work, each one's share of the bare rate, and the first one's log."""
+    def together(self, procs: Procs, path: str, envs: dict[str, dict[str, str]], seconds: float,
+                 k: int, tag: str) -> tuple[float, list[Worker], list[list[list[float]]]]:
+        """Fresh workers, one per name in `envs`, ready and then measured together, one run:
+        its start, the workers (closed by then: their ready lines and logs), their samples."""
+        self.runs += 1
         workers: list[Worker] = []
         try:
-            for i in range(n):
-                self.runs += 1
-                workers.append(Worker(procs, path, env, seconds, k, self.args.sync_every_ms,
-                                      self.tmp / f"{self.runs:03d}-{path}-cap{i}.stderr",
-                                      f"cap{i}"))
+            workers += [Worker(procs, path, env, seconds, k, self.args.sync_every_ms,
+                               self.tmp / f"{self.runs:03d}-{tag}-{name}.stderr", name)
+                        for name, env in envs.items()]
             for w in workers:
                 w.wait_ready(self.ready_timeout(path))
             t0 = time.monotonic() + 0.3
             for w in workers:
                 w.go(t0, t0 + seconds)
-            each = [w.collect(seconds + 60) for w in workers]
+            return t0, workers, [w.collect(seconds + 60) for w in workers]
         finally:
             for w in workers:
                 w.close()
+
+    def run_together(self, procs: Procs, path: str, env: dict[str, str], seconds: float, k: int,
+                     n: int) -> dict:
+        """n processes of one client (--cap-procs), measured together: the samples of their
+        summed work, each one's share of the bare rate, and their logs (the first one's apart)."""
+        envs = {f"cap{i}": env for i in range(n)}
+        t0, workers, each = self.together(procs, path, envs, seconds, k, path)
         bare = self.bare[path]["median"]
         t_end = min(s[-1][0] for s in each)
         return {"samples": summed(each, t0, t_end),
@@ -764,22 +770,13 @@ class Bench:
         bare = self.quick_bare(procs, path)
         backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], tag="paths-pairs")
         seconds = self.args.pair_seconds
-        workers: list[Worker] = []
         try:
-            self.runs += 1
-            workers += [Worker(procs, path, self.env(backend.hook_env(n)), seconds,
-                              bare["k"], self.args.sync_every_ms,
-                              self.tmp / f"{self.runs:03d}-pair-{n}.stderr", n) for n, _ in specs]
-            for w in workers:
-                w.wait_ready(self.ready_timeout(path))
-            t0 = time.monotonic() + 0.3
-            for w in workers:
-                w.go(t0, t0 + seconds)
-            samples = {w.name: w.collect(seconds + 60) for w in workers}
+            t0, workers, each = self.together(
+                procs, path, {n: self.env(backend.hook_env(n)) for n, _ in specs}, seconds,
+                bare["k"], "pair")
         finally:
-            for w in workers:
-                w.close()
             backend.stop()
+        samples = {w.name: s for w, s in zip(workers, each, strict=True)}
         t_end = min(s[-1][0] for s in samples.values())
         return pair_entries(case, samples, dict(specs), t0, t_end, bare["median"], path=path)
 
