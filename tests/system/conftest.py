@@ -26,6 +26,13 @@ def result(proc: subprocess.Popen[str]) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
+def gpu_share(*results: dict) -> float:
+    """The share of the fake GPU that the `work` programs' kernels took together, over the
+    longest of their runs."""
+    busy = sum(r["kernels"] for r in results) * KERNEL_MS / 1000
+    return busy / max(r["wall_s"] for r in results)
+
+
 @pytest.fixture
 def system(tmp_path):
     started: list = []

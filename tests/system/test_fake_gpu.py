@@ -12,7 +12,7 @@ import pytest
 
 from gemini.client import Connection, query_status
 from gemini.core.wire import RequestType
-from tests.system.conftest import KERNEL_MS, result
+from tests.system.conftest import KERNEL_MS, gpu_share, result
 
 pytestmark = pytest.mark.system
 
@@ -27,8 +27,7 @@ def test_two_clients_get_their_shares(system):
 def test_a_limit_caps_a_client_alone(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n")
     r = result(system.work("solo", 6))
-    busy = r["kernels"] * KERNEL_MS / 1000
-    assert busy / r["wall_s"] == pytest.approx(0.4, abs=0.06), r
+    assert gpu_share(r) == pytest.approx(0.4, abs=0.06), r
 
 
 def test_processes_of_one_client_share_its_token(system):
@@ -48,8 +47,7 @@ def test_processes_of_a_capped_client_use_its_cap_together(system):
     syncs, counts the others' work."""
     system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
     rs = [result(p) for p in [system.work("solo", 6) for _ in range(3)]]
-    busy = sum(r["kernels"] for r in rs) * KERNEL_MS / 1000
-    assert busy / max(r["wall_s"] for r in rs) == pytest.approx(0.4, abs=0.035), rs
+    assert gpu_share(*rs) == pytest.approx(0.4, abs=0.035), rs
 
 
 def test_the_overuse_of_every_process_of_a_capped_client_is_charged(system):
@@ -62,8 +60,7 @@ def test_the_overuse_of_every_process_of_a_capped_client_is_charged(system):
                            "--seconds", "6", env={"GEMINI_HOOK_BURST_FIT": "0"})
              for _ in range(3)]
     rs = [result(p) for p in procs]
-    busy = sum(r["kernels"] for r in rs) * KERNEL_MS / 1000
-    assert busy / max(r["wall_s"] for r in rs) == pytest.approx(0.4, abs=0.05), rs
+    assert gpu_share(*rs) == pytest.approx(0.4, abs=0.05), rs
 
 
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):

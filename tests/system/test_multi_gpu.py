@@ -12,7 +12,7 @@ import pytest
 
 from gemini.core.config import parse_text
 from tests.procs import start_pod_manager, start_scheduler
-from tests.system.conftest import FAST, KERNEL_MS, result
+from tests.system.conftest import FAST, KERNEL_MS, gpu_share, result
 
 pytestmark = pytest.mark.system
 
@@ -51,8 +51,6 @@ def work(system, name: str, visible: str, ports: list[int], device: int = 0, sec
                          "--seconds", str(seconds), "--device", str(device), env=env)
 
 
-def busy(r: dict) -> float:
-    return r["kernels"] * KERNEL_MS / 1000 / r["wall_s"]
 
 
 def test_a_client_on_gpu_1_is_capped_there_and_leaves_gpu_0_alone(system, gpus):
@@ -60,8 +58,8 @@ def test_a_client_on_gpu_1_is_capped_there_and_leaves_gpu_0_alone(system, gpus):
     small = work(system, "small", "1", [pm[("small", "1")]])
     big = work(system, "big", "0", [pm[("big", "0")]])
     rs, rb = result(small), result(big)
-    assert busy(rs) == pytest.approx(0.4, abs=0.07), rs
-    assert busy(rb) > 0.85, rb  # GPU 0 is big's alone: small's work runs on GPU 1
+    assert gpu_share(rs) == pytest.approx(0.4, abs=0.07), rs
+    assert gpu_share(rb) > 0.85, rb  # GPU 0 is big's alone: small's work runs on GPU 1
 
 
 def test_a_client_on_both_gpus_gets_each_gpus_cap(system, gpus):
@@ -70,8 +68,8 @@ def test_a_client_on_both_gpus_gets_each_gpus_cap(system, gpus):
     on0 = work(system, "a", "0,1", ports, device=0)
     on1 = work(system, "a", "0,1", ports, device=1)
     r0, r1 = result(on0), result(on1)
-    assert busy(r0) == pytest.approx(0.3, abs=0.07), r0
-    assert busy(r1) == pytest.approx(0.7, abs=0.08), r1
+    assert gpu_share(r0) == pytest.approx(0.3, abs=0.07), r0
+    assert gpu_share(r1) == pytest.approx(0.7, abs=0.08), r1
     status = subprocess.run(
         [sys.executable, "-m", "gemini.cli.gemini", "status", "--port", f"{pm['0']},{pm['1']}"],
         capture_output=True, text=True, timeout=30)

@@ -72,7 +72,7 @@ def test_fetch_reports_the_largest_overuse_and_burst():
     pod.on_hook_request(2, quota(2, overuse=2.0, burst=40.0), 0.05)
     pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0), 0.06)
     # Process 2 runs until 0.1 on the time it was handed; then the token goes back.
-    [fetch] = [r for r in upstream(pod.on_deadline(0.1)) if r.type is RequestType.QUOTA]
+    [fetch] = fetches(pod.on_deadline(0.1))
     assert fetch.args == (9.0, 70.0)
 
 
@@ -182,7 +182,7 @@ def test_token_is_not_returned_while_another_process_runs_on_it():
     # Process 1's next burst does not fit: it must wait until process 2's time ends (0.1) ...
     assert upstream(pod.on_hook_request(1, quota(2, burst=95.0), 0.02)) == []
     assert pod.next_deadline() == pytest.approx(0.1)
-    [fetch] = [r for r in upstream(pod.on_deadline(0.1)) if r.type is RequestType.QUOTA]
+    [fetch] = fetches(pod.on_deadline(0.1))
     assert fetch.args[1] == 95.0
 
 
