@@ -76,6 +76,7 @@ PAIR_CASES: dict[str, list[tuple[str, float]]] = {
     "0.2/0.3/0.5": [("a", 0.2), ("b", 0.3), ("c", 0.5)],
 }
 PAIR_PATH = "torch-eager"
+BARE_TOGETHER_S = 10.0  # --cap-procs: how long its n processes run bare together
 QUICK_BARE_RUNS = 3  # bare runs made when a unit needs a bare rate this invocation has not got
 RATE_SKIP_S = 0.5  # bare/solo rate: from 0.5 s into the measured run to its end
 PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
@@ -601,6 +602,17 @@ class Bench:
                 "startup_s": [w.ready["startup_s"] for w in workers],
                 "log": workers[0].log_file, "logs": [w.log_file for w in workers]}
 
+    def bare_together(self, procs: Procs, path: str, bare: dict, cap_share: float | None) -> dict:
+        """--cap-procs: the same n processes bare, together.  Contexts that run at once share
+        the GPU by time-slicing, which costs work of its own: the client's cap is judged against
+        what its n processes do bare, beside what one does."""
+        n, seconds = self.args.cap_procs, min(self.args.cap_seconds, BARE_TOGETHER_S)
+        r = self.run_together(procs, path, self.env(), seconds, bare["k"], n)
+        s = r["samples"]
+        together = (s[-1][1] - s[0][1]) / (bare["median"] * (s[-1][0] - s[0][0]))
+        return {"cap_bare_together": rnd(together),  # n bare processes' work ÷ one's
+                "cap_60s_vs_together": rnd(cap_share / together) if cap_share else None}
+
     def quick_bare(self, procs: Procs, path: str) -> dict:
         """A bare rate for `path` when this invocation has none yet: QUICK_BARE_RUNS runs of one
         bare worker."""
@@ -731,6 +743,7 @@ class Bench:
         if self.args.cap_procs > 1:  # the client's work is its processes' together
             out["cap_procs"] = self.args.cap_procs
             out["cap_process_shares"] = [rnd(x) for x in r["process_shares"]]
+            out.update(self.bare_together(procs, path, bare, out["cap_60s"]))
         # The scheduler's own books over the measured run, beside the work done: where they
         # differ, the client was charged for time it did not use.
         a, b = r["samples"][0][0], r["samples"][-1][0]

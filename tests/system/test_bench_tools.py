@@ -63,7 +63,8 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: 
 @pytest.mark.system
 def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
     """bench/paths.py --cap-procs 2: the capped client's work is its two processes' together
-    (the cpu kind is never gated, so each does its bare rate and the two do twice that)."""
+    (the cpu kind is never gated, so each does its bare rate and the two do twice that), and is
+    set beside the same processes' work bare together."""
     path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "cap:cpu",
                        "--cap-procs", "2", "--cap-seconds", "2", "--solo-seconds", "0.3",
                        "--skip-rtt", "--skip-pairs")
@@ -72,3 +73,7 @@ def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
     shares = row["cap_process_shares"]
     assert len(shares) == 2 and all(s == pytest.approx(1.0, abs=0.35) for s in shares)
     assert row["cap_60s"] == pytest.approx(sum(shares), abs=0.1)
+    # ... and the same two bare together do twice one's work: the cap is judged against that too
+    assert row["cap_bare_together"] == pytest.approx(2.0, abs=0.6)
+    assert row["cap_60s_vs_together"] == pytest.approx(row["cap_60s"] / row["cap_bare_together"],
+                                                       abs=0.01)
