@@ -1,19 +1,22 @@
 """Alone under the hook vs bare, many short runs in turn (issue 12: "alone at bare speed").
 
-  python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--out DIR]
+  python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--cpus 4-7]
+                           [--out DIR]
 
 Each round runs, in fresh processes one after the other: the program bare; with the hook
 preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); and under
 the hook as the only client (`solo 1.0 1.0`).  Rates are steps/s of bench/path_app.py
 (--no-wait).  Three variants tell apart what a preloaded library costs by being there and what
 the gate, the token and the markers cost.  Run to run, a launch-bound Python loop on a VM varies
-by 10-20 %, so the answer is the median of the per-round ratios, with their spread.
+by 10-20 %, so the answer is the median of the per-round ratios, with their spread; each round
+runs the variants in another order, and --cpus keeps them all on the same CPUs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -38,9 +41,13 @@ APP = Path(__file__).resolve().parent / "path_app.py"
 VARIANTS = ("bare", "disabled", "solo")
 
 
-def rate(path: str, seconds: float, env: dict[str, str]) -> float:
+def rate(path: str, seconds: float, env: dict[str, str], cpus: set[int] | None = None) -> float:
+    def pin() -> None:
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+
     p = subprocess.run([PY, str(APP), path, "--no-wait", "--seconds", str(seconds)], env=env,
-                       capture_output=True, text=True, timeout=seconds + 240)
+                       capture_output=True, text=True, timeout=seconds + 240, preexec_fn=pin)
     for line in reversed(p.stdout.splitlines()):
         msg = json.loads(line) if line.startswith("{") else {}
         if msg.get("done"):
@@ -50,12 +57,23 @@ def rate(path: str, seconds: float, env: dict[str, str]) -> float:
     raise RuntimeError(f"no result (rc {p.returncode}): {p.stderr[-800:]}")
 
 
+def cpu_list(text: str) -> set[int] | None:
+    """"4-7,9" -> {4, 5, 6, 7, 9}; "" -> None."""
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out or None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--path", default="launch-bound")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--cpus", default="", help="run the program on these CPUs only (e.g. 4-7): "
+                   "where a process lands moves a launch-bound loop's rate by 10-20 %%")
     args = p.parse_args(argv)
     with Procs() as procs:
         return measure(args, procs, argv)
@@ -69,15 +87,18 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
                              "GEMINI_HOOK_DISABLE": "1"},
                 "solo": {**base_env(), **backend.hook_env("solo")}}
         runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        cpus = cpu_list(args.cpus)
         for i in range(args.rounds):
-            for v in VARIANTS:
-                runs[v].append(round(rate(args.path, args.seconds, envs[v]), 2))
+            # Each round in another order: what changes over a round (a CPU's boost, a cache
+            # warmed by the run before) must not favour one variant.
+            for v in VARIANTS[i % 3:] + VARIANTS[:i % 3]:
+                runs[v].append(round(rate(args.path, args.seconds, envs[v], cpus), 2))
             print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in VARIANTS), flush=True)
     finally:
         backend.stop()
     out: dict = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
                  "command": "python3 bench/solo_ab.py " + " ".join(argv or sys.argv[1:]),
-                 "path": args.path, "seconds": args.seconds, "runs": runs}
+                 "path": args.path, "seconds": args.seconds, "cpus": args.cpus, "runs": runs}
     for v in ("disabled", "solo"):
         ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
         out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),
