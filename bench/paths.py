@@ -210,22 +210,25 @@ def burst_speed(samples: list[list[float]], bare: float) -> float | None:
 
 
 def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict[str, float],
-                 t0: float, t_end: float, bare: float, warm: float = PAIR_WARM_S,
+                 t0: float, t_end: float, bare: float | dict[str, float], warm: float = PAIR_WARM_S,
                  path: str = PAIR_PATH) -> list[dict]:
-    """Two entries (10 s windows sliding by 1 s, 1 s bins), both starting `warm` after t0."""
+    """Two entries (10 s windows sliding by 1 s, 1 s bins), both starting `warm` after t0.
+    `bare`: the program's bare rate, or each client's (clients running different programs)."""
     names = list(targets)
+    bare_of = bare if isinstance(bare, dict) else dict.fromkeys(names, bare)
     bins = window_list(t0 + warm, t_end, 1.0, 1.0)
-    per1 = {n: shares(samples[n], bins, bare) for n in names}
+    per1 = {n: shares(samples[n], bins, bare_of[n]) for n in names}
     agg1 = [sum(per1[n][i] for n in names) for i in range(len(bins))]
     out = []
     for width in (10, 1):
         wins = bins if width == 1 else window_list(t0 + warm, t_end, 10.0, 1.0)
-        per = per1 if width == 1 else {n: shares(samples[n], wins, bare) for n in names}
+        per = per1 if width == 1 else {n: shares(samples[n], wins, bare_of[n]) for n in names}
         agg = [sum(per[n][i] for n in names) for i in range(len(wins))]
         out.append({
             "case": case, "window_s": width, "path": path, "windows": len(wins),
-            "bare_rate": rnd(bare, 2),
-            "clients": [{"name": n, "target": targets[n], **share_summary(per[n], targets[n])}
+            "bare_rate": rnd(bare, 2) if not isinstance(bare, dict) else None,
+            "clients": [{"name": n, "target": targets[n], **share_summary(per[n], targets[n]),
+                         **({"bare_rate": rnd(bare[n], 2)} if isinstance(bare, dict) else {})}
                         for n in names],
             "aggregate_median": rnd(statistics.median(agg)) if agg else None,
             "aggregate_min": rnd(min(agg)) if agg else None,
@@ -279,7 +282,7 @@ def _pair_ok(e: dict) -> bool:
 
 def merge_results(old: dict | None, new: dict) -> dict:
     """An earlier paths.json updated with this invocation's rows (see merge_row); pairs by
-    (case, window_s); rtt when measured; notes appended; commands listed."""
+    (case, window_s, path); rtt when measured; notes appended; commands listed."""
     if not old:
         return copy.deepcopy(new)
     out = copy.deepcopy(old)
@@ -294,9 +297,12 @@ def merge_results(old: dict | None, new: dict) -> dict:
     paths = out.setdefault("paths", {})
     for p, row in new.get("paths", {}).items():
         paths[p] = merge_row(paths.get(p, {}), copy.deepcopy(row))
-    pairs = {(e.get("case"), e.get("window_s")): e for e in out.get("pairs", [])}
+    def pair_key(e: dict) -> tuple:
+        return e.get("case"), e.get("window_s"), e.get("path", PAIR_PATH)
+
+    pairs = {pair_key(e): e for e in out.get("pairs", [])}
     for e in new.get("pairs", []):
-        key = (e.get("case"), e.get("window_s"))
+        key = pair_key(e)
         if key not in pairs or _pair_ok(e) or not _pair_ok(pairs[key]):
             pairs[key] = copy.deepcopy(e)
     out["pairs"] = list(pairs.values())
@@ -418,7 +424,7 @@ class Worker:
                 "--sync-every-ms", f"{sync_ms:g}"]
         if k:
             argv += ["--k", str(k)]
-        self.name, self.log_file = name, log_file
+        self.name, self.path, self.log_file = name, path, log_file
         with open(log_file, "w") as err:
             p = subprocess.Popen(argv, env=env, cwd=ROOT, text=True, start_new_session=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
@@ -568,18 +574,19 @@ class Bench:
         return {**r, "k": w.ready["k"], "step_ms": w.ready["step_ms"],
                 "startup_s": w.ready["startup_s"], "log": w.log_file}
 
-    def together(self, procs: Procs, path: str, envs: dict[str, dict[str, str]], seconds: float,
-                 k: int, tag: str) -> tuple[float, list[Worker], list[list[list[float]]]]:
-        """Fresh workers, one per name in `envs`, ready and then measured together, one run:
-        its start, the workers (closed by then: their ready lines and logs), their samples."""
+    def together(self, procs: Procs, specs: dict[str, tuple[str, dict[str, str], int]],
+                 seconds: float, tag: str) -> tuple[float, list[Worker], list[list[list[float]]]]:
+        """Fresh workers, one per name in `specs` (its program, environment and k), ready and
+        then measured together, one run: its start, the workers (closed by then: their ready
+        lines and logs), their samples."""
         self.runs += 1
         workers: list[Worker] = []
         try:
             workers += [Worker(procs, path, env, seconds, k, self.args.sync_every_ms,
                                self.tmp / f"{self.runs:03d}-{tag}-{name}.stderr", name)
-                        for name, env in envs.items()]
+                        for name, (path, env, k) in specs.items()]
             for w in workers:
-                w.wait_ready(self.ready_timeout(path))
+                w.wait_ready(self.ready_timeout(w.path))
             t0 = time.monotonic() + 0.3
             for w in workers:
                 w.go(t0, t0 + seconds)
@@ -592,8 +599,8 @@ class Bench:
                      n: int) -> dict:
         """n processes of one client (--cap-procs), measured together: the samples of their
         summed work, each one's share of the bare rate, and their logs (the first one's apart)."""
-        envs = {f"cap{i}": env for i in range(n)}
-        t0, workers, each = self.together(procs, path, envs, seconds, k, path)
+        specs = {f"cap{i}": (path, env, k) for i in range(n)}
+        t0, workers, each = self.together(procs, specs, seconds, path)
         bare = self.bare[path]["median"]
         t_end = min(s[-1][0] for s in each)
         return {"samples": summed(each, t0, t_end),
@@ -778,20 +785,26 @@ class Bench:
         return out
 
     def unit_pairs(self, procs: Procs, case: str) -> list[dict]:
+        """The clients of `case` started together, each running its --pair-path program (the
+        list in turn), each judged against its own program's bare rate."""
         specs = PAIR_CASES[case]
-        path = self.args.pair_path
-        bare = self.quick_bare(procs, path)
+        path_of = {n: pair_path(self.args.pair_path, i) for i, (n, _) in enumerate(specs)}
+        bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
         backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], tag="paths-pairs")
-        seconds = self.args.pair_seconds
         try:
             t0, workers, each = self.together(
-                procs, path, {n: self.env(backend.hook_env(n)) for n, _ in specs}, seconds,
-                bare["k"], "pair")
+                procs, {n: (path_of[n], self.env(backend.hook_env(n)), bare[path_of[n]]["k"])
+                        for n, _ in specs}, self.args.pair_seconds, "pair")
         finally:
             backend.stop()
         samples = {w.name: s for w, s in zip(workers, each, strict=True)}
         t_end = min(s[-1][0] for s in samples.values())
-        return pair_entries(case, samples, dict(specs), t0, t_end, bare["median"], path=path)
+        label = "/".join(path_of[n] for n, _ in specs)
+        if len(bare) == 1:
+            return pair_entries(case, samples, dict(specs), t0, t_end,
+                                bare[path_of[specs[0][0]]]["median"], path=path_of[specs[0][0]])
+        return pair_entries(case, samples, dict(specs), t0, t_end,
+                            {n: bare[p]["median"] for n, p in path_of.items()}, path=label)
 
     def unit_rtt(self, procs: Procs) -> dict:
         import scenarios as sc
@@ -810,10 +823,12 @@ class Bench:
         a = self.args
         if kind == "rtt":
             return 20.0
-        path = self.args.pair_path if kind == "pairs" else what
-        st, cold = STARTUP_S.get(path, 8), COLD_S.get(path, 0)
+        paths = pair_paths(a.pair_path) if kind == "pairs" else [what]
+        st = max(STARTUP_S.get(p, 8) for p in paths)
+        cold = max(COLD_S.get(p, 0) for p in paths)
         run = a.solo_seconds + 0.3
-        quick = 0.0 if path in self.bare else st + cold + QUICK_BARE_RUNS * run
+        quick = sum(STARTUP_S.get(p, 8) + COLD_S.get(p, 0) + QUICK_BARE_RUNS * run
+                    for p in dict.fromkeys(paths) if p not in self.bare)
         if kind == "solo":
             starts = 2 * a.solo_runs if a.fresh_processes else 2
             return starts * st + cold + 2 * a.solo_runs * run + BACKEND_S
@@ -821,6 +836,16 @@ class Bench:
             return quick + BACKEND_S + st + a.cap_seconds + 1
         n = len(PAIR_CASES[what])
         return quick + BACKEND_S + st * (1 + 0.3 * n) + a.pair_seconds + 1
+
+
+def pair_paths(text: str) -> list[str]:
+    """--pair-path: one program for every client, or a comma-separated list taken in turn."""
+    return [p.strip() for p in text.split(",") if p.strip()] or [PAIR_PATH]
+
+
+def pair_path(text: str, i: int) -> str:
+    paths = pair_paths(text)
+    return paths[i % len(paths)]
 
 
 def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[str, str]]:
@@ -878,7 +903,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-processes", action="store_true",
                    help="a new process for every bare/solo run (default: one bare and one solo "
                    "process per path, each doing all its runs)")
-    p.add_argument("--pair-path", default=PAIR_PATH, help="the program the pairs run")
+    p.add_argument("--pair-path", default=PAIR_PATH,
+                   help="the program the pairs run, or a list (triton,jax): client i runs the "
+                   "i-th, in turn")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
@@ -901,8 +928,8 @@ def main(argv: list[str] | None = None) -> int:
                if s.removeprefix("cap:").removeprefix("solo:") not in PATHS + EXTRA + DRY]
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} (choose from {', '.join(PATHS + EXTRA)})")
-    if args.pair_path not in PATHS + DRY:
-        p.error(f"--pair-path: one of {', '.join(PATHS)}")
+    if any(x not in PATHS + DRY for x in pair_paths(args.pair_path)):
+        p.error(f"--pair-path: one or more of {', '.join(PATHS)}")
     bench = Bench(args)
     units = units_for(only, args.skip_pairs, args.skip_rtt)
     if args.plan:
@@ -912,7 +939,7 @@ def main(argv: list[str] | None = None) -> int:
             if kind == "solo":
                 bench.bare[what] = {}  # the cap unit after it needs no quick bare runs
             if kind == "pairs":
-                bench.bare[args.pair_path] = {}
+                bench.bare.update({x: {} for x in pair_paths(args.pair_path)})
             total += est
             print(f"{kind:6s} {what:22s} ~{est:5.0f} s")
         print(f"total ~{total:.0f} s ({total / 60:.1f} min)")
@@ -930,7 +957,8 @@ def main(argv: list[str] | None = None) -> int:
         print(write(old, base))
         log(f"wrote {base}.json, {base}.md")
         return 0
-    dry = all(kind == "rtt" or (args.pair_path if kind == "pairs" else what) in DRY
+    dry = all(kind == "rtt" or all(
+        x in DRY for x in (pair_paths(args.pair_path) if kind == "pairs" else [what]))
               for kind, what in units)
     gpu = gpu_info()
     if gpu is None and dry:

@@ -1,0 +1,47 @@
+"""bench/paths.py's pair arithmetic: clients running different programs are each judged against
+their own program's bare rate (issue 12: shares from work done)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import paths
+
+
+def steady(rate: float, seconds: int) -> list[list[float]]:
+    return [[t / 10, rate * t / 10] for t in range(seconds * 10 + 1)]
+
+
+def test_each_client_is_judged_against_its_own_programs_bare_rate() -> None:
+    samples = {"a": steady(30.0, 14), "b": steady(140.0, 14)}  # a: 30 of 100, b: 140 of 200
+    entries = paths.pair_entries("0.3/0.7", samples, {"a": 0.3, "b": 0.7}, 0.0, 14.0,
+                                 {"a": 100.0, "b": 200.0}, path="triton/jax")
+    assert [e["window_s"] for e in entries] == [10, 1]
+    for e in entries:
+        assert e["path"] == "triton/jax" and e["bare_rate"] is None
+        got = {c["name"]: (c["achieved"], c["bare_rate"]) for c in e["clients"]}
+        assert got == {"a": (pytest.approx(0.3), 100.0), "b": (pytest.approx(0.7), 200.0)}
+
+
+def test_one_program_for_all_keeps_one_bare_rate() -> None:
+    entries = paths.pair_entries("0.3/0.7", {"a": steady(30.0, 14), "b": steady(70.0, 14)},
+                                 {"a": 0.3, "b": 0.7}, 0.0, 14.0, 100.0)
+    assert all(e["bare_rate"] == 100.0 and e["path"] == paths.PAIR_PATH for e in entries)
+    assert all("bare_rate" not in c for e in entries for c in e["clients"])
+
+
+def test_pair_paths_are_taken_in_turn() -> None:
+    assert [paths.pair_path("triton,jax", i) for i in range(3)] == ["triton", "jax", "triton"]
+    assert paths.pair_path("", 1) == paths.PAIR_PATH
+
+
+def test_merge_keeps_pairs_of_different_programs_apart() -> None:
+    one = {"case": "0.3/0.7", "window_s": 10, "path": "torch-eager", "clients": []}
+    mixed = {**one, "path": "triton/jax"}
+    merged = paths.merge_results({"pairs": [one]}, {"pairs": [mixed]})
+    assert sorted(e["path"] for e in merged["pairs"]) == ["torch-eager", "triton/jax"]
