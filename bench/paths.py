@@ -237,6 +237,21 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
     return out
 
 
+def granted_share(grants: list[tuple[str, float, float]], name: str, a: float,
+                  b: float) -> float | None:
+    """The share of [a, b] that the scheduler granted `name` the token."""
+    held = sum(max(0.0, min(e, b) - max(s, a)) for n, s, e in grants if n == name)
+    return rnd(held / (b - a), 4) if b > a else None
+
+
+def overuse_lines(log: Path) -> str:
+    try:
+        return "".join(line for line in log.read_text(errors="replace").splitlines(True)
+                       if "overuse" in line)
+    except OSError:
+        return ""
+
+
 def gate_stats(path: Path) -> dict:
     """The hook's launch-gate counters ("gate.*" in its GEMINI_HOOK_STATS file), unprefixed."""
     return {k[5:]: v for k, v in read_stats(path).items() if k.startswith("gate.")}
@@ -362,7 +377,7 @@ def markdown(res: dict) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     if res.get("pairs"):
         kinds = sorted({str(e.get("path", PAIR_PATH)) for e in res["pairs"]})
-        lines += ["", f"Shares, {'/'.join(kinds)} clients started together "
+        lines += ["", f"Shares, {', '.join(kinds)} clients started together "
                   "(limit 1.0); worst window after 1 s; aggregate = Σ shares (median over the "
                   "windows)", "",
                   "| case | window | client | target | worst window | max err [pp] | p90 err [pp] "
@@ -753,9 +768,8 @@ class Bench:
             out.update(self.bare_together(procs, path, bare, out["cap_60s"]))
         # The scheduler's own books over the measured run, beside the work done: where they
         # differ, the client was charged for time it did not use.
-        a, b = r["samples"][0][0], r["samples"][-1][0]
-        granted = sum(max(0.0, min(e, b) - max(s, a)) for _, s, e in grants)
-        out["cap_granted_share"] = rnd(granted / (b - a), 4) if b > a else None
+        out["cap_granted_share"] = granted_share(grants, "cap", r["samples"][0][0],
+                                                 r["samples"][-1][0])
         # What the launch gate did (holds, token requests): where a capped launcher's time went.
         # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
         out["cap_gate"] = gate_stats(stats)
@@ -791,20 +805,33 @@ class Bench:
         path_of = {n: pair_path(self.args.pair_path, i) for i, (n, _) in enumerate(specs)}
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
         backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], tag="paths-pairs")
+        tracer = GrantTracer(backend.schd.port)
         try:
             t0, workers, each = self.together(
-                procs, {n: (path_of[n], self.env(backend.hook_env(n)), bare[path_of[n]]["k"])
-                        for n, _ in specs}, self.args.pair_seconds, "pair")
+                procs, {n: (path_of[n], self.env(backend.hook_env(n), debug=True),
+                            bare[path_of[n]]["k"]) for n, _ in specs},
+                self.args.pair_seconds, "pair")
         finally:
+            grants = tracer.stop()
             backend.stop()
         samples = {w.name: s for w, s in zip(workers, each, strict=True)}
         t_end = min(s[-1][0] for s in samples.values())
         label = "/".join(path_of[n] for n, _ in specs)
         if len(bare) == 1:
-            return pair_entries(case, samples, dict(specs), t0, t_end,
-                                bare[path_of[specs[0][0]]]["median"], path=path_of[specs[0][0]])
-        return pair_entries(case, samples, dict(specs), t0, t_end,
-                            {n: bare[p]["median"] for n, p in path_of.items()}, path=label)
+            out = pair_entries(case, samples, dict(specs), t0, t_end,
+                               bare[path_of[specs[0][0]]]["median"], path=path_of[specs[0][0]])
+        else:
+            out = pair_entries(case, samples, dict(specs), t0, t_end,
+                               {n: bare[p]["median"] for n, p in path_of.items()}, path=label)
+        # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
+        # client's queue ran past its tokens, where a share differs from its target.
+        a = t0 + PAIR_WARM_S
+        books = {w.name: {"granted": granted_share(grants, w.name, a, t_end),
+                          **parse_overuse(overuse_lines(w.log_file))} for w in workers}
+        for e in out:
+            for c in e["clients"]:
+                c.update(books[c["name"]])
+        return out
 
     def unit_rtt(self, procs: Procs) -> dict:
         import scenarios as sc
