@@ -4,6 +4,7 @@ watchdog (gemini.native's paths, gemini.client); the daemons run as their own pr
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -12,6 +13,7 @@ import re
 import shlex
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -397,6 +399,51 @@ def pct(values: Sequence[float], q: float) -> float:
 
 
 # ---- token grants, from the scheduler's status -------------------------------------------------
+
+class ClockSampler:
+    """The GPU's SM clock and power draw every `period_ms` (nvidia-smi -lms) in a thread, on this
+    machine's CLOCK_MONOTONIC.  Why: a GPU's clock is shared and set by its power limit, so the
+    work a program does per second of GPU time moves with what ran beside it (and with the time
+    the GPU idled).  Does nothing where nvidia-smi is missing."""
+
+    def __init__(self, period_ms: int = 100) -> None:
+        self.period_ms = period_ms
+        self.samples: list[tuple[float, float, float]] = []  # (t, MHz, W)
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        smi = shutil.which("nvidia-smi")
+        if smi is None or self.proc is not None:
+            return
+        self.proc = subprocess.Popen(
+            [smi, "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+             f"-lms={self.period_ms}"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+        atexit.register(self.stop)
+
+    def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                mhz, watts = (float(x) for x in line.split(",")[:2])
+            except ValueError:
+                continue
+            self.samples.append((time.monotonic(), mhz, watts))
+
+    def over(self, a: float, b: float) -> dict:
+        """Median SM clock and power draw over [a, b] ({} without samples there)."""
+        inside = [(m, w) for t, m, w in list(self.samples) if a <= t <= b]
+        if not inside:
+            return {}
+        return {"sm_mhz": statistics.median(m for m, _ in inside),
+                "power_w": round(statistics.median(w for _, w in inside), 1)}
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(5)
+
 
 class GrantTracer:
     """Polls the scheduler's STATUS (every `period` s) in a thread and keeps every grant interval

@@ -53,6 +53,7 @@ from common import (
     ROOT,
     Backend,
     Client,
+    ClockSampler,
     Deadline,
     GrantTracer,
     Proc,
@@ -538,6 +539,7 @@ class Bench:
         self.bare: dict[str, dict] = {}  # path -> {"median": steps/s, "k": k} (this invocation)
         self.notes: list[str] = []
         self.runs = 0
+        self.clock = ClockSampler()  # the GPU's clock and power beside every measured run
 
     @property
     def tmp(self) -> Path:
@@ -567,16 +569,26 @@ class Bench:
         w.wait_ready(self.ready_timeout(path))
         return w
 
-    @staticmethod
-    def measure(w: Worker, seconds: float) -> dict:
-        """One measured run (round) of a ready worker; its rate after RATE_SKIP_S."""
+    def measure(self, w: Worker, seconds: float) -> dict:
+        """One measured run (round) of a ready worker; its rate after RATE_SKIP_S, and the GPU's
+        clock and power meanwhile."""
         t0 = time.monotonic() + 0.1
         w.go(t0, t0 + seconds)
         samples = w.collect(seconds + 60)
         a, b = samples[0][0], samples[-1][0]
         r = span_rate(samples, a + RATE_SKIP_S, b) or span_rate(samples, a, b)
         return {"rate": rnd(r, 3), "steps": int(samples[-1][1]), "seconds": rnd(b - a, 3),
-                "samples": samples}
+                "samples": samples, **self.clock.over(a, b)}
+
+    @staticmethod
+    def clock_of(runs: list[dict]) -> dict:
+        """The median over runs of their GPU clock and power ({} where none was sampled)."""
+        out = {}
+        for key in ("sm_mhz", "power_w"):
+            vals = [r[key] for r in runs if r.get(key) is not None]
+            if vals:
+                out[key] = statistics.median(vals)
+        return out
 
     def run_one(self, procs: Procs, path: str, env: dict[str, str], seconds: float, k: int,
                 name: str) -> dict:
@@ -642,12 +654,12 @@ class Bench:
             return self.bare[path]
         w = self.start(procs, path, self.env(), 0, "bare-quick")
         try:
-            rates = [self.measure(w, self.args.solo_seconds)["rate"]
-                     for _ in range(QUICK_BARE_RUNS)]
+            runs = [self.measure(w, self.args.solo_seconds) for _ in range(QUICK_BARE_RUNS)]
         finally:
             w.close()
+        rates = [r["rate"] for r in runs]
         self.bare[path] = {"median": statistics.median(rates), "k": w.ready["k"], "runs": rates,
-                           "step_ms": w.ready["step_ms"]}
+                           "step_ms": w.ready["step_ms"], **self.clock_of(runs)}
         self.notes.append(f"{path}: bare rate {self.bare[path]['median']:.1f} steps/s from "
                           f"{QUICK_BARE_RUNS} extra bare runs (its solo unit did not run first)")
         return self.bare[path]
@@ -733,7 +745,9 @@ class Bench:
                               else None, "startup_s": startup["solo"], "detail": solo,
                               "gate": gate}}
         self.bare[path] = {"median": statistics.median(bare_rates), "k": k, "runs": bare_rates,
-                           "step_ms": step}
+                           "step_ms": step, **self.clock_of(bare)}
+        out["bare"].update(self.clock_of(bare))
+        out["solo"].update(self.clock_of(solo))
         if solo_rates:
             out["solo_over_bare"] = rnd(statistics.median(solo_rates) /
                                         statistics.median(bare_rates))
@@ -762,6 +776,9 @@ class Bench:
             backend.stop()
             daemon_logs = {"schd": backend.schd.drain(), "pmgr": backend.pmgrs["cap"].drain()}
         out = cap_metrics(r["samples"], bare["median"], CAP_TARGET)
+        clock = self.clock.over(r["samples"][0][0], r["samples"][-1][0])
+        out.update({f"cap_{k}": v for k, v in clock.items()})
+        out.update({f"cap_bare_{k}": bare[k] for k in clock if k in bare})
         if self.args.cap_procs > 1:  # the client's work is its processes' together
             out["cap_procs"] = self.args.cap_procs
             out["cap_process_shares"] = [rnd(x) for x in r["process_shares"]]
@@ -828,9 +845,13 @@ class Bench:
         a = t0 + PAIR_WARM_S
         books = {w.name: {"granted": granted_share(grants, w.name, a, t_end),
                           **parse_overuse(overuse_lines(w.log_file))} for w in workers}
+        clock = self.clock.over(a, t_end)
         for e in out:
+            e.update(clock)
             for c in e["clients"]:
                 c.update(books[c["name"]])
+                c.update({f"bare_{k}": bare[path_of[c["name"]]][k] for k in clock
+                          if k in bare[path_of[c["name"]]]})
         return out
 
     def unit_rtt(self, procs: Procs) -> dict:
@@ -1008,6 +1029,7 @@ def main(argv: list[str] | None = None) -> int:
     log(f"build: {json.dumps(new['hook_build'])[:300]}")
     if not new["hook_build"]["ok"]:
         new["notes"].append("hook build failed: every run under the hook fails")
+    bench.clock.start()
 
     def left() -> float:
         return args.budget - (time.monotonic() - t_start) if args.budget > 0 else float("inf")
