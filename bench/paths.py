@@ -381,20 +381,25 @@ def markdown(res: dict) -> str:
         lines += ["", f"Shares, {', '.join(kinds)} clients started together "
                   "(limit 1.0); worst window after 1 s; aggregate = Σ shares (median over the "
                   "windows)", "",
-                  "| case | window | client | target | worst window | max err [pp] | p90 err [pp] "
-                  "| aggregate |", "|---|---|---|---|---|---|---|---|"]
+                  "(granted: the scheduler's books, the GPU time it gave; MHz: the GPU's median "
+                  "SM clock over the run)", "",
+                  "| case | programs | window | client | target | worst window | max err [pp] "
+                  "| p90 err [pp] | aggregate | granted | MHz |", "|---|---|---|---|---|---|---|---"
+                  "|---|---|---|"]
         for e in res["pairs"]:
+            programs = e.get("path", PAIR_PATH)
             if "clients" not in e:
-                lines.append(f"| {e.get('case')} | {e.get('window_s')} s | — | — | — | — | — | "
-                             f"{str(e.get('error') or e.get('skipped'))[:90]} |")
+                lines.append(f"| {e.get('case')} | {programs} | {e.get('window_s')} s | — | — | — "
+                             f"| — | — | {str(e.get('error') or e.get('skipped'))[:90]} | — | — |")
                 continue
             goal = GOALS["err10_pp"] if e["window_s"] >= 10 else GOALS["err1_pp"]
             for c in e["clients"]:
                 m = c.get("error_pp_max")
-                lines.append(f"| {e['case']} | {e['window_s']} s | {c['name']} | {c['target']} | "
-                             f"{_f(c.get('achieved'))} | {_f(m, 2)}"
+                lines.append(f"| {e['case']} | {programs} | {e['window_s']} s | {c['name']} | "
+                             f"{c['target']} | {_f(c.get('achieved'))} | {_f(m, 2)}"
                              f"{_ok(None if m is None else m <= goal)} | "
-                             f"{_f(c.get('error_pp_p90'), 2)} | {_f(e.get('aggregate_median'))} |")
+                             f"{_f(c.get('error_pp_p90'), 2)} | {_f(e.get('aggregate_median'))} | "
+                             f"{_f(c.get('granted'))} | {_f(e.get('sm_mhz'), 0)} |")
     if res.get("rtt_us_p50") is not None:
         p50, p99 = res["rtt_us_p50"], res.get("rtt_us_p99")
         lines += ["", f"Token round trip hook→pmgr→schd (S6, every 10 ms): p50 {p50} µs"
