@@ -106,6 +106,13 @@ static void forget_cost(struct inflight *f)
     f->drain_factor = f->logged_factor = 1.0;
 }
 
+/* A learnt value is written to the debug log when it has moved by a quarter since it last was:
+ * it moves a little at every segment or sync. */
+static int worth_logging(double now, double logged)
+{
+    return now > 1.25 * logged || now < 0.8 * logged;
+}
+
 static struct inflight *flight(int dev)
 {
     pthread_once(&flights_once, flights_init);
@@ -195,7 +202,7 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         f->ns_per_launch = f->ns_per_launch <= 0.0 || (graph && cost > f->ns_per_launch)
                                ? cost
                                : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
-        if (f->ns_per_launch > 1.25 * f->logged_cost || f->ns_per_launch < 0.8 * f->logged_cost) {
+        if (worth_logging(f->ns_per_launch, f->logged_cost)) {
             GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us (last %llu launches: %.3f ms)",
                     f->ns_per_launch / 1e3, (unsigned long long)n, (double)ms);
             f->logged_cost = f->ns_per_launch;
@@ -356,7 +363,7 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
     if (raw >= SYNC_BEHIND_NS && (double)waited <= DRAIN_FACTOR_MAX * (double)raw) {
         double factor = (f->drain_factor + (double)waited / (double)raw) / 2;
         f->drain_factor = factor > 1.0 ? factor : 1.0;
-        if (f->drain_factor > 1.25 * f->logged_factor || f->drain_factor < 0.8 * f->logged_factor) {
+        if (worth_logging(f->drain_factor, f->logged_factor)) {
             GEM_LOG(GEM_LOG_DEBUG, "the queue drains %.2f times slower than its cost per launch "
                     "(waited %.3f ms for %.3f ms)", f->drain_factor, (double)waited / 1e6,
                     (double)raw / 1e6);
