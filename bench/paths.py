@@ -216,6 +216,7 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
     """Two entries (10 s windows sliding by 1 s, 1 s bins), both starting `warm` after t0.
     `bare`: the program's bare rate, or each client's (clients running different programs)."""
     names = list(targets)
+    per_client = isinstance(bare, dict)
     bare_of = bare if isinstance(bare, dict) else dict.fromkeys(names, bare)
     bins = window_list(t0 + warm, t_end, 1.0, 1.0)
     per1 = {n: shares(samples[n], bins, bare_of[n]) for n in names}
@@ -227,9 +228,9 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
         agg = [sum(per[n][i] for n in names) for i in range(len(wins))]
         out.append({
             "case": case, "window_s": width, "path": path, "windows": len(wins),
-            "bare_rate": rnd(bare, 2) if not isinstance(bare, dict) else None,
+            "bare_rate": None if per_client else rnd(bare_of[names[0]], 2),
             "clients": [{"name": n, "target": targets[n], **share_summary(per[n], targets[n]),
-                         **({"bare_rate": rnd(bare[n], 2)} if isinstance(bare, dict) else {})}
+                         **({"bare_rate": rnd(bare_of[n], 2)} if per_client else {})}
                         for n in names],
             "aggregate_median": rnd(statistics.median(agg)) if agg else None,
             "aggregate_min": rnd(min(agg)) if agg else None,
@@ -245,10 +246,15 @@ def granted_share(grants: list[tuple[str, float, float]], name: str, a: float,
     return rnd(held / (b - a), 4) if b > a else None
 
 
-def overuse_lines(log: Path) -> str:
+def overuse_of(log_text: str) -> dict:
+    """parse_overuse over a hook's debug log, on its lines that speak of overuse."""
+    return parse_overuse("".join(line for line in log_text.splitlines(keepends=True)
+                                 if "overuse" in line))
+
+
+def read_log(log: Path) -> str:
     try:
-        return "".join(line for line in log.read_text(errors="replace").splitlines(True)
-                       if "overuse" in line)
+        return log.read_text(errors="replace")
     except OSError:
         return ""
 
@@ -801,8 +807,7 @@ class Bench:
             hook_log = Path(r["log"]).read_text(errors="replace")
         except OSError as exc:
             out["overuse_note"] = f"no hook log: {exc}"
-        lines = hook_log.splitlines(keepends=True)
-        out.update(parse_overuse("".join(line for line in lines if "overuse" in line)))
+        out.update(overuse_of(hook_log))
         if self.args.keep_logs:
             self.args.out.mkdir(parents=True, exist_ok=True)  # (results come after: write())
             (self.args.out / f"cap-{path}.log").write_text(hook_log)
@@ -817,7 +822,7 @@ class Bench:
             out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
                                                hook_log)
         if out.get("overuse_note"):
-            out["overuse_note"] += f" ({len(lines)} stderr lines, GEMINI_LOG=debug)"
+            out["overuse_note"] += f" ({len(hook_log.splitlines())} stderr lines, GEMINI_LOG=debug)"
         return out
 
     def unit_pairs(self, procs: Procs, case: str) -> list[dict]:
@@ -838,18 +843,16 @@ class Bench:
             backend.stop()
         samples = {w.name: s for w, s in zip(workers, each, strict=True)}
         t_end = min(s[-1][0] for s in samples.values())
-        label = "/".join(path_of[n] for n, _ in specs)
-        if len(bare) == 1:
-            out = pair_entries(case, samples, dict(specs), t0, t_end,
-                               bare[path_of[specs[0][0]]]["median"], path=path_of[specs[0][0]])
-        else:
-            out = pair_entries(case, samples, dict(specs), t0, t_end,
-                               {n: bare[p]["median"] for n, p in path_of.items()}, path=label)
+        (one,) = bare if len(bare) == 1 else (None,)  # every client runs the same program
+        out = pair_entries(case, samples, dict(specs), t0, t_end,
+                           bare[one]["median"] if one else
+                           {n: bare[p]["median"] for n, p in path_of.items()},
+                           path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
         # client's queue ran past its tokens, where a share differs from its target.
         a = t0 + PAIR_WARM_S
         books = {w.name: {"granted": granted_share(grants, w.name, a, t_end),
-                          **parse_overuse(overuse_lines(w.log_file))} for w in workers}
+                          **overuse_of(read_log(w.log_file))} for w in workers}
         clock = self.clock.over(a, t_end)
         for e in out:
             e.update(clock)

@@ -51,8 +51,6 @@ def work(system, name: str, visible: str, ports: list[int], device: int = 0, sec
                          "--seconds", str(seconds), "--device", str(device), env=env)
 
 
-
-
 def test_a_client_on_gpu_1_is_capped_there_and_leaves_gpu_0_alone(system, gpus):
     pm = gpus("2\nsmall 0.2 0.4 1GiB gpu=1\nbig 0.5 1.0 1GiB\n")
     small = work(system, "small", "1", [pm[("small", "1")]])
