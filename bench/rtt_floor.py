@@ -9,13 +9,18 @@ non-blocking socket; requests back to back, every 1 ms or every 10 ms (the pace 
 spun, by the client).  Also a pod-manager-only trip (MEM_LIMIT) and a token answered from the
 pod manager's cache.  p50 / p90 in microseconds.  What it tells apart: the wake-ups of idle
 processes (gone when everyone polls) from the cost of the messages' path through two Python
-daemons once it has gone cold (left when everyone polls).
+daemons once it has gone cold (left when everyone polls).  Beside them, the same messages
+between C processes that block in read() (bench/echo_floor.c: one echo server, and a relay in
+front of it as the pod manager is in front of the scheduler): what any daemon that sleeps
+between messages pays on this host, whatever its language.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -81,12 +86,32 @@ def measure(procs: Procs) -> dict:
     return res
 
 
+def c_echo_floor(paced: int = 200, back_to_back: int = 2000) -> dict:
+    """bench/echo_floor.c, built with the host's cc: 1 and 2 hops, `back_to_back` requests
+    back to back and `paced` every 10 ms (the client sleeping, or spinning, in between)."""
+    src = Path(__file__).resolve().parent / "echo_floor.c"
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = Path(tmp) / "echo_floor"
+        subprocess.run(["cc", "-O2", "-o", str(exe), str(src)], check=True)
+
+        def series(hops: int, pace_us: int, n: int, spin: int) -> list[float]:
+            out = subprocess.run([str(exe), str(hops), str(pace_us), str(n), str(spin)],
+                                 check=True, capture_output=True, text=True, timeout=60).stdout
+            return [float(x) for x in out.split()]
+
+        return {f"{hops}_hop{'s' if hops > 1 else ''}": {
+            "back_to_back": series(hops, 0, back_to_back, 0),
+            "every_10ms": series(hops, 10000, paced, 0),
+            "every_10ms_pace_spun": series(hops, 10000, paced, 1)} for hops in (1, 2)}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     with Procs() as procs:
         res = measure(procs)
+    res["c_processes_sleeping"] = c_echo_floor()
     out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/rtt_floor.py " + " ".join(argv or sys.argv[1:]),
            "unit": "[p50, p90] microseconds per round trip", **res}

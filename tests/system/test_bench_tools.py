@@ -78,3 +78,23 @@ def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
     assert row["cap_bare_together"] == pytest.approx(2.0, abs=0.6)
     assert row["cap_60s_vs_together"] == pytest.approx(row["cap_60s"] / row["cap_bare_together"],
                                                        abs=0.01)
+
+
+@pytest.mark.system
+def test_the_c_echo_floor_answers_through_one_and_two_hops() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import rtt_floor
+
+    floor = rtt_floor.c_echo_floor(paced=5, back_to_back=50)
+    assert set(floor) == {"1_hop", "2_hops"}
+    for series in floor.values():
+        assert set(series) == {"back_to_back", "every_10ms", "every_10ms_pace_spun"}
+        assert all(0 < p50 <= p90 < 1e6 for p50, p90 in series.values()), floor
+
+
+@pytest.mark.system
+def test_the_c_echo_floor_refuses_a_chain_it_cannot_build(tmp_path: Path) -> None:
+    exe = tmp_path / "echo_floor"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench/echo_floor.c")], check=True)
+    p = subprocess.run([str(exe), "9", "0", "10", "0"], capture_output=True, text=True)
+    assert p.returncode == 2 and "1-4 hops" in p.stderr
