@@ -653,8 +653,7 @@ class Bench:
         what its n processes do bare, beside what one does."""
         n, seconds = self.args.cap_procs, min(self.args.cap_seconds, BARE_TOGETHER_S)
         r = self.run_together(procs, path, self.env(), seconds, bare["k"], n)
-        s = r["samples"]
-        together = (s[-1][1] - s[0][1]) / (bare["median"] * (s[-1][0] - s[0][0]))
+        together = sum(r["process_shares"])  # (each one's work ÷ one bare process's)
         return {"cap_bare_together": rnd(together),  # n bare processes' work ÷ one's
                 "cap_60s_vs_together": rnd(cap_share / together) if cap_share else None}
 
