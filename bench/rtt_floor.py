@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import GIB, Backend, Client, Procs, gpu_name, print_and_write
-from scenarios import _PollingSocket
+from scenarios import PollingSocket
 
 
 def _spin(seconds: float) -> None:
@@ -72,7 +72,7 @@ def measure(procs: Procs) -> dict:
                     "client_sleeps": {"back_to_back": _series(token, 300, 0, False),
                                       "every_1ms": _series(token, 300, 0.001, False),
                                       "every_10ms": _series(token, 200, 0.01, False)}}
-                c.sock = _PollingSocket(c.sock)  # type: ignore[assignment]
+                c.sock = PollingSocket(c.sock)  # type: ignore[assignment]
                 d["client_polls"] = {
                     "back_to_back": _series(token, 300, 0, True),
                     "every_10ms": _series(token, 200, 0.01, False),

@@ -366,14 +366,14 @@ def _busy_poll_trips(procs: Procs) -> dict:
             out = _timed(lambda: c.call(RequestType.QUOTA, 0.0, 1e9), 200, 0.01)
             # ... and the asking side polling for the answer too (as a hook thread could):
             # what is left of the trip once nobody sleeps.
-            c.sock = _PollingSocket(c.sock)  # type: ignore[assignment]
+            c.sock = PollingSocket(c.sock)  # type: ignore[assignment]
             out["client_polling"] = _timed(lambda: c.call(RequestType.QUOTA, 0.0, 1e9), 200, 0.01)
             return out
     finally:
         backend.stop()
 
 
-class _PollingSocket:
+class PollingSocket:
     """A socket whose recv polls (MSG_DONTWAIT in a loop) instead of sleeping."""
 
     def __init__(self, sock) -> None:  # type: ignore[no-untyped-def]
