@@ -9,6 +9,7 @@
  * is 1), and prints "p50 p90" of the round trip in microseconds.  What a daemon in any language
  * pays when it must be woken for each message is in these numbers. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -91,6 +92,18 @@ static void serve(int listener, int upstream)
     _exit(0);
 }
 
+/* On a failure: the processes of the chain started so far may wait in accept() for ever. */
+static int stop_chain(const pid_t *kids, int n, const char *why)
+{
+    if (errno != 0)
+        perror(why);
+    else
+        fprintf(stderr, "%s\n", why); /* (a peer closed: no error to name) */
+    for (int h = 0; h < n; h++)
+        kill(kids[h], SIGTERM);
+    return 1;
+}
+
 static int cmp(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -113,20 +126,16 @@ int main(int argc, char **argv)
     pid_t kids[4];
     for (int h = 0; h < hops; h++) { /* the far end first */
         int listener = listen_any(&port);
-        if (listener < 0 || (kids[h] = fork()) < 0) {
-            perror("echo_floor");
-            return 1;
-        }
+        if (listener < 0 || (kids[h] = fork()) < 0)
+            return stop_chain(kids, h, "echo_floor");
         if (kids[h] == 0)
             serve(listener, upstream);
         close(listener);
         if (upstream >= 0)
             close(upstream);
         upstream = connect_to(port);
-        if (upstream < 0) {
-            perror("echo_floor: connect");
-            return 1;
-        }
+        if (upstream < 0)
+            return stop_chain(kids, h + 1, "echo_floor: connect");
     }
     int64_t *rtt = calloc((size_t)n, sizeof(*rtt));
     char req[REQ] = {0}, rsp[RSP];
@@ -138,10 +147,9 @@ int main(int argc, char **argv)
         else if (pace > 0)
             usleep((useconds_t)(pace / 1000));
         int64_t t = now_ns();
-        if (write(upstream, req, REQ) != REQ || read_all(upstream, rsp, RSP) != 0) {
-            fprintf(stderr, "echo_floor: the chain broke\n");
-            return 1;
-        }
+        errno = 0;
+        if (write(upstream, req, REQ) != REQ || read_all(upstream, rsp, RSP) != 0)
+            return stop_chain(kids, hops, "echo_floor: the chain broke");
         if (i >= 0)
             rtt[i] = now_ns() - t;
     }
