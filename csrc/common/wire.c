@@ -103,6 +103,13 @@ uint32_t gem_wire_rsp_quota_flags(const uint8_t *buf)
     return v;
 }
 
+uint32_t gem_wire_rsp_quota_sharers(const uint8_t *buf)
+{
+    uint32_t v;
+    memcpy(&v, buf + 16, 4);
+    return v;
+}
+
 int32_t gem_wire_rsp_verdict(const uint8_t *buf)
 {
     int32_t v;

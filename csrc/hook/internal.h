@@ -168,7 +168,7 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms,
-                  uint32_t *flags);
+                  uint32_t *flags, uint32_t *sharers);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
@@ -211,11 +211,13 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never
 void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
                          int all_ran);
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
+/* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
+void gem_inflight_set_sharers(int dev, uint32_t sharers);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch (within MARK_GAP_NS of the last marker only if GEM_MARK_ALWAYS), or, with
  * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet). */
-enum { GEM_MARK_BEFORE_LAUNCH = 1, GEM_MARK_ALWAYS = 2 };
+enum { GEM_MARK_BEFORE_LAUNCH = 1, GEM_MARK_ALWAYS = 2, GEM_MARK_QUEUE_END = 4 };
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */

@@ -580,13 +580,14 @@ static int enc_process(uint8_t *buf, int32_t id, const void *arg)
 }
 
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms,
-                  uint32_t *flags)
+                  uint32_t *flags, uint32_t *sharers)
 {
     struct quota_arg a = {overuse_ms, burst_ms};
     uint8_t rsp[GEM_RSP_MSG_LEN];
     call(dev, enc_quota, &a, rsp);
     *quota_ms = gem_wire_rsp_quota_ms(rsp);
     *flags = gem_wire_rsp_quota_flags(rsp);
+    *sharers = gem_wire_rsp_quota_sharers(rsp);
     return 0;
 }
 

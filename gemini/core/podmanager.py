@@ -21,6 +21,9 @@ Rules:
   allocations wait, later ones queue behind them (leases are refused), so recalled bytes go to
   the allocation they were recalled for.  A recall is not sent when even every such process's
   whole reservation would not make the allocation fit.
+- Every share of a token tells the process how many of the client's processes share it now
+  (those that asked for a token within SHARING_S): each bounds only its own queue, and the GPU
+  drains theirs together.
 - Hooks must use the client's own name.
 - Processes (for the NVML view inside the client): each hook says its pid on every new
   connection (PROCESS); the client's processes are the pids that hold memory or have asked for a
@@ -52,6 +55,9 @@ REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
 RECALL_TIMEOUT_S = 0.5
+# A process that asked for a token this recently shares the client's token: a busy one asks at
+# least once per grant (at most 100 ms with the scheduler's default quotas).
+SHARING_S = 0.5
 
 
 @dataclass
@@ -61,6 +67,7 @@ class HookState:
     running_until: float = float("-inf")  # end of the token time this process was handed
     pid: int = 0  # as the process sees itself (PROCESS); 0: not told
     launched: bool = False  # has asked for a token
+    asked_at: float = float("-inf")  # ... lately then
     leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
 
 
@@ -185,6 +192,7 @@ class PodCore:
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
+        hook.asked_at = now
         hook.running_until = now  # asking again: it is done with what it had
         left_s = self.quota_s - (now - self.quota_at)
         waiting = self.fetch_id is not None or self.fetch_at is not None
@@ -245,8 +253,15 @@ class PodCore:
         hook = self.hooks.get(w.conn)
         if hook is not None:
             hook.running_until = now + left_s
-        values = (left_s * MS, self.quota_flags)
+        values = (left_s * MS, self.quota_flags, self.sharers(now))
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, values))
+
+    def sharers(self, now: float) -> int:
+        """How many processes share the client's token now: those that asked for it within
+        SHARING_S (several connections of one pid count once)."""
+        recent = {("pid", h.pid) if h.pid else ("conn", conn)
+                  for conn, h in self.hooks.items() if h.asked_at >= now - SHARING_S}
+        return len(recent)
 
     # ---- processes -----------------------------------------------------------------------------
 

@@ -269,7 +269,7 @@ class SchedulerCore:
         # back, and no cap.  Then the hook may run on a little past this token's end instead
         # of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
         flags = QUOTA_FLAG_ALONE if standing is None else 0
-        response = Response(candidate.req_id, Status.OK, (length * MS, flags))
+        response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0))
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))

@@ -39,7 +39,8 @@ class WireError(ValueError):
 
 
 class RequestType(enum.IntEnum):
-    QUOTA = 0  # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms, flags
+    # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms, flags, sharers
+    QUOTA = 0
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
     STATUS = 3  # tool -> schd: -> body_len + JSON body
@@ -66,6 +67,10 @@ MEM_LEASE = 2
 # client is not capped: running a little past the token's end costs no one anything, so a hook
 # need not stop for a round trip there (csrc/hook/token.c).
 QUOTA_FLAG_ALONE = 1 << 0
+# The QUOTA reply's third word (frame offset 16), pod manager -> hook: how many of the client's
+# processes share its token now (they asked for it lately).  Each bounds only its own queue, and
+# the GPU drains theirs together, so a hook takes the client's queue to be that many times its
+# own (csrc/hook/inflight.c).  0 (the scheduler, v1 peers): not said, taken as 1.
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
@@ -91,7 +96,7 @@ _REQ_PAYLOAD = {
     RequestType.RECALL: struct.Struct("<Q"),
 }
 _RSP_PAYLOAD = {
-    RequestType.QUOTA: struct.Struct("<dI"),
+    RequestType.QUOTA: struct.Struct("<dII"),
     RequestType.MEM_LIMIT: struct.Struct("<QQQ"),
     RequestType.MEM_UPDATE: struct.Struct("<i"),
     RequestType.STATUS: struct.Struct("<Q"),

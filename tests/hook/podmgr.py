@@ -1,7 +1,8 @@
 """A scripted pod manager for the hook tests: loopback TCP on port 0, one thread per connection.
 
-It records every request, answers QUOTA with `quota_ms` and `quota_flags` (`quota_delay_s`
-late, as a capped client waits for its turn; or holds the answers until `release()`, or after
+It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers`
+(`quota_delay_s` late, as a capped client waits for its turn; or holds the answers until
+`release()`, or after
 `hold_quota_after` of them), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
 what would pass `limit`), and, like the real one, gives a connection's bytes back when it
 closes, and takes back what a RECALL gives.  `recall()` sends every connection an unsolicited
@@ -26,6 +27,7 @@ class FakePodManager:
     mem_flags: int = 0  # MEM_LIMIT's flags word (wire.MEM_FLAG_*)
     quota_ms: float = 10_000.0
     quota_flags: int = 0  # the QUOTA reply's flags word (wire.QUOTA_FLAG_*)
+    sharers: int = 0  # the QUOTA reply's processes sharing the token (0: not said)
     hold_quota: bool = False
     hold_quota_after: int | None = None  # answer this many QUOTA requests, then hold
     quota_delay_s: float = 0.0
@@ -62,7 +64,7 @@ class FakePodManager:
             self.hold_quota_after = None
             held, self._held = self._held, []
         for conn, req in held:
-            self._reply(conn, req, Status.OK, (self.quota_ms, self.quota_flags))
+            self._reply(conn, req, Status.OK, (self.quota_ms, self.quota_flags, self.sharers))
 
     def recall(self, lacks: int = 1) -> None:
         """Ask every hook connected to give its unspent lease back (unsolicited RECALL)."""
@@ -139,7 +141,7 @@ class FakePodManager:
                 if self.hold_quota:
                     self._held.append((conn, req))
                     return
-                reply = (Status.OK, (self.quota_ms, self.quota_flags))
+                reply = (Status.OK, (self.quota_ms, self.quota_flags, self.sharers))
                 if self.quota_delay_s > 0:
                     threading.Timer(self.quota_delay_s, self._reply,
                                     (conn, req, *reply)).start()

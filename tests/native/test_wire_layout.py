@@ -56,14 +56,16 @@ def test_c_refuses_names_python_refuses():
     assert lib.gem_wire_encode_mem_limit(buf, b"", 1) == -1
 
 
-@given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False), st.sampled_from(list(Status)))
-def test_c_reads_python_responses(req_id, quota, status):
+@given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False), st.sampled_from(list(Status)),
+       st.integers(0, 2**32 - 1))
+def test_c_reads_python_responses(req_id, quota, status, sharers):
     frame = wire.encode_response(RequestType.QUOTA,
-                                 Response(req_id, status, (quota, wire.QUOTA_FLAG_ALONE)))
+                                 Response(req_id, status, (quota, wire.QUOTA_FLAG_ALONE, sharers)))
     assert lib.gem_wire_rsp_id(frame) == req_id
     assert lib.gem_wire_rsp_status(frame) == status
     assert lib.gem_wire_rsp_quota_ms(frame) == quota
     assert lib.gem_wire_rsp_quota_flags(frame) == lib.GEM_QUOTA_FLAG_ALONE == wire.QUOTA_FLAG_ALONE
+    assert lib.gem_wire_rsp_quota_sharers(frame) == sharers
     flags = wire.MEM_FLAG_UNIFIED_MEMORY | wire.MEM_FLAG_EVICT_ON_RELEASE
     frame = wire.encode_response(RequestType.MEM_LIMIT,
                                  Response(req_id, status, (5, 1 << 40, flags)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 
 import pytest
@@ -48,6 +49,18 @@ def test_processes_of_a_capped_client_use_its_cap_together(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
     rs = [result(p) for p in [system.work("solo", 6) for _ in range(3)]]
     assert gpu_share(*rs) == pytest.approx(0.4, abs=0.035), rs
+
+
+def test_every_process_of_a_client_is_told_how_many_share_its_token(system):
+    """Pod manager -> hook: each share of the token says how many processes asked for it lately
+    (the hook then keeps its part of the token queued, tests/hook/test_shared_token.py)."""
+    system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
+    procs = [system.client("solo", "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                           "--seconds", "1.5", env={"GEMINI_LOG": "debug"},
+                           stderr=subprocess.PIPE) for _ in range(2)]
+    logs = [p.communicate(timeout=60)[1] for p in procs]
+    for log in logs:
+        assert "2 process(es) share it" in log, log[-2000:]
 
 
 def test_the_overuse_of_every_process_of_a_capped_client_is_charged(system):

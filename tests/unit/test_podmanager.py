@@ -4,7 +4,7 @@ import pytest
 
 from gemini.core import wire
 from gemini.core.actions import Close, Reply, SendUpstream
-from gemini.core.podmanager import PodCore
+from gemini.core.podmanager import SHARING_S, PodCore
 from gemini.core.wire import Request, RequestType, Response, Status
 
 
@@ -47,7 +47,8 @@ def test_processes_share_one_fetch_and_one_token():
     assert fetch.type is RequestType.QUOTA
     assert upstream(pod.on_hook_request(2, quota(1, overuse=7.0, burst=40.0), 0.0)) == []
     got = replies(grant(pod, 0.01, 250.0))
-    assert [(c, r.values) for c, r in got] == [(1, (250.0, 0)), (2, (250.0, 0))]
+    # (quota, flags, processes sharing the token)
+    assert [(c, r.values) for c, r in got] == [(1, (250.0, 0, 2)), (2, (250.0, 0, 2))]
     # Later requests are served from the cached token while the burst fits.
     [(conn, rsp)] = replies(pod.on_hook_request(1, quota(2, burst=50.0), 0.11))
     assert conn == 1 and rsp.values[0] == pytest.approx(150.0)
@@ -63,6 +64,25 @@ def test_every_share_of_a_token_carries_its_flags():
     pod.on_hook_request(1, quota(2, burst=10.0), 0.2)
     pod.on_hook_request(2, quota(2, burst=10.0), 0.2)
     assert [r.values[1] for _, r in replies(grant(pod, 0.2, 100.0))] == [0, 0]
+
+
+def test_a_share_of_the_token_says_how_many_processes_share_it_now():
+    """Those that asked for a token within SHARING_S; several connections of one pid once."""
+    pod = ready_pod()
+    pod.on_hook_connect(3, 0.0)
+    for conn, pid in ((1, 40), (2, 41), (3, 41)):
+        pod.on_hook_request(conn, Request("pod", 50, RequestType.PROCESS, (pid, -1)), 0.0)
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    pod.on_hook_request(2, quota(1, burst=10.0), 0.0)
+    assert [r.values[2] for _, r in replies(grant(pod, 0.0, 100.0))] == [2, 2]
+    # pid 41's other connection asks: still two processes.
+    [(_, rsp)] = replies(pod.on_hook_request(3, quota(1, burst=10.0), 0.05))
+    assert rsp.values[2] == 2
+    # Process 40 stops asking; once SHARING_S has passed it no longer shares the token.
+    later = SHARING_S + 0.04
+    assert fetches(pod.on_hook_request(2, quota(2, burst=10.0), later))
+    [(_, rsp)] = replies(grant(pod, later, 100.0))
+    assert rsp.values[2] == 1
 
 
 def test_fetch_reports_the_largest_overuse_and_burst():

@@ -147,7 +147,7 @@ def grants(actions):
 def test_early_return_hands_the_token_over_at_once():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1), 0.0))
-    assert g.conn == 1 and g.response.values == (250.0, QUOTA_FLAG_ALONE)
+    assert g.conn == 1 and g.response.values == (250.0, QUOTA_FLAG_ALONE, 0)  # (sharers: not said)
     assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []  # a holds it
     # a comes back early (its next request): b gets the token now, not at 0.25 s.
     [g] = grants(core.on_request(1, quota_req("a", 2), 0.05))

@@ -44,7 +44,7 @@ def test_memory_update_matches_v1_bytes():
 
 def test_v1_responses_decode_with_ok_status():
     quota = struct.pack("<id", 9, 250.0).ljust(40, b"\0")
-    assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0, 0))
+    assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0, 0, 0))
     limit = struct.pack("<iQQ", 1, 5, 1 << 30).ljust(40, b"\0")
     assert decode_response(RequestType.MEM_LIMIT, limit).values == (5, 1 << 30, 0)
 

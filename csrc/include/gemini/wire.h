@@ -19,7 +19,8 @@
 #define GEM_NOTIFY_ID -1
 
 enum gem_request_type {
-    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms, u32 flags */
+    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms, u32 flags,
+                             * u32 sharers */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
@@ -76,6 +77,8 @@ int32_t gem_wire_rsp_id(const uint8_t *buf);
 int32_t gem_wire_rsp_status(const uint8_t *buf);
 double gem_wire_rsp_quota_ms(const uint8_t *buf);
 uint32_t gem_wire_rsp_quota_flags(const uint8_t *buf);
+/* How many of the client's processes share its token (frame offset 16; 0: not said). */
+uint32_t gem_wire_rsp_quota_sharers(const uint8_t *buf);
 int32_t gem_wire_rsp_verdict(const uint8_t *buf);
 void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
 uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);
