@@ -67,7 +67,7 @@ class HookState:
     running_until: float = float("-inf")  # end of the token time this process was handed
     pid: int = 0  # as the process sees itself (PROCESS); 0: not told
     launched: bool = False  # has asked for a token
-    asked_at: float = float("-inf")  # ... lately then
+    asked_at: float = float("-inf")  # when it last asked for a token
     leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
 
 
