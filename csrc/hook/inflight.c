@@ -56,6 +56,7 @@
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
+#define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (learnt again) */
 
@@ -291,6 +292,8 @@ static double wall_per_launch(const struct inflight *f)
 
 void gem_inflight_set_sharers(int dev, uint32_t sharers)
 {
+    if (sharers > MAX_SHARERS) /* (a peer that sent garbage would hold every launch) */
+        sharers = MAX_SHARERS;
     atomic_store_explicit(&flight(dev)->sharers, sharers, memory_order_relaxed);
 }
 
@@ -537,7 +540,8 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
     m->seq = ++f->seq;
     f->count++;
-    f->last_mark_ns = now;
+    if (!m->queue_end) /* (the launch after a hold is marked as if it had not been) */
+        f->last_mark_ns = now;
     pthread_mutex_unlock(&f->m);
 }
 

@@ -22,7 +22,7 @@ Rules:
   the allocation they were recalled for.  A recall is not sent when even every such process's
   whole reservation would not make the allocation fit.
 - Every share of a token tells the process how many of the client's processes share it now
-  (those that asked for a token within SHARING_S): each bounds only its own queue, and the GPU
+  (those that wanted a token within SHARING_S): each bounds only its own queue, and the GPU
   drains theirs together.
 - Hooks must use the client's own name.
 - Processes (for the NVML view inside the client): each hook says its pid on every new
@@ -55,8 +55,9 @@ REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
 RECALL_TIMEOUT_S = 0.5
-# A process that asked for a token this recently shares the client's token: a busy one asks at
-# least once per grant (at most 100 ms with the scheduler's default quotas).
+# A process that wanted a token this recently shares the client's token: a busy one asks for
+# every grant (at most 100 ms with the scheduler's default quotas), and one that waits for a
+# grant (a capped client waits up to 0.9 s at 0.1) wants it until it is answered.
 SHARING_S = 0.5
 
 
@@ -67,7 +68,7 @@ class HookState:
     running_until: float = float("-inf")  # end of the token time this process was handed
     pid: int = 0  # as the process sees itself (PROCESS); 0: not told
     launched: bool = False  # has asked for a token
-    asked_at: float = float("-inf")  # when it last asked for a token
+    wanted_at: float = float("-inf")  # when it last asked for a token, or got one it waited for
     leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
 
 
@@ -192,7 +193,7 @@ class PodCore:
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
-        hook.asked_at = now
+        hook.wanted_at = now
         hook.running_until = now  # asking again: it is done with what it had
         left_s = self.quota_s - (now - self.quota_at)
         waiting = self.fetch_id is not None or self.fetch_at is not None
@@ -245,6 +246,9 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         self.quota_at = now
+        for w in waiters:  # each wanted the token until now: all of them share it
+            if (hook := self.hooks.get(w.conn)) is not None:
+                hook.wanted_at = now
         replies: list[Action] = [self._quota_reply(w, now, self.quota_s) for w in waiters]
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {len(waiters)} waiting"
         return [act.debug(self.name, got), *replies, *self._maybe_report(now)]
@@ -257,11 +261,10 @@ class PodCore:
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, values))
 
     def sharers(self, now: float) -> int:
-        """How many processes share the client's token now: those that asked for it within
-        SHARING_S (several connections of one pid count once)."""
-        recent = {("pid", h.pid) if h.pid else ("conn", conn)
-                  for conn, h in self.hooks.items() if h.asked_at >= now - SHARING_S}
-        return len(recent)
+        """How many processes share the client's token now: those that wanted it within
+        SHARING_S.  Counted by connection (a hook has one per process and device): the
+        processes of a pod's containers may have the same pid, each in its own namespace."""
+        return sum(h.wanted_at >= now - SHARING_S for h in self.hooks.values())
 
     # ---- processes -----------------------------------------------------------------------------
 

@@ -67,22 +67,27 @@ def test_every_share_of_a_token_carries_its_flags():
 
 
 def test_a_share_of_the_token_says_how_many_processes_share_it_now():
-    """Those that asked for a token within SHARING_S; several connections of one pid once."""
+    """Those that asked for it within SHARING_S, or waited for it until now."""
     pod = ready_pod()
-    pod.on_hook_connect(3, 0.0)
-    for conn, pid in ((1, 40), (2, 41), (3, 41)):
-        pod.on_hook_request(conn, Request("pod", 50, RequestType.PROCESS, (pid, -1)), 0.0)
+    pod.on_hook_connect(3, 0.0)  # connected, never asks (nvidia-smi under the hook): not one
     pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
     pod.on_hook_request(2, quota(1, burst=10.0), 0.0)
     assert [r.values[2] for _, r in replies(grant(pod, 0.0, 100.0))] == [2, 2]
-    # pid 41's other connection asks: still two processes.
-    [(_, rsp)] = replies(pod.on_hook_request(3, quota(1, burst=10.0), 0.05))
-    assert rsp.values[2] == 2
-    # Process 40 stops asking; once SHARING_S has passed it no longer shares the token.
+    # Process 1 stops asking; once SHARING_S has passed it no longer shares the token.
     later = SHARING_S + 0.04
     assert fetches(pod.on_hook_request(2, quota(2, burst=10.0), later))
     [(_, rsp)] = replies(grant(pod, later, 100.0))
     assert rsp.values[2] == 1
+
+
+def test_processes_that_waited_longer_than_sharing_s_for_a_token_still_share_it():
+    """A client capped at 0.1 waits up to 0.9 s for each grant: its processes asked long
+    before the answer, and still want it."""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    pod.on_hook_request(2, quota(1, burst=10.0), 0.0)
+    late = SHARING_S + 0.4
+    assert [r.values[2] for _, r in replies(grant(pod, late, 100.0))] == [2, 2]
 
 
 def test_fetch_reports_the_largest_overuse_and_burst():
