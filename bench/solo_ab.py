@@ -1,7 +1,7 @@
 """Alone under the hook vs bare, many short runs in turn (issue 12: "alone at bare speed").
 
   python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--cpus 4-7]
-                           [--out DIR]
+                           [--budget SECONDS] [--out DIR]
 
 Each round runs, in fresh processes one after the other: the program bare; with the hook
 preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); and under
@@ -9,7 +9,10 @@ the hook as the only client (`solo 1.0 1.0`).  Rates are steps/s of bench/path_a
 (--no-wait).  Three variants tell apart what a preloaded library costs by being there and what
 the gate, the token and the markers cost.  Run to run, a launch-bound Python loop on a VM varies
 by 10-20 %, so the answer is the median of the per-round ratios, with their spread; each round
-runs the variants in another order, and --cpus keeps them all on the same CPUs.
+runs the variants in another order, and --cpus keeps them all on the same CPUs.  --budget
+stops before a round that would end past it (by the longest round so far): the rounds done are
+written, where a time limit from outside would leave nothing (a round takes 3 fresh processes,
+about 20 s on the H100 for 3 s runs).
 """
 
 from __future__ import annotations
@@ -72,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--seconds", type=float, default=3.0)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds: start no round that would end past this (at least one runs)")
     p.add_argument("--cpus", default="", help="run the program on these CPUs only (e.g. 4-7): "
                    "where a process lands moves a launch-bound loop's rate by 10-20 %%")
     args = p.parse_args(argv)
@@ -88,17 +93,25 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
                 "solo": {**base_env(), **backend.hook_env("solo")}}
         runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
         cpus = cpu_list(args.cpus)
+        started, longest = time.monotonic(), 0.0
         for i in range(args.rounds):
+            if i > 0 and args.budget is not None and \
+                    time.monotonic() - started + longest > args.budget:
+                print(f"budget: stopped after {i} of {args.rounds} rounds", flush=True)
+                break
+            round_start = time.monotonic()
             # Each round in another order: what changes over a round (a CPU's boost, a cache
             # warmed by the run before) must not favour one variant.
             for v in VARIANTS[i % 3:] + VARIANTS[:i % 3]:
                 runs[v].append(round(rate(args.path, args.seconds, envs[v], cpus), 2))
             print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in VARIANTS), flush=True)
+            longest = max(longest, time.monotonic() - round_start)
     finally:
         backend.stop()
     out: dict = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
                  "command": "python3 bench/solo_ab.py " + " ".join(argv or sys.argv[1:]),
-                 "path": args.path, "seconds": args.seconds, "cpus": args.cpus, "runs": runs}
+                 "path": args.path, "seconds": args.seconds, "cpus": args.cpus,
+                 "rounds": len(runs["bare"]), "runs": runs}
     for v in ("disabled", "solo"):
         ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
         out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),

@@ -36,6 +36,17 @@ def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
 
 
 @pytest.mark.system
+def test_solo_ab_stops_at_its_budget_and_writes_the_rounds_done(tmp_path: Path) -> None:
+    """A round is three fresh processes of 0.5 s at least: a 1 s budget leaves room for the
+    first round only, and the result is still written."""
+    path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
+                       "--rounds", "20", "--seconds", "0.5", "--budget", "1")
+    result = json.loads(path.read_text())
+    assert result["rounds"] == 1
+    assert all(len(r) == 1 for r in result["runs"].values())
+
+
+@pytest.mark.system
 def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
     path = result_file(tmp_path, "*-duty-cycle.json", "bench/duty_cycle.py", "--path", "cpu",
                        "--seconds", "0.3", "--cycles", "10:15")
