@@ -68,9 +68,10 @@ MEM_LEASE = 2
 # need not stop for a round trip there (csrc/hook/token.c).
 QUOTA_FLAG_ALONE = 1 << 0
 # The QUOTA reply's third word (frame offset 16), pod manager -> hook: how many of the client's
-# processes share its token now (they asked for it lately).  Each bounds only its own queue, and
-# the GPU drains theirs together, so a hook takes the client's queue to be that many times its
-# own (csrc/hook/inflight.c).  0 (the scheduler, v1 peers): not said, taken as 1.
+# processes share its token now (those that wanted it within the last 0.5 s, by connection).
+# Each bounds only its own queue, and the GPU drains theirs together, so a hook takes the
+# client's queue to be that many times its own (csrc/hook/inflight.c).  0 (the scheduler, v1
+# peers): not said, taken as 1.
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
