@@ -801,12 +801,12 @@ class Bench:
         # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
         out["cap_gate"] = gate_stats(stats)
         out["cap_startup_s"] = r["startup_s"]
-        hook_log = ""
         try:
             hook_log = Path(r["log"]).read_text(errors="replace")
-        except OSError as exc:
-            out["overuse_note"] = f"no hook log: {exc}"
-        out.update(overuse_of(hook_log))
+            out.update(overuse_of(hook_log))
+        except OSError as exc:  # (the why, not overuse_of's "no line matching")
+            hook_log = ""
+            out.update(overuse_of(hook_log), overuse_note=f"no hook log: {exc}")
         if self.args.keep_logs:
             self.args.out.mkdir(parents=True, exist_ok=True)  # (results come after: write())
             (self.args.out / f"cap-{path}.log").write_text(hook_log)
