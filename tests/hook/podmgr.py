@@ -64,7 +64,7 @@ class FakePodManager:
             self.hold_quota_after = None
             held, self._held = self._held, []
         for conn, req in held:
-            self._reply(conn, req, Status.OK, (self.quota_ms, self.quota_flags, self.sharers))
+            self._reply(conn, req, Status.OK, self._quota_values())
 
     def recall(self, lacks: int = 1) -> None:
         """Ask every hook connected to give its unspent lease back (unsolicited RECALL)."""
@@ -106,6 +106,10 @@ class FakePodManager:
                 self._lock.notify_all()
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
+    def _quota_values(self) -> tuple[float, int, int]:
+        """A QUOTA answer's values, as now set (held answers get what is set when released)."""
+        return self.quota_ms, self.quota_flags, self.sharers
+
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
         with self._send, contextlib.suppress(OSError):
             conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
@@ -141,7 +145,7 @@ class FakePodManager:
                 if self.hold_quota:
                     self._held.append((conn, req))
                     return
-                reply = (Status.OK, (self.quota_ms, self.quota_flags, self.sharers))
+                reply = (Status.OK, self._quota_values())
                 if self.quota_delay_s > 0:
                     threading.Timer(self.quota_delay_s, self._reply,
                                     (conn, req, *reply)).start()

@@ -8,10 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-from cffi import FFI
-
-from gemini.native import fake_driver_dir
-from tests.fake.conftest import control_cdef
 
 from .conftest import prog
 
@@ -22,16 +18,13 @@ TOKEN_MS = 100.0
 
 @pytest.mark.parametrize(("sharers", "most_ms", "least_ms"), [(1, None, 60.0), (4, 30.0, None)])
 def test_a_process_that_shares_its_token_queues_only_its_part_of_it(
-    fake_env, pm, tmp_path, sharers, most_ms, least_ms
+    fake_env, fake, pm, tmp_path, sharers, most_ms, least_ms
 ):
     """A program that never syncs, 1 ms kernels, 100 ms tokens: alone it queues up to the
     whole token ahead of the GPU; told that 4 processes share the token, a quarter of it (the
     other three may queue as much).  The fake GPU's queue end is read while it runs."""
     segment = f"/gemini-shared-token-{os.getpid()}-{tmp_path.name}"[:200]
     fake_env.env["GEMINI_FAKE_GPU"] = segment
-    ffi = FFI()
-    ffi.cdef(control_cdef())
-    gpu = ffi.dlopen(str(fake_driver_dir() / "libcuda.so.1"))
     pm.quota_ms = TOKEN_MS
     pm.sharers = sharers
     proc = fake_env.start([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "1",
@@ -39,9 +32,9 @@ def test_a_process_that_shares_its_token_queues_only_its_part_of_it(
     ahead_ms = 0.0
     try:
         assert pm.wait_for(lambda p: p.requests)  # the program is up: its segment exists
-        assert gpu.fake_attach(segment.encode()) == 0
+        assert fake.fake_attach(segment.encode()) == 0
         while proc.popen.poll() is None:  # (polls the queue's end until the program is done)
-            ahead_ms = max(ahead_ms, (gpu.fake_busy_until(0) - gpu.fake_now_ns()) / 1e6)
+            ahead_ms = max(ahead_ms, (fake.fake_busy_until(0) - fake.fake_now_ns()) / 1e6)
     finally:
         proc.kill()
         Path("/dev/shm", segment[1:]).unlink(missing_ok=True)

@@ -6,14 +6,10 @@ import itertools
 import json
 import os
 import subprocess
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from cffi import FFI
 
 from gemini.native import fake_driver_dir, hook_library_path, program_path
-from tests.fake.conftest import control_cdef
 from tests.procs import Daemon, start_pod_manager, start_scheduler
 
 KERNEL_MS = 5.0
@@ -101,13 +97,3 @@ def system(tmp_path):
         p.wait()
     for d in reversed(started):
         d.stop()
-
-
-@pytest.fixture
-def fake() -> Iterator[Any]:
-    """The fake driver's control API (fake_attach to a system's segment, then its counters)."""
-    ffi = FFI()
-    ffi.cdef(control_cdef())
-    lib = ffi.dlopen(str(fake_driver_dir() / "libcuda.so.1"))
-    yield lib
-    ffi.dlclose(lib)
