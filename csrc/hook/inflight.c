@@ -290,6 +290,13 @@ static double wall_per_launch(const struct inflight *f)
     return f->ns_per_launch * (f->drain_factor > sharers ? f->drain_factor : sharers);
 }
 
+/* How long a launch keeps this process's own stream busy: the others' work is not queued in
+ * it (0: not known).  f->m held. */
+static double own_wall_per_launch(const struct inflight *f)
+{
+    return f->ns_per_launch * f->drain_factor;
+}
+
 void gem_inflight_set_sharers(int dev, uint32_t sharers)
 {
     if (sharers > MAX_SHARERS) /* (a peer that sent garbage would hold every launch) */
@@ -429,9 +436,8 @@ int64_t gem_inflight_next_done_ns(int dev)
     if (f->ns_per_launch > 0.0 && f->count > f->kept && f->done_seen_ns != 0) {
         const struct mark *m = mark_at(f, f->kept); /* the oldest one out */
         uint64_t ahead = m->launches > f->done_launches ? m->launches - f->done_launches : 0;
-        /* (its own drain: the client's other processes' work is not ahead of it in its
-         * stream; counted as theirs, it held the launches past the queue's end) */
-        at = f->done_seen_ns + (int64_t)((double)ahead * f->ns_per_launch * f->drain_factor);
+        /* (counted with the others' work too, it held the launches past the queue's end) */
+        at = f->done_seen_ns + (int64_t)((double)ahead * own_wall_per_launch(f));
     }
     pthread_mutex_unlock(&f->m);
     return at;
