@@ -6,10 +6,16 @@ bare rate, though the hook holds the token 40 % of the time).
   python3 bench/duty_cycle.py [--path launch-bound] [--seconds 6] [--cycles 36:54,100:150]
 
 For each cycle ON:OFF it reports the steps per second *while working* (steps / time on) beside
-the rate of a continuous run, with the off time spent asleep and spent spinning on the CPU.
-Ratio < 1 while asleep but ~1 while spinning: the host (CPU idle states, frequency) slows a
-program that sleeps 60 % of each period, whoever makes it sleep.  Writes one JSON object to
-stdout (and to --out DIR/<gpu>-<date>-duty-cycle.json when --out is given).
+the rate of a continuous run, with the off time spent asleep and spent spinning on the CPU
+(`--off`).  Ratio < 1 while asleep but ~1 while spinning: the host (CPU idle states, frequency)
+slows a program that sleeps 60 % of each period, whoever makes it sleep.  Ratio > 1 either way:
+the GPU runs faster when it idles part of the time (its power-limited clock: the median SM clock
+and power draw of each run are recorded where nvidia-smi is found).  `--profile ON:OFF` adds
+that cycle once more with a sync after every step, and the rate in each stretch of the working
+time (0-2 ms after it starts, 2-5, 5-10, ...) against the same per-step syncing run
+continuously: how soon after an idle gap the GPU's speed falls back to its continuous one.
+Writes one JSON object to stdout (and to --out DIR/<gpu>-<date>-duty-cycle.json when --out is
+given).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import path_app  # bench/ is on sys.path (above)
+from common import ClockSampler
+
+PROFILE_EDGES_MS = [0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 
 
 def continuous(work, seconds: float) -> float:  # type: ignore[no-untyped-def]
@@ -36,8 +45,11 @@ def continuous(work, seconds: float) -> float:  # type: ignore[no-untyped-def]
     return steps / (time.perf_counter() - t0)
 
 
-def cycled(work, seconds: float, on_s: float, off_s: float, spin: bool) -> dict:  # type: ignore[no-untyped-def]
-    """Work `on_s`, pause `off_s` (asleep, or spinning), repeat; the rate while working."""
+def cycled(work, seconds: float, on_s: float, off_s: float, spin: bool,  # type: ignore[no-untyped-def]
+           each_step: bool = False) -> dict:
+    """Work `on_s`, pause `off_s` (asleep, or spinning), repeat; the rate while working.
+    Without `each_step` the program queues steps for `on_s` and then syncs: a GPU program's
+    working time is then as long as its queue (up to the driver's limit of queued launches)."""
     steps, worked, t_end = 0, 0.0, time.perf_counter() + seconds
     first_steps: list[float] = []  # the first step's time in each period (a warm-up cost?)
     while time.perf_counter() < t_end:
@@ -46,6 +58,8 @@ def cycled(work, seconds: float, on_s: float, off_s: float, spin: bool) -> dict:
         while time.perf_counter() - t0 < on_s:
             work.step()
             n += 1
+            if each_step:
+                work.sync()
             if n == 1:
                 first_steps.append(time.perf_counter() - t0)
         work.sync()
@@ -63,6 +77,38 @@ def cycled(work, seconds: float, on_s: float, off_s: float, spin: bool) -> dict:
             "first_step_ms_p50": first_steps[len(first_steps) // 2] * 1e3 if first_steps else 0.0}
 
 
+def step_rate(work, seconds: float) -> float:  # type: ignore[no-untyped-def]
+    """Steps per second with a sync after every step (the profile's reference)."""
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        work.step()
+        work.sync()
+        steps += 1
+    return steps / (time.perf_counter() - t0)
+
+
+def profile(work, seconds: float, on_s: float, off_s: float) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Work `on_s` syncing every step, sleep `off_s`, repeat; steps per second in each stretch
+    of time since the working time began (PROFILE_EDGES_MS), a step counted where it ended."""
+    edges = [e for e in PROFILE_EDGES_MS if e < on_s * 1e3] + [on_s * 1e3]
+    steps = [0] * (len(edges) - 1)
+    periods, t_end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < on_s:
+            work.step()
+            work.sync()
+            done_ms = (time.perf_counter() - t0) * 1e3
+            for i in range(len(steps)):
+                if edges[i] <= done_ms < edges[i + 1]:
+                    steps[i] += 1
+                    break
+        periods += 1
+        time.sleep(off_s)
+    return [{"from_ms": a, "to_ms": b, "rate": n / (periods * (b - a) / 1e3)}
+            for a, b, n in zip(edges[:-1], edges[1:], steps, strict=True)]
+
+
 def gpu_name() -> str:
     try:
         import torch
@@ -77,22 +123,52 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--path", default="launch-bound", choices=path_app.PATHS)
     p.add_argument("--seconds", type=float, default=6.0, help="length of each measurement")
     p.add_argument("--cycles", default="36:54,100:150", help="ON:OFF milliseconds, comma-separated")
+    p.add_argument("--off", default="both", choices=["sleep", "spin", "both"],
+                   help="how the program spends its off time")
+    p.add_argument("--sync-each-step", action="store_true",
+                   help="sync after every step, the continuous runs too: the working time is "
+                        "then ON ms, not ON ms and a full launch queue")
+    p.add_argument("--profile", default=None, metavar="ON:OFF",
+                   help="one more cycle, synced every step: its rate in each stretch of the "
+                        "working time")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     work = path_app.make(args.path)
     path_app.warm_up(work, 1.0)
-    bare = continuous(work, args.seconds)
+    clock = ClockSampler(period_ms=20)
+    clock.start()
+
+    def measured(run, *run_args):  # type: ignore[no-untyped-def]
+        """run(work, *run_args), and the GPU's clock meanwhile."""
+        t0 = time.monotonic()
+        value = run(work, *run_args)
+        return value, clock.over(t0, time.monotonic())
+
+    reference = step_rate if args.sync_each_step else continuous
+    bare, bare_clock = measured(reference, args.seconds)
     rows = []
+    spins = {"sleep": [False], "spin": [True], "both": [False, True]}[args.off]
     for cycle in args.cycles.split(","):
         on_ms, off_ms = (float(v) for v in cycle.split(":"))
-        for spin in (False, True):
-            r = cycled(work, args.seconds, on_ms / 1e3, off_ms / 1e3, spin)
+        for spin in spins:
+            r, r_clock = measured(cycled, args.seconds, on_ms / 1e3, off_ms / 1e3, spin,
+                                  args.sync_each_step)
             r["ratio"] = round(r["rate_while_on"] / bare, 4) if bare else 0.0
-            rows.append(r)
-    after = continuous(work, args.seconds)
+            rows.append({**r, **r_clock})
+    after, after_clock = measured(reference, args.seconds)
     out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M:%S"), "path": args.path,
            "command": "python3 bench/duty_cycle.py " + " ".join(argv or sys.argv[1:]),
-           "continuous_rate": [round(bare, 2), round(after, 2)], "cycles": rows}
+           "continuous_rate": [round(bare, 2), round(after, 2)],
+           "continuous_clock": [bare_clock, after_clock], "cycles": rows}
+    if args.profile:
+        on_ms, off_ms = (float(v) for v in args.profile.split(":"))
+        synced = step_rate(work, args.seconds)
+        stretches = profile(work, max(args.seconds, 4 * (on_ms + off_ms) / 1e3), on_ms / 1e3,
+                            off_ms / 1e3)
+        out["profile"] = {"on_ms": on_ms, "off_ms": off_ms, "synced_rate": round(synced, 2),
+                          "stretches": [{**s, "ratio": round(s["rate"] / synced, 4)}
+                                        for s in stretches]}
+    clock.stop()
     text = json.dumps(out, indent=1)
     print(text)
     if args.out is not None:

@@ -559,6 +559,11 @@ class Bench:
             self._tmp = Path(tempfile.mkdtemp(prefix="gembench-paths-"))
         return self._tmp
 
+    def timing(self) -> dict:
+        """The scheduler's flags that differ from bench/common.py's defaults."""
+        short = self.args.short_window
+        return {} if short is None else {"short_window_ms": short}
+
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
         env = base_env()
         for k in ("GEMINI_LOG", "CU_HOOK_DEBUG"):
@@ -769,8 +774,8 @@ class Bench:
 
     def unit_cap(self, procs: Procs, path: str) -> dict:
         bare = self.quick_bare(procs, path)
-        backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], tag="paths-cap",
-                          verbose=self.args.keep_logs)
+        backend = Backend(procs, [Client("cap", CAP_TARGET, CAP_TARGET, MEM)], self.timing(),
+                          tag="paths-cap", verbose=self.args.keep_logs)
         stats = self.tmp / f"{path}-cap-stats.json"
         tracer = GrantTracer(backend.schd.port)
         try:
@@ -830,7 +835,8 @@ class Bench:
         specs = PAIR_CASES[case]
         path_of = {n: pair_path(self.args.pair_path, i) for i, (n, _) in enumerate(specs)}
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
-        backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], tag="paths-pairs")
+        backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], self.timing(),
+                          tag="paths-pairs")
         tracer = GrantTracer(backend.schd.port)
         try:
             t0, workers, each = self.together(
@@ -961,6 +967,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair-path", default=PAIR_PATH,
                    help="the program the pairs run, or a list (triton,jax): client i runs the "
                    "i-th, in turn")
+    p.add_argument("--short-window", type=float, default=None, metavar="MS",
+                   help="gem-schd --short-window for the capped and pairs runs (its default: "
+                        "1000; a capped client's turn is a tenth of it)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",

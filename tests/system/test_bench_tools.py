@@ -58,6 +58,20 @@ def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
 
 
 @pytest.mark.system
+def test_duty_cycle_profiles_the_rate_after_each_pause(tmp_path: Path) -> None:
+    path = result_file(tmp_path, "*-duty-cycle.json", "bench/duty_cycle.py", "--path", "cpu",
+                       "--seconds", "0.3", "--cycles", "10:15", "--off", "sleep",
+                       "--sync-each-step", "--profile", "30:10")
+    result = json.loads(path.read_text())
+    assert [c["off"] for c in result["cycles"]] == ["sleep"]
+    stretches = result["profile"]["stretches"]
+    assert [(s["from_ms"], s["to_ms"]) for s in stretches] == [
+        (0, 2), (2, 5), (5, 10), (10, 20), (20, 30.0)]
+    # past the first steps the CPU loop runs as fast as continuously
+    assert stretches[-1]["ratio"] == pytest.approx(1.0, abs=0.3)
+
+
+@pytest.mark.system
 def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: Path) -> None:
     """bench/paths.py: solo:PATH then cap:PATH in two invocations, merged: each phase's keys
     (the capped run's gate counters and grants included) stay with their phase."""
