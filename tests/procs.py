@@ -101,10 +101,10 @@ def _spawn(argv: list[str], env: dict[str, str] | None = None) -> Daemon:
     return daemon
 
 
-def start_scheduler(config: Path, *flags: str) -> Daemon:
+def start_scheduler(config: Path, *flags: str, env: dict[str, str] | None = None) -> Daemon:
     argv = [sys.executable, "-m", "gemini.cli.schd", "-P", "0", "-p", str(config.parent),
             "-f", config.name, *flags]
-    d = _spawn(argv)
+    d = _spawn(argv, env)
     d.port = int(d.wait_for(r"listening on [\d.]+:(\d+)").group(1))
     return d
 

@@ -84,6 +84,13 @@ uint64_t fake_busy_until(int dev)
     READ_LOCKED(s->dev[dev].busy_until);
 }
 
+uint64_t fake_busy_since(int dev)
+{
+    if (!dev_ok(dev))
+        return 0;
+    READ_LOCKED(s->dev[dev].busy_since);
+}
+
 uint64_t fake_dev_busy_ns(int dev)
 {
     if (!dev_ok(dev))

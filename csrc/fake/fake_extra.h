@@ -34,6 +34,7 @@ void fake_reset(void);                     /* timeline, accounting, memory, fail
 int fake_reap(void);                       /* give back memory of dead processes; how many */
 uint64_t fake_now_ns(void);                /* CLOCK_MONOTONIC, the timeline's clock */
 uint64_t fake_busy_until(int dev);
+uint64_t fake_busy_since(int dev);          /* when the GPU's current run of kernels began */
 uint64_t fake_dev_busy_ns(int dev);        /* all kernel time ever enqueued on the device */
 uint64_t fake_dev_kernels(int dev);
 uint64_t fake_client_gpu_ns(const char *name); /* by POD_NAME */

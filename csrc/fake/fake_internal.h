@@ -37,6 +37,7 @@
 
 struct fake_dev_state {
     uint64_t busy_until; /* CLOCK_MONOTONIC ns at which the last enqueued kernel ends */
+    uint64_t busy_since; /* ... and at which the GPU's current run of kernels began */
     uint64_t busy_ns;    /* total simulated kernel time enqueued */
     uint64_t kernels;
     uint64_t mem_total;

@@ -45,6 +45,8 @@ CUresult fake_tl_enqueue(int dev, uint64_t *tail, const uint64_t *durs, size_t n
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
         uint64_t end = fake_tl_step(now, d->busy_until, *tail, durs[i]);
+        if (d->busy_until < now) /* the GPU had gone idle: this kernel starts a run */
+            d->busy_since = now;
         d->busy_until = end;
         *tail = end;
         total += durs[i];

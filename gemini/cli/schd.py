@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mps-state", type=Path, default=None, metavar="FILE",
                    help="launch-backend's MPS state file: the config's partitions hold tokens "
                    "side by side while it says MPS is up (default: partitions are time-sliced)")
+    p.add_argument("--no-clock", dest="clock", action="store_false",
+                   help="do not read the GPU's SM clock (NVML): capped clients are charged the "
+                   "time they hold, not their work (README: Caps by work)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
@@ -105,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_until_signal(
             lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
-                                         args.gpu, args.metrics_port, args.mps_state)
+                                         args.gpu, args.metrics_port, args.mps_state,
+                                         args.clock)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

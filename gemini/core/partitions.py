@@ -141,6 +141,13 @@ class PartitionRouter:
                 out += core.on_deadline(now)
         return self._answered(out)
 
+    def on_clock(self, samples: list[tuple[float, float]], now: float) -> list[Action]:
+        """The GPU's SM clock: every group's grants ran on it."""
+        out: list[Action] = []
+        for core in self.cores.values():
+            out += core.on_clock(samples, now)
+        return out
+
     def next_deadline(self) -> float | None:
         deadlines = [d for core in self.cores.values() if (d := core.next_deadline()) is not None]
         return min(deadlines, default=None)

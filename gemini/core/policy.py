@@ -34,13 +34,15 @@ class Standing:
     remaining: float = math.inf  # the longest grant that keeps it under its limit in every window
     ready_in: float = 0.0  # seconds until its pace lets it start (Pacer; <= 0: now)
     limit: float = 1.0  # its cap (1: none)
+    need: float = 0.0  # the least room it waits for (a calibration grant's: gemini.core.speed)
 
 
 def pick(standings: list[Standing], min_grant: float = 0.0) -> Standing | None:
     """The client owed most among those paced to go now, with room for at least `min_grant`
-    seconds under their limit, or None if all are capped.  Ties keep arrival order."""
+    seconds (or its own `need`) under their limit, or None if all are capped.  Ties keep
+    arrival order."""
     valid = [s for s in standings
-             if s.remaining > 0 and s.remaining >= min_grant and s.ready_in <= 0]
+             if s.remaining > 0 and s.remaining >= max(min_grant, s.need) and s.ready_in <= 0]
     return max(valid, key=lambda s: s.credit, default=None)
 
 

@@ -23,6 +23,11 @@ Rules:
   memory limits (and unified-memory flags) are pushed to the pod managers of that client.
 - Unified-memory clients (gemini.core.um) get their flags in MEM_LIMIT replies and a quota of at
   least the UM minimum, so that migrating their data stays a small part of their time.
+- Caps hold by work where the GPU's clock is known (`on_clock`: the shell's samples of the SM
+  clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster
+  the GPU runs its grants than it runs it continuously, which its idle gaps cause), as a charge
+  at its grant's end when it next asks; alone, a capped client gets a calibration grant
+  (`speed.CALIBRATION_S`) every `speed.CALIBRATE_EVERY_S`, once it has the room for it.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.
@@ -38,6 +43,7 @@ from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, next_quota, pick, targets
+from gemini.core.speed import CALIBRATION_S, SpeedMeter
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
@@ -52,6 +58,8 @@ from gemini.core.wire import (
 MS = 1000.0
 # When every waiting client is capped, look again no sooner than this (seconds).
 MIN_RECHECK_S = 0.001
+# Clock samples older than this say the shell no longer reads the clock: no calibrations then.
+CLOCK_STALE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,7 @@ class ClientState:
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     overuse_s: float = 0.0  # overuse charged so far
+    speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
 
 
 @dataclass
@@ -119,6 +128,8 @@ class SchedulerCore:
         # Enough to owe a waiting client what one whole grant of another costs it.
         self.credits = Credits(2 * self._turn_s, now)
         self.pacer = Pacer()
+        self.speed = SpeedMeter()
+        self._clock_at: float | None = None  # when clock samples last came in
         self._apply_config(config)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -192,6 +203,24 @@ class SchedulerCore:
         self._earn(now)
         return self._schedule(now)
 
+    def on_clock(self, samples: list[tuple[float, float]], now: float) -> list[Action]:
+        """The GPU's SM clock, (time, MHz) in time order, read since the last call: each
+        sample taken in a capped client's grant tells its speed (gemini.core.speed)."""
+        self._clock_at = now
+        intervals = self.history.intervals
+        for t, mhz in samples:
+            for interval in reversed(intervals):  # the latest grants first: samples are recent
+                if interval.start <= t:
+                    break
+            else:
+                continue
+            client = self.clients.get(interval.name)
+            if interval.extra or t >= interval.end or client is None or client.spec.limit >= 1:
+                continue
+            self.speed.sample(interval.name, mhz, t - interval.start,
+                              interval.end - interval.start, interval.calibrating)
+        return []
+
     def next_deadline(self) -> float | None:
         if self.holder is not None:
             return self.holder.interval.end
@@ -212,12 +241,12 @@ class SchedulerCore:
         if overuse_ms > 0.0:  # (NaN compares false)
             at = latest.end if latest is not None else now
             charged = min(overuse_ms / MS, self.timing.window_s)
-            self.history.charge(name, at, charged)
-            self.credits.spend(name, charged)
-            self._pace(name, charged)
+            self._charge(name, at, charged)
             client.overuse_s += charged
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse)")]
+        if latest is not None and not latest.weighed:
+            out += self._weigh(client, latest)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -259,7 +288,13 @@ class SchedulerCore:
         )
         length = min(self._grant_length(client.quota_s, standing), self._short_grant_s)
         length = um_quota(length, client.spec, self.um)
+        calibrating = standing is not None and standing.need > 0.0
+        if calibrating:
+            assert standing is not None
+            length = max(length, min(CALIBRATION_S, standing.remaining))
+            self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
+        interval.calibrating = calibrating
         self.credits.spend(candidate.name, length)
         if client.spec.limit < 1.0:
             self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
@@ -274,6 +309,34 @@ class SchedulerCore:
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         return out
+
+    def _charge(self, name: str, at: float, seconds: float) -> None:
+        """`seconds` more (or, negative, fewer) of GPU time used at `at`: in the windows, the
+        credit and the pace."""
+        self.history.charge(name, at, seconds)
+        self.credits.spend(name, seconds)
+        self._pace(name, seconds)
+
+    def _weigh(self, client: ClientState, grant: Interval) -> list[Action]:
+        """Charge a capped client's ended grant at its speed: a second of it did `speed`
+        seconds of the client's continuous work."""
+        grant.weighed = True
+        if client.spec.limit >= 1.0:
+            return []
+        speed = self.speed.speed(grant.name)
+        extra = (speed - 1.0) * (grant.end - grant.start)
+        if abs(extra) > 1e-6:
+            self._charge(grant.name, grant.end, extra)
+            client.speed_charge_s += extra
+        if not grant.calibrating:
+            return []
+        return [act.debug(grant.name, f"calibrated: speed {speed:.3f} in its grants")]
+
+    def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
+        """A capped client waiting alone, with the clock read, whose calibration is due."""
+        clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
+        capped = self.clients[name].spec.limit < 1.0
+        return clocked and alone and capped and self.speed.due(name, now)
 
     def _end_early(self, interval: Interval, now: float) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
@@ -367,7 +430,7 @@ class SchedulerCore:
         if best is None:
             # Everyone waiting is at its limit or paced; usage falls as the window slides, so
             # look again when the closest one has room for a capped grant and its pace is due.
-            short = min(max(0.9 * self._capped_grant_s - s.remaining, s.ready_in)
+            short = min(max(max(0.9 * self._capped_grant_s, s.need) - s.remaining, s.ready_in)
                         for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
@@ -381,9 +444,13 @@ class SchedulerCore:
     def _standings(self, names: list[str], now: float) -> list[Standing]:
         _, long_size = self._window(now)
         rates = self._targets(names)
+        alone = len(names) == 1
+        # (0.9: as for any capped grant, a little under will do; see _select)
+        need = {n: 0.9 * CALIBRATION_S if self._calibration_due(n, alone, now) else 0.0
+                for n in names}
         return [
             Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now),
-                     self.pacer.ready_in(n, now), self.clients[n].spec.limit)
+                     self.pacer.ready_in(n, now), self.clients[n].spec.limit, need[n])
             for n in names
         ]
 
@@ -430,6 +497,7 @@ class SchedulerCore:
         for name in old.keys() - self.clients.keys():
             self.credits.forget(name)
             self.pacer.forget(name)
+            self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
         return out
@@ -478,6 +546,8 @@ class SchedulerCore:
                 "connected": bool(c.conns),
                 "tokens": c.tokens,
                 "overuse_s": c.overuse_s,
+                "speed": self.speed.speed(name) if c.spec.limit < 1.0 else 1.0,
+                "speed_charge_s": c.speed_charge_s,
             }
             for name, c in self.clients.items()
         ]

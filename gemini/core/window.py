@@ -20,6 +20,8 @@ class Interval:
     start: float
     end: float
     extra: float = 0.0  # a charge: start == end, `extra` seconds of use at that instant
+    calibrating: bool = False  # a grant long enough to read the client's continuous clock
+    weighed: bool = False  # its speed (gemini.core.speed) was charged
 
 
 class UsageHistory:

@@ -13,6 +13,7 @@ from gemini.core.mps import MpsState
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import Timing
 from gemini.core.um import UmPolicy, check_oversubscription
+from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.schd")
@@ -65,10 +66,12 @@ async def serve_scheduler(
     gpu: str = DEFAULT_GPU,
     metrics_port: int | None = None,
     mps_state: Path | None = None,
+    clock: bool = True,
 ) -> None:
     """Serve the clients of one GPU (`gpu`, as the config names it) of the config file, and
     /metrics on `metrics_port` (same address) when given.  `mps_state`: launch-backend's MPS
-    state file; without it partitions are time-sliced (nobody said MPS runs)."""
+    state file; without it partitions are time-sliced (nobody said MPS runs).  `clock`: read
+    the GPU's SM clock, so that caps hold by work (gemini.daemon.clock)."""
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
@@ -95,6 +98,9 @@ async def serve_scheduler(
     watcher.start()
     follow = None if mps_state is None else asyncio.ensure_future(
         _follow_mps(mps_state, daemon, stop))
+    sampler = _clock_sampler(gpu) if clock else None
+    feeding = None if sampler is None else asyncio.ensure_future(
+        feed_clock(sampler, daemon.core.on_clock, daemon.server.run, daemon.server.now, stop))
     metrics = None
     try:
         if metrics_port is not None:
@@ -110,9 +116,23 @@ async def serve_scheduler(
         watcher.stop()
         if follow is not None:
             follow.cancel()
+        if feeding is not None and sampler is not None:
+            feeding.cancel()
+            sampler.stop()
         if metrics is not None:
             await metrics.close()
         await daemon.close()
+
+
+def _clock_sampler(gpu: str) -> ClockSampler | None:
+    read, why = nvml_sm_clock(gpu)
+    if read is None:
+        log.info("GPU %s's clock is not read (%s): caps are charged in time, not work", gpu, why)
+        return None
+    log.info("reading GPU %s's SM clock: caps are charged by work", gpu)
+    sampler = ClockSampler(read)
+    sampler.start()
+    return sampler
 
 
 def _mps_state(path: Path | None) -> MpsState:

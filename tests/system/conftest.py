@@ -38,12 +38,18 @@ def system(tmp_path):
     class System:
         segment = gpu  # the fake GPU's shared-memory segment (for fake_attach)
 
-        def backend(self, config_text: str, *flags: str, pmgr_flags: tuple[str, ...] = ()):
-            """`flags` go to the scheduler (default FAST), `pmgr_flags` to every pod manager."""
+        def backend(self, config_text: str, *flags: str, pmgr_flags: tuple[str, ...] = (),
+                    schd_env: dict[str, str] | None = None):
+            """`flags` go to the scheduler (default FAST), `pmgr_flags` to every pod manager,
+            `schd_env` to the scheduler's environment (with the fake NVML on its library path:
+            it then reads the fake GPU's clock)."""
             self.config = tmp_path / "resource-config.txt"
             self.config.write_text(config_text)
             self.flags = flags or FAST
-            self.schd = start_scheduler(self.config, *self.flags)
+            if schd_env is not None:
+                schd_env = {"LD_LIBRARY_PATH": str(fake_driver_dir()), "GEMINI_FAKE_GPU": gpu,
+                            **schd_env}
+            self.schd = start_scheduler(self.config, *self.flags, env=schd_env)
             started.append(self.schd)
             self.pmgrs: dict[str, Daemon] = {}
             for line in config_text.splitlines()[1:]:

@@ -13,7 +13,7 @@ import pytest
 
 from gemini.client import Connection, query_status
 from gemini.core.wire import RequestType
-from tests.system.conftest import KERNEL_MS, gpu_share, result
+from tests.system.conftest import FAST, KERNEL_MS, gpu_share, result
 
 pytestmark = pytest.mark.system
 
@@ -119,3 +119,40 @@ def test_an_idle_client_alone_starts_each_burst_without_a_round_trip(system, tmp
         assert gate["gate.fetch_credit"] >= 12 and gate["gate.fetch_expired"] <= 2, gate
     else:
         assert gate["gate.fetch_credit"] == 0 and gate["gate.fetch_expired"] >= 12, gate
+
+
+# ---- caps by work: gem-schd reads the GPU's clock (gemini.daemon.clock) --------------------
+
+BOOSTED = {"GEMINI_FAKE_SM_PEAK_MHZ": "1980", "GEMINI_FAKE_SM_MHZ": "1410",
+           "GEMINI_FAKE_SM_SETTLE_MS": "40"}
+
+
+@pytest.mark.parametrize("boost", [True, False])
+def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
+    """The fake GPU's clock (its NVML) is 1980 MHz until it has run 40 ms without a break, then
+    1410, as a power-limited GPU's: a client capped at 0.4 runs its short grants fast, its
+    calibration grants' tails at the settled clock, and is charged 1980 / 1410 = 1.4 s per
+    second it holds, so it gets about 0.4 / 1.4 of the GPU's time.  (The fake's kernels keep
+    their length: this is the wiring, NVML to the charge; the work is tests/unit/test_speed.)"""
+    env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
+    system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
+    system.schd.wait_for("SM clock: caps are charged by work")
+    r = result(system.client("solo", "work", "--kernel-ms", "1", "--burst", "400",
+                             "--seconds", "6"))
+    [client] = query_status("127.0.0.1", system.schd.port)["clients"]
+    system.schd.wait_for("calibrated: speed")
+    if boost:
+        assert client["speed"] == pytest.approx(1980 / 1410, abs=0.1), client
+        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4 * 1410 / 1980, abs=0.06), r
+    else:
+        assert client["speed"] == pytest.approx(1.0, abs=0.02), client
+        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4, abs=0.06), r
+
+
+def gpu_share_ms(r: dict, kernel_ms: float) -> float:
+    return r["kernels"] * kernel_ms / 1000 / r["wall_s"]
+
+
+def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):
+    system.backend("1\nsolo 0.1 0.4 1GiB\n")  # the daemons' library path has no NVML
+    system.schd.wait_for("clock is not read")

@@ -6,11 +6,17 @@ when its next burst would not fit), which returns the token, to 2 ms after (a re
 the expiry).  The times are drawn from a seeded generator, so runs are repeatable but clients do
 not move in lock step.  Each request reports the
 client's predicted burst (`burst_ms`), from which the scheduler sizes its quota.
+
+With a `GpuClock` the GPU has a power-limited clock, fast after idle and slow when busy long,
+which the simulation reads every 2 ms and gives the scheduler every 50 ms (as gem-schd's shell
+does, gemini.daemon.clock); `work()` is then a client's work in seconds of continuous running.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -28,6 +34,40 @@ class SimClient:
     req_id: int = 0
 
 
+class GpuClock:
+    """A first-order model of a power-limited GPU's clock (H100, matmuls: 1500 MHz run
+    continuously, up to 1980 after idle, ~50-100 ms to settle either way:
+    bench/results/…-211322-duty-cycle-torch-eager.json).  Work per second goes with the clock."""
+
+    STEP_S = 0.001
+
+    def __init__(self, continuous_mhz: float = 1500.0, peak_mhz: float = 1980.0,
+                 tau_s: float = 0.04) -> None:
+        self.continuous, self.peak, self.tau = continuous_mhz, peak_mhz, tau_s
+        self.heat = 0.0  # 0: cool (peak clock), 1: at the power limit (continuous clock)
+        self.trace: list[tuple[float, float, str | None]] = []  # (t, MHz, who ran)
+        self.t = 0.0
+
+    def advance(self, until: float, running) -> None:  # type: ignore[no-untyped-def]
+        """Step to `until`; running(t) names the client on the GPU at t (None: idle)."""
+        decay = math.exp(-self.STEP_S / self.tau)
+        while self.t + self.STEP_S <= until:
+            who = running(self.t)
+            self.heat = (1.0 if who else 0.0) + (self.heat - (1.0 if who else 0.0)) * decay
+            mhz = self.peak - (self.peak - self.continuous) * self.heat
+            self.trace.append((self.t, mhz, who))
+            self.t += self.STEP_S
+
+    def samples(self, since: float, every_s: float = 0.002) -> list[tuple[float, float]]:
+        stride = max(round(every_s / self.STEP_S), 1)
+        return [(t, mhz) for t, mhz, _ in self.trace[::stride] if t >= since]
+
+    def work(self, name: str, start: float, end: float) -> float:
+        """`name`'s work in [start, end], as seconds of running continuously."""
+        return sum(mhz / self.continuous * self.STEP_S for t, mhz, who in self.trace
+                   if who == name and start <= t < end)
+
+
 class Sim:
     def __init__(
         self,
@@ -35,6 +75,7 @@ class Sim:
         timing: Timing | None = None,
         burst_ms: float = 0.0,
         seed: int = 1,
+        clock: GpuClock | None = None,
     ) -> None:
         self.now = 0.0
         config = ResourceConfig(tuple(ClientSpec(n, r, lim, 1 << 30) for n, r, lim in specs))
@@ -47,6 +88,8 @@ class Sim:
         self._seq = 0
         self.replies: list[Reply] = []
         self.grants = 0
+        self.clock = clock
+        self._fed_until = 0.0  # clock samples given to the scheduler up to here
 
     def start(self, name: str, at: float = 0.0) -> None:
         self._wake(name, at)
@@ -74,10 +117,33 @@ class Sim:
         c.busy.append((self.now, min(back, self.now + quota_s)))
         self._wake(c.name, back)
 
+    FEED_S = 0.05
+
+    def running(self, t: float) -> str | None:
+        """The client on the GPU at t (None: idle)."""
+        for c in self.clients.values():
+            i = bisect.bisect_right(c.busy, (t, math.inf)) - 1
+            if i >= 0 and c.busy[i][0] <= t < c.busy[i][1]:
+                return c.name
+        return None
+
+    def _feed_clock(self) -> None:
+        assert self.clock is not None
+        self.clock.advance(self.now, self.running)
+        samples = self.clock.samples(self._fed_until)
+        self._fed_until = self.now
+        self._handle(self.core.on_clock(samples, self.now))
+
     def run_until(self, t_end: float) -> None:
         while True:
             deadline = self.core.next_deadline()
             wake = self._wakeups[0][0] if self._wakeups else None
+            if self.clock is not None and self._fed_until + self.FEED_S <= t_end:
+                feed = self._fed_until + self.FEED_S
+                if (deadline is None or feed <= deadline) and (wake is None or feed <= wake):
+                    self.now = max(self.now, feed)
+                    self._feed_clock()
+                    continue
             nxt = min(x for x in (deadline, wake, t_end) if x is not None)
             if (
                 nxt >= t_end

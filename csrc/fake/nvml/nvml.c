@@ -3,7 +3,8 @@
  * GPUs: GEMINI_FAKE_DEVICES of them (NVML ignores CUDA_VISIBLE_DEVICES), indexed like the
  * shared segment, with the fake's UUIDs.  Memory: the segment's total and used bytes of the GPU
  * (every process's allocations).  Compute processes: the live processes that hold memory on the
- * GPU, with the bytes they hold.  Graphics and MPS processes: none.
+ * GPU, with the bytes they hold.  Graphics and MPS processes: none.  The SM clock: see
+ * nvmlDeviceGetClockInfo.
  *
  * It reads the segment through the fake driver's control API (fake_extra.h), so it needs the
  * fake libcuda.so.1 beside it (DT_NEEDED, found through $ORIGIN); loading it initialises no
@@ -11,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -167,6 +169,37 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
     nvmlReturn_t r = check(device, &i);
     return r != NVML_SUCCESS ? r : copy_text(name, length, "Gemini Fake GPU");
 }
+
+/* ---- clock --------------------------------------------------------------------------------- */
+
+static unsigned int env_mhz(const char *name, unsigned int fallback)
+{
+    const char *text = getenv(name);
+    long v = text != NULL ? strtol(text, NULL, 10) : 0;
+    return v > 0 ? (unsigned int)v : fallback;
+}
+
+/* A power-limited GPU's SM clock, as a step: GEMINI_FAKE_SM_MHZ (1410) while the GPU has run
+ * kernels for GEMINI_FAKE_SM_SETTLE_MS (50) without a break, GEMINI_FAKE_SM_PEAK_MHZ (the same
+ * clock: no boost unless asked for) otherwise, idle included.  The fake's kernels keep their
+ * lengths: the model is for gem-schd's reading of the clock, not for the work done. */
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *clock)
+{
+    int i = 0;
+    nvmlReturn_t r = check(device, &i);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (clock == NULL || (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int settled = env_mhz("GEMINI_FAKE_SM_MHZ", 1410);
+    unsigned int peak = env_mhz("GEMINI_FAKE_SM_PEAK_MHZ", settled);
+    uint64_t settle_ns = (uint64_t)env_mhz("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
+    uint64_t now = fake_now_ns();
+    int settled_run = fake_busy_until(i) > now && now - fake_busy_since(i) >= settle_ns;
+    *clock = settled_run ? settled : peak;
+    return NVML_SUCCESS;
+}
+
 
 /* ---- memory ------------------------------------------------------------------------------- */
 

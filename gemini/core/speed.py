@@ -1,0 +1,82 @@
+"""How much faster the GPU runs a capped client's grants than it runs the client continuously,
+from the GPU's SM clock (issue 12: caps by work).  Pure: samples come in with their times.
+
+Why: a GPU's clock is set by its power limit from what it ran in the last ~100 ms.  A
+power-hungry program (matmuls) that runs continuously holds the clock down (1400-1550 MHz on an
+H100); paced at 0.4 (40 ms on, 60 ms idle) each grant starts on a cool card at up to 1980 MHz,
+and the program does 1.15x its continuous work per second of GPU time (H100, no gemini:
+bench/results/…-211739-duty-cycle-synced.json).  A cap in time then gives 0.46 of the bare work.
+
+So each capped client is calibrated: now and then one of its grants is long (`CALIBRATION_S`),
+and the clock in that grant's last `TAIL_S`, when the limiter has caught up, is the clock the
+client runs at continuously.  The clock in its ordinary grants over that is its speed: the
+scheduler charges each second it grants as `speed` seconds (gemini.core.scheduler).  A program
+the clock does not slow (memory-bound, launch-bound, or light) reads the same clock in both and
+is charged its time.  The clock stands for the work: on the H100 it predicts the speed-up of
+matmul loops within 0-6 % (bench/results/…-212420-clock-probe.json).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
+TAIL_S = 0.08  # its last part, read as the client's continuous clock
+CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
+# Each sample's weight in the running means: an ordinary grant's mean forgets over ~10 grants
+# (at a sample every 2 ms), a calibration's over about one calibration tail.
+GRANT_WEIGHT = 0.01
+TAIL_WEIGHT = 0.1
+SPEED_RANGE = (0.5, 2.0)  # a bad reading must not stop a client or free it from its cap
+
+
+@dataclass
+class _Clocks:
+    in_grants: float = 0.0  # MHz, running mean over ordinary grants (0: none yet)
+    continuous: float = 0.0  # MHz, running mean over calibration tails (0: none yet)
+    calibrated_at: float | None = None  # when its latest calibration grant began
+
+
+def _mean(old: float, sample: float, weight: float) -> float:
+    return sample if old <= 0.0 else old + weight * (sample - old)
+
+
+class SpeedMeter:
+    """Each capped client's clocks and speed."""
+
+    def __init__(self, every_s: float = CALIBRATE_EVERY_S) -> None:
+        self.every_s = every_s
+        self._clocks: dict[str, _Clocks] = {}
+
+    def sample(self, name: str, mhz: float, into_grant_s: float, grant_s: float,
+               calibrating: bool) -> None:
+        """The SM clock read `into_grant_s` after the start of a grant of `grant_s` seconds
+        that `name` held then."""
+        if mhz <= 0.0:
+            return
+        clocks = self._clocks.setdefault(name, _Clocks())
+        if not calibrating:
+            clocks.in_grants = _mean(clocks.in_grants, mhz, GRANT_WEIGHT)
+        elif grant_s >= CALIBRATION_S * 0.75 and into_grant_s >= grant_s - TAIL_S:
+            clocks.continuous = _mean(clocks.continuous, mhz, TAIL_WEIGHT)
+
+    def due(self, name: str, now: float) -> bool:
+        """Is it time for a calibration grant?"""
+        clocks = self._clocks.get(name)
+        at = clocks.calibrated_at if clocks is not None else None
+        return at is None or now - at >= self.every_s
+
+    def calibrating(self, name: str, now: float) -> None:
+        """A calibration grant begins."""
+        self._clocks.setdefault(name, _Clocks()).calibrated_at = now
+
+    def speed(self, name: str) -> float:
+        """Work per second of its grants ÷ work per second run continuously (1 until known)."""
+        clocks = self._clocks.get(name)
+        if clocks is None or clocks.in_grants <= 0.0 or clocks.continuous <= 0.0:
+            return 1.0
+        low, high = SPEED_RANGE
+        return min(max(clocks.in_grants / clocks.continuous, low), high)
+
+    def forget(self, name: str) -> None:
+        self._clocks.pop(name, None)

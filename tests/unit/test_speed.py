@@ -1,0 +1,105 @@
+"""Caps by work: the clock-weighted charge of capped clients (gemini.core.speed, issue 12)."""
+
+import pytest
+
+from gemini.core.scheduler import SchedulerCore
+from gemini.core.speed import CALIBRATION_S, SPEED_RANGE, TAIL_S, SpeedMeter
+from tests.unit.sim import GpuClock, Sim
+from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
+
+
+def test_speed_is_one_until_both_clocks_are_known():
+    meter = SpeedMeter()
+    assert meter.speed("a") == 1.0
+    meter.sample("a", 1900.0, 0.01, 0.04, calibrating=False)
+    assert meter.speed("a") == 1.0  # no continuous clock yet
+    meter.sample("a", 1500.0, CALIBRATION_S - TAIL_S / 2, CALIBRATION_S, calibrating=True)
+    assert meter.speed("a") == pytest.approx(1900.0 / 1500.0)
+
+
+def test_only_the_tail_of_a_long_enough_calibration_grant_is_the_continuous_clock():
+    meter = SpeedMeter()
+    meter.sample("a", 1800.0, 0.01, 0.04, calibrating=False)
+    meter.sample("a", 1980.0, 0.01, CALIBRATION_S, calibrating=True)  # its start: still cool
+    meter.sample("a", 1000.0, 0.09, 0.1, calibrating=True)  # cut short: never settled
+    assert meter.speed("a") == 1.0
+    meter.sample("a", 1500.0, CALIBRATION_S - 0.01, CALIBRATION_S, calibrating=True)
+    assert meter.speed("a") == pytest.approx(1.2)
+
+
+def test_a_bad_reading_cannot_stop_a_client_or_lift_its_cap():
+    meter = SpeedMeter()
+    meter.sample("a", 5000.0, 0.01, 0.04, calibrating=False)
+    meter.sample("a", 100.0, CALIBRATION_S - 0.01, CALIBRATION_S, calibrating=True)
+    assert meter.speed("a") == SPEED_RANGE[1]
+    meter.sample("a", 0.0, 0.01, 0.04, calibrating=False)  # no reading: ignored
+    assert meter.speed("a") == SPEED_RANGE[1]
+
+
+def test_a_calibration_is_due_first_and_then_every_period():
+    meter = SpeedMeter(every_s=10.0)
+    assert meter.due("a", 0.0)
+    meter.calibrating("a", 1.0)
+    assert not meter.due("a", 10.9)
+    assert meter.due("a", 11.0)
+
+
+def test_without_clock_samples_no_grant_is_a_calibration():
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1, burst=5000.0), 0.0))
+    assert g.response.values[0] == pytest.approx(40.0)  # its part of a 100 ms turn
+
+
+def test_with_the_clock_read_a_capped_client_alone_is_calibrated_first():
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1, burst=5000.0), 0.0))
+    assert g.response.values[0] == pytest.approx(CALIBRATION_S * 1000)
+
+
+def test_a_client_with_neighbours_waiting_is_not_calibrated():
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30), ("b", 0.5, 1.0, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    assert grants(core.on_request(2, quota_req("b", 1, burst=5000.0), 0.0))
+    core.on_request(1, quota_req("a", 1, burst=5000.0), 0.001)
+    [g] = grants(core.on_request(2, quota_req("b", 2, burst=5000.0), 0.002))  # b hands over
+    assert g.response.values[0] < CALIBRATION_S * 1000
+
+
+def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4) -> Sim:
+    sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock)
+    sim.start("capped")
+    sim.run_until(seconds)
+    return sim
+
+
+def test_a_capped_client_alone_does_its_cap_of_work_on_a_power_limited_gpu():
+    # Paced at 0.4, each 40 ms grant starts on a GPU cooled by 60 ms of idle, and the client's
+    # work was 1.15x its time (H100, matmuls: 0.46 of bare at a 0.4 cap).
+    seconds = 20.0
+    blind = run_capped(None, seconds)
+    blind_clock = GpuClock()
+    blind_clock.advance(seconds, blind.running)
+    assert blind_clock.work("capped", 2.0, seconds) / (seconds - 2.0) > 0.44  # the old miss
+
+    sim = run_capped(GpuClock(), seconds)
+    assert sim.clock is not None
+    for start in (2.0, 10.0):  # after the first calibration, and later
+        work = sim.clock.work("capped", start, start + 8.0) / 8.0
+        assert work == pytest.approx(0.4, abs=0.015), (start, work)
+    # ...and every second: no lump for the calibration grants
+    for t in range(2, 18):
+        assert sim.clock.work("capped", t, t + 1.0) <= 0.4 + 0.05, t
+
+
+def test_a_program_the_clock_does_not_slow_keeps_its_time():
+    # Memory-bound or light: the clock stays high whether it runs continuously or not.
+    sim = run_capped(GpuClock(continuous_mhz=1980.0), 20.0)
+    assert sim.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
+
+
+def test_the_status_shows_the_speed_charged():
+    sim = run_capped(GpuClock(), 5.0)
+    [c] = sim.core.snapshot(sim.now)["clients"]
+    assert c["speed"] > 1.1
+    assert c["speed_charge_s"] > 0.1
