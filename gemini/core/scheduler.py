@@ -330,7 +330,8 @@ class SchedulerCore:
             client.speed_charge_s += extra
         if not grant.calibrating:
             return []
-        return [act.debug(grant.name, f"calibrated: speed {speed:.3f} in its grants")]
+        return [act.debug(grant.name, f"calibrated: speed {speed:.3f} "
+                                      f"({self.speed.describe(grant.name)})")]
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, whose calibration is due."""

@@ -35,6 +35,7 @@ class _Clocks:
     in_grants: float = 0.0  # MHz, running mean over ordinary grants (0: none yet)
     continuous: float = 0.0  # MHz, running mean over calibration tails (0: none yet)
     calibrated_at: float | None = None  # when its latest calibration grant began
+    tail_samples: int = 0  # readings taken as the continuous clock so far
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -59,6 +60,7 @@ class SpeedMeter:
             clocks.in_grants = _mean(clocks.in_grants, mhz, GRANT_WEIGHT)
         elif grant_s >= CALIBRATION_S * 0.75 and into_grant_s >= grant_s - TAIL_S:
             clocks.continuous = _mean(clocks.continuous, mhz, TAIL_WEIGHT)
+            clocks.tail_samples += 1
 
     def due(self, name: str, now: float) -> bool:
         """Is it time for a calibration grant?"""
@@ -77,6 +79,12 @@ class SpeedMeter:
             return 1.0
         low, high = SPEED_RANGE
         return min(max(clocks.in_grants / clocks.continuous, low), high)
+
+    def describe(self, name: str) -> str:
+        """Its clocks, for the log."""
+        clocks = self._clocks.get(name, _Clocks())
+        return (f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
+                f"continuously ({clocks.tail_samples} readings in calibration tails)")
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

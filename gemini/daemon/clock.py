@@ -18,6 +18,9 @@ log = logging.getLogger("gemini.schd")
 SAMPLE_S = 0.002  # a calibration grant's 80 ms tail gets ~40 readings (each ~2 µs on an H100)
 FEED_S = 0.05
 NVML_CLOCK_SM = 1
+# An idle GPU drops to its idle clock (345 MHz on an H100, against 1100-1980 while it works):
+# such a reading says the GPU had nothing to run, not how fast it runs a client's work.
+IDLE_BELOW = 0.5  # of the GPU's highest SM clock
 
 ReadMhz = Callable[[], float]
 
@@ -37,16 +40,22 @@ def nvml_sm_clock(gpu: str) -> tuple[ReadMhz | None, str]:
         if rc != 0:
             return None, f"NVML has no GPU {gpu} (error {rc})"
         get_clock = nvml.nvmlDeviceGetClockInfo
+        highest = ctypes.c_uint()
+        if nvml.nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_SM, ctypes.byref(highest)) != 0:
+            return None, f"GPU {gpu} does not report its highest SM clock"
     except (OSError, AttributeError) as exc:
         return None, f"no NVML ({exc})"
     value = ctypes.c_uint()
+    idle_below = IDLE_BELOW * highest.value
 
     def read() -> float:
+        """MHz, or 0 (no reading: gemini.core.speed ignores it) where it failed or the GPU
+        was idle."""
         if get_clock(handle, NVML_CLOCK_SM, ctypes.byref(value)) != 0:
-            return 0.0  # (no reading: gemini.core.speed ignores it)
-        return float(value.value)
+            return 0.0
+        return float(value.value) if value.value >= idle_below else 0.0
 
-    if read() <= 0.0:
+    if get_clock(handle, NVML_CLOCK_SM, ctypes.byref(value)) != 0:
         return None, f"GPU {gpu} does not report its SM clock"
     return read, ""
 

@@ -200,6 +200,20 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int 
     return NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned int *clock)
+{
+    int i = 0;
+    nvmlReturn_t r = check(device, &i);
+    if (r != NVML_SUCCESS)
+        return r;
+    if (clock == NULL || (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned int settled = env_mhz("GEMINI_FAKE_SM_MHZ", 1410);
+    unsigned int peak = env_mhz("GEMINI_FAKE_SM_PEAK_MHZ", settled);
+    *clock = peak > settled ? peak : settled;
+    return NVML_SUCCESS;
+}
+
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
