@@ -27,7 +27,8 @@ Rules:
   clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster
   the GPU runs its grants than it runs it continuously, which its idle gaps cause), as a charge
   at its grant's end when it next asks; alone, a capped client gets a calibration grant
-  (`speed.CALIBRATION_S`) every `speed.CALIBRATE_EVERY_S`, once it has the room for it.
+  (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading and every
+  `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.
@@ -217,7 +218,7 @@ class SchedulerCore:
             client = self.clients.get(interval.name)
             if interval.extra or t >= interval.end or client is None or client.spec.limit >= 1:
                 continue
-            self.speed.sample(interval.name, mhz, t - interval.start,
+            self.speed.sample(interval.name, mhz, t, t - interval.start,
                               interval.end - interval.start, interval.calibrating)
         return []
 

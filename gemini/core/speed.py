@@ -23,10 +23,13 @@ from dataclasses import dataclass
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
-# Each sample's weight in the running means: an ordinary grant's mean forgets over ~10 grants
-# (at a sample every 2 ms), a calibration's over about one calibration tail.
+# The first calibration waits this long after the client's first reading: at its first grant
+# the program is still starting and the card is cold (H100: 1980 MHz read "continuously").
+FIRST_CALIBRATION_S = 2.0
+MIN_TAIL_READINGS = 20  # fewer: the grant was cut short, or the GPU idled in it
+# Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
+# reading every 2 ms).  A calibration's tail is its own mean, which replaces the last one.
 GRANT_WEIGHT = 0.01
-TAIL_WEIGHT = 0.1
 SPEED_RANGE = (0.5, 2.0)  # a bad reading must not stop a client or free it from its cap
 
 
@@ -34,8 +37,10 @@ SPEED_RANGE = (0.5, 2.0)  # a bad reading must not stop a client or free it from
 class _Clocks:
     in_grants: float = 0.0  # MHz, running mean over ordinary grants (0: none yet)
     continuous: float = 0.0  # MHz, running mean over calibration tails (0: none yet)
+    first_at: float | None = None  # its first reading
     calibrated_at: float | None = None  # when its latest calibration grant began
-    tail_samples: int = 0  # readings taken as the continuous clock so far
+    tail_sum: float = 0.0  # that calibration's tail readings
+    tail_samples: int = 0
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -49,28 +54,36 @@ class SpeedMeter:
         self.every_s = every_s
         self._clocks: dict[str, _Clocks] = {}
 
-    def sample(self, name: str, mhz: float, into_grant_s: float, grant_s: float,
+    def sample(self, name: str, mhz: float, at: float, into_grant_s: float, grant_s: float,
                calibrating: bool) -> None:
-        """The SM clock read `into_grant_s` after the start of a grant of `grant_s` seconds
-        that `name` held then."""
+        """The SM clock read at `at`, `into_grant_s` after the start of a grant of `grant_s`
+        seconds that `name` held then."""
         if mhz <= 0.0:
             return
         clocks = self._clocks.setdefault(name, _Clocks())
+        if clocks.first_at is None:
+            clocks.first_at = at
         if not calibrating:
             clocks.in_grants = _mean(clocks.in_grants, mhz, GRANT_WEIGHT)
         elif grant_s >= CALIBRATION_S * 0.75 and into_grant_s >= grant_s - TAIL_S:
-            clocks.continuous = _mean(clocks.continuous, mhz, TAIL_WEIGHT)
+            clocks.tail_sum += mhz
             clocks.tail_samples += 1
+            if clocks.tail_samples >= MIN_TAIL_READINGS:
+                clocks.continuous = clocks.tail_sum / clocks.tail_samples
 
     def due(self, name: str, now: float) -> bool:
         """Is it time for a calibration grant?"""
         clocks = self._clocks.get(name)
-        at = clocks.calibrated_at if clocks is not None else None
-        return at is None or now - at >= self.every_s
+        if clocks is None or clocks.first_at is None:
+            return False  # no reading yet
+        if clocks.calibrated_at is None:
+            return now - clocks.first_at >= FIRST_CALIBRATION_S
+        return now - clocks.calibrated_at >= self.every_s
 
     def calibrating(self, name: str, now: float) -> None:
-        """A calibration grant begins."""
-        self._clocks.setdefault(name, _Clocks()).calibrated_at = now
+        """A calibration grant begins: its tail will be the continuous clock."""
+        clocks = self._clocks.setdefault(name, _Clocks())
+        clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
 
     def speed(self, name: str) -> float:
         """Work per second of its grants ÷ work per second run continuously (1 until known)."""
@@ -84,7 +97,7 @@ class SpeedMeter:
         """Its clocks, for the log."""
         clocks = self._clocks.get(name, _Clocks())
         return (f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
-                f"continuously ({clocks.tail_samples} readings in calibration tails)")
+                f"continuously ({clocks.tail_samples} readings in the tail)")
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

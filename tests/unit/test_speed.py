@@ -3,45 +3,63 @@
 import pytest
 
 from gemini.core.scheduler import SchedulerCore
-from gemini.core.speed import CALIBRATION_S, SPEED_RANGE, TAIL_S, SpeedMeter
+from gemini.core.speed import (
+    CALIBRATION_S,
+    FIRST_CALIBRATION_S,
+    MIN_TAIL_READINGS,
+    SPEED_RANGE,
+    TAIL_S,
+    SpeedMeter,
+)
 from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
+
+
+def tail(meter: SpeedMeter, mhz: float, readings: int = MIN_TAIL_READINGS,
+         grant_s: float = CALIBRATION_S) -> None:
+    for _ in range(readings):
+        meter.sample("a", mhz, 5.0, grant_s - TAIL_S / 2, grant_s, calibrating=True)
 
 
 def test_speed_is_one_until_both_clocks_are_known():
     meter = SpeedMeter()
     assert meter.speed("a") == 1.0
-    meter.sample("a", 1900.0, 0.01, 0.04, calibrating=False)
+    meter.sample("a", 1900.0, 0.0, 0.01, 0.04, calibrating=False)
     assert meter.speed("a") == 1.0  # no continuous clock yet
-    meter.sample("a", 1500.0, CALIBRATION_S - TAIL_S / 2, CALIBRATION_S, calibrating=True)
+    tail(meter, 1500.0)
     assert meter.speed("a") == pytest.approx(1900.0 / 1500.0)
 
 
-def test_only_the_tail_of_a_long_enough_calibration_grant_is_the_continuous_clock():
+def test_only_a_full_tail_of_a_long_enough_calibration_grant_is_the_continuous_clock():
     meter = SpeedMeter()
-    meter.sample("a", 1800.0, 0.01, 0.04, calibrating=False)
-    meter.sample("a", 1980.0, 0.01, CALIBRATION_S, calibrating=True)  # its start: still cool
-    meter.sample("a", 1000.0, 0.09, 0.1, calibrating=True)  # cut short: never settled
+    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    meter.sample("a", 1980.0, 0.0, 0.01, CALIBRATION_S, calibrating=True)  # its start: cool
+    tail(meter, 1000.0, grant_s=0.1)  # cut short: never settled
+    tail(meter, 1000.0, readings=MIN_TAIL_READINGS - 1)  # too few readings: the GPU idled
     assert meter.speed("a") == 1.0
-    meter.sample("a", 1500.0, CALIBRATION_S - 0.01, CALIBRATION_S, calibrating=True)
+    meter.calibrating("a", 5.0)  # the next calibration starts its own tail
+    tail(meter, 1500.0)
     assert meter.speed("a") == pytest.approx(1.2)
 
 
 def test_a_bad_reading_cannot_stop_a_client_or_lift_its_cap():
     meter = SpeedMeter()
-    meter.sample("a", 5000.0, 0.01, 0.04, calibrating=False)
-    meter.sample("a", 100.0, CALIBRATION_S - 0.01, CALIBRATION_S, calibrating=True)
+    meter.sample("a", 5000.0, 0.0, 0.01, 0.04, calibrating=False)
+    tail(meter, 100.0)
     assert meter.speed("a") == SPEED_RANGE[1]
-    meter.sample("a", 0.0, 0.01, 0.04, calibrating=False)  # no reading: ignored
+    meter.sample("a", 0.0, 0.0, 0.01, 0.04, calibrating=False)  # no reading: ignored
     assert meter.speed("a") == SPEED_RANGE[1]
 
 
-def test_a_calibration_is_due_first_and_then_every_period():
+def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
     meter = SpeedMeter(every_s=10.0)
-    assert meter.due("a", 0.0)
-    meter.calibrating("a", 1.0)
-    assert not meter.due("a", 10.9)
-    assert meter.due("a", 11.0)
+    assert not meter.due("a", 0.0)  # no reading yet
+    meter.sample("a", 1900.0, 1.0, 0.01, 0.04, calibrating=False)
+    assert not meter.due("a", 1.0 + FIRST_CALIBRATION_S - 0.1)
+    assert meter.due("a", 1.0 + FIRST_CALIBRATION_S)
+    meter.calibrating("a", 4.0)
+    assert not meter.due("a", 13.9)
+    assert meter.due("a", 14.0)
 
 
 def test_without_clock_samples_no_grant_is_a_calibration():
@@ -50,11 +68,23 @@ def test_without_clock_samples_no_grant_is_a_calibration():
     assert g.response.values[0] == pytest.approx(40.0)  # its part of a 100 ms turn
 
 
-def test_with_the_clock_read_a_capped_client_alone_is_calibrated_first():
+def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
-    core.on_clock([], 0.0)
-    [g] = grants(core.on_request(1, quota_req("a", 1, burst=5000.0), 0.0))
-    assert g.response.values[0] == pytest.approx(CALIBRATION_S * 1000)
+    now, lengths = 0.0, []
+    for req_id in range(1, 100):  # asks again at each grant's end, a reading in each grant
+        replies = grants(core.on_request(1, quota_req("a", req_id, burst=5000.0), now))
+        while not replies:
+            now = core.next_deadline()
+            replies = grants(core.on_deadline(now))
+        length = replies[0].response.values[0] / 1000
+        lengths.append(length)
+        core.on_clock([(now + 0.01, 1900.0)], now + length)
+        if length >= 0.9 * CALIBRATION_S:  # (as much of it as its room holds)
+            break
+        now += length
+    assert lengths[0] == pytest.approx(0.04)  # not at once: the program is starting
+    assert 0.9 * CALIBRATION_S <= lengths[-1] <= CALIBRATION_S
+    assert now >= FIRST_CALIBRATION_S
 
 
 def test_a_client_with_neighbours_waiting_is_not_calibrated():
