@@ -172,6 +172,7 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 
 /* ---- clock --------------------------------------------------------------------------------- */
 
+/* A whole number > 0 from the environment, or `fallback`. */
 static unsigned int env_mhz(const char *name, unsigned int fallback)
 {
     const char *text = getenv(name);
@@ -182,17 +183,28 @@ static unsigned int env_mhz(const char *name, unsigned int fallback)
 /* A power-limited GPU's SM clock, as a step: GEMINI_FAKE_SM_MHZ (1410) while the GPU has run
  * kernels for GEMINI_FAKE_SM_SETTLE_MS (50) without a break, GEMINI_FAKE_SM_PEAK_MHZ (the same
  * clock: no boost unless asked for) otherwise, idle included.  The fake's kernels keep their
- * lengths: the model is for gem-schd's reading of the clock, not for the work done. */
-nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *clock)
+ * lengths: the model is for gem-schd's reading of the clock, not for the work done.
+ * NVML_SUCCESS and the GPU's index and both clocks (MHz), or why not. */
+static nvmlReturn_t clocks(nvmlDevice_t device, int type, unsigned int *clock, int *index,
+                           unsigned int *settled, unsigned int *peak)
 {
-    int i = 0;
-    nvmlReturn_t r = check(device, &i);
+    nvmlReturn_t r = check(device, index);
     if (r != NVML_SUCCESS)
         return r;
     if (clock == NULL || (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS))
         return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int settled = env_mhz("GEMINI_FAKE_SM_MHZ", 1410);
-    unsigned int peak = env_mhz("GEMINI_FAKE_SM_PEAK_MHZ", settled);
+    *settled = env_mhz("GEMINI_FAKE_SM_MHZ", 1410);
+    *peak = env_mhz("GEMINI_FAKE_SM_PEAK_MHZ", *settled);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *clock)
+{
+    int i = 0;
+    unsigned int settled = 0, peak = 0;
+    nvmlReturn_t r = clocks(device, type, clock, &i, &settled, &peak);
+    if (r != NVML_SUCCESS)
+        return r;
     uint64_t settle_ns = (uint64_t)env_mhz("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
     uint64_t now = fake_now_ns();
     int settled_run = fake_busy_until(i) > now && now - fake_busy_since(i) >= settle_ns;
@@ -203,15 +215,11 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int 
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned int *clock)
 {
     int i = 0;
-    nvmlReturn_t r = check(device, &i);
-    if (r != NVML_SUCCESS)
-        return r;
-    if (clock == NULL || (type != NVML_CLOCK_SM && type != NVML_CLOCK_GRAPHICS))
-        return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned int settled = env_mhz("GEMINI_FAKE_SM_MHZ", 1410);
-    unsigned int peak = env_mhz("GEMINI_FAKE_SM_PEAK_MHZ", settled);
-    *clock = peak > settled ? peak : settled;
-    return NVML_SUCCESS;
+    unsigned int settled = 0, peak = 0;
+    nvmlReturn_t r = clocks(device, type, clock, &i, &settled, &peak);
+    if (r == NVML_SUCCESS)
+        *clock = peak > settled ? peak : settled;
+    return r;
 }
 
 
