@@ -36,7 +36,7 @@ SPEED_RANGE = (0.5, 2.0)  # a bad reading must not stop a client or free it from
 @dataclass
 class _Clocks:
     in_grants: float = 0.0  # MHz, running mean over ordinary grants (0: none yet)
-    continuous: float = 0.0  # MHz, running mean over calibration tails (0: none yet)
+    continuous: float = 0.0  # MHz, the latest full calibration tail's mean (0: none yet)
     first_at: float | None = None  # its first reading
     calibrated_at: float | None = None  # when its latest calibration grant began
     tail_sum: float = 0.0  # that calibration's tail readings

@@ -88,13 +88,14 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device);
 nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
-
-/* The ones the hook answers for the client (hooks.def). */
-nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+/* gem-schd reads the SM clock (gemini/daemon/clock.py); the hook leaves these alone. */
 #define NVML_CLOCK_GRAPHICS 0
 #define NVML_CLOCK_SM 1
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *clock);
 nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned int *clock);
+
+/* The ones the hook answers for the client (hooks.def). */
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
