@@ -320,19 +320,20 @@ class SchedulerCore:
 
     def _weigh(self, client: ClientState, grant: Interval) -> list[Action]:
         """Charge a capped client's ended grant at its speed: a second of it did `speed`
-        seconds of the client's continuous work."""
+        seconds of the client's continuous work.  A calibration grant ran continuously, at
+        speed 1 (most of it): it is charged its time."""
         grant.weighed = True
         if client.spec.limit >= 1.0:
             return []
         speed = self.speed.speed(grant.name)
+        if grant.calibrating:
+            return [act.debug(grant.name, f"calibrated: speed {speed:.3f} "
+                                          f"({self.speed.describe(grant.name)})")]
         extra = (speed - 1.0) * (grant.end - grant.start)
-        if abs(extra) > 1e-6:
+        if extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
             client.speed_charge_s += extra
-        if not grant.calibrating:
-            return []
-        return [act.debug(grant.name, f"calibrated: speed {speed:.3f} "
-                                      f"({self.speed.describe(grant.name)})")]
+        return []
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, whose calibration is due."""

@@ -14,11 +14,19 @@ scheduler charges each second it grants as `speed` seconds (gemini.core.schedule
 the clock does not slow (memory-bound, launch-bound, or light) reads the same clock in both and
 is charged its time.  The clock stands for the work: on the H100 it predicts the speed-up of
 matmul loops within 0-6 % (bench/results/…-212420-clock-probe.json).
+
+A calibration can read high, never low: if the program leaves the GPU idle in part of it, or
+the limiter has not caught up (its power average still holds the cool seconds before), the
+clock stays up (H100: tails of 1840-1965 MHz beside 1540-1560 for the same programs).  So the
+continuous clock is the lowest of the latest few tails, and a speed below 1 (a tail above the
+grants' clock) is read as 1: a cap never gives more than its time.  And a client is
+calibrated again early when its grants' clock moves (the program's load, or the card's heat,
+changed since).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
@@ -27,20 +35,30 @@ CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperat
 # the program is still starting and the card is cold (H100: 1980 MHz read "continuously").
 FIRST_CALIBRATION_S = 2.0
 MIN_TAIL_READINGS = 20  # fewer: the grant was cut short, or the GPU idled in it
+RECENT_TAILS = 3  # the continuous clock is the lowest of this many latest tails
+# Calibrate again (no sooner than FIRST_CALIBRATION_S after the last) once the grants' clock
+# has moved this much from what it was at the last calibration.
+DRIFT = 0.03
 # Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
-# reading every 2 ms).  A calibration's tail is its own mean, which replaces the last one.
+# reading every 2 ms).
 GRANT_WEIGHT = 0.01
-SPEED_RANGE = (0.5, 2.0)  # a bad reading must not stop a client or free it from its cap
+SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not stop a client
 
 
 @dataclass
 class _Clocks:
     in_grants: float = 0.0  # MHz, running mean over ordinary grants (0: none yet)
-    continuous: float = 0.0  # MHz, the latest full calibration tail's mean (0: none yet)
+    tails: list[float] = field(default_factory=list)  # MHz, the latest full tails' means
     first_at: float | None = None  # its first reading
     calibrated_at: float | None = None  # when its latest calibration grant began
+    in_grants_then: float = 0.0  # in_grants when it began
     tail_sum: float = 0.0  # that calibration's tail readings
     tail_samples: int = 0
+
+    @property
+    def continuous(self) -> float:
+        """MHz run continuously (0: not known yet)."""
+        return min(self.tails, default=0.0)
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -68,8 +86,13 @@ class SpeedMeter:
         elif grant_s >= CALIBRATION_S * 0.75 and into_grant_s >= grant_s - TAIL_S:
             clocks.tail_sum += mhz
             clocks.tail_samples += 1
-            if clocks.tail_samples >= MIN_TAIL_READINGS:
-                clocks.continuous = clocks.tail_sum / clocks.tail_samples
+            if clocks.tail_samples < MIN_TAIL_READINGS:
+                return
+            mean = clocks.tail_sum / clocks.tail_samples
+            if clocks.tail_samples == MIN_TAIL_READINGS:  # this calibration's tail counts now
+                clocks.tails = [*clocks.tails, mean][-RECENT_TAILS:]
+            else:
+                clocks.tails[-1] = mean
 
     def due(self, name: str, now: float) -> bool:
         """Is it time for a calibration grant?"""
@@ -78,12 +101,16 @@ class SpeedMeter:
             return False  # no reading yet
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
-        return now - clocks.calibrated_at >= self.every_s
+        since = now - clocks.calibrated_at
+        then = clocks.in_grants_then
+        drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
+        return since >= self.every_s or (drifted and since >= FIRST_CALIBRATION_S)
 
     def calibrating(self, name: str, now: float) -> None:
         """A calibration grant begins: its tail will be the continuous clock."""
         clocks = self._clocks.setdefault(name, _Clocks())
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
+        clocks.in_grants_then = clocks.in_grants
 
     def speed(self, name: str) -> float:
         """Work per second of its grants ÷ work per second run continuously (1 until known)."""
@@ -96,8 +123,9 @@ class SpeedMeter:
     def describe(self, name: str) -> str:
         """Its clocks, for the log."""
         clocks = self._clocks.get(name, _Clocks())
+        tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         return (f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
-                f"continuously ({clocks.tail_samples} readings in the tail)")
+                f"continuously (the lowest of the latest tails: {tails})")
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

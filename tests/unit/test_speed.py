@@ -5,8 +5,10 @@ import pytest
 from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
     CALIBRATION_S,
+    DRIFT,
     FIRST_CALIBRATION_S,
     MIN_TAIL_READINGS,
+    RECENT_TAILS,
     SPEED_RANGE,
     TAIL_S,
     SpeedMeter,
@@ -51,6 +53,45 @@ def test_a_bad_reading_cannot_stop_a_client_or_lift_its_cap():
     assert meter.speed("a") == SPEED_RANGE[1]
 
 
+def test_a_tail_read_high_does_not_replace_a_lower_one():
+    # H100, torch eager: a second calibration read 1965 MHz where the first read ~1560, and the
+    # client was charged 0.92 of its time for the next 10 s (0.50 of its bare work a second).
+    meter = SpeedMeter()
+    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    meter.calibrating("a", 2.0)
+    tail(meter, 1500.0)
+    meter.calibrating("a", 12.0)
+    tail(meter, 1965.0)  # the GPU idled in part of it, or the limiter lagged
+    assert meter.speed("a") == pytest.approx(1800.0 / 1500.0)
+    for at in range(RECENT_TAILS - 1):  # ...until it is older than the latest few
+        meter.calibrating("a", 22.0 + 10 * at)
+        tail(meter, 1700.0)
+    assert meter.speed("a") == pytest.approx(1800.0 / 1700.0)
+
+
+def test_a_speed_below_one_is_a_tail_read_high_and_counts_as_one():
+    meter = SpeedMeter()
+    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    tail(meter, 1950.0)
+    assert meter.speed("a") == 1.0
+
+
+def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
+    # H100, JAX: calibrated at 2 s at 1966 MHz in its grants and in the tail (speed 1), its
+    # grants' clock then fell to 1891 while the next calibration was 10 s away.
+    meter = SpeedMeter(every_s=10.0)
+    meter.sample("a", 1966.0, 0.0, 0.01, 0.04, calibrating=False)
+    meter.calibrating("a", 2.0)
+    tail(meter, 1966.0)
+    for _ in range(20):  # moved, but within DRIFT
+        meter.sample("a", 1966.0 * (1 - DRIFT / 2), 3.0, 0.01, 0.04, calibrating=False)
+    assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S)
+    for _ in range(200):
+        meter.sample("a", 1891.0, 3.0, 0.01, 0.04, calibrating=False)
+    assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S - 0.1)  # not at once after the last
+    assert meter.due("a", 2.0 + FIRST_CALIBRATION_S)
+
+
 def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
     meter = SpeedMeter(every_s=10.0)
     assert not meter.due("a", 0.0)  # no reading yet
@@ -85,6 +126,32 @@ def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs():
     assert lengths[0] == pytest.approx(0.04)  # not at once: the program is starting
     assert 0.9 * CALIBRATION_S <= lengths[-1] <= CALIBRATION_S
     assert now >= FIRST_CALIBRATION_S
+
+
+def test_a_calibration_grant_is_charged_its_time_and_ordinary_grants_their_speed():
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    core.speed.sample("a", 1800.0, -30.0, 0.01, 0.04, calibrating=False)
+    core.speed.calibrating("a", -20.0)  # the last calibration: long ago, so one is due
+    for _ in range(MIN_TAIL_READINGS):
+        core.speed.sample("a", 1500.0, -19.9, 0.19, 0.2, calibrating=True)
+    calibration_s, now = ask(core, 1, 0.0)
+    assert calibration_s >= 0.9 * CALIBRATION_S
+    length, now = ask(core, 2, calibration_s)
+    assert core.snapshot(now)["clients"][0]["speed_charge_s"] == 0.0  # it ran continuously
+    core.on_clock([], now + length)
+    ask(core, 3, now + length)
+    charged = core.snapshot(now + length)["clients"][0]["speed_charge_s"]
+    assert charged == pytest.approx((1800.0 / 1500.0 - 1.0) * length)
+
+
+def ask(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float]:
+    """Client a asks for a token at `now`: its length and when it came, in seconds."""
+    replies = grants(core.on_request(1, quota_req("a", req_id, burst=5000.0), now))
+    while not replies:
+        now = core.next_deadline()
+        replies = grants(core.on_deadline(now))
+    return replies[0].response.values[0] / 1000, now
 
 
 def test_a_client_with_neighbours_waiting_is_not_calibrated():
