@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="Prometheus /metrics of the first GPU's scheduler; the next GPU's on "
                    "PORT+1, …")
+    p.add_argument("--no-clock", dest="clock", action="store_false",
+                   help="the schedulers do not read the GPU's clock: caps are charged in time, "
+                   "not by work (gem-schd --no-clock)")
+    p.add_argument("--short-window", type=float, default=None, metavar="MS",
+                   help="the schedulers' short window (gem-schd --short-window; 0: off)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "
@@ -309,7 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None
     args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
                        ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
-                       os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid))
+                       os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid),
+                       clock=ns.clock, short_window=ns.short_window)
     try:
         if not ns.mps_check > 0:
             raise ValueError(f"--mps-check must be > 0 seconds, got {ns.mps_check:g}")

@@ -94,6 +94,8 @@ class BackendArgs:
     unix_dir: str | None = None  # pod managers on Unix sockets there (socket_path), not TCP
     allow_uids: tuple[int, ...] = ()  # other uids that may use those sockets
     mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
+    clock: bool = True  # False: gem-schd --no-clock (caps charged in time, not by work)
+    short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -136,6 +138,10 @@ def plan_scheduler(
         argv += ["--secret-file", args.secret_file]
     if args.mps_state:
         argv += ["--mps-state", args.mps_state]
+    if not args.clock:
+        argv += ["--no-clock"]
+    if args.short_window is not None:
+        argv += ["--short-window", _number(args.short_window)]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

@@ -148,6 +148,9 @@ class PartitionRouter:
             out += core.on_clock(samples, now)
         return out
 
+    def wants_clock(self) -> bool:
+        return any(core.wants_clock() for core in self.cores.values())
+
     def next_deadline(self) -> float | None:
         deadlines = [d for core in self.cores.values() if (d := core.next_deadline()) is not None]
         return min(deadlines, default=None)

@@ -222,6 +222,10 @@ class SchedulerCore:
                               interval.end - interval.start, interval.calibrating)
         return []
 
+    def wants_clock(self) -> bool:
+        """Does a client have a cap (the clock's readings are for capped clients only)?"""
+        return any(c.spec.limit < 1.0 for c in self.clients.values())
+
     def next_deadline(self) -> float | None:
         if self.holder is not None:
             return self.holder.interval.end

@@ -1,7 +1,9 @@
 """gem-schd's reading of its GPU's SM clock through NVML, for the capped clients' speed
 (gemini.core.speed: caps by work).  A thread reads the clock every `SAMPLE_S`; the event loop
-hands what it read to the scheduler core every `FEED_S`.  Where NVML or the GPU cannot be
-found, nothing is read and caps stay in time (said once in the log)."""
+hands what it read to the scheduler core every `FEED_S`, and the thread reads only while some
+client has a cap (else it waits: ~500 NVML calls a second for nothing, beside a program that
+may need the CPU).  Where NVML or the GPU cannot be found, nothing is read and caps stay in
+time (said once in the log)."""
 
 from __future__ import annotations
 
@@ -61,21 +63,28 @@ def nvml_sm_clock(gpu: str) -> tuple[ReadMhz | None, str]:
 
 
 class ClockSampler:
-    """Reads `read()` every `period` seconds in a thread; `drain()` takes what was read, as
-    (time.monotonic(), MHz) pairs."""
+    """Reads `read()` every `period` seconds in a thread while wanted (`want`); `drain()` takes
+    what was read, as (time.monotonic(), MHz) pairs."""
 
     def __init__(self, read: ReadMhz, period: float = SAMPLE_S) -> None:
         self.read, self.period = read, period
         self._samples: list[tuple[float, float]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wanted = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gem-schd-clock", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def want(self, wanted: bool) -> None:
+        if wanted:
+            self._wanted.set()
+        else:
+            self._wanted.clear()
+
     def _run(self) -> None:
-        while not self._stop.wait(self.period):
+        while self._wanted.wait() and not self._stop.wait(self.period):
             sample = (time.monotonic(), self.read())
             with self._lock:
                 self._samples.append(sample)
@@ -87,17 +96,19 @@ class ClockSampler:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wanted.set()  # (wakes a thread waiting to be wanted)
         if self._thread.is_alive():
             self._thread.join(1.0)
 
 
-async def feed_clock(sampler: ClockSampler, core_on_clock, run,  # type: ignore[no-untyped-def]
+async def feed_clock(sampler: ClockSampler, core, run,  # type: ignore[no-untyped-def]
                      now: Callable[[], float], stop: asyncio.Event) -> None:
-    """Every FEED_S, the samples to `core_on_clock(samples, now)` on the loop's clock, and its
-    actions to `run`."""
+    """Every FEED_S, the samples to `core.on_clock(samples, now)` on the loop's clock, and its
+    actions to `run`; the sampler reads while `core.wants_clock()`."""
     while not stop.is_set():
+        sampler.want(core.wants_clock())
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), FEED_S)
         offset = now() - time.monotonic()  # the loop's clock may be another monotonic one
         samples = [(t + offset, mhz) for t, mhz in sampler.drain()]
-        run(core_on_clock(samples, now()))
+        run(core.on_clock(samples, now()))

@@ -100,7 +100,7 @@ async def serve_scheduler(
         _follow_mps(mps_state, daemon, stop))
     sampler = _clock_sampler(gpu) if clock else None
     feeding = None if sampler is None else asyncio.ensure_future(
-        feed_clock(sampler, daemon.core.on_clock, daemon.server.run, daemon.server.now, stop))
+        feed_clock(sampler, daemon.core, daemon.server.run, daemon.server.now, stop))
     metrics = None
     try:
         if metrics_port is not None:

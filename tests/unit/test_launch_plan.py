@@ -173,3 +173,18 @@ def test_metrics_ports_follow_the_gpus() -> None:
     schedulers = [p for p in plan if p.scheduler]
     assert [p.argv[p.argv.index("--metrics-port") + 1] for p in schedulers] == ["9400", "9401"]
     assert all("--metrics-port" not in p.argv for p in plan_backend(CONFIG, BackendArgs("s", "p")))
+
+
+def test_clock_and_short_window_options_reach_every_scheduler() -> None:
+    from gemini.cli import launch_backend, schd
+
+    ns = launch_backend.build_parser().parse_args(
+        ["s", "p", "--no-clock", "--short-window", "2500"])
+    args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window)
+    schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
+    assert len(schedulers) == 2
+    for spec in schedulers:
+        parsed = schd.build_parser().parse_args(list(spec.argv[1:]))  # gem-schd takes them
+        assert (parsed.clock, parsed.short_window) == (False, 2500.0)
+    [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
+    assert "--no-clock" not in default.argv and "--short-window" not in default.argv

@@ -1,7 +1,11 @@
 """Caps by work: the clock-weighted charge of capped clients (gemini.core.speed, issue 12)."""
 
+import asyncio
+
 import pytest
 
+from gemini.core import config as cfg
+from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
     CALIBRATION_S,
@@ -13,6 +17,7 @@ from gemini.core.speed import (
     TAIL_S,
     SpeedMeter,
 )
+from gemini.daemon.clock import feed_clock
 from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
 
@@ -200,3 +205,44 @@ def test_the_status_shows_the_speed_charged():
     [c] = sim.core.snapshot(sim.now)["clients"]
     assert c["speed"] > 1.1
     assert c["speed_charge_s"] > 0.1
+
+
+def test_the_clock_is_wanted_only_while_a_client_has_a_cap():
+    core = SchedulerCore(config(("a", 0.1, 1.0, 1 << 30)), LAUNCHER, 0.0)
+    assert not core.wants_clock()
+    core.on_config(config(("a", 0.1, 1.0, 1 << 30), ("b", 0.1, 0.4, 1 << 30)), 1.0)
+    assert core.wants_clock()
+    router = PartitionRouter(cfg.parse_text("2\na 1 1 1GiB sm=50@p\nb 0.5 0.5 1GiB\n"),
+                             LAUNCHER, 0.0)
+    assert router.wants_clock()
+
+
+def test_the_sampler_reads_as_the_core_wants_it():
+    class Sampler:
+        def __init__(self) -> None:
+            self.wanted: list[bool] = []
+
+        def want(self, wanted: bool) -> None:
+            self.wanted.append(wanted)
+
+        def drain(self) -> list[tuple[float, float]]:
+            return []
+
+    class Core:
+        def __init__(self, capped: bool, stop: asyncio.Event) -> None:
+            self.capped, self.stop = capped, stop
+
+        def wants_clock(self) -> bool:
+            return self.capped
+
+        def on_clock(self, samples: list[tuple[float, float]], now: float) -> list[object]:
+            self.stop.set()  # one round
+            return []
+
+    async def feed(capped: bool) -> list[bool]:
+        sampler, stop = Sampler(), asyncio.Event()
+        await feed_clock(sampler, Core(capped, stop), lambda actions: None, lambda: 0.0, stop)
+        return sampler.wanted
+
+    assert asyncio.run(feed(False)) == [False]
+    assert asyncio.run(feed(True)) == [True]
