@@ -12,6 +12,7 @@ import time
 import pytest
 
 from gemini.client import Connection, query_status
+from gemini.core.speed import WORK_PER_CLOCK
 from gemini.core.wire import RequestType
 from tests.system.conftest import FAST, KERNEL_MS, gpu_share, result
 
@@ -131,9 +132,10 @@ BOOSTED = {"GEMINI_FAKE_SM_PEAK_MHZ": "1980", "GEMINI_FAKE_SM_MHZ": "1410",
 def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     """The fake GPU's clock (its NVML) is 1980 MHz until it has run 40 ms without a break, then
     1410, as a power-limited GPU's: a client capped at 0.4 runs its short grants fast, its
-    calibration grants' tails at the settled clock, and is charged 1980 / 1410 = 1.4 s per
-    second it holds, so it gets about 0.4 / 1.4 of the GPU's time.  (The fake's kernels keep
-    their length: this is the wiring, NVML to the charge; the work is tests/unit/test_speed.)"""
+    calibration grants' tails at the settled clock, and is charged (1980 / 1410) ** 0.7 = 1.27 s
+    per second it holds (speed.WORK_PER_CLOCK), so it gets about 0.4 / 1.27 of the GPU's time.
+    (The fake's kernels keep their length: this is the wiring, NVML to the charge; the work is
+    tests/unit/test_speed.)"""
     env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
     system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
@@ -142,8 +144,9 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     [client] = query_status("127.0.0.1", system.schd.port)["clients"]
     system.schd.wait_for("calibrated: speed")
     if boost:
-        assert client["speed"] == pytest.approx(1980 / 1410, abs=0.1), client
-        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4 * 1410 / 1980, abs=0.06), r
+        speed = (1980 / 1410) ** WORK_PER_CLOCK
+        assert client["speed"] == pytest.approx(speed, abs=0.08), client
+        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4 / speed, abs=0.05), r
     else:
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
         assert gpu_share_ms(r, 1.0) == pytest.approx(0.4, abs=0.06), r

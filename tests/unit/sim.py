@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.speed import WORK_PER_CLOCK
 from gemini.core.wire import Request, RequestType, Status
 
 
@@ -37,7 +38,8 @@ class SimClient:
 class GpuClock:
     """A first-order model of a power-limited GPU's clock (H100, matmuls: 1500 MHz run
     continuously, up to 1980 after idle, ~50-100 ms to settle either way:
-    bench/results/…-211322-duty-cycle-torch-eager.json).  Work per second goes with the clock."""
+    bench/results/…-211322-duty-cycle-torch-eager.json).  Work per second goes with the clock to
+the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
 
     STEP_S = 0.001
 
@@ -64,7 +66,8 @@ class GpuClock:
 
     def work(self, name: str, start: float, end: float) -> float:
         """`name`'s work in [start, end], as seconds of running continuously."""
-        return sum(mhz / self.continuous * self.STEP_S for t, mhz, who in self.trace
+        return sum((mhz / self.continuous) ** WORK_PER_CLOCK * self.STEP_S
+                   for t, mhz, who in self.trace
                    if who == name and start <= t < end)
 
 
