@@ -132,8 +132,8 @@ BOOSTED = {"GEMINI_FAKE_SM_PEAK_MHZ": "1980", "GEMINI_FAKE_SM_MHZ": "1410",
 def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     """The fake GPU's clock (its NVML) is 1980 MHz until it has run 40 ms without a break, then
     1410, as a power-limited GPU's: a client capped at 0.4 runs its short grants fast, its
-    calibration grants' tails at the settled clock, and is charged (1980 / 1410) ** 0.7 = 1.27 s
-    per second it holds (speed.WORK_PER_CLOCK), so it gets about 0.4 / 1.27 of the GPU's time.
+    calibration grants' tails at the settled clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s
+    per second it holds (speed.WORK_PER_CLOCK), so it gets about 0.4 / 1.33 of the GPU's time.
     (The fake's kernels keep their length: this is the wiring, NVML to the charge; the work is
     tests/unit/test_speed.)"""
     env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
