@@ -260,6 +260,8 @@ class Backend:
             flags += ["--max_quota", f"{t['max_quota_ms']:g}"]
         if "short_window_ms" in t:
             flags += ["--short-window", f"{t['short_window_ms']:g}"]
+        if t.get("no_clock"):
+            flags += ["--no-clock"]
         # GEMINI_BENCH_DAEMON_PREFIX: a command the daemons run under (`taskset -c 12-15`,
         # `nice -n -5`), to tell what the host's scheduling of them costs the clients.
         pre = shlex.split(os.environ.get("GEMINI_BENCH_DAEMON_PREFIX", ""))

@@ -562,7 +562,8 @@ class Bench:
     def timing(self) -> dict:
         """The scheduler's flags that differ from bench/common.py's defaults."""
         short = self.args.short_window
-        return {} if short is None else {"short_window_ms": short}
+        flags: dict = {} if short is None else {"short_window_ms": short}
+        return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
         env = base_env()
@@ -970,6 +971,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--short-window", type=float, default=None, metavar="MS",
                    help="gem-schd --short-window for the capped and pairs runs (its default: "
                         "1000; a capped client's turn is a tenth of it)")
+    p.add_argument("--no-clock", action="store_true",
+                   help="gem-schd --no-clock for the capped and pairs runs: caps in time")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
