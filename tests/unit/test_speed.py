@@ -27,6 +27,11 @@ def speed(in_grants_mhz: float, continuous_mhz: float) -> float:
     return (in_grants_mhz / continuous_mhz) ** WORK_PER_CLOCK
 
 
+def in_grant(meter: SpeedMeter, mhz: float, at: float = 0.0) -> None:
+    """A reading 10 ms into an ordinary 40 ms grant."""
+    meter.sample("a", mhz, at, 0.01, 0.04, calibrating=False)
+
+
 def tail(meter: SpeedMeter, mhz: float, readings: int = MIN_TAIL_READINGS,
          grant_s: float = CALIBRATION_S) -> None:
     for _ in range(readings):
@@ -36,7 +41,7 @@ def tail(meter: SpeedMeter, mhz: float, readings: int = MIN_TAIL_READINGS,
 def test_speed_is_one_until_both_clocks_are_known():
     meter = SpeedMeter()
     assert meter.speed("a") == 1.0
-    meter.sample("a", 1900.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1900.0)
     assert meter.speed("a") == 1.0  # no continuous clock yet
     tail(meter, 1500.0)
     assert meter.speed("a") == pytest.approx(speed(1900.0, 1500.0))
@@ -44,7 +49,7 @@ def test_speed_is_one_until_both_clocks_are_known():
 
 def test_only_a_full_tail_of_a_long_enough_calibration_grant_is_the_continuous_clock():
     meter = SpeedMeter()
-    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1800.0)
     meter.sample("a", 1980.0, 0.0, 0.01, CALIBRATION_S, calibrating=True)  # its start: cool
     tail(meter, 1000.0, grant_s=0.1)  # cut short: never settled
     tail(meter, 1000.0, readings=MIN_TAIL_READINGS - 1)  # too few readings: the GPU idled
@@ -56,10 +61,10 @@ def test_only_a_full_tail_of_a_long_enough_calibration_grant_is_the_continuous_c
 
 def test_a_bad_reading_cannot_stop_a_client_or_lift_its_cap():
     meter = SpeedMeter()
-    meter.sample("a", 5000.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 5000.0)
     tail(meter, 100.0)
     assert meter.speed("a") == SPEED_RANGE[1]
-    meter.sample("a", 0.0, 0.0, 0.01, 0.04, calibrating=False)  # no reading: ignored
+    in_grant(meter, 0.0)  # no reading: ignored
     assert meter.speed("a") == SPEED_RANGE[1]
 
 
@@ -67,7 +72,7 @@ def test_a_tail_read_high_does_not_replace_a_lower_one():
     # H100, torch eager: a second calibration read 1965 MHz where the first read ~1560, and the
     # client was charged 0.92 of its time for the next 10 s (0.50 of its bare work a second).
     meter = SpeedMeter()
-    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1800.0)
     meter.calibrating("a", 2.0)
     tail(meter, 1500.0)
     meter.calibrating("a", 12.0)
@@ -81,7 +86,7 @@ def test_a_tail_read_high_does_not_replace_a_lower_one():
 
 def test_a_speed_below_one_is_a_tail_read_high_and_counts_as_one():
     meter = SpeedMeter()
-    meter.sample("a", 1800.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1800.0)
     tail(meter, 1950.0)
     assert meter.speed("a") == 1.0
 
@@ -90,14 +95,14 @@ def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
     # H100, JAX: calibrated at 2 s at 1966 MHz in its grants and in the tail (speed 1), its
     # grants' clock then fell to 1891 while the next calibration was 10 s away.
     meter = SpeedMeter(every_s=10.0)
-    meter.sample("a", 1966.0, 0.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1966.0)
     meter.calibrating("a", 2.0)
     tail(meter, 1966.0)
     for _ in range(20):  # moved, but within DRIFT
-        meter.sample("a", 1966.0 * (1 - DRIFT / 2), 3.0, 0.01, 0.04, calibrating=False)
+        in_grant(meter, 1966.0 * (1 - DRIFT / 2), 3.0)
     assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S)
     for _ in range(200):
-        meter.sample("a", 1891.0, 3.0, 0.01, 0.04, calibrating=False)
+        in_grant(meter, 1891.0, 3.0)
     assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S - 0.1)  # not at once after the last
     assert meter.due("a", 2.0 + FIRST_CALIBRATION_S)
 
@@ -105,7 +110,7 @@ def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
 def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
     meter = SpeedMeter(every_s=10.0)
     assert not meter.due("a", 0.0)  # no reading yet
-    meter.sample("a", 1900.0, 1.0, 0.01, 0.04, calibrating=False)
+    in_grant(meter, 1900.0, 1.0)
     assert not meter.due("a", 1.0 + FIRST_CALIBRATION_S - 0.1)
     assert meter.due("a", 1.0 + FIRST_CALIBRATION_S)
     meter.calibrating("a", 4.0)
