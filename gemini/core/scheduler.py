@@ -131,6 +131,8 @@ class SchedulerCore:
         self.pacer = Pacer()
         self.speed = SpeedMeter()
         self._clock_at: float | None = None  # when clock samples last came in
+        # Calibration grants whose readings are not all in yet (said in the log once they are).
+        self._calibrations: list[Interval] = []
         self._apply_config(config)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -220,7 +222,16 @@ class SchedulerCore:
                 continue
             self.speed.sample(interval.name, mhz, t, t - interval.start,
                               interval.end - interval.start, interval.calibrating)
-        return []
+        return self._calibrated(samples[-1][0]) if samples else []
+
+    def _calibrated(self, read_until: float) -> list[Action]:
+        """Say what each calibration that ended before `read_until` read: then its tail is in
+        (the client may ask again before the last readings are fed)."""
+        done = [i for i in self._calibrations if i.end <= read_until]
+        self._calibrations = [i for i in self._calibrations if i.end > read_until]
+        return [act.debug(i.name, f"calibrated: speed {self.speed.speed(i.name):.3f} "
+                                  f"({self.speed.describe(i.name)})")
+                for i in done if i.name in self.clients]
 
     def wants_clock(self) -> bool:
         """Does a client have a cap (the clock's readings are for capped clients only)?"""
@@ -251,7 +262,7 @@ class SchedulerCore:
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse)")]
         if latest is not None and not latest.weighed:
-            out += self._weigh(client, latest)
+            self._weigh(client, latest)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -300,6 +311,8 @@ class SchedulerCore:
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
         interval.calibrating = calibrating
+        if calibrating:
+            self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
         if client.spec.limit < 1.0:
             self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
@@ -322,22 +335,17 @@ class SchedulerCore:
         self.credits.spend(name, seconds)
         self._pace(name, seconds)
 
-    def _weigh(self, client: ClientState, grant: Interval) -> list[Action]:
+    def _weigh(self, client: ClientState, grant: Interval) -> None:
         """Charge a capped client's ended grant at its speed: a second of it did `speed`
         seconds of the client's continuous work.  A calibration grant ran continuously, at
         speed 1 (most of it): it is charged its time."""
         grant.weighed = True
-        if client.spec.limit >= 1.0:
-            return []
-        speed = self.speed.speed(grant.name)
-        if grant.calibrating:
-            return [act.debug(grant.name, f"calibrated: speed {speed:.3f} "
-                                          f"({self.speed.describe(grant.name)})")]
-        extra = (speed - 1.0) * (grant.end - grant.start)
+        if client.spec.limit >= 1.0 or grant.calibrating:
+            return
+        extra = (self.speed.speed(grant.name) - 1.0) * (grant.end - grant.start)
         if extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
             client.speed_charge_s += extra
-        return []
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, whose calibration is due."""

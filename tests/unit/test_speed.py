@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from gemini.core import config as cfg
+from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
@@ -158,6 +159,30 @@ def test_a_calibration_grant_is_charged_its_time_and_ordinary_grants_their_speed
     ask(core, 3, now + length)
     charged = core.snapshot(now + length)["clients"][0]["speed_charge_s"]
     assert charged == pytest.approx((speed(1800.0, 1500.0) - 1.0) * length)
+
+
+def test_the_log_says_what_a_calibration_read_once_its_readings_are_in():
+    # The client asks again at its calibration's end, before the shell feeds the last readings
+    # (every 50 ms): a line written then showed the previous calibration's tail.
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    core.speed.sample("a", 1800.0, -30.0, 0.01, 0.04, calibrating=False)
+    core.speed.calibrating("a", -20.0)
+    for _ in range(MIN_TAIL_READINGS):
+        core.speed.sample("a", 1700.0, -19.9, 0.19, 0.2, calibrating=True)
+    length, _ = ask(core, 1, 0.0)
+    readings = [(length - TAIL_S + i * 0.002, 1500.0) for i in range(30)]
+    assert not calibrated_lines(core.on_clock(readings, length - 0.01))
+    asked = core.on_request(1, quota_req("a", 2, burst=5000.0), length)
+    assert not calibrated_lines(asked)
+    [line] = calibrated_lines(core.on_clock([(length + 0.002, 1800.0)], length + 0.05))
+    assert "1500 MHz run continuously" in line
+    assert f"speed {speed(1800.0, 1500.0):.3f}" in line
+    assert not calibrated_lines(core.on_clock([(length + 0.004, 1800.0)], length + 0.1))
+
+
+def calibrated_lines(actions: list) -> list[str]:
+    return [a.message for a in actions if isinstance(a, Log) and "calibrated" in a.message]
 
 
 def ask(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float]:
