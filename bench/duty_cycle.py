@@ -34,14 +34,15 @@ from common import ClockSampler
 PROFILE_EDGES_MS = [0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000]
 
 
-def continuous(work, seconds: float) -> float:  # type: ignore[no-untyped-def]
-    """Steps per second, syncing every ~50 ms."""
+def continuous(work, seconds: float, per_sync: int = 20) -> float:  # type: ignore[no-untyped-def]
+    """Steps per second, syncing every `per_sync` steps (20: every ~50 ms; 1: the profile's
+    and --sync-each-step's reference)."""
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        for _ in range(20):
+        for _ in range(per_sync):
             work.step()
         work.sync()
-        steps += 20
+        steps += per_sync
     return steps / (time.perf_counter() - t0)
 
 
@@ -75,16 +76,6 @@ def cycled(work, seconds: float, on_s: float, off_s: float, spin: bool,  # type:
     return {"on_ms": on_s * 1e3, "off_ms": off_s * 1e3, "off": "spin" if spin else "sleep",
             "rate_while_on": steps / worked if worked else 0.0,
             "first_step_ms_p50": first_steps[len(first_steps) // 2] * 1e3 if first_steps else 0.0}
-
-
-def step_rate(work, seconds: float) -> float:  # type: ignore[no-untyped-def]
-    """Steps per second with a sync after every step (the profile's reference)."""
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        work.step()
-        work.sync()
-        steps += 1
-    return steps / (time.perf_counter() - t0)
 
 
 def profile(work, seconds: float, on_s: float, off_s: float) -> list[dict]:  # type: ignore[no-untyped-def]
@@ -144,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         value = run(work, *run_args)
         return value, clock.over(t0, time.monotonic())
 
-    reference = step_rate if args.sync_each_step else continuous
-    bare, bare_clock = measured(reference, args.seconds)
+    per_sync = 1 if args.sync_each_step else 20
+    bare, bare_clock = measured(continuous, args.seconds, per_sync)
     rows = []
     spins = {"sleep": [False], "spin": [True], "both": [False, True]}[args.off]
     for cycle in args.cycles.split(","):
@@ -155,14 +146,14 @@ def main(argv: list[str] | None = None) -> int:
                                   args.sync_each_step)
             r["ratio"] = round(r["rate_while_on"] / bare, 4) if bare else 0.0
             rows.append({**r, **r_clock})
-    after, after_clock = measured(reference, args.seconds)
+    after, after_clock = measured(continuous, args.seconds, per_sync)
     out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M:%S"), "path": args.path,
            "command": "python3 bench/duty_cycle.py " + " ".join(argv or sys.argv[1:]),
            "continuous_rate": [round(bare, 2), round(after, 2)],
            "continuous_clock": [bare_clock, after_clock], "cycles": rows}
     if args.profile:
         on_ms, off_ms = (float(v) for v in args.profile.split(":"))
-        synced = step_rate(work, args.seconds)
+        synced = continuous(work, args.seconds, per_sync=1)
         stretches = profile(work, max(args.seconds, 4 * (on_ms + off_ms) / 1e3), on_ms / 1e3,
                             off_ms / 1e3)
         out["profile"] = {"on_ms": on_ms, "off_ms": off_ms, "synced_rate": round(synced, 2),
