@@ -129,11 +129,7 @@ def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
     now, lengths = 0.0, []
     for req_id in range(1, 100):  # asks again at each grant's end, a reading in each grant
-        replies = grants(core.on_request(1, quota_req("a", req_id, burst=5000.0), now))
-        while not replies:
-            now = core.next_deadline()
-            replies = grants(core.on_deadline(now))
-        length = replies[0].response.values[0] / 1000
+        length, now = ask(core, req_id, now)
         lengths.append(length)
         core.on_clock([(now + 0.01, 1900.0)], now + length)
         if length >= 0.9 * CALIBRATION_S:  # (as much of it as its room holds)
