@@ -22,10 +22,10 @@ def result(proc: subprocess.Popen[str]) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
-def gpu_share(*results: dict) -> float:
-    """The share of the fake GPU that the `work` programs' kernels took together, over the
-    longest of their runs."""
-    busy = sum(r["kernels"] for r in results) * KERNEL_MS / 1000
+def gpu_share(*results: dict, kernel_ms: float = KERNEL_MS) -> float:
+    """The share of the fake GPU that the `work` programs' kernels (`kernel_ms` each) took
+    together, over the longest of their runs."""
+    busy = sum(r["kernels"] for r in results) * kernel_ms / 1000
     return busy / max(r["wall_s"] for r in results)
 
 

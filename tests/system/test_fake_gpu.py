@@ -146,14 +146,10 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     if boost:
         speed = (1980 / 1410) ** WORK_PER_CLOCK
         assert client["speed"] == pytest.approx(speed, abs=0.08), client
-        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4 / speed, abs=0.05), r
+        assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4 / speed, abs=0.05), r
     else:
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
-        assert gpu_share_ms(r, 1.0) == pytest.approx(0.4, abs=0.06), r
-
-
-def gpu_share_ms(r: dict, kernel_ms: float) -> float:
-    return r["kernels"] * kernel_ms / 1000 / r["wall_s"]
+        assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4, abs=0.06), r
 
 
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):
