@@ -133,7 +133,8 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     """The fake GPU's clock (its NVML) is 1980 MHz until it has run 40 ms without a break, then
     1410, as a power-limited GPU's: a client capped at 0.4 runs its short grants fast, its
     calibration grants' tails at the settled clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s
-    per second it holds (speed.WORK_PER_CLOCK), so it gets about 0.4 / 1.33 of the GPU's time.
+    per second it holds (speed.WORK_PER_CLOCK), so once calibrated it gets about 0.4 / 1.33 of
+    the GPU's time.
     (The fake's kernels keep their length: this is the wiring, NVML to the charge; the work is
     tests/unit/test_speed.)"""
     env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
@@ -146,7 +147,11 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     if boost:
         speed = (1980 / 1410) ** WORK_PER_CLOCK
         assert client["speed"] == pytest.approx(speed, abs=0.08), client
-        assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4 / speed, abs=0.05), r
+        # Charged its time until its first calibration (~2.5 s in), then 1.33 s a second: each
+        # second charged for its speed is one its kernels did not run.
+        assert client["speed_charge_s"] > 0.25 * r["wall_s"] * 0.4 * (speed - 1), client
+        charged_share = 0.4 - client["speed_charge_s"] / r["wall_s"]
+        assert gpu_share(r, kernel_ms=1.0) == pytest.approx(charged_share, abs=0.03), r
     else:
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
         assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4, abs=0.06), r
