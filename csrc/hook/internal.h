@@ -167,8 +167,8 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* ---- ipc.c ------------------------------------------------------------------------------- */
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
-int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double *quota_ms,
-                  uint32_t *flags, uint32_t *sharers);
+int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
+                  double *quota_ms, uint32_t *flags, uint32_t *sharers);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
@@ -232,7 +232,8 @@ enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
-void gem_token_note_sync(int dev);
+/* A sync point returned after the host waited `waited_ns` for it. */
+void gem_token_note_sync(int dev, int64_t waited_ns);
 void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */

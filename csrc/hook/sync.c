@@ -19,10 +19,10 @@
         uint64_t before_ = dev_ >= 0 ? gem_inflight_launches(dev_) : 0;                          \
         int64_t from_ = gem_now_ns();                                                            \
         CUresult r_ = call;                                                                      \
+        int64_t to_ = gem_now_ns();                                                              \
         if (dev_ >= 0)                                                                           \
-            gem_inflight_waited(dev_, before_, from_, gem_now_ns(),                              \
-                                (all_ran) && r_ == CUDA_SUCCESS);                                \
-        gem_token_note_sync(dev_);                                                               \
+            gem_inflight_waited(dev_, before_, from_, to_, (all_ran) && r_ == CUDA_SUCCESS);     \
+        gem_token_note_sync(dev_, to_ - from_);                                                  \
         return r_;                                                                               \
     } while (0)
 #define SYNCED(call) WAITED_FOR(call, 1)

@@ -66,6 +66,11 @@ struct token {
     uint64_t generation; /* grants so far */
     double max_quota_ms; /* the longest grant so far: bursts are reported no longer */
     double overuse_ms;   /* measured since the last request, reported with the next one */
+    /* How long the launching threads waited on the GPU (held for a full queue, or in a sync)
+     * since the last request, reported with the next one: the scheduler charges a capped
+     * client the GPU's clock speed-up only as far as the GPU, not its launching threads, set
+     * its pace (gemini/core/speed.py). */
+    _Atomic int64_t gpu_wait_ns;
     uint64_t ended_generation; /* the last token whose end went to the tracker */
     int end_pending;           /* an end for the tracker to measure */
     int64_t end_ns;            /* when that token ended */
@@ -287,6 +292,8 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         gem_predictor_interrupt(&t->window); /* the gap of the request is not the app's */
     double overuse_ms = t->overuse_ms;
     t->overuse_ms = 0.0;
+    double gpu_wait_ms =
+        (double)atomic_exchange_explicit(&t->gpu_wait_ns, 0, memory_order_relaxed) / 1e6;
     pthread_mutex_unlock(&t->m);
 
     double quota_ms = 0.0;
@@ -294,7 +301,8 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     int64_t backoff = 10000000;
     GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s)", blocking ? "the launch waits" : "renewer");
     for (;;) {
-        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, &quota_ms, &flags, &sharers);
+        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, &quota_ms, &flags,
+                      &sharers);
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
@@ -399,7 +407,9 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t a
         if (next < hold)
             hold = next;
     }
-    hold_for(hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS);
+    hold = hold > MIN_HOLD_NS ? hold : MIN_HOLD_NS;
+    atomic_fetch_add_explicit(&tokens[dev].gpu_wait_ns, hold, memory_order_relaxed);
+    hold_for(hold);
     return 0;
 }
 
@@ -504,12 +514,13 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
     return acquire_slow(t, dev, s, pts);
 }
 
-void gem_token_note_sync(int dev)
+void gem_token_note_sync(int dev, int64_t waited_ns)
 {
     if (dev < 0)
         return;
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
+    atomic_fetch_add_explicit(&t->gpu_wait_ns, waited_ns, memory_order_relaxed);
     /* (neither: no launch since the last sync, nor a burst cut at a token's end) */
     if (!atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         !atomic_load_explicit(&t->burst_spans, memory_order_relaxed))

@@ -48,6 +48,7 @@ from gemini.core.wire import (
     RequestType,
     Response,
     Status,
+    quota_args,
 )
 
 MS = 1000.0
@@ -96,6 +97,9 @@ class PodCore:
         self.quota_flags = 0  # the cached token's QUOTA_FLAG_*, passed on with every share of it
         self.overuse_ms = 0.0  # the largest reported since the last fetch was sent
         self.overuse_in_flight = 0.0  # what the fetch in flight carries (sent again if lost)
+        # The longest a hook's launching threads waited on the GPU since the last fetch (None:
+        # not said; the speed's charge then counts in full: gemini.core.speed).
+        self.gpu_wait_ms: float | None = None
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
@@ -188,8 +192,10 @@ class PodCore:
         return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
 
     def _on_hook_quota(self, w: Waiter, now: float) -> list[Action]:
-        overuse_ms, burst_ms = (float(a) for a in w.req.args)  # type: ignore[arg-type]
+        overuse_ms, burst_ms, gpu_wait_ms = quota_args(w.req)
         self.overuse_ms = max(self.overuse_ms, overuse_ms)
+        if gpu_wait_ms is not None:
+            self.gpu_wait_ms = max(self.gpu_wait_ms or 0.0, gpu_wait_ms)
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
@@ -226,7 +232,8 @@ class PodCore:
         # but the first one's overuse was lost).
         self.overuse_in_flight = max(self.overuse_in_flight, self.overuse_ms)
         self.overuse_ms = 0.0
-        send = self._send(RequestType.QUOTA, (self.overuse_in_flight, burst_ms))
+        send = self._send(RequestType.QUOTA, (self.overuse_in_flight, burst_ms, self.gpu_wait_ms))
+        self.gpu_wait_ms = None
         self.fetch_id = send.request.req_id
         asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
                 f"{self.overuse_in_flight:.3f} ms overuse)"

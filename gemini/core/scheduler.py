@@ -25,8 +25,9 @@ Rules:
   least the UM minimum, so that migrating their data stays a small part of their time.
 - Caps hold by work where the GPU's clock is known (`on_clock`: the shell's samples of the SM
   clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster
-  the GPU runs its grants than it runs it continuously, which its idle gaps cause), as a charge
-  at its grant's end when it next asks; alone, a capped client gets a calibration grant
+  the GPU runs its grants than it runs it continuously, which its idle gaps cause, as far as
+  the GPU sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when
+  it next asks; alone, a capped client gets a calibration grant
   (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading and every
   `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
 
@@ -54,6 +55,7 @@ from gemini.core.wire import (
     RequestType,
     Response,
     Status,
+    quota_args,
 )
 
 MS = 1000.0
@@ -247,7 +249,7 @@ class SchedulerCore:
     def _on_quota(
         self, conn: ConnId, req: Request, client: ClientState, now: float
     ) -> list[Action]:
-        overuse_ms, burst_ms = (float(a) for a in req.args)  # type: ignore[arg-type]
+        overuse_ms, burst_ms, gpu_wait_ms = quota_args(req)
         name = req.name
         if self.first_request_at is None:
             self.first_request_at = now
@@ -259,10 +261,11 @@ class SchedulerCore:
             charged = min(overuse_ms / MS, self.timing.window_s)
             self._charge(name, at, charged)
             client.overuse_s += charged
+        waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
-                                             f"{overuse_ms:.3f} ms overuse)")]
+                                             f"{overuse_ms:.3f} ms overuse{waited})")]
         if latest is not None and not latest.weighed:
-            self._weigh(client, latest)
+            self._weigh(client, latest, gpu_wait_ms)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -335,13 +338,16 @@ class SchedulerCore:
         self.credits.spend(name, seconds)
         self._pace(name, seconds)
 
-    def _weigh(self, client: ClientState, grant: Interval) -> None:
+    def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None) -> None:
         """Charge a capped client's ended grant at its speed: a second of it did `speed`
         seconds of the client's continuous work.  A calibration grant ran continuously, at
-        speed 1 (most of it): it is charged its time."""
+        speed 1 (most of it): it is charged its time.  `gpu_wait_ms`: how long the client
+        waited on the GPU since its last request, in this grant (None: not said)."""
         grant.weighed = True
         if client.spec.limit >= 1.0 or grant.calibrating:
             return
+        if gpu_wait_ms is not None and grant.end > grant.start:
+            self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
         extra = (self.speed.speed(grant.name) - 1.0) * (grant.end - grant.start)
         if extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
@@ -563,6 +569,7 @@ class SchedulerCore:
                 "overuse_s": c.overuse_s,
                 "speed": self.speed.speed(name) if c.spec.limit < 1.0 else 1.0,
                 "speed_charge_s": c.speed_charge_s,
+                "gpu_wait": self.speed.gpu_wait(name),
             }
             for name, c in self.clients.items()
         ]

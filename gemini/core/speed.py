@@ -33,6 +33,18 @@ work per granted second ÷ bare against the clock ratio to the tails: 1.11-1.15 
 1.15-1.18.  At 1.0 the caps delivered 0.381-0.401 of the bare work (22:04), at 0.7
 0.414-0.432 (22:34): 0.85 sits between.  The run-to-run spread of the tails (±3 %) is as
 large as that choice.
+
+And only as far as the GPU sets the program's pace: a program bound by its launching thread
+(torch.compile without CUDA graphs, a loop of tiny kernels) leaves longer gaps when its
+kernels run faster, and does no more work.  On the H100 torch.compile read speed 1.03-1.10
+and did 0.96-0.98 of its bare work per granted second: 0.338-0.357 of bare at a 0.4 cap,
+0.384 without the clock (2026-11-24).  The hook says how long its launching threads waited
+on the GPU since its last request (held for a full queue, or in a sync: the QUOTA request's
+gpu_wait_ms).  Capped at 0.4 on the H100, torch eager, CUDA graphs and CuPy waited 69-91 % of
+their grants, JAX 32-44 %, torch.compile with CUDA graphs 17-39 %, torch.compile 1-5 %, the
+launch-bound loop none (2026-11-24).  The clock's speed-up is charged in proportion to that
+share, in full from `GPU_BOUND` up; where the hook does not say (a name too long to leave
+room for the word), in full.
 """
 
 from __future__ import annotations
@@ -54,6 +66,9 @@ WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
 # Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
 # reading every 2 ms).
 GRANT_WEIGHT = 0.01
+# From this share of its grants spent waiting on the GPU a program is taken to be bound by it.
+GPU_BOUND = 0.2
+WAIT_WEIGHT = 0.2  # each grant's weight in the running mean of that share
 SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not stop a client
 
 
@@ -66,11 +81,20 @@ class _Clocks:
     in_grants_then: float = 0.0  # in_grants when it began
     tail_sum: float = 0.0  # that calibration's tail readings
     tail_samples: int = 0
+    gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
 
     @property
     def continuous(self) -> float:
         """MHz run continuously (0: not known yet)."""
         return min(self.tails, default=0.0)
+
+
+def _clock_speed(clocks: _Clocks) -> float:
+    """How much faster its grants' clock makes its kernels (1 until both clocks are known)."""
+    if clocks.in_grants <= 0.0 or clocks.continuous <= 0.0:
+        return 1.0
+    low, high = SPEED_RANGE
+    return min(max(clocks.in_grants / clocks.continuous, low) ** WORK_PER_CLOCK, high)
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -106,6 +130,16 @@ class SpeedMeter:
             else:
                 clocks.tails[-1] = mean
 
+    def waited(self, name: str, share: float) -> None:
+        """An ordinary grant of `name` ended, and its launching threads waited on the GPU for
+        `share` of it (garbage from a hook, NaN, is dropped; the rest is held to 0..1)."""
+        if share != share:
+            return
+        clocks = self._clocks.setdefault(name, _Clocks())
+        share = min(max(share, 0.0), 1.0)
+        old = clocks.gpu_wait
+        clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
+
     def due(self, name: str, now: float) -> bool:
         """Is it time for a calibration grant?"""
         clocks = self._clocks.get(name)
@@ -116,7 +150,7 @@ class SpeedMeter:
         since = now - clocks.calibrated_at
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
-        unsure = drifted and self.speed(name) <= 1.0 and since >= FIRST_CALIBRATION_S
+        unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= FIRST_CALIBRATION_S
         return since >= self.every_s or unsure
 
     def calibrating(self, name: str, now: float) -> None:
@@ -128,18 +162,24 @@ class SpeedMeter:
     def speed(self, name: str) -> float:
         """Work per second of its grants ÷ work per second run continuously (1 until known)."""
         clocks = self._clocks.get(name)
-        if clocks is None or clocks.in_grants <= 0.0 or clocks.continuous <= 0.0:
+        if clocks is None:
             return 1.0
-        low, high = SPEED_RANGE
-        ratio = clocks.in_grants / clocks.continuous
-        return min(max(ratio, low) ** WORK_PER_CLOCK, high)
+        bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
+        return 1.0 + (_clock_speed(clocks) - 1.0) * bound
+
+    def gpu_wait(self, name: str) -> float | None:
+        """The mean share of its grants it waited on the GPU (None: not said)."""
+        clocks = self._clocks.get(name)
+        return None if clocks is None else clocks.gpu_wait
 
     def describe(self, name: str) -> str:
         """Its clocks, for the log."""
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
+        wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
         return (f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
-                f"continuously (the lowest of the latest tails: {tails})")
+                f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
+                f"in {wait} of its grants")
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

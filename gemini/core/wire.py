@@ -39,7 +39,8 @@ class WireError(ValueError):
 
 
 class RequestType(enum.IntEnum):
-    # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms -> quota_ms, flags, sharers
+    # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms[, gpu_wait_ms] -> quota_ms, flags,
+    # sharers
     QUOTA = 0
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
@@ -73,6 +74,15 @@ QUOTA_FLAG_ALONE = 1 << 0
 # client's queue to be that many times its own (csrc/hook/inflight.c).  0 (the scheduler, v1
 # peers): not said, taken as 1.
 
+# The QUOTA request's third word (not in v1), hook -> pod manager -> scheduler: gpu_wait_ms, how
+# long the client's launching threads waited on the GPU since its last request (held for a
+# full queue, or in a sync).  A capped client is charged the GPU clock's speed-up only as far
+# as the GPU set its pace (gemini.core.speed).  It fits the frame beside a name of up to
+# QUOTA_GPU_WAIT_NAME_MAX bytes; beside a longer one it is not sent, and reads None (not said).
+# v1 peers leave it 0.
+_QUOTA_GPU_WAIT = struct.Struct("<d")
+QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
+
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
 MEM_FLAG_EVICT_ON_RELEASE = 1 << 1  # move it back to the host when a token ends
@@ -87,7 +97,7 @@ class Status(enum.IntEnum):
 
 
 _REQ_PAYLOAD = {
-    RequestType.QUOTA: struct.Struct("<dd"),
+    RequestType.QUOTA: struct.Struct("<dd"),  # + gpu_wait_ms where the name leaves room
     RequestType.MEM_LIMIT: struct.Struct(""),
     RequestType.MEM_UPDATE: struct.Struct("<Qi"),
     RequestType.STATUS: struct.Struct(""),
@@ -134,9 +144,28 @@ def check_name(name: str) -> bytes:
     return raw
 
 
+def quota_args(req: Request) -> tuple[float, float, float | None]:
+    """A QUOTA request's overuse_ms, burst_ms and gpu_wait_ms (None: not said)."""
+    overuse, burst, *rest = req.args
+    gpu_wait = float(rest[0]) if rest and rest[0] is not None else None  # type: ignore[arg-type]
+    return float(overuse), float(burst), gpu_wait  # type: ignore[arg-type]
+
+
+def _gpu_wait_fits(raw_name: bytes) -> bool:
+    return len(raw_name) <= QUOTA_GPU_WAIT_NAME_MAX
+
+
 def encode_request(req: Request) -> bytes:
+    """A QUOTA request's args: (overuse_ms, burst_ms) or (overuse_ms, burst_ms, gpu_wait_ms);
+    gpu_wait_ms None or beside a long name is not sent."""
     raw = check_name(req.name)
-    payload = _REQ_PAYLOAD[req.type].pack(*req.args)
+    args = req.args
+    extra = b""
+    if req.type == RequestType.QUOTA:
+        args, rest = args[:2], args[2:]
+        if rest and rest[0] is not None and _gpu_wait_fits(raw):
+            extra = _QUOTA_GPU_WAIT.pack(rest[0])
+    payload = _REQ_PAYLOAD[req.type].pack(*args) + extra
     msg = _HEAD.pack(len(raw)) + raw + b"\0" + _IDS.pack(req.req_id, int(req.type)) + payload
     return msg.ljust(REQ_MSG_LEN, b"\0")
 
@@ -159,7 +188,10 @@ def decode_request(msg: bytes) -> Request:
         req_type = RequestType(type_no)
     except ValueError as exc:
         raise WireError(f"unknown request type {type_no}") from exc
-    args = _REQ_PAYLOAD[req_type].unpack_from(msg, end + 9)
+    layout = _REQ_PAYLOAD[req_type]
+    args = layout.unpack_from(msg, end + 9)
+    if req_type == RequestType.QUOTA and _gpu_wait_fits(msg[8:end]):
+        args += _QUOTA_GPU_WAIT.unpack_from(msg, end + 9 + layout.size)
     return Request(name, req_id, req_type, tuple(args))
 
 

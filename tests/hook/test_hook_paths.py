@@ -76,9 +76,23 @@ def test_expired_tokens_are_asked_again_and_overuse_is_reported(fake_env, pm):
     # run past it and asks again, so the work is spread over many tokens, each overused by
     # little more than the last kernel; the predictor saw bursts longer than a token.
     assert len(quotas) >= 15
-    assert quotas[0].args == (0.0, 0.0)
+    assert quotas[0].args == (0.0, 0.0, 0.0)
     assert all(q.args[0] < 5.0 for q in quotas), [q.args for q in quotas]
     assert max(q.args[1] for q in quotas) >= 20.0
+    # ...and it says how long it waited on the GPU (held, here) since its last request.
+    assert sorted(q.args[2] for q in quotas)[len(quotas) // 2] >= 10.0, [q.args for q in quotas]
+
+
+def test_a_wait_in_a_sync_is_a_wait_on_the_gpu(fake_env, pm):
+    """One 15 ms kernel, then a sync, in 20 ms tokens: nothing is held, and the program still
+    waits on the GPU for most of its time (gemini.core.speed charges the clock's speed-up so)."""
+    pm.quota_ms = 20.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "15", "--burst", "1",
+                      "--seconds", "0.4"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    waits = [q.args[2] for q in pm.of_type(RequestType.QUOTA)][1:]
+    assert len(waits) >= 5
+    assert sum(waits) >= 0.5 * r.out[-1]["wall_s"] * 1000, waits
 
 
 @pytest.mark.parametrize(

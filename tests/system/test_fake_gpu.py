@@ -12,7 +12,7 @@ import time
 import pytest
 
 from gemini.client import Connection, query_status
-from gemini.core.speed import WORK_PER_CLOCK
+from gemini.core.speed import GPU_BOUND, WORK_PER_CLOCK
 from gemini.core.wire import RequestType
 from tests.system.conftest import FAST, KERNEL_MS, gpu_share, result
 
@@ -155,6 +155,23 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     else:
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
         assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4, abs=0.06), r
+
+
+def test_the_hook_says_how_long_its_program_waited_on_the_gpu(system):
+    """Hook -> pod manager -> scheduler (the QUOTA request's gpu_wait_ms): a program that
+    queues more than its token holds waits on the GPU (held, and at its syncs) for much of its
+    grants; one that launches a tiny kernel now and then, for little of them.  The scheduler
+    charges the clock's speed-up in proportion (gemini.core.speed; tests/unit/test_speed)."""
+    system.backend("2\nheavy 0.1 0.4 1GiB\nlight 0.1 0.4 1GiB\n", *FAST)
+    heavy = system.client("heavy", "work", "--kernel-ms", "1", "--burst", "400",
+                          "--seconds", "3")
+    light = system.client("light", "work", "--kernel-ms", "0.02", "--burst", "1",
+                          "--idle-ms", "2", "--seconds", "3")
+    result(heavy), result(light)
+    waits = {c["name"]: c["gpu_wait"]
+             for c in query_status("127.0.0.1", system.schd.port)["clients"]}
+    assert waits["heavy"] > GPU_BOUND, waits
+    assert waits["light"] < GPU_BOUND / 2, waits
 
 
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):

@@ -79,8 +79,12 @@ class Sim:
         burst_ms: float = 0.0,
         seed: int = 1,
         clock: GpuClock | None = None,
+        gpu_wait: float | None = None,
     ) -> None:
+        """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
+        QUOTA request's gpu_wait_ms; None: not said)."""
         self.now = 0.0
+        self.gpu_wait = gpu_wait
         config = ResourceConfig(tuple(ClientSpec(n, r, lim, 1 << 30) for n, r, lim in specs))
         self.core = SchedulerCore(config, timing or Timing(), self.now)
         self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
@@ -104,7 +108,11 @@ class Sim:
     def request(self, name: str) -> None:
         c = self.clients[name]
         c.req_id += 1
-        req = Request(name, c.req_id, RequestType.QUOTA, (0.0, self.burst_ms))
+        gpu_wait_ms = None
+        if self.gpu_wait is not None:
+            start, end = c.busy[-1] if c.busy else (0.0, 0.0)
+            gpu_wait_ms = self.gpu_wait * (end - start) * 1000
+        req = Request(name, c.req_id, RequestType.QUOTA, (0.0, self.burst_ms, gpu_wait_ms))
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _handle(self, actions: list) -> None:

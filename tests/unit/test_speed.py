@@ -1,6 +1,7 @@
 """Caps by work: the clock-weighted charge of capped clients (gemini.core.speed, issue 12)."""
 
 import asyncio
+import math
 
 import pytest
 
@@ -12,6 +13,7 @@ from gemini.core.speed import (
     CALIBRATION_S,
     DRIFT,
     FIRST_CALIBRATION_S,
+    GPU_BOUND,
     MIN_TAIL_READINGS,
     RECENT_TAILS,
     SPEED_RANGE,
@@ -90,6 +92,28 @@ def test_a_speed_below_one_is_a_tail_read_high_and_counts_as_one():
     in_grant(meter, 1800.0)
     tail(meter, 1950.0)
     assert meter.speed("a") == 1.0
+
+
+def test_the_clocks_speed_up_is_charged_as_far_as_the_gpu_sets_the_pace():
+    # H100, torch.compile (no CUDA graphs): speed 1.03-1.10 by the clock, 0.96-0.98 of its bare
+    # work per granted second; its launching thread, not the GPU, sets its pace.
+    meter = SpeedMeter()
+    in_grant(meter, 1800.0)
+    tail(meter, 1500.0)
+    full = speed(1800.0, 1500.0)
+    assert meter.speed("a") == pytest.approx(full)  # its hook did not say: in full
+    meter.waited("a", 0.0)
+    assert meter.speed("a") == 1.0
+    for _ in range(50):
+        meter.waited("a", GPU_BOUND / 2)
+    assert meter.speed("a") == pytest.approx(1.0 + (full - 1.0) / 2, rel=1e-3)
+    for _ in range(50):
+        meter.waited("a", 0.45)  # (the GPU-bound paths: 0.37-0.51 held alone)
+    assert meter.speed("a") == pytest.approx(full)
+    assert meter.gpu_wait("a") == pytest.approx(0.45, rel=1e-3)
+    for garbage in (math.nan, -5.0, math.inf):  # (a hook's word is anything it sends)
+        meter.waited("a", garbage)
+        assert 1.0 <= meter.speed("a") <= full
 
 
 def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
@@ -199,8 +223,10 @@ def test_a_client_with_neighbours_waiting_is_not_calibrated():
     assert g.response.values[0] < CALIBRATION_S * 1000
 
 
-def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4) -> Sim:
-    sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock)
+def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4,
+               gpu_wait: float | None = None) -> Sim:
+    sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock,
+              gpu_wait=gpu_wait)
     sim.start("capped")
     sim.run_until(seconds)
     return sim
@@ -231,11 +257,23 @@ def test_a_program_the_clock_does_not_slow_keeps_its_time():
     assert sim.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
 
 
+def test_a_program_its_launches_pace_keeps_its_time_on_a_power_limited_gpu():
+    # Its kernels run faster in its cool grants, but it waits on its host, not on them.
+    launch_bound = run_capped(GpuClock(), 20.0, gpu_wait=0.0)
+    assert launch_bound.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
+    gpu_bound = run_capped(GpuClock(), 20.0, gpu_wait=0.45)
+    assert gpu_bound.share("capped", 2.0, 20.0) < 0.37
+
+
 def test_the_status_shows_the_speed_charged():
     sim = run_capped(GpuClock(), 5.0)
     [c] = sim.core.snapshot(sim.now)["clients"]
     assert c["speed"] > 1.1
     assert c["speed_charge_s"] > 0.05
+    assert c["gpu_wait"] is None  # (the simulated hook does not say)
+    sim = run_capped(GpuClock(), 5.0, gpu_wait=0.3)
+    [c] = sim.core.snapshot(sim.now)["clients"]
+    assert c["gpu_wait"] == pytest.approx(0.3, abs=0.05)
 
 
 def test_the_clock_is_wanted_only_while_a_client_has_a_cap():

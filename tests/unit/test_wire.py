@@ -11,6 +11,7 @@ from gemini.core.wire import (
     MAX_NAME_LEN,
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
+    QUOTA_GPU_WAIT_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
     FrameReader,
@@ -23,6 +24,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
     encode_response,
+    quota_args,
 )
 
 
@@ -35,6 +37,24 @@ def v1_request(name: bytes, req_id: int, type_no: int, payload: bytes) -> bytes:
 def test_quota_request_matches_v1_bytes():
     req = Request("client1", 7, RequestType.QUOTA, (1.5, 20.0))
     assert encode_request(req) == v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
+
+
+def test_a_quota_requests_wait_on_the_gpu_follows_the_v1_words_where_the_name_leaves_room():
+    name = "n" * QUOTA_GPU_WAIT_NAME_MAX
+    frame = encode_request(Request(name, 7, RequestType.QUOTA, (1.5, 20.0, 12.5)))
+    assert frame == v1_request(name.encode(), 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
+    assert quota_args(decode_request(frame)) == (1.5, 20.0, 12.5)
+    # A v1 peer leaves it 0.
+    v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
+    assert quota_args(decode_request(v1)) == (1.5, 20.0, 0.0)
+
+
+def test_beside_a_longer_name_a_quota_request_says_no_wait_on_the_gpu():
+    name = "n" * (QUOTA_GPU_WAIT_NAME_MAX + 1)
+    frame = encode_request(Request(name, 7, RequestType.QUOTA, (1.5, 20.0, 12.5)))
+    assert frame == v1_request(name.encode(), 7, 0, struct.pack("<dd", 1.5, 20.0))
+    assert quota_args(decode_request(frame)) == (1.5, 20.0, None)
+    assert MAX_NAME_LEN - QUOTA_GPU_WAIT_NAME_MAX == 8
 
 
 def test_memory_update_matches_v1_bytes():
@@ -92,7 +112,7 @@ names = st.text(
     st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=12
 )
 args_by_type = {
-    RequestType.QUOTA: st.tuples(st.floats(allow_nan=False), st.floats(allow_nan=False)),
+    RequestType.QUOTA: st.tuples(*[st.floats(allow_nan=False)] * 3),  # (names leave it room)
     RequestType.MEM_LIMIT: st.just(()),
     RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2)),
     RequestType.STATUS: st.just(()),

@@ -19,8 +19,8 @@
 #define GEM_NOTIFY_ID -1
 
 enum gem_request_type {
-    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms -> f64 quota_ms, u32 flags,
-                             * u32 sharers */
+    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms] ->
+                             * f64 quota_ms, u32 flags, u32 sharers */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
@@ -56,10 +56,15 @@ enum gem_status {
     GEM_STATUS_NOT_AUTHORIZED = 4
 };
 
+/* A QUOTA request's third word (not in v1): gpu_wait_ms, how long the launching threads waited
+ * on the GPU since the last request (held for a full queue, or in a sync).  It fits the frame
+ * beside a name of up to this many bytes; beside a longer one it is not sent (not said). */
+#define GEM_QUOTA_GPU_WAIT_NAME_MAX 39
+
 /* Each encoder writes a whole zero-filled frame into buf and returns its length,
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
-                          double overuse_ms, double burst_ms);
+                          double overuse_ms, double burst_ms, double gpu_wait_ms);
 int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id);
 int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
                                uint64_t bytes, int32_t is_allocate);
