@@ -28,8 +28,9 @@ Rules:
   the GPU runs its grants than it runs it continuously, which its idle gaps cause, as far as
   the GPU sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when
   it next asks; alone, a capped client gets a calibration grant
-  (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading and every
-  `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
+  (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading, as often again
+  for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S` after that, once it has
+  the room for it.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.

@@ -57,6 +57,11 @@ CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperat
 # The first calibration waits this long after the client's first reading: at its first grant
 # the program is still starting and the card is cold (H100: 1980 MHz read "continuously").
 FIRST_CALIBRATION_S = 2.0
+# ...and for its first SETTLE_S it is calibrated every FIRST_CALIBRATION_S: meanwhile its program
+# warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
+# CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
+# charged near its time and did 0.44-0.46 of its bare work (2026-11-24).
+SETTLE_S = 20.0
 MIN_TAIL_READINGS = 20  # fewer: the grant was cut short, or the GPU idled in it
 RECENT_TAILS = 3  # the continuous clock is the lowest of this many latest tails
 # While its speed reads 1, calibrate again (no sooner than FIRST_CALIBRATION_S after the last)
@@ -148,10 +153,11 @@ class SpeedMeter:
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
+        settling = now - clocks.first_at < SETTLE_S
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
         unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= FIRST_CALIBRATION_S
-        return since >= self.every_s or unsure
+        return since >= (FIRST_CALIBRATION_S if settling else self.every_s) or unsure
 
     def calibrating(self, name: str, now: float) -> None:
         """A calibration grant begins: its tail will be the continuous clock."""

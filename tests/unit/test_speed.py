@@ -16,6 +16,7 @@ from gemini.core.speed import (
     GPU_BOUND,
     MIN_TAIL_READINGS,
     RECENT_TAILS,
+    SETTLE_S,
     SPEED_RANGE,
     TAIL_S,
     WORK_PER_CLOCK,
@@ -117,19 +118,20 @@ def test_the_clocks_speed_up_is_charged_as_far_as_the_gpu_sets_the_pace():
 
 
 def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
-    # H100, JAX: calibrated at 2 s at 1966 MHz in its grants and in the tail (speed 1), its
-    # grants' clock then fell to 1891 while the next calibration was 10 s away.
+    # H100, JAX: calibrated at 1966 MHz in its grants and in the tail (speed 1), its grants'
+    # clock then fell to 1891 while the next calibration was 10 s away.
     meter = SpeedMeter(every_s=10.0)
     in_grant(meter, 1966.0)
-    meter.calibrating("a", 2.0)
+    at = SETTLE_S + 2.0  # (settled: the period is every_s)
+    meter.calibrating("a", at)
     tail(meter, 1966.0)
     for _ in range(20):  # moved, but within DRIFT
-        in_grant(meter, 1966.0 * (1 - DRIFT / 2), 3.0)
-    assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S)
+        in_grant(meter, 1966.0 * (1 - DRIFT / 2), at + 1.0)
+    assert not meter.due("a", at + FIRST_CALIBRATION_S)
     for _ in range(200):
-        in_grant(meter, 1891.0, 3.0)
-    assert not meter.due("a", 2.0 + FIRST_CALIBRATION_S - 0.1)  # not at once after the last
-    assert meter.due("a", 2.0 + FIRST_CALIBRATION_S)
+        in_grant(meter, 1891.0, at + 1.0)
+    assert not meter.due("a", at + FIRST_CALIBRATION_S - 0.1)  # not at once after the last
+    assert meter.due("a", at + FIRST_CALIBRATION_S)
 
 
 def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
@@ -138,9 +140,15 @@ def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every
     in_grant(meter, 1900.0, 1.0)
     assert not meter.due("a", 1.0 + FIRST_CALIBRATION_S - 0.1)
     assert meter.due("a", 1.0 + FIRST_CALIBRATION_S)
+    # While it settles (its program warming up, the card heating), every FIRST_CALIBRATION_S...
     meter.calibrating("a", 4.0)
-    assert not meter.due("a", 13.9)
-    assert meter.due("a", 14.0)
+    assert not meter.due("a", 4.0 + FIRST_CALIBRATION_S - 0.1)
+    assert meter.due("a", 4.0 + FIRST_CALIBRATION_S)
+    # ...then every period.
+    at = 1.0 + SETTLE_S
+    meter.calibrating("a", at)
+    assert not meter.due("a", at + 9.9)
+    assert meter.due("a", at + 10.0)
 
 
 def test_without_clock_samples_no_grant_is_a_calibration():
