@@ -60,6 +60,11 @@ class ClientSpec:
     gpu: str = DEFAULT_GPU
     partition: Partition | None = None  # None: time-sliced on the whole GPU, as in Gemini
 
+    @property
+    def capped(self) -> bool:
+        """Its limit caps it (a limit of 1 caps nothing)."""
+        return self.limit < 1.0
+
 
 @dataclass(frozen=True)
 class ResourceConfig:

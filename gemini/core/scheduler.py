@@ -221,7 +221,7 @@ class SchedulerCore:
             else:
                 continue
             client = self.clients.get(interval.name)
-            if interval.extra or t >= interval.end or client is None or client.spec.limit >= 1:
+            if interval.extra or t >= interval.end or client is None or not client.spec.capped:
                 continue
             self.speed.sample(interval.name, mhz, t, t - interval.start,
                               interval.end - interval.start, interval.calibrating)
@@ -238,7 +238,7 @@ class SchedulerCore:
 
     def wants_clock(self) -> bool:
         """Does a client have a cap (the clock's readings are for capped clients only)?"""
-        return any(c.spec.limit < 1.0 for c in self.clients.values())
+        return any(c.spec.capped for c in self.clients.values())
 
     def next_deadline(self) -> float | None:
         if self.holder is not None:
@@ -318,7 +318,7 @@ class SchedulerCore:
         if calibrating:
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
-        if client.spec.limit < 1.0:
+        if client.spec.capped:
             self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
         self.holder = Grant(candidate.conn, interval)
         client.tokens += 1
@@ -345,7 +345,7 @@ class SchedulerCore:
         speed 1 (most of it): it is charged its time.  `gpu_wait_ms`: how long the client
         waited on the GPU since its last request, in this grant (None: not said)."""
         grant.weighed = True
-        if client.spec.limit >= 1.0 or grant.calibrating:
+        if not client.spec.capped or grant.calibrating:
             return
         if gpu_wait_ms is not None and grant.end > grant.start:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
@@ -357,7 +357,7 @@ class SchedulerCore:
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, whose calibration is due."""
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
-        capped = self.clients[name].spec.limit < 1.0
+        capped = self.clients[name].spec.capped
         return clocked and alone and capped and self.speed.due(name, now)
 
     def _end_early(self, interval: Interval, now: float) -> None:
@@ -370,7 +370,7 @@ class SchedulerCore:
 
     def _pace(self, name: str, seconds: float) -> None:
         client = self.clients.get(name)
-        if client is not None and client.spec.limit < 1.0:
+        if client is not None and client.spec.capped:
             self.pacer.adjust(name, seconds, client.spec.limit)
 
     def _earn(self, now: float) -> None:
@@ -437,7 +437,7 @@ class SchedulerCore:
         window_start, _ = self._window(now)
         self.history.expire(window_start)
         front = self.candidates[0]
-        capped = self.clients[front.name].spec.limit < 1.0
+        capped = self.clients[front.name].spec.capped
         alone = len(self.candidates) == 1 and self._grace is None
         if alone and not capped:
             return front, None  # alone and uncapped: nothing to weigh
@@ -479,7 +479,7 @@ class SchedulerCore:
     def _room(self, name: str, long_size: float, now: float) -> float:
         spec = self.clients[name].spec
         room = math.inf
-        if spec.limit < 1.0:  # a limit of 1 caps nothing
+        if spec.capped:
             t = self.timing
             # A young window counts as one short window at least, so that a new client's
             # first grant may fill its first short window, and no more.
@@ -508,7 +508,7 @@ class SchedulerCore:
                 continue
             if state.spec != spec:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
-            if spec.limit >= 1.0:
+            if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
@@ -568,7 +568,7 @@ class SchedulerCore:
                 "connected": bool(c.conns),
                 "tokens": c.tokens,
                 "overuse_s": c.overuse_s,
-                "speed": self.speed.speed(name) if c.spec.limit < 1.0 else 1.0,
+                "speed": self.speed.speed(name) if c.spec.capped else 1.0,
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),
             }
