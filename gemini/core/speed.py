@@ -49,6 +49,7 @@ room for the word), in full.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
@@ -138,7 +139,7 @@ class SpeedMeter:
     def waited(self, name: str, share: float) -> None:
         """An ordinary grant of `name` ended, and its launching threads waited on the GPU for
         `share` of it (garbage from a hook, NaN, is dropped; the rest is held to 0..1)."""
-        if share != share:
+        if math.isnan(share):
             return
         clocks = self._clocks.setdefault(name, _Clocks())
         share = min(max(share, 0.0), 1.0)
@@ -166,7 +167,8 @@ class SpeedMeter:
         clocks.in_grants_then = clocks.in_grants
 
     def speed(self, name: str) -> float:
-        """Work per second of its grants ÷ work per second run continuously (1 until known)."""
+        """Work per second of its grants ÷ work per second run continuously (1 until known): the
+        clock's speed-up, as far as the GPU sets its pace (its share waited, up to GPU_BOUND)."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
