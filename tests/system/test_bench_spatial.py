@@ -4,6 +4,7 @@ the apps without a GPU, and the result file the lead commits after the H100 run.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,8 @@ def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "bench/spatial.py", "--cpu", "--seconds", "0.3", "--port", "0",
          "--only", "saturating_pair,latency,fault,fence", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240)
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+        env={**os.environ, "TMPDIR": str(tmp_path)})  # its log folders: not left in /tmp
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("cpu-dry-run-*-spatial.json")
     result = json.loads(path.read_text())

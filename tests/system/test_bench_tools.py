@@ -4,6 +4,7 @@ from the host's, bench/solo_ab.py and bench/duty_cycle.py, and of bench/paths.py
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,11 +14,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def with_tmpdir(tmp: Path) -> dict[str, str]:
+    """The environment, with the tools' log folders (tempfile.mkdtemp) under the test's own
+    folder rather than left in /tmp (tempfile falls back to /tmp for a folder not made yet)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp)}
+
+
 def result_file(out: Path, pattern: str, *argv: str) -> Path:
     """Run a bench tool with --out `out`; it must succeed and write one file matching
     `pattern` there."""
     p = subprocess.run([sys.executable, *argv, "--out", str(out)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=240)
+                       text=True, timeout=240, env=with_tmpdir(out))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     (path,) = out.glob(pattern)
     return path
