@@ -55,7 +55,7 @@
                                    * launches at least (a wait for a copy is not for kernels) */
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
-#define COST_WEIGHT 0.25          /* weight of the newest segment in the cost average */
+#define COST_MEMORY_LAUNCHES 64.0 /* the cost is a mean over about this many launches */
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (learnt again) */
@@ -82,7 +82,9 @@ struct inflight {
     unsigned kept;          /* 1: the head is the newest finished marker, already counted */
     uint64_t done_launches; /* launches before the newest finished marker */
     int64_t done_seen_ns;   /* when that marker was seen finished */
-    double ns_per_launch;   /* 0: not known yet */
+    double ns_per_launch;   /* 0: not known yet; else cost_ns / cost_launches */
+    double cost_ns;         /* GPU time of the segments learnt, older ones fading... */
+    double cost_launches;   /* ... and their launches, fading alike */
     double drain_factor;    /* >= 1: the queue drains this much slower than its cost says */
     _Atomic uint32_t sharers; /* processes sharing the client's token (0, 1: this one alone) */
     double logged_factor;   /* the drain factor last written to the debug log */
@@ -111,7 +113,7 @@ static void flights_init(void)
 
 static void forget_cost(struct inflight *f)
 {
-    f->ns_per_launch = 0.0;
+    f->ns_per_launch = f->cost_ns = f->cost_launches = 0.0;
     f->logged_cost = 0.0;
     f->graph_cost_seen = 0;
     f->drain_factor = f->logged_factor = 1.0;
@@ -122,6 +124,21 @@ static void forget_cost(struct inflight *f)
 static int worth_logging(double now, double logged)
 {
     return now > 1.25 * logged || now < 0.8 * logged;
+}
+
+/* The cost per launch is the GPU time of the segments learnt over their launches, each older
+ * segment's weight fading by COST_MEMORY_LAUNCHES / (that + n) as a segment of n launches comes
+ * in: a mean over launches, not over segments.  A program whose kernels differ (a compiled
+ * model's matmuls among small element-wise kernels) has segments of one small kernel beside
+ * segments of several large ones; averaged per segment, each small one pulled the cost down by
+ * a quarter, and the next burst went through at a fraction of its cost.  `replace`: this
+ * segment alone (the first, a graph's, or a whole burst waited for).  f->m held. */
+static void learn_segment(struct inflight *f, double ns, uint64_t n, int replace)
+{
+    double keep = replace ? 0.0 : COST_MEMORY_LAUNCHES / (COST_MEMORY_LAUNCHES + (double)n);
+    f->cost_ns = keep * f->cost_ns + ns;
+    f->cost_launches = keep * f->cost_launches + (double)n;
+    f->ns_per_launch = f->cost_ns / f->cost_launches;
 }
 
 static struct inflight *flight(int dev)
@@ -210,9 +227,8 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
          * launches reads long or short by a whole time slice of theirs, and taking the longest
          * held a client of two processes to 0.9 of its grants (the drain factor, learnt at
          * syncs, covers the sharing). */
-        f->ns_per_launch = f->ns_per_launch <= 0.0 || (graph && cost > f->ns_per_launch)
-                               ? cost
-                               : (1.0 - COST_WEIGHT) * f->ns_per_launch + COST_WEIGHT * cost;
+        learn_segment(f, (double)ms * 1e6, n, f->ns_per_launch <= 0.0 ||
+                                                  (graph && cost > f->ns_per_launch));
         if (worth_logging(f->ns_per_launch, f->logged_cost)) {
             GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us (last %llu launches: %.3f ms)",
                     f->ns_per_launch / 1e3, (unsigned long long)n, (double)ms);
@@ -399,10 +415,15 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
     }
     int64_t estimate = estimate_at(f, launches_before, from);
     if (waited > 2 * estimate + SYNC_BEHIND_NS) {
+        uint64_t n = launches_before - f->done_launches;
+        double mean = (double)waited / (double)n;
         GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
-                "for an estimated %.3f ms): learning it again", f->ns_per_launch / 1e3,
-                (double)waited / 1e6, (double)estimate / 1e6);
-        forget_cost(f);
+                "for an estimated %.3f ms): now %.1f us, the mean of the %llu launches waited "
+                "for", f->ns_per_launch / 1e3, (double)waited / 1e6, (double)estimate / 1e6,
+                mean / 1e3, (unsigned long long)n);
+        learn_segment(f, (double)waited, n, 1);
+        f->logged_cost = mean;
+        f->drain_factor = f->logged_factor = 1.0;
     }
 }
 

@@ -149,6 +149,22 @@ def test_the_queue_estimate_ignores_time_spent_waiting_for_the_token(fake_env, p
     assert "learning it again" not in r.stderr
 
 
+def test_small_kernels_among_large_ones_are_held_to_the_token(fake_env, pm):
+    """A compiled model launches small kernels (4 us) among its large ones (2 ms): 40 large and
+    200 small a burst, each burst waited for, 1.2 s of work in 50 ms tokens.  A segment
+    between two markers may hold one small kernel: its cost must not stand for the burst's.
+    (Before: at every sync the cost was found too low and learnt again from the first
+    segment, one small kernel; the next burst then went through unmarked, 80 ms of work on
+    one 50 ms token, unseen by the overuse: 15 tokens for 15 bursts; torch.compile on the
+    H100: overuse p99 4 ms.)"""
+    pm.quota_ms = 50.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "2", "--burst", "40",
+                      "--light-kernels", "5", "--sync", "stream", "--bursts", "15"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    quotas = pm.of_type(RequestType.QUOTA)
+    assert len(quotas) >= 22, [q.args for q in quotas]  # 15 x 80.8 ms: 24 tokens of 50 ms
+    assert max(q.args[0] for q in quotas) < 10.0, [q.args for q in quotas]
+
 
 def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
     """Memory allocated in a context that is then destroyed goes back to the client's limit

@@ -11,8 +11,9 @@
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
- *        [--light-kernels N] (graph: N kernels of 4 us after each replay, as a framework's
- *        copies between replays; not counted in kernels or gpu_ms)
+ *        [--light-kernels N] (N kernels of 4 us after each replay, as a framework's copies
+ *        between replays, or after each kernel, as a compiled model's small kernels between
+ *        its matmuls; not counted in kernels or gpu_ms)
  *        [--capture-gap-ms F] (graph: capture after the warm-up, its last burst not waited
  *        for, in global mode, sleeping F ms between the captured launches: a framework
  *        capturing while its earlier work runs and its tokens come and go)
@@ -435,8 +436,12 @@ static void *work_thread(void *arg)
             for (long i = 0; i < o->light_kernels && w->rc == 0; i++)
                 CHECK(w, launch_one(s, "kernel", w->f, st, &light_ns), "launch");
         } else {
-            for (long i = 0; i < o->burst && w->rc == 0; i++)
+            uint64_t light_ns = 4000;
+            for (long i = 0; i < o->burst && w->rc == 0; i++) {
                 CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
+                for (long j = 0; j < o->light_kernels && w->rc == 0; j++)
+                    CHECK(w, launch_one(s, how, w->f, st, &light_ns), "launch");
+            }
         }
         __atomic_fetch_add(&w->t->launch_ns, (long long)((now_s() - l0) * 1e9), __ATOMIC_RELAXED);
         if (w->rc != 0)
