@@ -16,11 +16,12 @@
  * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
  * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
- * cost was learnt on other kernels: it is learnt again.  The processes of a client share its
- * token and each bounds only its own queue, while the GPU drains theirs together: a process
- * takes the client's queue to be as many times its own as processes share the token (the pod
- * manager says how many with each grant), or its drain factor if that is more (learnt at
- * syncs, that one lags, and never comes to a program that does not sync).  Each then queued up
+ * cost was learnt on other kernels: it is raised to what the wait shows.  The processes of a
+ * client share its token and each bounds only its own queue, while the GPU drains theirs
+ * together: a process takes the client's queue to be as many times its own as processes
+ * share the token (the pod manager says how many with each grant), or its drain factor if
+ * that is more (learnt at syncs, that one lags, and never comes to a program that does not
+ * sync).  Each then queued up
  * to a whole token of its own: on the H100 two processes of a client capped at 0.4, syncing
  * once a second, ran up to 14 ms past its tokens (overuse p99 4.8-11.9 ms; now 0.8-1.1 ms),
  * and on the fake GPU two that never sync ran 30-60 ms past its 100 ms tokens.
@@ -51,14 +52,15 @@
 #define IDLE_ALLOWANCE_MIN 8      /* no cost known, the GPU keeps up: launches between looks */
 #define IDLE_ALLOWANCE_MAX 1024
 #define SYNC_BEHIND_NS 200000     /* a host wait this long: the GPU was behind the launches */
-#define RELEARN_MIN_LAUNCHES 8    /* a cost is learnt again only on a wait for this many
-                                   * launches at least (a wait for a copy is not for kernels) */
+#define RELEARN_MIN_LAUNCHES 8    /* a cost is raised or its drain learnt only on a wait
+                                   * for this many launches at least (a wait for a copy is
+                                   * not for kernels) */
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_MEMORY_LAUNCHES 64.0 /* the cost is a mean over about this many launches */
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
-                                   * is wrong, not the drain (learnt again) */
+                                   * is wrong, not the drain (raised) */
 
 struct mark {
     CUevent ev;
@@ -393,9 +395,14 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
  * the estimate at every sync, and a token's queue ran up to 28 ms past its end).  A wait on a
  * queue long enough to measure moves the drain factor half way to what it saw (never below 1).
  * A wait far longer than that says the cost was learnt on other kernels (a framework's set-up,
- * an earlier phase): it is forgotten, so that launches are marked and it is learnt again; else
- * whole bursts go unmarked at a cost that says they fit, and run past the token.  (Not on a
- * wait for few launches: a stream sync after a copy waits for the copy.)  f->m held. */
+ * an earlier phase): else whole bursts go unmarked at a cost that says they fit, and run past
+ * the token.  It is raised to the mean the wait shows (the wait over the launches it was for:
+ * a floor, as some of them may have run before it), never lowered: a program that launches
+ * slower than the GPU runs (torch.compile) waits at each sync for its last kernels alone,
+ * over a hundred launches.  It used to be forgotten and learnt again from the next segment,
+ * often one small kernel (torch.compile on the H100: 5 times a second, and its next bursts
+ * ran up to 5 ms past the token).  (Not on a wait for few launches: a stream sync after a
+ * copy waits for the copy.)  f->m held. */
 static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t from,
                         int64_t waited)
 {
@@ -414,9 +421,9 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
         return;
     }
     int64_t estimate = estimate_at(f, launches_before, from);
-    if (waited > 2 * estimate + SYNC_BEHIND_NS) {
-        uint64_t n = launches_before - f->done_launches;
-        double mean = (double)waited / (double)n;
+    uint64_t n = launches_before - f->done_launches;
+    double mean = (double)waited / (double)n; /* at least: some may have run before the wait */
+    if (waited > 2 * estimate + SYNC_BEHIND_NS && mean > f->ns_per_launch) {
         GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
                 "for an estimated %.3f ms): now %.1f us, the mean of the %llu launches waited "
                 "for", f->ns_per_launch / 1e3, (double)waited / 1e6, (double)estimate / 1e6,
