@@ -25,8 +25,9 @@
  * to a whole token of its own: on the H100 two processes of a client capped at 0.4, syncing
  * once a second, ran up to 14 ms past its tokens (overuse p99 4.8-11.9 ms; now 0.8-1.1 ms),
  * and on the fake GPU two that never sync ran 30-60 ms past its 100 ms tokens.
- * A segment with a graph launch raises the cost at once (it falls slowly), and graph launches
- * wait as with no cost known until a segment with one in it has run: a cost learnt on light
+ * A segment with a graph launch raises the cost at once (later ones bring it back to the mean
+ * over launches), and graph launches wait as with no cost known until a segment with one in
+ * it has run: a cost learnt on light
  * kernels alone let whole graph replays run past the token (torch.compile with CUDA graphs).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse.
@@ -220,15 +221,15 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         int graph = done->graphs > prev->graphs;
         if (graph)
             f->graph_cost_seen = 1;
-        /* A segment with a graph launch in it raises the cost at once, and it falls slowly: a
+        /* A segment with a graph launch in it that costs more than the mean replaces it: a
          * program that mixes heavy launches (graph replays) with light ones (a copy kernel) is
          * then never taken for all light, which let whole graph replays run past the token
-         * (torch.compile with CUDA graphs capped at 0.4 on the H100: overuse up to 38 ms);
-         * taken for heavy, it is held a little early instead.  Other segments move it by their
-         * weight either way: while other processes' work shares the GPU, a segment of a few
-         * launches reads long or short by a whole time slice of theirs, and taking the longest
-         * held a client of two processes to 0.9 of its grants (the drain factor, learnt at
-         * syncs, covers the sharing). */
+         * (torch.compile with CUDA graphs capped at 0.4 on the H100: overuse up to 38 ms).
+         * Other segments move it by their launches either way (back to the mean over launches
+         * after a graph's: overuse p99 0.97 ms there, 2026-11-25): while other processes' work
+         * shares the GPU, a segment of a few launches reads long or short by a whole time slice
+         * of theirs, and taking the longest held a client of two processes to 0.9 of its
+         * grants (the drain factor, learnt at syncs, covers the sharing). */
         learn_segment(f, (double)ms * 1e6, n, f->ns_per_launch <= 0.0 ||
                                                   (graph && cost > f->ns_per_launch));
         if (worth_logging(f->ns_per_launch, f->logged_cost)) {
