@@ -232,8 +232,8 @@ enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
-/* A sync point returned after the host waited `waited_ns` for it. */
-void gem_token_note_sync(int dev, int64_t waited_ns);
+/* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded). */
+void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok);
 void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */

@@ -22,7 +22,7 @@
         int64_t to_ = gem_now_ns();                                                              \
         if (dev_ >= 0)                                                                           \
             gem_inflight_waited(dev_, before_, from_, to_, (all_ran) && r_ == CUDA_SUCCESS);     \
-        gem_token_note_sync(dev_, to_ - from_);                                                  \
+        gem_token_note_sync(dev_, from_, to_, r_ == CUDA_SUCCESS);                               \
         return r_;                                                                               \
     } while (0)
 #define SYNCED(call) WAITED_FOR(call, 1)
