@@ -21,14 +21,14 @@
  * together: a process takes the client's queue to be as many times its own as processes
  * share the token (the pod manager says how many with each grant), or its drain factor if
  * that is more (learnt at syncs, that one lags, and never comes to a program that does not
- * sync).  Each then queued up
- * to a whole token of its own: on the H100 two processes of a client capped at 0.4, syncing
- * once a second, ran up to 14 ms past its tokens (overuse p99 4.8-11.9 ms; now 0.8-1.1 ms),
- * and on the fake GPU two that never sync ran 30-60 ms past its 100 ms tokens.
+ * sync).  Each then queued up to a whole token of its own: on the H100 two processes of a
+ * client capped at 0.4, syncing once a second, ran up to 14 ms past its tokens (overuse p99
+ * 4.8-11.9 ms; now 0.8-1.1 ms), and on the fake GPU two that never sync ran 30-60 ms past
+ * its 100 ms tokens.
  * A segment with a graph launch raises the cost at once (later ones bring it back to the mean
  * over launches), and graph launches wait as with no cost known until a segment with one in
- * it has run: a cost learnt on light
- * kernels alone let whole graph replays run past the token (torch.compile with CUDA graphs).
+ * it has run: a cost learnt on light kernels alone let whole graph replays run past the token
+ * (torch.compile with CUDA graphs).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse.
  *
