@@ -265,17 +265,24 @@ def gate_stats(path: Path) -> dict:
 
 
 def parse_overuse(text: str) -> dict:
+    """The tracker's overuse per token ("overuse X ms": from the markers), and beside it what
+    the hook reported per request ("reported X ms overuse"): the charge, which also counts what
+    a sync saw run past a token that no marker showed (csrc/hook/token.c, sync_seen)."""
+    reported = [float(m.group(1)) for m in OVERUSE_FALLBACK_RE.finditer(text)]
+    charged = ({"overuse_reported_ms_p99": rnd(pct(reported, 0.99), 3),
+                "overuse_reported_ms_max": rnd(max(reported), 3),
+                "overuse_reported_ms_sum": rnd(sum(reported), 3)} if reported else {})
     vals = [float(m.group(1)) for m in OVERUSE_RE.finditer(text)]
     source = "'overuse X ms' lines"
     if not vals:
-        vals = [float(m.group(1)) for m in OVERUSE_FALLBACK_RE.finditer(text)]
+        vals = reported
         source = "fallback: 'reported X ms overuse' lines (the previous token's, per request)"
     if not vals:
         return {"overuse_ms_p50": None, "overuse_ms_p99": None, "overuse_samples": 0,
                 "overuse_note": "no line matching 'overuse ([0-9.]+) ms' in the hook's debug log"}
     return {"overuse_ms_p50": rnd(pct(vals, 0.5), 3), "overuse_ms_p99": rnd(pct(vals, 0.99), 3),
             "overuse_ms_max": rnd(max(vals), 3), "overuse_samples": len(vals),
-            "overuse_source": source}
+            "overuse_source": source, **charged}
 
 
 def phase_of(key: str) -> str:

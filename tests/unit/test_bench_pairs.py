@@ -1,5 +1,6 @@
-"""bench/paths.py's pair arithmetic: clients running different programs are each judged against
-their own program's bare rate (issue 12: shares from work done)."""
+"""bench/paths.py's pure helpers: the pair arithmetic (clients running different programs are
+each judged against their own program's bare rate: issue 12, shares from work done), and the
+overuse it reads from a hook's log."""
 
 from __future__ import annotations
 
@@ -45,3 +46,23 @@ def test_merge_keeps_pairs_of_different_programs_apart() -> None:
     mixed = {**one, "path": "triton/jax"}
     merged = paths.merge_results({"pairs": [one]}, {"pairs": [mixed]})
     assert sorted(e["path"] for e in merged["pairs"]) == ["torch-eager", "triton/jax"]
+
+
+def test_the_overuse_the_hook_reported_is_kept_beside_the_trackers() -> None:
+    """A sync's charge of work no marker showed goes out with the next request, not as a
+    tracker line: the per-token figures keep to the tracker, the reported ones show it."""
+    hook = "gemini-hook[cap 1] debug:"
+    log = "".join([
+        f"{hook} [1.0] token end: overuse 0.116 ms (0.116 ms before our next token)\n",
+        f"{hook} [1.1] token end: a sync saw our work run 169.066 ms past it "
+        "(168.974 ms more than the markers showed)\n",
+        f"{hook} [1.2] token: 50.000 ms (asked for a 50.000 ms burst, reported "
+        "169.066 ms overuse; 1 process(es) share it)\n",
+        f"{hook} [1.3] token end: overuse 0.2 ms (0.2 ms before our next token)\n",
+        f"{hook} [1.4] token: 50.000 ms (asked for a 50.000 ms burst, reported "
+        "0.2 ms overuse; 1 process(es) share it)\n",
+    ])
+    got = paths.overuse_of(log)
+    assert got["overuse_samples"] == 2 and got["overuse_ms_max"] == 0.2
+    assert got["overuse_reported_ms_max"] == 169.066
+    assert got["overuse_reported_ms_sum"] == pytest.approx(169.266)
