@@ -384,6 +384,8 @@ def markdown(res: dict) -> str:
                                       f"{_f(e10, 1)}{_ok(ok10)}")
         over = ("—" if r.get("overuse_ms_p50") is None else
                 f"{_f(r['overuse_ms_p50'])} / {_f(r['overuse_ms_p99'])} ({r['overuse_samples']})")
+        if r.get("overuse_reported_ms_max") is not None:  # (what the hook charged, syncs too)
+            over += f"; reported max {_f(r['overuse_reported_ms_max'])}"
         cells = [p, _f(bare, 1), sob_s,
                  "—" if c15 is None else _f(c15) + _ok(abs(c15 - CAP_TARGET) <= tol),
                  "—" if c60 is None else _f(c60) + _ok(abs(c60 - CAP_TARGET) <= tol),
