@@ -52,7 +52,6 @@
                                              * something only a later launch provides (NCCL) */
 #define IDLE_ALLOWANCE_MIN 8      /* no cost known, the GPU keeps up: launches between looks */
 #define IDLE_ALLOWANCE_MAX 1024
-#define SYNC_BEHIND_NS 200000     /* a host wait this long: the GPU was behind the launches */
 #define RELEARN_MIN_LAUNCHES 8    /* a cost is raised or its drain learnt only on a wait
                                    * for this many launches at least (a wait for a copy is
                                    * not for kernels) */
@@ -410,7 +409,7 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
     if (f->ns_per_launch <= 0.0 || launches_before < f->done_launches + RELEARN_MIN_LAUNCHES)
         return;
     int64_t raw = estimate_with(f, launches_before, from, f->ns_per_launch);
-    if (raw >= SYNC_BEHIND_NS && (double)waited <= DRAIN_FACTOR_MAX * (double)raw) {
+    if (raw >= GEM_SYNC_BEHIND_NS && (double)waited <= DRAIN_FACTOR_MAX * (double)raw) {
         double factor = (f->drain_factor + (double)waited / (double)raw) / 2;
         f->drain_factor = factor > 1.0 ? factor : 1.0;
         if (worth_logging(f->drain_factor, f->logged_factor)) {
@@ -424,7 +423,7 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
     int64_t estimate = estimate_at(f, launches_before, from);
     uint64_t n = launches_before - f->done_launches;
     double mean = (double)waited / (double)n; /* at least: some may have run before the wait */
-    if (waited > 2 * estimate + SYNC_BEHIND_NS && mean > f->ns_per_launch) {
+    if (waited > 2 * estimate + GEM_SYNC_BEHIND_NS && mean > f->ns_per_launch) {
         GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
                 "for an estimated %.3f ms): now %.1f us, the mean of the %llu launches waited "
                 "for", f->ns_per_launch / 1e3, (double)waited / 1e6, (double)estimate / 1e6,
@@ -443,7 +442,7 @@ void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_
     int64_t waited = now - from;
     if (all_ran)
         learn_drain(f, launches_before, from, waited);
-    if (waited < SYNC_BEHIND_NS)
+    if (waited < GEM_SYNC_BEHIND_NS)
         f->unproven_ns = now;
     else
         behind(f, now);

@@ -204,6 +204,7 @@ uint64_t gem_inflight_launch(int dev); /* one more launch on dev; returns the co
 uint64_t gem_inflight_launches(int dev);
 void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph launch */
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
+#define GEM_SYNC_BEHIND_NS 200000 /* a host wait this long at a sync: the GPU was behind */
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
 /* The host waited for the GPU (any sync point) from `from` until `now`, `launches_before`
  * launches counted when it began; all_ran: a context or stream sync that succeeded, after which

@@ -52,7 +52,6 @@
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
 #define MARK_OVERDUE_LOOK_NS 100000 /* and this often once it is late */
-#define SYNC_SEEN_MIN_NS 200000  /* a sync that waited this long waited for the GPU's work */
 
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
@@ -545,7 +544,7 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
 {
     if (t->generation == 0 || t->ended_generation != t->generation || t->end_pending ||
-        t->end_generation != t->generation || from_ns >= t->end_ns || to_ns <= t->end_ns)
+        from_ns >= t->end_ns || to_ns <= t->end_ns)
         return;
     double more = charge_end(t, t->generation, t->end_ns, to_ns);
     if (more > 0.0)
@@ -563,7 +562,7 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok)
     struct token *t = &tokens[dev];
     int64_t waited_ns = to_ns - from_ns;
     atomic_fetch_add_explicit(&t->gpu_wait_ns, waited_ns, memory_order_relaxed);
-    if (ok && waited_ns >= SYNC_SEEN_MIN_NS) {
+    if (ok && waited_ns >= GEM_SYNC_BEHIND_NS) {
         pthread_mutex_lock(&t->m);
         sync_seen(t, from_ns, to_ns);
         pthread_mutex_unlock(&t->m);
