@@ -58,6 +58,7 @@
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
 #define COST_MEMORY_LAUNCHES 64.0 /* the cost is a mean over about this many launches */
+#define COST_LOG_GAP_NS 1000000000 /* its debug line at most this often (see below) */
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
@@ -91,7 +92,8 @@ struct inflight {
     _Atomic uint32_t sharers; /* processes sharing the client's token (0, 1: this one alone) */
     double logged_factor;   /* the drain factor last written to the debug log */
     int graph_cost_seen;    /* it was learnt on a segment with a graph launch in it */
-    double logged_cost;     /* the cost last written to the debug log */
+    double logged_cost;     /* the cost last written to the debug log... */
+    int64_t logged_cost_ns; /* ... and when */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
@@ -117,6 +119,7 @@ static void forget_cost(struct inflight *f)
 {
     f->ns_per_launch = f->cost_ns = f->cost_launches = 0.0;
     f->logged_cost = 0.0;
+    f->logged_cost_ns = 0;
     f->graph_cost_seen = 0;
     f->drain_factor = f->logged_factor = 1.0;
 }
@@ -126,6 +129,15 @@ static void forget_cost(struct inflight *f)
 static int worth_logging(double now, double logged)
 {
     return now > 1.25 * logged || now < 0.8 * logged;
+}
+
+/* ... the cost per launch at most once a second: a program that mixes graph replays with light
+ * kernels moves it by a third and back at every graph's segment (torch.compile with CUDA
+ * graphs wrote 586 such lines a minute on the H100). */
+static int cost_worth_logging(const struct inflight *f, int64_t now)
+{
+    return worth_logging(f->ns_per_launch, f->logged_cost) &&
+           (f->logged_cost_ns == 0 || now - f->logged_cost_ns >= COST_LOG_GAP_NS);
 }
 
 /* The cost per launch is the GPU time of the segments learnt over their launches, each older
@@ -186,7 +198,7 @@ static void failed(struct inflight *f, const char *what, CUresult rc)
 }
 
 /* Learn the cost per launch from a finished marker and the previous one of its stream. */
-static void learn_cost(struct inflight *f, const struct mark *done, unsigned index)
+static void learn_cost(struct inflight *f, const struct mark *done, unsigned index, int64_t now)
 {
     __typeof__(&cuEventElapsedTime) elapsed = REAL_AUX(cuEventElapsedTime_v2);
     if (elapsed == NULL)
@@ -231,10 +243,11 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
          * grants (the drain factor, learnt at syncs, covers the sharing). */
         learn_segment(f, (double)ms * 1e6, n, f->ns_per_launch <= 0.0 ||
                                                   (graph && cost > f->ns_per_launch));
-        if (worth_logging(f->ns_per_launch, f->logged_cost)) {
+        if (cost_worth_logging(f, now)) {
             GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us (last %llu launches: %.3f ms)",
                     f->ns_per_launch / 1e3, (unsigned long long)n, (double)ms);
             f->logged_cost = f->ns_per_launch;
+            f->logged_cost_ns = now;
         }
         return;
     }
@@ -288,7 +301,7 @@ static void poll_marks(struct inflight *f, int64_t now)
     for (unsigned i = f->kept; i < finished; i++)
         mark_at(f, i)->seen_ns = now;
     const struct mark *newest = mark_at(f, finished - 1);
-    learn_cost(f, newest, finished - 1); /* (cuEventElapsedTime: still relaxed) */
+    learn_cost(f, newest, finished - 1, now); /* (cuEventElapsedTime: still relaxed) */
     unrelax(mode);
     if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
         f->done_launches = newest->launches;
@@ -430,6 +443,7 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
                 mean / 1e3, (unsigned long long)n);
         learn_segment(f, (double)waited, n, 1);
         f->logged_cost = mean;
+        f->logged_cost_ns = from + waited;
         f->drain_factor = f->logged_factor = 1.0;
     }
 }
