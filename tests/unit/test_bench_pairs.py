@@ -66,3 +66,23 @@ def test_the_overuse_the_hook_reported_is_kept_beside_the_trackers() -> None:
     assert got["overuse_samples"] == 2 and got["overuse_ms_max"] == 0.2
     assert got["overuse_reported_ms_max"] == 169.066
     assert got["overuse_reported_ms_sum"] == pytest.approx(169.266)
+
+
+def test_a_capped_run_is_judged_on_every_1s_window_not_only_its_whole_seconds() -> None:
+    """Work at 0.4 of bare, but nothing from 2.25 to 2.75 s and 3.25 to 3.75 s and full speed
+    between: each whole second holds 0.35-0.40, a window from 2.25-2.75 s on holds 0.5."""
+    def rate(t: float) -> float:
+        if 2.25 <= t < 2.75 or 3.25 <= t < 3.75:
+            return 0.0
+        return 100.0 if 2.75 <= t < 3.25 else 40.0
+
+    samples, steps = [[0.0, 0.0]], 0.0
+    for i in range(1, 601):  # 6 s in 10 ms steps
+        steps += rate((i - 1) / 100) / 100
+        samples.append([i / 100, steps])
+    m = paths.cap_metrics(samples, 100.0)
+    assert max(m["per_second"]) == pytest.approx(0.4, abs=1e-6)
+    assert m["cap_high1_sliding"] == pytest.approx(0.5, abs=1e-6)
+    assert 2.25 - 1e-6 <= m["cap_high1_sliding_at_s"] <= 2.75 + 1e-6
+    assert m["cap_low1_sliding"] == pytest.approx(0.2, abs=1e-6)
+    assert "0.500 ❌ at 2.2 s / 0.200" in paths.markdown({"paths": {"triton": m}})
