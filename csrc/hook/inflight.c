@@ -413,9 +413,9 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
  * a floor, as some of them may have run before it), never lowered: a program that launches
  * slower than the GPU runs (torch.compile) waits at each sync for its last kernels alone,
  * over a hundred launches.  It used to be forgotten and learnt again from the next segment,
- * often one small kernel (torch.compile on the H100: the same test fired 309 times a
- * minute, and its next bursts ran up to 5 ms past the token).  (Not on a wait for few launches: a stream sync after a
- * copy waits for the copy.)  f->m held. */
+ * often one small kernel (torch.compile on the H100: the same test fired 309 times a minute,
+ * and its next bursts ran up to 5 ms past the token).  (Not on a wait for few launches: a
+ * stream sync after a copy waits for the copy.)  f->m held. */
 static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t from,
                         int64_t waited)
 {

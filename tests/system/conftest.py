@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,13 @@ from tests.procs import Daemon, start_pod_manager, start_scheduler
 KERNEL_MS = 5.0
 FAST = ("-q", "100", "-m", "50", "-w", "2000", "--grace", "20")
 _gpus = itertools.count()
+
+
+def with_tmpdir(tmp: Path) -> dict[str, str]:
+    """The environment, with a tool's log folders (tempfile.mkdtemp) under the test's own
+    folder rather than left in /tmp (tempfile falls back to /tmp for a folder not made yet)."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "TMPDIR": str(tmp)}
 
 
 def result(proc: subprocess.Popen[str]) -> dict:

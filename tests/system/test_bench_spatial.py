@@ -4,12 +4,13 @@ the apps without a GPU, and the result file the lead commits after the H100 run.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.system.conftest import with_tmpdir
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,7 +21,7 @@ def test_dry_run_writes_the_result_file(tmp_path: Path) -> None:
         [sys.executable, "bench/spatial.py", "--cpu", "--seconds", "0.3", "--port", "0",
          "--only", "saturating_pair,latency,fault,fence", "--out", str(tmp_path)],
         cwd=ROOT, capture_output=True, text=True, timeout=240,
-        env={**os.environ, "TMPDIR": str(tmp_path)})  # its log folders: not left in /tmp
+        env=with_tmpdir(tmp_path))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (path,) = tmp_path.glob("cpu-dry-run-*-spatial.json")
     result = json.loads(path.read_text())

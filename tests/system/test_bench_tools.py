@@ -4,21 +4,15 @@ from the host's, bench/solo_ab.py and bench/duty_cycle.py, and of bench/paths.py
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.system.conftest import with_tmpdir
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def with_tmpdir(tmp: Path) -> dict[str, str]:
-    """The environment, with the tools' log folders (tempfile.mkdtemp) under the test's own
-    folder rather than left in /tmp (tempfile falls back to /tmp for a folder not made yet)."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "TMPDIR": str(tmp)}
 
 
 def result_file(out: Path, pattern: str, *argv: str) -> Path:

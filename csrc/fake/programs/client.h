@@ -430,13 +430,12 @@ static void *work_thread(void *arg)
         if (ev0 != NULL)
             CHECK(w, s->a.EventRecord(ev0, st), "cuEventRecord");
         double l0 = now_s();
+        uint64_t light_ns = 4000; /* --light-kernels: 4 us each */
         if (graph) {
             CHECK(w, s->a.GraphLaunch(ge, st), "cuGraphLaunch");
-            uint64_t light_ns = 4000;
             for (long i = 0; i < o->light_kernels && w->rc == 0; i++)
                 CHECK(w, launch_one(s, "kernel", w->f, st, &light_ns), "launch");
         } else {
-            uint64_t light_ns = 4000;
             for (long i = 0; i < o->burst && w->rc == 0; i++) {
                 CHECK(w, launch_one(s, how, w->f, st, &ns), "launch");
                 for (long j = 0; j < o->light_kernels && w->rc == 0; j++)
