@@ -53,6 +53,16 @@
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
 #define MARK_OVERDUE_LOOK_NS 100000 /* and this often once it is late */
 
+/* A token of the latest few: when it came, and the overuse charged for it so far.  The
+ * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
+ * charge an ended token's overuse (the longer of the two counts). */
+#define RECENT_TOKENS 4
+struct recent_token {
+    uint64_t generation;
+    int64_t granted_ns;
+    int64_t charged_ns;
+};
+
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
     _Atomic int64_t go_until_ns;   /* the hot path goes before this ... */
@@ -77,9 +87,7 @@ struct token {
     int64_t end_ns;            /* when that token ended */
     uint64_t end_seq;          /* the markers recorded by then (inflight.c) */
     uint64_t end_generation;   /* the ended token */
-    uint64_t charged_generation[4]; /* the latest ended tokens, by generation % 4 ... */
-    int64_t charged_ns[4];          /* ... and how much overuse was charged for each */
-    int64_t grant_ns[4];       /* when the latest tokens came, by generation % 4 */
+    struct recent_token recent[RECENT_TOKENS]; /* the latest tokens, by generation */
     int measuring;
     int tracker_started;
     pthread_t tracker;
@@ -94,9 +102,17 @@ struct token {
 };
 
 static struct token tokens[GEM_MAX_DEVICES];
+
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 static int64_t tail_ns = DEFAULT_TAIL_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
+
+/* Token `generation`'s slot, or NULL when a later token took it over. */
+static struct recent_token *recent_of(struct token *t, uint64_t generation)
+{
+    struct recent_token *r = &t->recent[generation % RECENT_TOKENS];
+    return r->generation == generation ? r : NULL;
+}
 
 static void token_init(struct token *t)
 {
@@ -164,15 +180,13 @@ static void post_end(struct token *t, int64_t end_ns)
  * (below) tell it; the longer counts.  t->m held. */
 static double charge_end(struct token *t, uint64_t generation, int64_t end_ns, int64_t until)
 {
-    unsigned slot = (unsigned)(generation % 4);
-    if (t->charged_generation[slot] != generation) {
-        t->charged_generation[slot] = generation;
-        t->charged_ns[slot] = 0;
-    }
-    int64_t more = until - end_ns - t->charged_ns[slot];
+    struct recent_token *r = recent_of(t, generation);
+    if (r == NULL) /* RECENT_TOKENS came since: too old to tell what is charged already */
+        return 0.0;
+    int64_t more = until - end_ns - r->charged_ns;
     if (more <= 0)
         return 0.0;
-    t->charged_ns[slot] += more;
+    r->charged_ns += more;
     t->overuse_ms += (double)more / 1e6;
     return (double)more / 1e6;
 }
@@ -211,10 +225,9 @@ static void *tracker_main(void *arg)
          * the rest ran on no token of ours, and that is what the scheduler is told. */
         int64_t covered = done;
         if (t->generation > end_generation) { /* our next token came meanwhile: when */
-            uint64_t next = t->generation - end_generation > 3 ? t->generation - 3
-                                                               : end_generation + 1;
-            if (t->grant_ns[next % 4] < covered)
-                covered = t->grant_ns[next % 4];
+            struct recent_token *next = recent_of(t, end_generation + 1);
+            if (next != NULL && next->granted_ns < covered)
+                covered = next->granted_ns;
         }
         double charged = charge_end(t, end_generation, end_ns, covered);
         t->measuring = 0;
@@ -225,8 +238,8 @@ static void *tracker_main(void *arg)
         if (done < 0)
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
         else
-            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms before our next token)",
-                    overuse, charged);
+            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms charged: what ran "
+                    "before our next token, less what a sync charged)", overuse, charged);
         pthread_cond_broadcast(&t->cv);
     }
     return NULL;
@@ -348,7 +361,8 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     if (granted > stopped)
         gem_predictor_exclude(&t->burst, granted - stopped);
     t->generation++;
-    t->grant_ns[t->generation % 4] = granted;
+    t->recent[t->generation % RECENT_TOKENS] =
+        (struct recent_token){.generation = t->generation, .granted_ns = granted};
     t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
     gem_inflight_set_sharers(dev, sharers);
     int64_t expires = granted + (int64_t)(quota_ms * 1e6);

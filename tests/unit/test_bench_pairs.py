@@ -53,12 +53,14 @@ def test_the_overuse_the_hook_reported_is_kept_beside_the_trackers() -> None:
     tracker line: the per-token figures keep to the tracker, the reported ones show it."""
     hook = "gemini-hook[cap 1] debug:"
     log = "".join([
-        f"{hook} [1.0] token end: overuse 0.116 ms (0.116 ms before our next token)\n",
+        f"{hook} [1.0] token end: overuse 0.116 ms (0.116 ms charged: what ran before our next "
+        "token, less what a sync charged)\n",
         f"{hook} [1.1] token end: a sync saw our work run 169.066 ms past it "
         "(168.974 ms more than the markers showed)\n",
         f"{hook} [1.2] token: 50.000 ms (asked for a 50.000 ms burst, reported "
         "169.066 ms overuse; 1 process(es) share it)\n",
-        f"{hook} [1.3] token end: overuse 0.2 ms (0.2 ms before our next token)\n",
+        f"{hook} [1.3] token end: overuse 0.2 ms (0.2 ms charged: what ran before our next "
+        "token, less what a sync charged)\n",
         f"{hook} [1.4] token: 50.000 ms (asked for a 50.000 ms burst, reported "
         "0.2 ms overuse; 1 process(es) share it)\n",
     ])
