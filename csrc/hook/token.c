@@ -102,7 +102,6 @@ struct token {
 };
 
 static struct token tokens[GEM_MAX_DEVICES];
-
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 static int64_t tail_ns = DEFAULT_TAIL_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
