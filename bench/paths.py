@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import io
 import itertools
 import json
 import os
@@ -38,6 +39,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
@@ -578,6 +580,7 @@ class Bench:
         self.notes: list[str] = []
         self.runs = 0
         self.clock = ClockSampler()  # the GPU's clock and power beside every measured run
+        self.logs_archive = args.out / "logs.tar"  # --keep-logs (main names it after the results)
 
     @property
     def tmp(self) -> Path:
@@ -841,16 +844,13 @@ class Bench:
             hook_log = ""
             out.update(overuse_of(hook_log), overuse_note=f"no hook log: {exc}")
         if self.args.keep_logs:
-            self.args.out.mkdir(parents=True, exist_ok=True)  # (results come after: write())
-            (self.args.out / f"cap-{path}.log").write_text(hook_log)
-            with open(self.args.out / f"cap-{path}-steps.jsonl", "w") as f:
-                f.writelines(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
-            (self.args.out / f"cap-{path}-grants.json").write_text(json.dumps(grants))
-            for name, text in daemon_logs.items():
-                (self.args.out / f"cap-{path}-{name}.log").write_text(text)
-            for i, other in enumerate(r.get("logs", [])[1:], 1):  # --cap-procs: the others
-                (self.args.out / f"cap-{path}-p{i}.log").write_text(
-                    Path(other).read_text(errors="replace"))
+            steps = "".join(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
+            kept = {f"cap-{path}.log": hook_log, f"cap-{path}-steps.jsonl": steps,
+                    f"cap-{path}-grants.json": json.dumps(grants),
+                    **{f"cap-{path}-{name}.log": text for name, text in daemon_logs.items()},
+                    **{f"cap-{path}-p{i}.log": Path(other).read_text(errors="replace")
+                       for i, other in enumerate(r.get("logs", [])[1:], 1)}}  # --cap-procs
+            keep_logs(self.logs_archive, kept)
             out["cap_token_path"] = token_path(daemon_logs["schd"], daemon_logs["pmgr"],
                                                hook_log)
         if out.get("overuse_note"):
@@ -968,6 +968,18 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def keep_logs(archive: Path, files: dict[str, str]) -> None:
+    """--keep-logs: add `files` (name -> text) to one tar archive beside the results.  One
+    file, not five per capped run: the device machine sends back at most 8 files from $OUT."""
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive, "a") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+
+
 def write(res: dict, base: Path) -> str:
     base.parent.mkdir(parents=True, exist_ok=True)
     md = markdown(res)
@@ -1071,6 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
                  "paths": {}, "pairs": [], "notes": []}
     bench.notes = new["notes"]
     base = args.out / f"{slug(gpu['name'])}-{stamp}-paths"
+    bench.logs_archive = Path(f"{base}-logs.tar")
     new["hook_build"] = build_hook()
     log(f"build: {json.dumps(new['hook_build'])[:300]}")
     if not new["hook_build"]["ok"]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -95,8 +96,21 @@ def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
     set beside the same processes' work bare together."""
     path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "cap:cpu",
                        "--cap-procs", "2", "--cap-seconds", "2", "--solo-seconds", "0.3",
-                       "--skip-rtt", "--skip-pairs")
+                       "--skip-rtt", "--skip-pairs", "--keep-logs")
     row = json.loads(path.read_text())["paths"]["cpu"]
+    # --keep-logs: one archive beside the results, whatever the runs (the device machine sends
+    # back at most 8 files)
+    (archive,) = tmp_path.glob("*-paths-logs.tar")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted(
+        [path.name, path.with_suffix(".md").name, archive.name])
+    with tarfile.open(archive) as tar:
+        kept = set(tar.getnames())
+        member = tar.extractfile("cap-cpu-steps.jsonl")
+        assert member is not None
+        steps = member.read().decode().splitlines()
+    assert kept == {f"cap-cpu{suffix}" for suffix in (".log", "-p1.log", "-steps.jsonl",
+                                                       "-grants.json", "-schd.log", "-pmgr.log")}
+    assert len(steps) > 10 and "steps" in json.loads(steps[-1])
     assert row["cap_procs"] == 2
     shares = row["cap_process_shares"]
     assert len(shares) == 2 and all(s == pytest.approx(1.0, abs=0.35) for s in shares)
