@@ -166,7 +166,13 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
     holder.wait()
     kubelet.remove_pod("ns", "b")
     log.until(rf"{client['b']} \(ns/b/main\) removed: its pod is gone")
-    assert set(status(base, state / "secret")) == {client["a"]}
+    # (the scheduler reads the new config when its watcher sees the file change: ask until it
+    # has, as above)
+    deadline = time.monotonic() + TIMEOUT_S
+    seen = status(base, state / "secret")
+    while client["b"] in seen and time.monotonic() < deadline:
+        seen = status(base, state / "secret")
+    assert set(seen) == {client["a"]}
     (left,) = parse_text((state / "resource-config.txt").read_text()).clients
     assert left.name == client["a"]
     assert not (state / "clients" / client["b"]).exists()
