@@ -166,13 +166,19 @@ def shares(samples: list[list[float]], wins: list[tuple[float, float]], bare: fl
     return [(progress(samples, hi) - progress(samples, lo)) / (bare * (hi - lo)) for lo, hi in wins]
 
 
+def argmax(values: list[float]) -> int | None:
+    """The index of the largest value (the first of equals; None: no values)."""
+    return max(range(len(values)), key=values.__getitem__) if values else None
+
+
 def share_summary(values: list[float], target: float) -> dict:
     """The worst window (largest |share - target|) and the error distribution in pp."""
     if not values:
         return {"achieved": None, "error_pp_max": None, "error_pp_p90": None, "mean": None,
                 "shares": []}
     errs = [abs(v - target) * 100 for v in values]
-    worst = max(range(len(values)), key=errs.__getitem__)
+    worst = argmax(errs)
+    assert worst is not None
     return {"achieved": rnd(values[worst]), "error_pp_max": rnd(errs[worst], 2),
             "error_pp_p90": rnd(pct(errs, 0.9), 2), "mean": rnd(statistics.fmean(values)),
             "shares": [rnd(v) for v in values]}
@@ -194,7 +200,7 @@ def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TAR
     # end of one burst and the start of the next).
     slide = window_list(t0 + 1.0, t_end, 1.0, SLIDE_STEP_S)
     sliding = shares(samples, slide, bare)
-    high = max(range(len(sliding)), key=sliding.__getitem__) if sliding else None
+    high = argmax(sliding)
     speed = burst_speed(samples, bare)
     return {
         "cap_target": target, "cap_seconds": rnd(dur, 2), "cap_bare_rate": rnd(bare, 2),
@@ -206,9 +212,9 @@ def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TAR
         "cap_duty": rnd(whole / speed) if whole is not None and speed else None,
         "cap_err1_max_pp": rnd(max(err1), 2) if err1 else None,
         "cap_err1_p90_pp": rnd(pct(err1, 0.9), 2) if err1 else None,
-        "cap_err1_worst_at_s": max(range(len(err1)), key=err1.__getitem__) if err1 else None,
+        "cap_err1_worst_at_s": argmax(err1),
         "cap_err10_max_pp": rnd(max(err10), 2) if err10 else None,
-        "cap_err10_worst_at_s": max(range(len(err10)), key=err10.__getitem__) if err10 else None,
+        "cap_err10_worst_at_s": argmax(err10),
         "cap_high1_sliding": rnd(sliding[high]) if high is not None else None,
         "cap_high1_sliding_at_s": rnd(slide[high][0] - t0, 2) if high is not None else None,
         "cap_low1_sliding": rnd(min(sliding)) if sliding else None,

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,16 @@ def status(base: int, secret: Path) -> dict:
     return {c["name"]: c for c in json.loads(done.stdout)[str(base)]["clients"]}
 
 
+def status_when(base: int, secret: Path, done: Callable[[dict], bool]) -> dict:
+    """The scheduler's status, asked again until `done` holds of it or TIMEOUT_S has passed
+    (what the daemons are told reaches the scheduler a moment after they answer)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    seen = status(base, secret)
+    while not done(seen) and time.monotonic() < deadline:
+        seen = status(base, secret)
+    return seen
+
+
 @pytest.fixture
 def agent(short_tmp, kubelet, api):
     hook_library_path()  # the test needs the built hook (make build)
@@ -154,10 +165,7 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
     assert holder.stdout is not None
     assert json.loads(holder.stdout.readline())["rc"] == 0
     # (the pod manager tells the scheduler after the allocation's answer: ask until it has)
-    deadline = time.monotonic() + TIMEOUT_S
-    seen = status(base, state / "secret")
-    while seen[client["b"]]["mem_used"] < 32 << 20 and time.monotonic() < deadline:
-        seen = status(base, state / "secret")
+    seen = status_when(base, state / "secret", lambda s: s[client["b"]]["mem_used"] >= 32 << 20)
     assert seen[client["b"]]["mem_used"] >= 32 << 20
     assert set(seen) == set(client.values())
 
@@ -167,11 +175,8 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
     kubelet.remove_pod("ns", "b")
     log.until(rf"{client['b']} \(ns/b/main\) removed: its pod is gone")
     # (the scheduler reads the new config when its watcher sees the file change: ask until it
-    # has, as above)
-    deadline = time.monotonic() + TIMEOUT_S
-    seen = status(base, state / "secret")
-    while client["b"] in seen and time.monotonic() < deadline:
-        seen = status(base, state / "secret")
+    # has)
+    seen = status_when(base, state / "secret", lambda s: client["b"] not in s)
     assert set(seen) == {client["a"]}
     (left,) = parse_text((state / "resource-config.txt").read_text()).clients
     assert left.name == client["a"]
