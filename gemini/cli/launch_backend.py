@@ -90,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def say(line: str) -> None:
+    """Print one line in one write(): the daemons share our stdout, and under PYTHONUNBUFFERED
+    print() writes a line and its newline apart, so a daemon's line could land between them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 class Supervisor:
     """Owns the child processes: starts them, notices deaths, stops them all at the end."""
 
@@ -120,7 +127,7 @@ class Supervisor:
         else:
             self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
         program = os.path.basename(spec.argv[0])
-        print(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})", flush=True)
+        say(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})")
         self.keep(asyncio.ensure_future(self._reap(spec.name, proc)))
 
     async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
@@ -232,11 +239,10 @@ async def start_mps(keeper: MpsKeeper, enabled: bool) -> None:
         keeper.disabled("launch-backend --no-mps")
     elif await keeper.start():
         paths = keeper.paths
-        print(f"mps: {CONTROL} serving partitions (pipe {paths.pipe_dir}, log {paths.log_dir})",
-              flush=True)
+        say(f"mps: {CONTROL} serving partitions (pipe {paths.pipe_dir}, log {paths.log_dir})")
         return
-    print(f"mps: not running ({keeper.state.reason}): clients of partitions run time-sliced "
-          "(gemini status shows each client's mode)", flush=True)
+    say(f"mps: not running ({keeper.state.reason}): clients of partitions run time-sliced "
+        "(gemini status shows each client's mode)")
 
 
 async def watch_mps(keeper: MpsKeeper, stop: asyncio.Event, interval: float) -> None:
