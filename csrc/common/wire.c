@@ -19,15 +19,21 @@ static int put_head(uint8_t *buf, const char *name, int32_t req_id, int32_t type
 }
 
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
-                          double overuse_ms, double burst_ms, double gpu_wait_ms)
+                          double overuse_ms, double burst_ms, double gpu_wait_ms,
+                          float run_ms, uint32_t run_launches)
 {
     int off = put_head(buf, name, req_id, GEM_REQ_QUOTA);
     if (off < 0)
         return -1;
     memcpy(buf + off, &overuse_ms, 8);
     memcpy(buf + off + 8, &burst_ms, 8);
-    if (strnlen(name, GEM_MAX_NAME_LEN) <= GEM_QUOTA_GPU_WAIT_NAME_MAX)
+    size_t len = strnlen(name, GEM_MAX_NAME_LEN);
+    if (len <= GEM_QUOTA_GPU_WAIT_NAME_MAX)
         memcpy(buf + off + 16, &gpu_wait_ms, 8);
+    if (len <= GEM_QUOTA_RUN_NAME_MAX) {
+        memcpy(buf + off + 24, &run_ms, 4);
+        memcpy(buf + off + 28, &run_launches, 4);
+    }
     return GEM_REQ_MSG_LEN;
 }
 

@@ -98,6 +98,9 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     int64_t last_mark_ns;
+    int64_t measure_from_ns; /* segments whose launches came from here on are summed: */
+    double measured_ns;      /* their GPU time ... */
+    uint64_t measured_launches; /* ... and launches */
     uint64_t seq; /* markers recorded so far */
     int failure_logged;
     int elapsed_rc_logged; /* 1 + the last cuEventElapsedTime error written to the debug log */
@@ -209,8 +212,12 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         const struct mark *prev = mark_at(f, i);
         if (prev->stream != done->stream)
             continue;
-        /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out. */
-        if ((prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) || prev->queue_end) {
+        /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
+         * One that starts at a hold is measured (the hold's last look polled `prev`: it was
+         * still running when the held launch went) but teaches no cost (see queue_end). */
+        int measured = f->measure_from_ns != 0 && prev->host_ns >= f->measure_from_ns;
+        if ((prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) ||
+            (prev->queue_end && !measured)) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return;
         }
@@ -225,6 +232,14 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
                 GEM_LOG(GEM_LOG_DEBUG, "marker segment of %llu launches: elapsed %.3f ms, rc %d",
                         (unsigned long long)n, (double)ms, (int)rc);
             f->elapsed_rc_logged = (int)rc + 1;
+            return;
+        }
+        if (measured) {
+            f->measured_ns += (double)ms * 1e6;
+            f->measured_launches += n;
+        }
+        if (prev->queue_end) {
+            gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return;
         }
         double cost = (double)ms * 1e6 / (double)n;
@@ -300,8 +315,12 @@ static void poll_marks(struct inflight *f, int64_t now)
     }
     for (unsigned i = f->kept; i < finished; i++)
         mark_at(f, i)->seen_ns = now;
+    /* Every segment that finished, not only the newest: the GPU time per launch measured in a
+     * token's last part tells the scheduler how fast the GPU ran it (gem_inflight_measured),
+     * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.) */
+    for (unsigned i = f->kept > 0 ? f->kept : 1; i < finished; i++)
+        learn_cost(f, mark_at(f, i), i, now);
     const struct mark *newest = mark_at(f, finished - 1);
-    learn_cost(f, newest, finished - 1, now); /* (cuEventElapsedTime: still relaxed) */
     unrelax(mode);
     if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
         f->done_launches = newest->launches;
@@ -600,6 +619,31 @@ uint64_t gem_inflight_seq(int dev)
     uint64_t seq = f->seq;
     pthread_mutex_unlock(&f->m);
     return seq;
+}
+
+void gem_inflight_measure_from(int dev, int64_t from_ns)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    f->measure_from_ns = from_ns;
+    f->measured_ns = 0.0;
+    f->measured_launches = 0;
+    pthread_mutex_unlock(&f->m);
+}
+
+void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches)
+{
+    struct inflight *f = flight(dev);
+    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    pthread_mutex_lock(&f->m);
+    /* What finished since the last look counts too: a program that asks after a sync has run
+     * its queue, and nothing looked at the markers since (a thread of our context only). */
+    if (get_ctx != NULL && get_ctx(&ctx) == CUDA_SUCCESS && ctx != NULL && ctx == f->ctx)
+        poll_marks(f, gem_now_ns());
+    *gpu_ms = f->measured_ns / 1e6;
+    *launches = f->measured_launches;
+    pthread_mutex_unlock(&f->m);
 }
 
 /* The ring slots of the newest marker of each stream recorded up to `seq`.  f->m held. */

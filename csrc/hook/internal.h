@@ -168,7 +168,8 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
-                  double *quota_ms, uint32_t *flags, uint32_t *sharers);
+                  float run_ms, uint32_t run_launches, double *quota_ms, uint32_t *flags,
+                  uint32_t *sharers);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
@@ -222,6 +223,10 @@ enum { GEM_MARK_BEFORE_LAUNCH = 1, GEM_MARK_ALWAYS = 2, GEM_MARK_QUEUE_END = 4 }
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
+/* The GPU time and launches of the segments measured running back to back (the cost's samples)
+ * among the launches made from `from_ns` on: gem_inflight_measure_from starts over. */
+void gem_inflight_measure_from(int dev, int64_t from_ns);
+void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches);
 /* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);

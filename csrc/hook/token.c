@@ -326,15 +326,21 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->overuse_ms = 0.0;
     double gpu_wait_ms =
         (double)atomic_exchange_explicit(&t->gpu_wait_ns, 0, memory_order_relaxed) / 1e6;
+    double run_ms = 0.0;
+    uint64_t run_launches = 0;
+    gem_inflight_measured(dev, &run_ms, &run_launches);
+    if (run_launches > UINT32_MAX)
+        run_launches = UINT32_MAX;
     pthread_mutex_unlock(&t->m);
 
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
-    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s)", blocking ? "the launch waits" : "renewer");
+    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu launches in %.3f ms)",
+            blocking ? "the launch waits" : "renewer", (unsigned long long)run_launches, run_ms);
     for (;;) {
-        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, &quota_ms, &flags,
-                      &sharers);
+        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
+                      (uint32_t)run_launches, &quota_ms, &flags, &sharers);
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
@@ -370,6 +376,10 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         expires -= credit < tail_ns ? credit : tail_ns;
         t->credit_from_ns = 0;
     }
+    /* The next request says how fast the GPU ran this token's launches, from its last
+     * GEM_RUN_MEASURE_MS on: by then a long token's clock has settled (wire.h). */
+    int64_t measure_from = expires - (int64_t)GEM_RUN_MEASURE_MS * 1000000;
+    gem_inflight_measure_from(dev, measure_from > granted ? measure_from : granted);
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);

@@ -34,6 +34,7 @@ Inputs are `on_*` methods taking `now` (seconds); each returns actions.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gemini.core import actions as act
@@ -49,9 +50,11 @@ from gemini.core.wire import (
     Response,
     Status,
     quota_args,
+    quota_run,
 )
 
 MS = 1000.0
+RUN_LAUNCHES_MAX = 2**32 - 1  # (the wire's u32)
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
@@ -100,6 +103,10 @@ class PodCore:
         # The longest a hook's launching threads waited on the GPU since the last fetch (None:
         # not said; the speed's charge then counts in full: gemini.core.speed).
         self.gpu_wait_ms: float | None = None
+        # The GPU time and launches its processes measured since the last fetch, summed
+        # (wire: the QUOTA request's run words; gemini.core.speed).
+        self.run_ms = 0.0
+        self.run_launches = 0
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
@@ -196,6 +203,10 @@ class PodCore:
         self.overuse_ms = max(self.overuse_ms, overuse_ms)
         if gpu_wait_ms is not None:
             self.gpu_wait_ms = max(self.gpu_wait_ms or 0.0, gpu_wait_ms)
+        run_ms, run_launches = quota_run(w.req)
+        if run_launches > 0 and math.isfinite(run_ms) and run_ms > 0.0:
+            self.run_ms += run_ms
+            self.run_launches += run_launches
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
@@ -232,8 +243,11 @@ class PodCore:
         # but the first one's overuse was lost).
         self.overuse_in_flight = max(self.overuse_in_flight, self.overuse_ms)
         self.overuse_ms = 0.0
-        send = self._send(RequestType.QUOTA, (self.overuse_in_flight, burst_ms, self.gpu_wait_ms))
+        run = (self.run_ms, min(self.run_launches, RUN_LAUNCHES_MAX))
+        send = self._send(RequestType.QUOTA,
+                          (self.overuse_in_flight, burst_ms, self.gpu_wait_ms, *run))
         self.gpu_wait_ms = None
+        self.run_ms, self.run_launches = 0.0, 0
         self.fetch_id = send.request.req_id
         asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
                 f"{self.overuse_in_flight:.3f} ms overuse)"

@@ -57,6 +57,7 @@ from gemini.core.wire import (
     Response,
     Status,
     quota_args,
+    quota_run,
 )
 
 MS = 1000.0
@@ -263,10 +264,12 @@ class SchedulerCore:
             self._charge(name, at, charged)
             client.overuse_s += charged
         waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
+        run_ms, run_launches = quota_run(req)
+        ran = f", ran {run_launches} launches in {run_ms:.3f} ms" if run_launches else ""
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
-                                             f"{overuse_ms:.3f} ms overuse{waited})")]
+                                             f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
-            self._weigh(client, latest, gpu_wait_ms)
+            self._weigh(client, latest, gpu_wait_ms, (run_ms, run_launches))
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -339,13 +342,18 @@ class SchedulerCore:
         self.credits.spend(name, seconds)
         self._pace(name, seconds)
 
-    def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None) -> None:
+    def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
+               run: tuple[float, int]) -> None:
         """Charge a capped client's ended grant at its speed: a second of it did `speed`
         seconds of the client's continuous work.  A calibration grant ran continuously, at
         speed 1 (most of it): it is charged its time.  `gpu_wait_ms`: how long the client
-        waited on the GPU since its last request, in this grant (None: not said)."""
+        waited on the GPU since its last request, in this grant (None: not said); `run`: the
+        GPU time (ms) and launches its hook measured in the grant (wire.quota_run)."""
         grant.weighed = True
-        if not client.spec.capped or grant.calibrating:
+        if not client.spec.capped:
+            return
+        self.speed.ran(grant.name, *run, grant.calibrating)
+        if grant.calibrating:
             return
         if gpu_wait_ms is not None and grant.end > grant.start:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))

@@ -26,6 +26,18 @@ down (H100: 1965, 1868, 1809 MHz beside 1933, 1871, 1806 in the grants, 2 s apar
 they part (1647 beside 1868, 8 s in); once a speed is known, every `CALIBRATE_EVERY_S` is
 enough (the grants' clock wanders by 3-4 % between grants).
 
+By work, where the hook measures it (wire: the QUOTA request's run words).  NVML's SM clock
+follows the GPU 40-120 ms late and in steps (H100, bench/results/…-0645-clock-lag.json: the
+work rate settles 60-80 ms into a continuous phase, while the clock read in its last 80 ms
+still said 1920 MHz in some phases, 1410 run continuously), so a calibration's tail wandered
+1530-1965 MHz for one program, and its speed 1.05-1.18 from one calibration to the next.  The
+hook times its own launches: the GPU time per launch of the queue segments it saw run back to
+back in each token's last 80 ms.  A capped client's speed is that cost in its calibration
+tails (the slowest of the latest few: a tail can only read fast) over its ordinary grants'
+(a mean over launches, ~10 grants): 1.12-1.14 on the H100 for matmul loops, steady, 1.00 for
+Triton (2026-11-25 06:53).  Where its tails' costs disagree (a program whose launches differ)
+or none was measured, the clock below tells the speed.
+
 The work does not follow the clock in full (memory and launch time do not scale with it):
 speed = clock ratio ** `WORK_PER_CLOCK`.  Measured on the H100 (60 s at a 0.4 cap, 2026-11-24),
 work per granted second ÷ bare against the clock ratio to the tails: 1.11-1.15 against
@@ -76,6 +88,14 @@ GRANT_WEIGHT = 0.01
 GPU_BOUND = 0.2
 WAIT_WEIGHT = 0.2  # each grant's weight in the running mean of that share
 SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not stop a client
+# By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
+# many launches measured, a calibration's from this much of its tail measured.
+MIN_RUN_LAUNCHES = 8
+MIN_TAIL_RUN_MS = 10.0
+RUN_KEEP = 0.9  # each ordinary grant's run fades the older ones by this: a mean over ~10 grants
+# The latest tails' costs per launch further apart than this: the program's launches differ
+# too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
+RUN_SPREAD_MAX = 1.15
 
 
 @dataclass
@@ -88,11 +108,23 @@ class _Clocks:
     tail_sum: float = 0.0  # that calibration's tail readings
     tail_samples: int = 0
     gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
+    run_ms: float = 0.0  # its ordinary grants' measured runs, older ones fading: GPU time ...
+    run_launches: float = 0.0  # ... and launches
+    tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
 
     @property
     def continuous(self) -> float:
         """MHz run continuously (0: not known yet)."""
         return min(self.tails, default=0.0)
+
+
+def _work_speed(clocks: _Clocks) -> float | None:
+    """GPU time per launch run continuously over that in its grants (None: not known)."""
+    costs = clocks.tail_costs
+    if clocks.run_launches <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
+        return None
+    low, high = SPEED_RANGE
+    return min(max(max(costs) / (clocks.run_ms / clocks.run_launches), low), high)
 
 
 def _clock_speed(clocks: _Clocks) -> float:
@@ -146,6 +178,19 @@ class SpeedMeter:
         old = clocks.gpu_wait
         clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
 
+    def ran(self, name: str, run_ms: float, launches: int, calibrating: bool) -> None:
+        """A grant of `name` ended, and its hook measured `launches` of it run back to back in
+        `run_ms` of GPU time (in a calibration, in its tail: wire.RUN_MEASURE_MS)."""
+        if launches < MIN_RUN_LAUNCHES or not math.isfinite(run_ms) or run_ms <= 0.0:
+            return
+        clocks = self._clocks.setdefault(name, _Clocks())
+        if calibrating:
+            if run_ms >= MIN_TAIL_RUN_MS:
+                clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_TAILS:]
+            return
+        clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
+        clocks.run_launches = RUN_KEEP * clocks.run_launches + launches
+
     def due(self, name: str, now: float) -> bool:
         """Is it time for a calibration grant?"""
         clocks = self._clocks.get(name)
@@ -173,7 +218,8 @@ class SpeedMeter:
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
-        return 1.0 + (_clock_speed(clocks) - 1.0) * bound
+        work = _work_speed(clocks)
+        return 1.0 + ((_clock_speed(clocks) if work is None else work) - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:
         """The mean share of its grants it waited on the GPU (None: not said)."""
@@ -185,7 +231,13 @@ class SpeedMeter:
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
-        return (f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
+        grants = (f"{1e3 * clocks.run_ms / clocks.run_launches:.1f}" if clocks.run_launches
+                  else "not measured")
+        costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
+        work = _work_speed(clocks)
+        by = "the clock" if work is None else "work"
+        return (f"by {by}: {grants} us per launch in its grants, in the latest tails {costs}; "
+                f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
 

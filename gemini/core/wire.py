@@ -39,8 +39,8 @@ class WireError(ValueError):
 
 
 class RequestType(enum.IntEnum):
-    # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms[, gpu_wait_ms] -> quota_ms, flags,
-    # sharers
+    # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms[, gpu_wait_ms[, run_ms,
+    # run_launches]] -> quota_ms, flags, sharers
     QUOTA = 0
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
@@ -82,6 +82,16 @@ QUOTA_FLAG_ALONE = 1 << 0
 # v1 peers leave it 0.
 _QUOTA_GPU_WAIT = struct.Struct("<d")
 QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
+# Its fourth and fifth words (not in v1), hook -> pod manager -> scheduler: run_ms (f32) and
+# run_launches (u32), the GPU time and the launches of the queue segments the hook measured
+# running back to back in the last token's last RUN_MEASURE_MS (all of a shorter token).  The
+# GPU time per launch in a capped client's ordinary grants against that in its calibration
+# grants says how much faster its kernels run paced than continuously (gemini.core.speed).
+# Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured
+# (v1 peers, longer names).
+_QUOTA_RUN = struct.Struct("<fI")
+QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
+RUN_MEASURE_MS = 80
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
@@ -151,13 +161,25 @@ def quota_args(req: Request) -> tuple[float, float, float | None]:
     return float(overuse), float(burst), gpu_wait  # type: ignore[arg-type]
 
 
+def quota_run(req: Request) -> tuple[float, int]:
+    """A QUOTA request's run_ms and run_launches ((0.0, 0): none measured, or not said)."""
+    rest = req.args[3:]
+    if len(rest) < 2:
+        return 0.0, 0
+    return float(rest[0]), int(rest[1])  # type: ignore[arg-type]
+
+
 def _gpu_wait_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= QUOTA_GPU_WAIT_NAME_MAX
 
 
+def _run_fits(raw_name: bytes) -> bool:
+    return len(raw_name) <= QUOTA_RUN_NAME_MAX
+
+
 def encode_request(req: Request) -> bytes:
-    """A QUOTA request's args: (overuse_ms, burst_ms) or (overuse_ms, burst_ms, gpu_wait_ms);
-    gpu_wait_ms None or beside a long name is not sent."""
+    """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]);
+    gpu_wait_ms None or beside a long name is not sent, nor is the run beside a longer one."""
     raw = check_name(req.name)
     args = req.args
     extra = b""
@@ -165,6 +187,8 @@ def encode_request(req: Request) -> bytes:
         args, rest = args[:2], args[2:]
         if rest and rest[0] is not None and _gpu_wait_fits(raw):
             extra = _QUOTA_GPU_WAIT.pack(rest[0])
+            if len(rest) >= 3 and _run_fits(raw):
+                extra += _QUOTA_RUN.pack(rest[1], rest[2])
     payload = _REQ_PAYLOAD[req.type].pack(*args) + extra
     msg = _HEAD.pack(len(raw)) + raw + b"\0" + _IDS.pack(req.req_id, int(req.type)) + payload
     return msg.ljust(REQ_MSG_LEN, b"\0")
@@ -192,6 +216,8 @@ def decode_request(msg: bytes) -> Request:
     args = layout.unpack_from(msg, end + 9)
     if req_type == RequestType.QUOTA and _gpu_wait_fits(msg[8:end]):
         args += _QUOTA_GPU_WAIT.unpack_from(msg, end + 9 + layout.size)
+        if _run_fits(msg[8:end]):
+            args += _QUOTA_RUN.unpack_from(msg, end + 9 + layout.size + _QUOTA_GPU_WAIT.size)
     return Request(name, req_id, req_type, tuple(args))
 
 

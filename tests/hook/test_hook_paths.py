@@ -76,7 +76,7 @@ def test_expired_tokens_are_asked_again_and_overuse_is_reported(fake_env, pm):
     # run past it and asks again, so the work is spread over many tokens, each overused by
     # little more than the last kernel; the predictor saw bursts longer than a token.
     assert len(quotas) >= 15
-    assert quotas[0].args == (0.0, 0.0, 0.0)
+    assert quotas[0].args == (0.0, 0.0, 0.0, 0.0, 0)
     assert all(q.args[0] < 5.0 for q in quotas), [q.args for q in quotas]
     assert max(q.args[1] for q in quotas) >= 20.0
     # ...and it says how long it waited on the GPU (held, here) since its last request.

@@ -35,14 +35,18 @@ def _c_frame(encode, *args) -> bytes:
 
 
 @given(ascii_names, st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False),
-       st.floats(allow_nan=False), st.floats(allow_nan=False))
-def test_quota_request(name, req_id, overuse, burst, gpu_wait):
-    """(With the wait on the GPU where the name leaves room for it, and without beside longer
-    names, alike.)"""
-    c = _c_frame(lib.gem_wire_encode_quota, name.encode(), req_id, overuse, burst, gpu_wait)
-    py = Request(name, req_id, RequestType.QUOTA, (overuse, burst, gpu_wait))
+       st.floats(allow_nan=False), st.floats(allow_nan=False),
+       st.floats(allow_nan=False, width=32), st.integers(0, 2**32 - 1))
+def test_quota_request(name, req_id, overuse, burst, gpu_wait, run_ms, run_launches):
+    """(With the wait on the GPU and the run measured where the name leaves room for them, and
+    without beside longer names, alike.)"""
+    c = _c_frame(lib.gem_wire_encode_quota, name.encode(), req_id, overuse, burst, gpu_wait,
+                 run_ms, run_launches)
+    py = Request(name, req_id, RequestType.QUOTA, (overuse, burst, gpu_wait, run_ms, run_launches))
     assert c == wire.encode_request(py)
     assert lib.GEM_QUOTA_GPU_WAIT_NAME_MAX == wire.QUOTA_GPU_WAIT_NAME_MAX
+    assert lib.GEM_QUOTA_RUN_NAME_MAX == wire.QUOTA_RUN_NAME_MAX
+    assert lib.GEM_RUN_MEASURE_MS == wire.RUN_MEASURE_MS
 
 
 @given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2))

@@ -24,7 +24,7 @@ from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.speed import WORK_PER_CLOCK
-from gemini.core.wire import Request, RequestType, Status
+from gemini.core.wire import RUN_MEASURE_MS, Request, RequestType, Status
 
 
 @dataclass
@@ -44,8 +44,11 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
     STEP_S = 0.001
 
     def __init__(self, continuous_mhz: float = 1500.0, peak_mhz: float = 1980.0,
-                 tau_s: float = 0.04) -> None:
+                 tau_s: float = 0.04, read_lag_s: float = 0.0) -> None:
+        """`read_lag_s`: a reading says the clock of that long before (H100: NVML's SM clock
+        follows the work rate 40-100 ms late: bench/results/…-clock-lag.json)."""
         self.continuous, self.peak, self.tau = continuous_mhz, peak_mhz, tau_s
+        self.read_lag_s = read_lag_s
         self.heat = 0.0  # 0: cool (peak clock), 1: at the power limit (continuous clock)
         self.trace: list[tuple[float, float, str | None]] = []  # (t, MHz, who ran)
         self.t = 0.0
@@ -62,7 +65,9 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
 
     def samples(self, since: float, every_s: float = 0.002) -> list[tuple[float, float]]:
         stride = max(round(every_s / self.STEP_S), 1)
-        return [(t, mhz) for t, mhz, _ in self.trace[::stride] if t >= since]
+        lag = round(self.read_lag_s / self.STEP_S)
+        return [(t, self.trace[max(i - lag, 0)][1])
+                for i, (t, _, _) in enumerate(self.trace) if i % stride == 0 and t >= since]
 
     def work(self, name: str, start: float, end: float) -> float:
         """`name`'s work in [start, end], as seconds of running continuously."""
@@ -80,9 +85,13 @@ class Sim:
         seed: int = 1,
         clock: GpuClock | None = None,
         gpu_wait: float | None = None,
+        launch_s: float = 0.0,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
-        QUOTA request's gpu_wait_ms; None: not said)."""
+        QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
+        of one launch run continuously; its hook then says how many launches ran in the last
+        wire.RUN_MEASURE_MS of each grant (0: it says none)."""
+        self.launch_s = launch_s
         self.now = 0.0
         self.gpu_wait = gpu_wait
         config = ResourceConfig(tuple(ClientSpec(n, r, lim, 1 << 30) for n, r, lim in specs))
@@ -112,8 +121,18 @@ class Sim:
         if self.gpu_wait is not None:
             start, end = c.busy[-1] if c.busy else (0.0, 0.0)
             gpu_wait_ms = self.gpu_wait * (end - start) * 1000
-        req = Request(name, c.req_id, RequestType.QUOTA, (0.0, self.burst_ms, gpu_wait_ms))
+        req = Request(name, c.req_id, RequestType.QUOTA,
+                      (0.0, self.burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))
+
+    def _run(self, c: SimClient) -> tuple[float, int]:
+        """What its hook measured of its latest grant: GPU time (ms) and launches."""
+        if not self.launch_s or self.clock is None or not c.busy:
+            return 0.0, 0
+        start, end = c.busy[-1]
+        start = max(start, end - RUN_MEASURE_MS / 1000)
+        self.clock.advance(end, self.running)
+        return (end - start) * 1000, round(self.clock.work(c.name, start, end) / self.launch_s)
 
     def _handle(self, actions: list) -> None:
         for a in actions:

@@ -8,8 +8,8 @@ from gemini.core.podmanager import SHARING_S, PodCore
 from gemini.core.wire import Request, RequestType, Response, Status
 
 
-def quota(req_id, overuse=0.0, burst=0.0, name="pod", gpu_wait=None):
-    return Request(name, req_id, RequestType.QUOTA, (overuse, burst, gpu_wait))
+def quota(req_id, overuse=0.0, burst=0.0, name="pod", gpu_wait=None, run=(0.0, 0)):
+    return Request(name, req_id, RequestType.QUOTA, (overuse, burst, gpu_wait, *run))
 
 
 def mem(req_id, size, alloc=1):
@@ -90,21 +90,26 @@ def test_processes_that_waited_longer_than_sharing_s_for_a_token_still_share_it(
     assert [r.values[2] for _, r in replies(grant(pod, late, 100.0))] == [2, 2]
 
 
-def test_fetch_reports_the_largest_overuse_burst_and_wait_on_the_gpu():
+def test_fetch_reports_the_largest_overuse_burst_and_wait_on_the_gpu_and_the_runs_summed():
     pod = ready_pod()
     pod.on_hook_request(2, quota(1, burst=40.0), 0.0)
     grant(pod, 0.0, 100.0)
-    pod.on_hook_request(2, quota(2, overuse=2.0, burst=40.0, gpu_wait=30.0), 0.05)
-    pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0, gpu_wait=4.0), 0.06)
+    pod.on_hook_request(2, quota(2, overuse=2.0, burst=40.0, gpu_wait=30.0, run=(20.0, 80)), 0.05)
+    pod.on_hook_request(1, quota(1, overuse=9.0, burst=70.0, gpu_wait=4.0, run=(10.0, 40)), 0.06)
+    pod.on_hook_request(3, quota(1, gpu_wait=1.0, run=(float("nan"), 7)), 0.07)  # (garbage)
     # Process 2 runs until 0.1 on the time it was handed; then the token goes back.
     [fetch] = fetches(pod.on_deadline(0.1))
-    assert fetch.args == (9.0, 70.0, 30.0)
+    assert fetch.args == (9.0, 70.0, 30.0, 30.0, 120)
+    # ...once: the next fetch carries only what was measured since.
+    grant(pod, 0.1, 50.0)
+    [fetch] = fetches(pod.on_hook_request(2, quota(3, burst=40.0, gpu_wait=2.0), 0.2))
+    assert fetch.args[3:] == (0.0, 0)
 
 
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
-    assert fetch.args == (0.0, 10.0, None)  # (its name is too long for the word)
+    assert fetch.args == (0.0, 10.0, None, 0.0, 0)  # (its name is too long for the word)
 
 
 def test_an_overuse_reported_while_a_fetch_is_out_goes_with_the_next_fetch():

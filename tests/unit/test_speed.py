@@ -14,8 +14,11 @@ from gemini.core.speed import (
     DRIFT,
     FIRST_CALIBRATION_S,
     GPU_BOUND,
+    MIN_RUN_LAUNCHES,
     MIN_TAIL_READINGS,
+    MIN_TAIL_RUN_MS,
     RECENT_TAILS,
+    RUN_SPREAD_MAX,
     SETTLE_S,
     SPEED_RANGE,
     TAIL_S,
@@ -232,9 +235,9 @@ def test_a_client_with_neighbours_waiting_is_not_calibrated():
 
 
 def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4,
-               gpu_wait: float | None = None) -> Sim:
+               gpu_wait: float | None = None, launch_s: float = 0.0) -> Sim:
     sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock,
-              gpu_wait=gpu_wait)
+              gpu_wait=gpu_wait, launch_s=launch_s)
     sim.start("capped")
     sim.run_until(seconds)
     return sim
@@ -257,6 +260,54 @@ def test_a_capped_client_alone_does_its_cap_of_work_on_a_power_limited_gpu():
     # ...and every second: no lump for the calibration grants
     for t in range(2, 18):
         assert sim.clock.work("capped", t, t + 1.0) <= 0.4 + 0.05, t
+
+
+def test_by_work_a_capped_client_does_its_cap_though_the_clock_reads_late():
+    # H100: NVML's SM clock follows the work rate 40-100 ms late, so a calibration's tail often
+    # reads the cool clock of its start, and the client is charged too little.  Its hook's GPU
+    # time per launch is the work itself.
+    def work(sim: Sim, start: float, end: float) -> float:
+        assert sim.clock is not None
+        return sim.clock.work("capped", start, end) / (end - start)
+
+    late = run_capped(GpuClock(read_lag_s=0.1), 20.0)
+    assert work(late, 10.0, 20.0) > 0.415  # the clock alone
+    sim = run_capped(GpuClock(read_lag_s=0.1), 20.0, launch_s=0.0002)
+    for start in (2.0, 10.0):
+        assert work(sim, start, start + 8.0) == pytest.approx(0.4, abs=0.012), start
+    # ...and a program the clock does not slow keeps its time so too.
+    steady = run_capped(GpuClock(continuous_mhz=1980.0, read_lag_s=0.1), 20.0, launch_s=0.0002)
+    assert steady.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
+
+
+def test_the_speed_by_work_is_the_slowest_latest_tail_over_the_grants_cost_per_launch():
+    meter = SpeedMeter()
+    in_grant(meter, 1900.0)
+    tail(meter, 1800.0)  # the clock says 1.05
+    for _ in range(20):
+        meter.ran("a", 40.0, 200, calibrating=False)  # 0.2 ms per launch
+    assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))  # no tail measured yet
+    meter.ran("a", 80.0, 320, calibrating=True)  # 0.25 ms
+    assert meter.speed("a") == pytest.approx(1.25)
+    meter.ran("a", 80.0, 360, calibrating=True)  # 0.222: read before the GPU slowed
+    assert meter.speed("a") == pytest.approx(1.25)
+    # Too little of a tail, or too few launches, say nothing.
+    meter.ran("a", MIN_TAIL_RUN_MS - 1, 100, calibrating=True)
+    meter.ran("a", 40.0, MIN_RUN_LAUNCHES - 1, calibrating=False)
+    meter.ran("a", math.nan, 100, calibrating=False)
+    assert meter.speed("a") == pytest.approx(1.25)
+    assert "by work: 200.0 us per launch in its grants" in meter.describe("a")
+
+
+def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
+    meter = SpeedMeter()
+    in_grant(meter, 1900.0)
+    tail(meter, 1800.0)
+    meter.ran("a", 40.0, 200, calibrating=False)
+    meter.ran("a", 80.0, 320, calibrating=True)
+    meter.ran("a", 80.0, int(320 * RUN_SPREAD_MAX) + 10, calibrating=True)  # a lighter mix
+    assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))
+    assert "by the clock" in meter.describe("a")
 
 
 def test_a_program_the_clock_does_not_slow_keeps_its_time():

@@ -12,6 +12,7 @@ from gemini.core.wire import (
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
     QUOTA_GPU_WAIT_NAME_MAX,
+    QUOTA_RUN_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
     FrameReader,
@@ -25,6 +26,7 @@ from gemini.core.wire import (
     encode_request,
     encode_response,
     quota_args,
+    quota_run,
 )
 
 
@@ -55,6 +57,23 @@ def test_beside_a_longer_name_a_quota_request_says_no_wait_on_the_gpu():
     assert frame == v1_request(name.encode(), 7, 0, struct.pack("<dd", 1.5, 20.0))
     assert quota_args(decode_request(frame)) == (1.5, 20.0, None)
     assert MAX_NAME_LEN - QUOTA_GPU_WAIT_NAME_MAX == 8
+
+
+def test_a_quota_requests_run_follows_its_wait_on_the_gpu_where_the_name_leaves_room():
+    name = "n" * QUOTA_RUN_NAME_MAX
+    frame = encode_request(Request(name, 7, RequestType.QUOTA, (1.5, 20.0, 12.5, 30.25, 96)))
+    assert frame == v1_request(name.encode(), 7, 0, struct.pack("<dddfI", 1.5, 20.0, 12.5,
+                                                                  30.25, 96))
+    req = decode_request(frame)
+    assert quota_args(req) == (1.5, 20.0, 12.5)
+    assert quota_run(req) == (30.25, 96)
+    # Beside a longer name the wait goes alone; a v1 peer's request measured nothing.
+    longer = encode_request(Request(name + "n", 7, RequestType.QUOTA, (1.5, 20.0, 12.5, 30.25, 96)))
+    assert longer == v1_request(name.encode() + b"n", 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
+    assert quota_run(decode_request(longer)) == (0.0, 0)
+    v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
+    assert quota_run(decode_request(v1)) == (0.0, 0)
+    assert QUOTA_GPU_WAIT_NAME_MAX - QUOTA_RUN_NAME_MAX == 8
 
 
 def test_memory_update_matches_v1_bytes():
@@ -109,10 +128,11 @@ def test_malformed_requests_raise_wire_error(frame, reason):
 
 
 names = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=12
-)
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=7
+)  # (at most 28 bytes: they leave the QUOTA request room for all its words)
 args_by_type = {
-    RequestType.QUOTA: st.tuples(*[st.floats(allow_nan=False)] * 3),  # (names leave it room)
+    RequestType.QUOTA: st.tuples(*[st.floats(allow_nan=False)] * 3,
+                                 st.floats(allow_nan=False, width=32), st.integers(0, 2**32 - 1)),
     RequestType.MEM_LIMIT: st.just(()),
     RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2)),
     RequestType.STATUS: st.just(()),

@@ -19,8 +19,8 @@
 #define GEM_NOTIFY_ID -1
 
 enum gem_request_type {
-    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms] ->
-                             * f64 quota_ms, u32 flags, u32 sharers */
+    GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms[, f32 run_ms,
+                             * u32 run_launches]] -> f64 quota_ms, u32 flags, u32 sharers */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
@@ -60,11 +60,20 @@ enum gem_status {
  * on the GPU since the last request (held for a full queue, or in a sync).  It fits the frame
  * beside a name of up to this many bytes; beside a longer one it is not sent (not said). */
 #define GEM_QUOTA_GPU_WAIT_NAME_MAX 39
+/* Its fourth and fifth words (not in v1): f32 run_ms and u32 run_launches, the GPU time and the
+ * launches of the queue segments the hook measured running back to back in the last token's
+ * last GEM_RUN_MEASURE_MS (all of a shorter token): the GPU time per launch, against the same
+ * program's in a long token, says how much faster its kernels run in its grants than when it
+ * runs continuously (gemini/core/speed.py).  Beside a name of up to this many bytes; 0
+ * launches: none measured (v1 peers, longer names). */
+#define GEM_QUOTA_RUN_NAME_MAX 31
+#define GEM_RUN_MEASURE_MS 80
 
 /* Each encoder writes a whole zero-filled frame into buf and returns its length,
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
-                          double overuse_ms, double burst_ms, double gpu_wait_ms);
+                          double overuse_ms, double burst_ms, double gpu_wait_ms,
+                          float run_ms, uint32_t run_launches);
 int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id);
 int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
                                uint64_t bytes, int32_t is_allocate);
