@@ -98,9 +98,14 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     int64_t last_mark_ns;
-    int64_t measure_from_ns; /* segments whose launches came from here on are summed: */
-    double measured_ns;      /* their GPU time ... */
-    uint64_t measured_launches; /* ... and launches */
+    /* The segments measured among the launches of the latest token ([0], open; of a
+     * calibration's, its last part) and of the one before ([1]): a token's queue runs out
+     * after it asks for the next (token.c's fetch; gem_inflight_measured). */
+    struct run_window {
+        int64_t from_ns, to_ns; /* launched in [from, to) (to 0: open; from 0: none) */
+        double ns;              /* their GPU time ... */
+        uint64_t launches;      /* ... and launches */
+    } run[2];
     uint64_t seq; /* markers recorded so far */
     int failure_logged;
     int elapsed_rc_logged; /* 1 + the last cuEventElapsedTime error written to the debug log */
@@ -200,6 +205,20 @@ static void failed(struct inflight *f, const char *what, CUresult rc)
     f->failure_logged = 1;
 }
 
+/* The run window whose launches a segment from marker `prev` to `done` holds, all of them
+ * (NULL: none).  f->m held. */
+static struct run_window *run_window_of(struct inflight *f, const struct mark *prev,
+                                        const struct mark *done)
+{
+    for (int i = 0; i < 2; i++) {
+        struct run_window *w = &f->run[i];
+        if (w->from_ns != 0 && prev->host_ns >= w->from_ns &&
+            (w->to_ns == 0 || done->host_ns <= w->to_ns))
+            return w;
+    }
+    return NULL;
+}
+
 /* Learn the cost per launch from a finished marker and the previous one of its stream. */
 static void learn_cost(struct inflight *f, const struct mark *done, unsigned index, int64_t now)
 {
@@ -215,9 +234,9 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
          * One that starts at a hold is measured (the hold's last look polled `prev`: it was
          * still running when the held launch went) but teaches no cost (see queue_end). */
-        int measured = f->measure_from_ns != 0 && prev->host_ns >= f->measure_from_ns;
+        struct run_window *w = run_window_of(f, prev, done);
         if ((prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) ||
-            (prev->queue_end && !measured)) {
+            (prev->queue_end && w == NULL)) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return;
         }
@@ -234,9 +253,9 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
             f->elapsed_rc_logged = (int)rc + 1;
             return;
         }
-        if (measured) {
-            f->measured_ns += (double)ms * 1e6;
-            f->measured_launches += n;
+        if (w != NULL) {
+            w->ns += (double)ms * 1e6;
+            w->launches += n;
         }
         if (prev->queue_end) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
@@ -621,13 +640,14 @@ uint64_t gem_inflight_seq(int dev)
     return seq;
 }
 
-void gem_inflight_measure_from(int dev, int64_t from_ns)
+void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    f->measure_from_ns = from_ns;
-    f->measured_ns = 0.0;
-    f->measured_launches = 0;
+    f->run[1] = f->run[0];
+    if (f->run[1].from_ns != 0)
+        f->run[1].to_ns = now;
+    f->run[0] = (struct run_window){.from_ns = from_ns};
     pthread_mutex_unlock(&f->m);
 }
 
@@ -641,8 +661,9 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches)
      * its queue, and nothing looked at the markers since (a thread of our context only). */
     if (get_ctx != NULL && get_ctx(&ctx) == CUDA_SUCCESS && ctx != NULL && ctx == f->ctx)
         poll_marks(f, gem_now_ns());
-    *gpu_ms = f->measured_ns / 1e6;
-    *launches = f->measured_launches;
+    *gpu_ms = f->run[1].ns / 1e6;
+    *launches = f->run[1].launches;
+    f->run[1] = (struct run_window){0}; /* (said once) */
     pthread_mutex_unlock(&f->m);
 }
 

@@ -224,15 +224,18 @@ void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)
- * among the launches made from `from_ns` on: gem_inflight_measure_from starts over. */
-void gem_inflight_measure_from(int dev, int64_t from_ns);
+ * among a token's launches from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
+ * gem_inflight_measured says (once) those of the token before the latest, whose queue has run. */
+void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now);
 void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches);
 /* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
-enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2 };
+/* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's
+ * measured part: token.c). */
+enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4 };
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the

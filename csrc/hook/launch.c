@@ -19,7 +19,8 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, 
     if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS) {
         if (heavy) /* (counted once queued: a marker before it must not count it) */
             gem_inflight_graph_launch(dev);
-        gem_inflight_mark(dev, s, pts, gem_now_ns(), heavy ? GEM_MARK_ALWAYS : 0);
+        gem_inflight_mark(dev, s, pts, gem_now_ns(),
+                          heavy || (g & GEM_GATE_MARK_ALWAYS) ? GEM_MARK_ALWAYS : 0);
     }
     return rc;
 }

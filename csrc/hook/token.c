@@ -26,8 +26,11 @@
  *    the program's latest burst fitted in one token: a burst that outlasts the tokens the
  *    client gets is split whatever it does, and asking early would only add a round trip with
  *    the GPU idle, at every sync (issue 12: a capped client lost 1-2 points of its time so).
- *    GEMINI_HOOK_BURST_FIT=0 turns it off (then the processes of one client, each bounding only
- *    its own queue, overrun the client's turns together and take more than its share).
+ *    Never in a calibration token (wire QUOTA_FLAG_CALIBRATION): it is for the GPU's clock
+ *    under continuous load, and its last part is measured (the request after next says how
+ *    fast its launches ran; inflight.c).  GEMINI_HOOK_BURST_FIT=0 turns it off (then the
+ *    processes of one client, each bounding only its own queue, overrun the client's turns
+ *    together and take more than its share).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
  *    mutex is never held across a socket call.
  *  - A tracker thread per device measures each token's overuse in the background: when the
@@ -52,6 +55,13 @@
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
 #define MARK_OVERDUE_LOOK_NS 100000 /* and this often once it is late */
+/* In a calibration token's measured part (its last GEM_RUN_MEASURE_MS) the hot path goes at
+ * most this long, and this many launches, between looks, so that markers split the queue into
+ * segments the GPU runs back to back: a program whose bursts fit in half a long token went
+ * unmarked from sync to sync, and an H100 measured 1 of 10 of its calibrations (inflight.c,
+ * gem_inflight_measured).  A look costs a few microseconds; a calibration comes every 2-10 s. */
+#define MEASURE_LOOK_NS 2000000
+#define MEASURE_LOOK_LAUNCHES 8
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
  * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
@@ -97,6 +107,8 @@ struct token {
     int renewer_started;
     pthread_t renewer;
     int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
+    int64_t measure_from_ns; /* the latest token's measured part begins */
+    int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
 };
@@ -376,10 +388,12 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         expires -= credit < tail_ns ? credit : tail_ns;
         t->credit_from_ns = 0;
     }
-    /* The next request says how fast the GPU ran this token's launches, from its last
-     * GEM_RUN_MEASURE_MS on: by then a long token's clock has settled (wire.h). */
+    /* The request after next says how fast the GPU ran this token's launches (a calibration's
+     * from its last GEM_RUN_MEASURE_MS on: by then the clock has settled; wire.h). */
+    t->calibration = (flags & GEM_QUOTA_FLAG_CALIBRATION) != 0;
     int64_t measure_from = expires - (int64_t)GEM_RUN_MEASURE_MS * 1000000;
-    gem_inflight_measure_from(dev, measure_from > granted ? measure_from : granted);
+    t->measure_from_ns = t->calibration && measure_from > granted ? measure_from : granted;
+    gem_inflight_measure_from(dev, t->measure_from_ns, granted);
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);
@@ -477,7 +491,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (burst_fit && !t->alone && !running && !t->long_bursts && t->generation == seen &&
+        else if (burst_fit && !t->alone && !t->calibration && !running && !t->long_bursts &&
+                 t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
                  now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
@@ -526,6 +541,13 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         if (until > at - tail_ns && now < at - tail_ns)
             until = at - tail_ns;
         uint64_t launches = gem_inflight_launches(dev) + gem_inflight_allowance(dev, room);
+        if (t->calibration && now + MEASURE_LOOK_NS >= t->measure_from_ns) {
+            if (until > now + MEASURE_LOOK_NS)
+                until = now + MEASURE_LOOK_NS;
+            uint64_t look = gem_inflight_launches(dev) + MEASURE_LOOK_LAUNCHES;
+            launches = launches < look ? launches : look;
+            out |= GEM_GATE_MARK_ALWAYS;
+        }
         atomic_store_explicit(&t->go_launches, launches, memory_order_relaxed);
         atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
         break;

@@ -52,6 +52,7 @@ from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
     NOTIFY_ID,
     QUOTA_FLAG_ALONE,
+    QUOTA_FLAG_CALIBRATION,
     Request,
     RequestType,
     Response,
@@ -96,6 +97,9 @@ class ClientState:
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     overuse_s: float = 0.0  # overuse charged so far
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
+    # Was the grant weighed before the latest a calibration?  A request's run is that grant's
+    # (its queue ran out after the client asked for the next: wire.quota_run).
+    calibrated_before: bool = False
 
 
 @dataclass
@@ -329,6 +333,8 @@ class SchedulerCore:
         # back, and no cap.  Then the hook may run on a little past this token's end instead
         # of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
         flags = QUOTA_FLAG_ALONE if standing is None else 0
+        if calibrating:
+            flags |= QUOTA_FLAG_CALIBRATION
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0))
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
@@ -348,11 +354,12 @@ class SchedulerCore:
         seconds of the client's continuous work.  A calibration grant ran continuously, at
         speed 1 (most of it): it is charged its time.  `gpu_wait_ms`: how long the client
         waited on the GPU since its last request, in this grant (None: not said); `run`: the
-        GPU time (ms) and launches its hook measured in the grant (wire.quota_run)."""
+        GPU time (ms) and launches its hook measured in the grant before (wire.quota_run)."""
         grant.weighed = True
         if not client.spec.capped:
             return
-        self.speed.ran(grant.name, *run, grant.calibrating)
+        self.speed.ran(grant.name, *run, client.calibrated_before)
+        client.calibrated_before = grant.calibrating
         if grant.calibrating:
             return
         if gpu_wait_ms is not None and grant.end > grant.start:

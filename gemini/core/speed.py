@@ -32,11 +32,12 @@ work rate settles 60-80 ms into a continuous phase, while the clock read in its 
 still said 1920 MHz in some phases, 1410 run continuously), so a calibration's tail wandered
 1530-1965 MHz for one program, and its speed 1.05-1.18 from one calibration to the next.  The
 hook times its own launches: the GPU time per launch of the queue segments it saw run back to
-back in each token's last 80 ms.  A capped client's speed is that cost in its calibration
-tails (the slowest of the latest few: a tail can only read fast) over its ordinary grants'
-(a mean over launches, ~10 grants): 1.12-1.14 on the H100 for matmul loops, steady, 1.00 for
-Triton (2026-11-25 06:53).  Where its tails' costs disagree (a program whose launches differ)
-or none was measured, the clock below tells the speed.
+back in each token (in a calibration, flagged as one, in its last 40 ms; wire.quota_run).  A
+capped client's speed is that cost in its calibration tails (the slowest of the latest
+RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (a mean over
+launches, ~10 grants): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
+(2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
+or none was measured yet, the clock below tells the speed.
 
 The work does not follow the clock in full (memory and launch time do not scale with it):
 speed = clock ratio ** `WORK_PER_CLOCK`.  Measured on the H100 (60 s at a 0.4 cap, 2026-11-24),
@@ -93,6 +94,11 @@ SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not 
 MIN_RUN_LAUNCHES = 8
 MIN_TAIL_RUN_MS = 10.0
 RUN_KEEP = 0.9  # each ordinary grant's run fades the older ones by this: a mean over ~10 grants
+# The continuous cost is the slowest of this many latest tails (more than the clock's: on an
+# H100 most tails read fast, 190-201 us per launch for JAX and torch eager, 757-823 for CUDA
+# graphs, against 207 and 822 run bare: the limiter settles more slowly after the rest before
+# a calibration than in a probe's 60 ms; 2026-11-25 07:28).
+RECENT_RUN_TAILS = 8
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
@@ -186,7 +192,7 @@ class SpeedMeter:
         clocks = self._clocks.setdefault(name, _Clocks())
         if calibrating:
             if run_ms >= MIN_TAIL_RUN_MS:
-                clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_TAILS:]
+                clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             return
         clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
         clocks.run_launches = RUN_KEEP * clocks.run_launches + launches

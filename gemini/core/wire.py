@@ -68,6 +68,10 @@ MEM_LEASE = 2
 # client is not capped: running a little past the token's end costs no one anything, so a hook
 # need not stop for a round trip there (csrc/hook/token.c).
 QUOTA_FLAG_ALONE = 1 << 0
+# CALIBRATION: a capped client's calibration grant (gemini.core.speed): the hook runs it through
+# (no early hand-back at a sync) and measures the run of its last RUN_MEASURE_MS only, when the
+# GPU's clock has settled under the continuous load.
+QUOTA_FLAG_CALIBRATION = 1 << 1
 # The QUOTA reply's third word (frame offset 16), pod manager -> hook: how many of the client's
 # processes share its token now (those that wanted it within the last 0.5 s, by connection).
 # Each bounds only its own queue, and the GPU drains theirs together, so a hook takes the
@@ -84,14 +88,15 @@ _QUOTA_GPU_WAIT = struct.Struct("<d")
 QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # Its fourth and fifth words (not in v1), hook -> pod manager -> scheduler: run_ms (f32) and
 # run_launches (u32), the GPU time and the launches of the queue segments the hook measured
-# running back to back in the last token's last RUN_MEASURE_MS (all of a shorter token).  The
+# running back to back among the launches of the token before the one this request hands back
+# (whose queue may still run; of a calibration token's, its last RUN_MEASURE_MS only).  The
 # GPU time per launch in a capped client's ordinary grants against that in its calibration
 # grants says how much faster its kernels run paced than continuously (gemini.core.speed).
 # Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured
 # (v1 peers, longer names).
 _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
-RUN_MEASURE_MS = 80
+RUN_MEASURE_MS = 40
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory

@@ -81,6 +81,29 @@ def test_a_burst_that_does_not_fit_asks_early_unless_v1s_rule_is_off(fake_env, p
         assert r.stats["gate.fetch_tail"] + r.stats["gate.fetch_expired"] >= 6, r.stats
 
 
+def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env, pm):
+    """A calibration grant (wire.QUOTA_FLAG_CALIBRATION) is for the GPU's settled clock: the
+    hook does not hand it back at the start of a burst that would not fit (v1's rule above),
+    and says the run of its last wire.RUN_MEASURE_MS only, with the request after next."""
+    pm.quota_ms = 100.0
+    pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "5", "--burst", "4",
+                      "--sync", "ctx", "--bursts", "12"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    assert r.stats["gate.fetch_burst"] == 0, r.stats
+    # Bursts of 40 ms of 1 ms kernels: a calibration token's last 40 ms measured.
+    pm.requests.clear()
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "40",
+                      "--sync", "ctx", "--seconds", "0.6"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    runs = [wire.quota_run(q) for q in pm.of_type(RequestType.QUOTA)]
+    measured = [(ms, n) for ms, n in runs if n]
+    assert max((n for _, n in measured), default=0) >= 30, runs  # most of the 40 ms, once
+    # 1 ms kernels: of a 100 ms token's last 40 ms, about 40 ms of them at most
+    assert all(ms == pytest.approx(1.0 * n, rel=0.05) and ms <= wire.RUN_MEASURE_MS + 2.0
+               for ms, n in measured), runs
+
+
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
     """Asking early helps a burst that one token would hold.  One that outlasts the tokens is
     split whatever the hook does; asking at its start would only leave the GPU idle for a round

@@ -73,6 +73,7 @@ def test_c_reads_python_responses(req_id, quota, status, sharers):
     assert lib.gem_wire_rsp_status(frame) == status
     assert lib.gem_wire_rsp_quota_ms(frame) == quota
     assert lib.gem_wire_rsp_quota_flags(frame) == lib.GEM_QUOTA_FLAG_ALONE == wire.QUOTA_FLAG_ALONE
+    assert lib.GEM_QUOTA_FLAG_CALIBRATION == wire.QUOTA_FLAG_CALIBRATION
     assert lib.gem_wire_rsp_quota_sharers(frame) == sharers
     flags = wire.MEM_FLAG_UNIFIED_MEMORY | wire.MEM_FLAG_EVICT_ON_RELEASE
     frame = wire.encode_response(RequestType.MEM_LIMIT,

@@ -90,7 +90,7 @@ class Sim:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
         of one launch run continuously; its hook then says how many launches ran in the last
-        wire.RUN_MEASURE_MS of each grant (0: it says none)."""
+        wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none)."""
         self.launch_s = launch_s
         self.now = 0.0
         self.gpu_wait = gpu_wait
@@ -126,10 +126,10 @@ class Sim:
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _run(self, c: SimClient) -> tuple[float, int]:
-        """What its hook measured of its latest grant: GPU time (ms) and launches."""
-        if not self.launch_s or self.clock is None or not c.busy:
+        """What its hook measured of its grant before the latest: GPU time (ms) and launches."""
+        if not self.launch_s or self.clock is None or len(c.busy) < 2:
             return 0.0, 0
-        start, end = c.busy[-1]
+        start, end = c.busy[-2]
         start = max(start, end - RUN_MEASURE_MS / 1000)
         self.clock.advance(end, self.running)
         return (end - start) * 1000, round(self.clock.work(c.name, start, end) / self.launch_s)

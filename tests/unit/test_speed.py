@@ -25,6 +25,7 @@ from gemini.core.speed import (
     WORK_PER_CLOCK,
     SpeedMeter,
 )
+from gemini.core.wire import QUOTA_FLAG_CALIBRATION
 from gemini.daemon.clock import feed_clock
 from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
@@ -217,12 +218,15 @@ def calibrated_lines(actions: list) -> list[str]:
 
 
 def ask(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float]:
-    """Client a asks for a token at `now`: its length and when it came, in seconds."""
+    """Client a asks for a token at `now`: its length and when it came, in seconds.  (A grant
+    says it is a calibration: the hook runs it through and measures its tail.)"""
     replies = grants(core.on_request(1, quota_req("a", req_id, burst=5000.0), now))
     while not replies:
         now = core.next_deadline()
         replies = grants(core.on_deadline(now))
-    return replies[0].response.values[0] / 1000, now
+    length_ms, flags, _ = replies[0].response.values
+    assert bool(flags & QUOTA_FLAG_CALIBRATION) == (length_ms >= 0.75 * CALIBRATION_S * 1000)
+    return length_ms / 1000, now
 
 
 def test_a_client_with_neighbours_waiting_is_not_calibrated():

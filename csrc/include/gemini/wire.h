@@ -47,6 +47,9 @@ enum gem_request_type {
  * ALONE: when the token was granted no other client of its group wanted the GPU, and the
  * client is not capped, so running a little past the token's end costs no one anything. */
 #define GEM_QUOTA_FLAG_ALONE 1
+/* CALIBRATION: a capped client's calibration grant: run it through (no early hand-back at a
+ * sync), and measure the run of its last GEM_RUN_MEASURE_MS only (the clock has settled). */
+#define GEM_QUOTA_FLAG_CALIBRATION 2
 
 enum gem_status {
     GEM_STATUS_OK = 0,
@@ -61,13 +64,14 @@ enum gem_status {
  * beside a name of up to this many bytes; beside a longer one it is not sent (not said). */
 #define GEM_QUOTA_GPU_WAIT_NAME_MAX 39
 /* Its fourth and fifth words (not in v1): f32 run_ms and u32 run_launches, the GPU time and the
- * launches of the queue segments the hook measured running back to back in the last token's
- * last GEM_RUN_MEASURE_MS (all of a shorter token): the GPU time per launch, against the same
- * program's in a long token, says how much faster its kernels run in its grants than when it
- * runs continuously (gemini/core/speed.py).  Beside a name of up to this many bytes; 0
+ * launches of the queue segments the hook measured running back to back among the launches of
+ * the token before the one this request hands back (whose queue may still run; of a
+ * calibration token's, its last GEM_RUN_MEASURE_MS only): the GPU time per launch, against the
+ * same program's in a calibration, says how much faster its kernels run in its grants than
+ * when it runs continuously (gemini/core/speed.py).  Beside a name of up to this many bytes; 0
  * launches: none measured (v1 peers, longer names). */
 #define GEM_QUOTA_RUN_NAME_MAX 31
-#define GEM_RUN_MEASURE_MS 80
+#define GEM_RUN_MEASURE_MS 40
 
 /* Each encoder writes a whole zero-filled frame into buf and returns its length,
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
