@@ -31,6 +31,33 @@ uint64_t fake_tl_step(uint64_t now, uint64_t busy_until, uint64_t tail, uint64_t
     return start + dur;
 }
 
+#define FAKE_COOL_NS 1000000ULL
+
+static unsigned env_uint(const char *name, unsigned fallback)
+{
+    const char *v = getenv(name);
+    long x = v != NULL ? strtol(v, NULL, 10) : 0;
+    return x > 0 ? (unsigned)x : fallback;
+}
+
+/* A power-limited GPU, as the fake NVML's clock (the same variables): a kernel that starts
+ * before its run has lasted GEMINI_FAKE_SM_SETTLE_MS runs at GEMINI_FAKE_SM_PEAK_MHZ, in its
+ * length times GEMINI_FAKE_SM_MHZ / peak (no boost unless asked for), so that a program paced
+ * in short grants does more work per second of them than run continuously, as on an H100.
+ * Read in the launching process (the segment's lock held: once). */
+static uint64_t boosted(uint64_t dur, uint64_t run_since, uint64_t start)
+{
+    static unsigned settled, peak, settle_ms;
+    if (settled == 0) {
+        settle_ms = env_uint("GEMINI_FAKE_SM_SETTLE_MS", 50);
+        peak = env_uint("GEMINI_FAKE_SM_PEAK_MHZ", env_uint("GEMINI_FAKE_SM_MHZ", 1410));
+        settled = env_uint("GEMINI_FAKE_SM_MHZ", 1410);
+    }
+    if (peak <= settled || start - run_since >= (uint64_t)settle_ms * 1000000ULL)
+        return dur;
+    return dur * settled / peak;
+}
+
 CUresult fake_tl_enqueue(int dev, uint64_t *tail, const uint64_t *durs, size_t n, uint64_t *ends)
 {
     dev = fake_physical(dev);
@@ -44,12 +71,15 @@ CUresult fake_tl_enqueue(int dev, uint64_t *tail, const uint64_t *durs, size_t n
     uint64_t now = fake_now_ns();
     uint64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t end = fake_tl_step(now, d->busy_until, *tail, durs[i]);
-        if (d->busy_until < now) /* the GPU had gone idle: this kernel starts a run */
+        /* The GPU had gone idle: this kernel starts a run.  (A gap shorter than a power
+         * limiter's reaction, a program's sync and its next launch, does not cool it.) */
+        if (d->busy_until + FAKE_COOL_NS < now)
             d->busy_since = now;
+        uint64_t dur = boosted(durs[i], d->busy_since, fake_tl_step(now, d->busy_until, *tail, 0));
+        uint64_t end = fake_tl_step(now, d->busy_until, *tail, dur);
         d->busy_until = end;
         *tail = end;
-        total += durs[i];
+        total += dur;
         if (ends != NULL)
             ends[i] = end;
     }

@@ -98,11 +98,11 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     int64_t last_mark_ns;
-    /* The segments measured among the launches of the latest token ([0], open; of a
-     * calibration's, its last part) and of the one before ([1]): a token's queue runs out
-     * after it asks for the next (token.c's fetch; gem_inflight_measured). */
+    /* The segments measured that ran in the latest token ([0], open; in a calibration's last
+     * part) and in the one before ([1]): a token's queue runs out after it asks for the next
+     * (token.c's fetch; gem_inflight_measured). */
     struct run_window {
-        int64_t from_ns, to_ns; /* launched in [from, to) (to 0: open; from 0: none) */
+        int64_t from_ns, to_ns; /* began to run in [from, to) (to 0: open; from 0: none) */
         double ns;              /* their GPU time ... */
         uint64_t launches;      /* ... and launches */
     } run[2];
@@ -205,15 +205,12 @@ static void failed(struct inflight *f, const char *what, CUresult rc)
     f->failure_logged = 1;
 }
 
-/* The run window whose launches a segment from marker `prev` to `done` holds, all of them
- * (NULL: none).  f->m held. */
-static struct run_window *run_window_of(struct inflight *f, const struct mark *prev,
-                                        const struct mark *done)
+/* The run window of a segment that began to run at `start_ns` (NULL: none).  f->m held. */
+static struct run_window *run_window_of(struct inflight *f, int64_t start_ns)
 {
     for (int i = 0; i < 2; i++) {
         struct run_window *w = &f->run[i];
-        if (w->from_ns != 0 && prev->host_ns >= w->from_ns &&
-            (w->to_ns == 0 || done->host_ns <= w->to_ns))
+        if (w->from_ns != 0 && start_ns >= w->from_ns && (w->to_ns == 0 || start_ns < w->to_ns))
             return w;
     }
     return NULL;
@@ -234,9 +231,7 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
          * One that starts at a hold is measured (the hold's last look polled `prev`: it was
          * still running when the held launch went) but teaches no cost (see queue_end). */
-        struct run_window *w = run_window_of(f, prev, done);
-        if ((prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) ||
-            (prev->queue_end && w == NULL)) {
+        if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return;
         }
@@ -253,6 +248,9 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
             f->elapsed_rc_logged = (int)rc + 1;
             return;
         }
+        /* When it ran, on the host's clock: it ended by the time it was seen finished (now,
+         * within a look's interval), `ms` before that it began. */
+        struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         if (w != NULL) {
             w->ns += (double)ms * 1e6;
             w->launches += n;

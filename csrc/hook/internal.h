@@ -224,7 +224,7 @@ void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)
- * among a token's launches from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
+ * that began to run from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
  * gem_inflight_measured says (once) those of the token before the latest, whose queue has run. */
 void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now);
 void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches);

@@ -55,9 +55,9 @@
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
 #define MARK_OVERDUE_LOOK_NS 100000 /* and this often once it is late */
-/* In a calibration token's measured part (its last GEM_RUN_MEASURE_MS) the hot path goes at
- * most this long, and this many launches, between looks, so that markers split the queue into
- * segments the GPU runs back to back: a program whose bursts fit in half a long token went
+/* In a calibration token the hot path goes at most this long, and this many launches, between
+ * looks, so that markers split the queue into segments the GPU runs back to back, some in its
+ * measured last GEM_RUN_MEASURE_MS: a program whose bursts fit in half a long token went
  * unmarked from sync to sync, and an H100 measured 1 of 10 of its calibrations (inflight.c,
  * gem_inflight_measured).  A look costs a few microseconds; a calibration comes every 2-10 s. */
 #define MEASURE_LOOK_NS 2000000
@@ -107,7 +107,6 @@ struct token {
     int renewer_started;
     pthread_t renewer;
     int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
-    int64_t measure_from_ns; /* the latest token's measured part begins */
     int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
@@ -392,8 +391,9 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
      * from its last GEM_RUN_MEASURE_MS on: by then the clock has settled; wire.h). */
     t->calibration = (flags & GEM_QUOTA_FLAG_CALIBRATION) != 0;
     int64_t measure_from = expires - (int64_t)GEM_RUN_MEASURE_MS * 1000000;
-    t->measure_from_ns = t->calibration && measure_from > granted ? measure_from : granted;
-    gem_inflight_measure_from(dev, t->measure_from_ns, granted);
+    if (!t->calibration || measure_from < granted)
+        measure_from = granted;
+    gem_inflight_measure_from(dev, measure_from, granted);
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);
@@ -541,7 +541,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         if (until > at - tail_ns && now < at - tail_ns)
             until = at - tail_ns;
         uint64_t launches = gem_inflight_launches(dev) + gem_inflight_allowance(dev, room);
-        if (t->calibration && now + MEASURE_LOOK_NS >= t->measure_from_ns) {
+        if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
             uint64_t look = gem_inflight_launches(dev) + MEASURE_LOOK_LAUNCHES;

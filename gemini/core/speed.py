@@ -32,7 +32,8 @@ work rate settles 60-80 ms into a continuous phase, while the clock read in its 
 still said 1920 MHz in some phases, 1410 run continuously), so a calibration's tail wandered
 1530-1965 MHz for one program, and its speed 1.05-1.18 from one calibration to the next.  The
 hook times its own launches: the GPU time per launch of the queue segments it saw run back to
-back in each token (in a calibration, flagged as one, in its last 40 ms; wire.quota_run).  A
+back in each token (in a calibration, flagged as one, those that ran in its last 40 ms;
+wire.quota_run).  A
 capped client's speed is that cost in its calibration tails (the slowest of the latest
 RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (a mean over
 launches, ~10 grants): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton

@@ -69,8 +69,8 @@ MEM_LEASE = 2
 # need not stop for a round trip there (csrc/hook/token.c).
 QUOTA_FLAG_ALONE = 1 << 0
 # CALIBRATION: a capped client's calibration grant (gemini.core.speed): the hook runs it through
-# (no early hand-back at a sync) and measures the run of its last RUN_MEASURE_MS only, when the
-# GPU's clock has settled under the continuous load.
+# (no early hand-back at a sync), marks its queue often, and measures what ran in its last
+# RUN_MEASURE_MS only, when the GPU's clock has settled under the continuous load.
 QUOTA_FLAG_CALIBRATION = 1 << 1
 # The QUOTA reply's third word (frame offset 16), pod manager -> hook: how many of the client's
 # processes share its token now (those that wanted it within the last 0.5 s, by connection).
@@ -88,8 +88,8 @@ _QUOTA_GPU_WAIT = struct.Struct("<d")
 QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # Its fourth and fifth words (not in v1), hook -> pod manager -> scheduler: run_ms (f32) and
 # run_launches (u32), the GPU time and the launches of the queue segments the hook measured
-# running back to back among the launches of the token before the one this request hands back
-# (whose queue may still run; of a calibration token's, its last RUN_MEASURE_MS only).  The
+# running back to back in the token before the one this request hands back (whose queue may
+# still run; in a calibration token, in its last RUN_MEASURE_MS only).  The
 # GPU time per launch in a capped client's ordinary grants against that in its calibration
 # grants says how much faster its kernels run paced than continuously (gemini.core.speed).
 # Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured

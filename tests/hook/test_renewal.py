@@ -99,9 +99,9 @@ def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env,
     runs = [wire.quota_run(q) for q in pm.of_type(RequestType.QUOTA)]
     measured = [(ms, n) for ms, n in runs if n]
     assert max((n for _, n in measured), default=0) >= 30, runs  # most of the 40 ms, once
-    # 1 ms kernels: of a 100 ms token's last 40 ms, about 40 ms of them at most
-    assert all(ms == pytest.approx(1.0 * n, rel=0.05) and ms <= wire.RUN_MEASURE_MS + 2.0
-               for ms, n in measured), runs
+    # 1 ms kernels: what began to run in a 100 ms token's last 40 ms (and ran on into the
+    # next, back to back here), not the whole token
+    assert all(ms == pytest.approx(1.0 * n, rel=0.05) and n <= 70 for ms, n in measured), runs
 
 
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):

@@ -129,19 +129,23 @@ BOOSTED = {"GEMINI_FAKE_SM_PEAK_MHZ": "1980", "GEMINI_FAKE_SM_MHZ": "1410",
            "GEMINI_FAKE_SM_SETTLE_MS": "40"}
 
 
+# A name too long for the QUOTA request's run words: its hook cannot say how fast its launches ran.
+UNTIMED = "a-client-whose-name-is-too-long-x"
+
+
 @pytest.mark.parametrize("boost", [True, False])
 def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
-    """The fake GPU's clock (its NVML) is 1980 MHz until it has run 40 ms without a break, then
-    1410, as a power-limited GPU's: a client capped at 0.4 runs its short grants fast, its
-    calibration grants' tails at the settled clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s
-    per second it holds (speed.WORK_PER_CLOCK), so once calibrated it gets about 0.4 / 1.33 of
-    the GPU's time.
-    (The fake's kernels keep their length: this is the wiring, NVML to the charge; the work is
-    tests/unit/test_speed.)"""
+    """Where the hook cannot time its launches for the scheduler (a name over 31 bytes leaves
+    the request no room), the clock tells the speed.  The fake GPU's clock (its NVML) is 1980
+    MHz until it has run 40 ms without a break, then 1410, as a power-limited GPU's: a client
+    capped at 0.4 runs its short grants fast, its calibration grants' tails at the settled
+    clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s per second it holds
+    (speed.WORK_PER_CLOCK), so once calibrated it gets about 0.4 / 1.33 of the GPU's time.
+    (The client's kernels keep their length: this is the wiring, NVML to the charge.)"""
     env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
-    system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
+    system.backend(f"1\n{UNTIMED} 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
-    r = result(system.client("solo", "work", "--kernel-ms", "1", "--burst", "400",
+    r = result(system.client(UNTIMED, "work", "--kernel-ms", "1", "--burst", "400",
                              "--seconds", "6"))
     [client] = query_status("127.0.0.1", system.schd.port)["clients"]
     system.schd.wait_for("calibrated: speed")
@@ -156,6 +160,24 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     else:
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
         assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4, abs=0.06), r
+
+
+def test_a_cap_holds_by_work_on_a_power_limited_gpu(system):
+    """The fake GPU boosted as an H100 running matmuls (its kernels 1410 / 1600 of their length
+    until it has run 40 ms without a break, and its NVML says so): a client capped at 0.4 that
+    syncs every 50 ms of work runs its short grants 1.13x as fast as continuously.  Its hook
+    times its launches, the scheduler charges each second it holds as 1.13 s, and it does 0.4
+    of its continuous work, not 0.45."""
+    env = {**BOOSTED, "GEMINI_FAKE_SM_PEAK_MHZ": "1600"}
+    system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
+    system.schd.wait_for("SM clock: caps are charged by work")
+    result(system.client("solo", "work", "--kernel-ms", "0.2", "--burst", "250",
+                         "--sync", "ctx", "--seconds", "8", env=env))
+    [client] = query_status("127.0.0.1", system.schd.port)["clients"]
+    system.schd.wait_for(r"calibrated: speed [\d.]+ \(by work")
+    # Its grants' launches ran at 1600 MHz for their first 40 ms of 50: 1.08-1.10 by work.
+    assert 1.05 < client["speed"] < 1600 / 1410, client
+    assert client["speed_charge_s"] > 0.1, client
 
 
 def test_the_hook_says_how_fast_the_gpu_ran_its_launches(system):

@@ -182,8 +182,9 @@ static unsigned int env_mhz(const char *name, unsigned int fallback)
 
 /* A power-limited GPU's SM clock, as a step: GEMINI_FAKE_SM_MHZ (1410) while the GPU has run
  * kernels for GEMINI_FAKE_SM_SETTLE_MS (50) without a break, GEMINI_FAKE_SM_PEAK_MHZ (the same
- * clock: no boost unless asked for) otherwise, idle included.  The fake's kernels keep their
- * lengths: the model is for gem-schd's reading of the clock, not for the work done.
+ * clock: no boost unless asked for) otherwise, idle included.  The fake's kernels run faster
+ * so too where the launching process has the same variables (timeline.c); a gap under 1 ms
+ * does not end a run.
  * NVML_SUCCESS and the GPU's index and both clocks (MHz), or why not. */
 static nvmlReturn_t clocks(nvmlDevice_t device, int type, unsigned int *clock, int *index,
                            unsigned int *settled, unsigned int *peak)

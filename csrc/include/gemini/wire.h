@@ -48,7 +48,8 @@ enum gem_request_type {
  * client is not capped, so running a little past the token's end costs no one anything. */
 #define GEM_QUOTA_FLAG_ALONE 1
 /* CALIBRATION: a capped client's calibration grant: run it through (no early hand-back at a
- * sync), and measure the run of its last GEM_RUN_MEASURE_MS only (the clock has settled). */
+ * sync), mark its queue often, and measure what ran in its last GEM_RUN_MEASURE_MS only (the
+ * clock has settled). */
 #define GEM_QUOTA_FLAG_CALIBRATION 2
 
 enum gem_status {
@@ -64,9 +65,9 @@ enum gem_status {
  * beside a name of up to this many bytes; beside a longer one it is not sent (not said). */
 #define GEM_QUOTA_GPU_WAIT_NAME_MAX 39
 /* Its fourth and fifth words (not in v1): f32 run_ms and u32 run_launches, the GPU time and the
- * launches of the queue segments the hook measured running back to back among the launches of
- * the token before the one this request hands back (whose queue may still run; of a
- * calibration token's, its last GEM_RUN_MEASURE_MS only): the GPU time per launch, against the
+ * launches of the queue segments the hook measured running back to back in the token before
+ * the one this request hands back (whose queue may still run; in a calibration token, in its
+ * last GEM_RUN_MEASURE_MS only): the GPU time per launch, against the
  * same program's in a calibration, says how much faster its kernels run in its grants than
  * when it runs continuously (gemini/core/speed.py).  Beside a name of up to this many bytes; 0
  * launches: none measured (v1 peers, longer names). */
