@@ -165,9 +165,9 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
 def test_a_cap_holds_by_work_on_a_power_limited_gpu(system):
     """The fake GPU boosted as an H100 running matmuls (its kernels 1410 / 1600 of their length
     until it has run 40 ms without a break, and its NVML says so): a client capped at 0.4 that
-    syncs every 50 ms of work runs its short grants 1.13x as fast as continuously.  Its hook
-    times its launches, the scheduler charges each second it holds as 1.13 s, and it does 0.4
-    of its continuous work, not 0.45."""
+    syncs every 50 ms of work runs its 50 ms grants (40 ms of them boosted) about 1.09x as fast
+    as continuously.  Its hook times its launches in its grants and in its calibrations' tails,
+    and the scheduler charges each second it holds at that speed, by work."""
     env = {**BOOSTED, "GEMINI_FAKE_SM_PEAK_MHZ": "1600"}
     system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
@@ -182,8 +182,8 @@ def test_a_cap_holds_by_work_on_a_power_limited_gpu(system):
 
 def test_the_hook_says_how_fast_the_gpu_ran_its_launches(system):
     """Hook -> pod manager -> scheduler (the QUOTA request's run words): the GPU time and the
-    launches of the queue it measured running back to back in its token's last 80 ms, from
-    which the scheduler tells a capped client's speed by work (gemini.core.speed)."""
+    launches of the queue it measured running back to back in a token, from which the
+    scheduler tells a capped client's speed by work (gemini.core.speed)."""
     system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v")
     result(system.client("solo", "work", "--kernel-ms", "0.2", "--burst", "50",
                          "--seconds", "2"))
