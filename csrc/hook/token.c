@@ -387,8 +387,8 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         expires -= credit < tail_ns ? credit : tail_ns;
         t->credit_from_ns = 0;
     }
-    /* The request after next says how fast the GPU ran this token's launches (a calibration's
-     * from its last GEM_RUN_MEASURE_MS on: by then the clock has settled; wire.h). */
+    /* The request after next says how fast the GPU ran what it ran in this token (in a
+     * calibration's last GEM_RUN_MEASURE_MS only: by then the clock has settled; wire.h). */
     t->calibration = (flags & GEM_QUOTA_FLAG_CALIBRATION) != 0;
     int64_t measure_from = expires - (int64_t)GEM_RUN_MEASURE_MS * 1000000;
     if (!t->calibration || measure_from < granted)
@@ -540,12 +540,13 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         int64_t until = now + room / 2;
         if (until > at - tail_ns && now < at - tail_ns)
             until = at - tail_ns;
-        uint64_t launches = gem_inflight_launches(dev) + gem_inflight_allowance(dev, room);
+        uint64_t launched = gem_inflight_launches(dev);
+        uint64_t launches = launched + gem_inflight_allowance(dev, room);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
-            uint64_t look = gem_inflight_launches(dev) + MEASURE_LOOK_LAUNCHES;
-            launches = launches < look ? launches : look;
+            if (launches > launched + MEASURE_LOOK_LAUNCHES)
+                launches = launched + MEASURE_LOOK_LAUNCHES;
             out |= GEM_GATE_MARK_ALWAYS;
         }
         atomic_store_explicit(&t->go_launches, launches, memory_order_relaxed);
