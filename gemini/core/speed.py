@@ -68,18 +68,29 @@ from dataclasses import dataclass, field
 
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
+CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (scheduler)
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
-# The first calibration waits this long after the client's first reading: at its first grant
-# the program is still starting and the card is cold (H100: 1980 MHz read "continuously").
-FIRST_CALIBRATION_S = 2.0
-# ...and for its first SETTLE_S it is calibrated every FIRST_CALIBRATION_S: meanwhile its program
+# The first calibration waits this long after the client's first reading, and until its speed
+# is known the client is charged UNKNOWN_SPEED: charged its time, a fresh matmul loop at 0.4 did
+# 0.47-0.48 of its bare work over its first second (H100, 2026-11-25 07:28: CuPy; its tails by
+# work came with its second and third calibrations, 2 and 4 s in).  The first tail, on a card
+# still cool, reads fast; the slowest of the latest tails counts (RECENT_RUN_TAILS).
+FIRST_CALIBRATION_S = 0.5
+# A program's own speed is 1-1.16 on an H100 (Triton 1.00, matmul loops 1.13-1.16): charged
+# 1.1 for a second or two, one at 1 does 0.36 of its bare work then, one at 1.16 0.42.
+UNKNOWN_SPEED = 1.1
+# ...for at most this long after its first reading (no calibration comes to a client that is
+# never alone; by the clock, from its second tail).
+UNKNOWN_SPEED_S = 2.5
+# ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
 # charged near its time and did 0.44-0.46 of its bare work (2026-11-24).
 SETTLE_S = 20.0
+SETTLING_EVERY_S = 3.0
 MIN_TAIL_READINGS = 20  # fewer: the grant was cut short, or the GPU idled in it
 RECENT_TAILS = 3  # the continuous clock is the lowest of this many latest tails
-# While its speed reads 1, calibrate again (no sooner than FIRST_CALIBRATION_S after the last)
+# While its speed reads 1, calibrate again (no sooner than SETTLING_EVERY_S after the last)
 # once the grants' clock has moved this much from what it was at the last calibration.
 DRIFT = 0.03
 WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
@@ -140,6 +151,12 @@ def _clock_speed(clocks: _Clocks) -> float:
         return 1.0
     low, high = SPEED_RANGE
     return min(max(clocks.in_grants / clocks.continuous, low) ** WORK_PER_CLOCK, high)
+
+
+def _unknown(clocks: _Clocks, now: float) -> bool:
+    """Read, but its speed not told yet by a calibration (by work, or two tails by the clock)."""
+    read = clocks.first_at is not None and now - clocks.first_at < UNKNOWN_SPEED_S
+    return read and len(clocks.tails) < 2
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -209,8 +226,8 @@ class SpeedMeter:
         settling = now - clocks.first_at < SETTLE_S
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
-        unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= FIRST_CALIBRATION_S
-        return since >= (FIRST_CALIBRATION_S if settling else self.every_s) or unsure
+        unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
+        return since >= (SETTLING_EVERY_S if settling else self.every_s) or unsure
 
     def calibrating(self, name: str, now: float) -> None:
         """A calibration grant begins: its tail will be the continuous clock."""
@@ -218,14 +235,18 @@ class SpeedMeter:
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
         clocks.in_grants_then = clocks.in_grants
 
-    def speed(self, name: str) -> float:
-        """Work per second of its grants ÷ work per second run continuously (1 until known): the
-        clock's speed-up, as far as the GPU sets its pace (its share waited, up to GPU_BOUND)."""
+    def speed(self, name: str, now: float = math.inf) -> float:
+        """Work per second of its grants ÷ work per second run continuously, at `now` (by
+        default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
+        pace (its share waited, up to GPU_BOUND).  1 for a client never read; UNKNOWN_SPEED
+        for a client read but not yet calibrated."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks)
+        if work is None and _unknown(clocks, now):
+            work = UNKNOWN_SPEED
         return 1.0 + ((_clock_speed(clocks) if work is None else work) - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:

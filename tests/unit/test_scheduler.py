@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
-from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
 from gemini.core.wire import NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
 from tests.unit.sim import Sim
 
@@ -88,16 +88,16 @@ def test_static_quotas_also_within_one_point(name):
 
 
 def test_limit_caps_usage_in_every_window():
-    # Paced (policy.Pacer), a capped client's grants start 1 / limit of their length apart: a
-    # window holds its limit, and at most the part of one more grant that it does not rest
-    # for (100 ms grants here, the minimum quota).
+    # Paced (policy.Pacer), a capped client's grants start 1 / limit of their length apart, and
+    # a window holds its limit and at most WINDOW_EDGE of one more grant (100 ms grants here,
+    # the minimum quota), a client catching up on its pace included.
     specs = [("a", 0.1, 0.4), ("b", 0.1, 0.3)]
     _, sim = run_shares(specs, seconds=60.0, timing=Timing(), burst_ms=0.0)
     window, grant = Timing().window_s, Timing().min_quota_s
     for t in range(10, 60):
         for name, _, limit in specs:
             used = sim.share(name, t - window, t) * window
-            assert used <= limit * window + grant * (1 - limit) + 1e-9
+            assert used <= limit * window + WINDOW_EDGE * grant + 1e-9
 
 
 def test_overuse_is_charged_at_the_end_of_the_last_grant():
