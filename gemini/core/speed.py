@@ -70,18 +70,20 @@ CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of cont
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
 CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (scheduler)
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
-# The first calibration waits this long after the client's first reading, and until its speed
-# is known the client is charged UNKNOWN_SPEED: charged its time, a fresh matmul loop at 0.4 did
-# 0.47-0.48 of its bare work over its first second (H100, 2026-11-25 07:28: CuPy; its tails by
-# work came with its second and third calibrations, 2 and 4 s in).  The first tail, on a card
-# still cool, reads fast; the slowest of the latest tails counts (RECENT_RUN_TAILS).
-FIRST_CALIBRATION_S = 0.5
-# A program's own speed is 1-1.16 on an H100 (Triton 1.00, matmul loops 1.13-1.16): charged
-# 1.1 for a second or two, one at 1 does 0.36 of its bare work then, one at 1.16 0.42.
+# The first calibration waits this long after the client's first reading: at its first grant
+# the program is still starting and the card is cold (H100: 1980 MHz read "continuously", and
+# at 0.5 s JAX's tail cost by work 178 us per launch, 192-200 from the next ones on).
+FIRST_CALIBRATION_S = 2.0
+# Until two of its tails are measured by work, a client's speed is at least this (charged its
+# time, a fresh matmul loop at 0.4 did 0.47-0.48 of its bare work over its first second: H100,
+# 2026-11-25, CuPy, JAX; its first tails read fast or were not measured).  On an H100 a
+# program's own speed is 1-1.16 (Triton 1.00, matmul loops 1.13-1.16): one at 1 does 0.36 of
+# its bare work for those few seconds, one at 1.16 0.42.
 UNKNOWN_SPEED = 1.1
+KNOWN_AFTER_TAILS = 2
 # ...for at most this long after its first reading (no calibration comes to a client that is
-# never alone; by the clock, from its second tail).
-UNKNOWN_SPEED_S = 2.5
+# never alone; by the clock alone, from its second tail).
+UNKNOWN_SPEED_S = 6.0
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -154,9 +156,9 @@ def _clock_speed(clocks: _Clocks) -> float:
 
 
 def _unknown(clocks: _Clocks, now: float) -> bool:
-    """Read, but its speed not told yet by a calibration (by work, or two tails by the clock)."""
+    """Read lately, and its speed not told yet by KNOWN_AFTER_TAILS tails measured by work."""
     read = clocks.first_at is not None and now - clocks.first_at < UNKNOWN_SPEED_S
-    return read and len(clocks.tails) < 2
+    return read and len(clocks.tail_costs) < KNOWN_AFTER_TAILS
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -238,16 +240,17 @@ class SpeedMeter:
     def speed(self, name: str, now: float = math.inf) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
-        pace (its share waited, up to GPU_BOUND).  1 for a client never read; UNKNOWN_SPEED
-        for a client read but not yet calibrated."""
+        pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
+        UNKNOWN_SPEED for one read lately but not yet calibrated by work."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks)
-        if work is None and _unknown(clocks, now):
-            work = UNKNOWN_SPEED
-        return 1.0 + ((_clock_speed(clocks) if work is None else work) - 1.0) * bound
+        fast = _clock_speed(clocks) if work is None else work
+        if _unknown(clocks, now):
+            fast = max(fast, UNKNOWN_SPEED)
+        return 1.0 + (fast - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:
         """The mean share of its grants it waited on the GPU (None: not said)."""

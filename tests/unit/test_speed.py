@@ -279,8 +279,10 @@ def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tel
     assert meter.speed("a", 1.5) == UNKNOWN_SPEED
     assert meter.speed("a", 1.0 + UNKNOWN_SPEED_S) == 1.0  # none came (never alone): its time
     meter.ran("a", 40.0, 200, calibrating=False)
-    meter.ran("a", 80.0, 320, calibrating=True)
-    assert meter.speed("a", 1.5) == pytest.approx(1.25)  # its own, once measured
+    meter.ran("a", 80.0, 366, calibrating=True)  # 1.09: a first tail, on a card still cool
+    assert meter.speed("a", 1.5) == UNKNOWN_SPEED
+    meter.ran("a", 80.0, 320, calibrating=True)  # 1.25
+    assert meter.speed("a", 1.5) == pytest.approx(1.25)  # its own, once measured twice
 
 
 def test_a_fresh_capped_client_holds_its_cap_over_its_first_seconds():
@@ -290,7 +292,7 @@ def test_a_fresh_capped_client_holds_its_cap_over_its_first_seconds():
         sim = run_capped(GpuClock(), 6.0, launch_s=launch_s)
         assert sim.clock is not None
         for start in range(0, 8):
-            assert sim.clock.work("capped", start / 2, start / 2 + 1.0) <= 0.4 + 0.045, start
+            assert sim.clock.work("capped", start / 2, start / 2 + 1.0) <= 0.4 + 0.05, start
 
 
 def test_by_work_a_capped_client_does_its_cap_though_the_clock_reads_late():
@@ -306,9 +308,10 @@ def test_by_work_a_capped_client_does_its_cap_though_the_clock_reads_late():
     sim = run_capped(GpuClock(read_lag_s=0.15), 20.0, launch_s=0.0002)
     for start in (2.0, 10.0):
         assert work(sim, start, start + 8.0) == pytest.approx(0.4, abs=0.012), start
-    # ...and a program the clock does not slow keeps its time so too.
+    # ...and a program the clock does not slow keeps its time so too, once its speed is known.
     steady = run_capped(GpuClock(continuous_mhz=1980.0, read_lag_s=0.15), 20.0, launch_s=0.0002)
-    assert steady.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
+    assert steady.share("capped", UNKNOWN_SPEED_S, 20.0) == pytest.approx(0.4, abs=0.01)
+    assert steady.share("capped", 0.0, UNKNOWN_SPEED_S) >= 0.4 / UNKNOWN_SPEED - 0.01
 
 
 def test_the_speed_by_work_is_the_slowest_latest_tail_over_the_grants_cost_per_launch():
@@ -342,9 +345,10 @@ def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
 
 
 def test_a_program_the_clock_does_not_slow_keeps_its_time():
-    # Memory-bound or light: the clock stays high whether it runs continuously or not.
+    # Memory-bound or light: the clock stays high whether it runs continuously or not.  (Charged
+    # UNKNOWN_SPEED at first: no tail by work comes here.)
     sim = run_capped(GpuClock(continuous_mhz=1980.0), 20.0)
-    assert sim.share("capped", 2.0, 20.0) == pytest.approx(0.4, abs=0.01)
+    assert sim.share("capped", UNKNOWN_SPEED_S, 20.0) == pytest.approx(0.4, abs=0.01)
 
 
 def test_a_program_its_launches_pace_keeps_its_time_on_a_power_limited_gpu():
