@@ -74,16 +74,15 @@ CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperat
 # the program is still starting and the card is cold (H100: 1980 MHz read "continuously", and
 # at 0.5 s JAX's tail cost by work 178 us per launch, 192-200 from the next ones on).
 FIRST_CALIBRATION_S = 2.0
-# Until two of its tails are measured by work, a client's speed is at least this (charged its
-# time, a fresh matmul loop at 0.4 did 0.47-0.48 of its bare work over its first second: H100,
-# 2026-11-25, CuPy, JAX; its first tails read fast or were not measured).  On an H100 a
-# program's own speed is 1-1.16 (Triton 1.00, matmul loops 1.13-1.16): one at 1 does 0.36 of
-# its bare work for those few seconds, one at 1.16 0.42.
+# Until a tail is measured by work, a client's speed is at least this: charged its time, a
+# fresh matmul loop at 0.4 did 0.47-0.48 of its bare work over its first second (H100,
+# 2026-11-25, CuPy, JAX).  On an H100 a program's own speed is 1-1.16 (Triton 1.00, matmul
+# loops 1.13-1.16): one at 1 does 0.36 of its bare work for those two seconds, one at 1.16
+# 0.42.  (Its first tail, 2 s in, tells it: 1.00 for Triton, 1.08-1.16 for the matmul loops.)
 UNKNOWN_SPEED = 1.1
-KNOWN_AFTER_TAILS = 2
 # ...for at most this long after its first reading (no calibration comes to a client that is
-# never alone; by the clock alone, from its second tail).
-UNKNOWN_SPEED_S = 6.0
+# never alone, no tail by work to a name too long for the run words).
+UNKNOWN_SPEED_S = 3.0
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -156,9 +155,9 @@ def _clock_speed(clocks: _Clocks) -> float:
 
 
 def _unknown(clocks: _Clocks, now: float) -> bool:
-    """Read lately, and its speed not told yet by KNOWN_AFTER_TAILS tails measured by work."""
+    """Read lately, and its speed not told yet by a tail measured by work."""
     read = clocks.first_at is not None and now - clocks.first_at < UNKNOWN_SPEED_S
-    return read and len(clocks.tail_costs) < KNOWN_AFTER_TAILS
+    return read and not clocks.tail_costs
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
