@@ -70,19 +70,19 @@ CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of cont
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
 CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (scheduler)
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
-# The first calibration waits this long after the client's first reading: at its first grant
-# the program is still starting and the card is cold (H100: 1980 MHz read "continuously", and
-# at 0.5 s JAX's tail cost by work 178 us per launch, 192-200 from the next ones on).
-FIRST_CALIBRATION_S = 2.0
-# Until a tail is measured by work, a client's speed is at least this: charged its time, a
-# fresh matmul loop at 0.4 did 0.47-0.48 of its bare work over its first second (H100,
-# 2026-11-25, CuPy, JAX).  On an H100 a program's own speed is 1-1.16 (Triton 1.00, matmul
-# loops 1.13-1.16): one at 1 does 0.36 of its bare work for those two seconds, one at 1.16
-# 0.42.  (Its first tail, 2 s in, tells it: 1.00 for Triton, 1.08-1.16 for the matmul loops.)
+# The first calibration waits this long after the client's first reading.  Its tail is not
+# kept: at first the card is cold and the program still starting (H100, 2026-11-25: 1980 MHz
+# read "continuously"; by work, CuPy's first tail 2 s in read 180.8 us per launch, its next ones
+# 194-211, JAX's 0.5 s in 178, then 192-200).
+FIRST_CALIBRATION_S = 1.0
+# Until a tail is kept, a client's speed is at least this: charged its time, a fresh matmul
+# loop at 0.4 did 0.47-0.49 of its bare work over its first second (H100, 2026-11-25, CuPy,
+# JAX).  On an H100 a program's own speed is 1-1.16 (Triton 1.00, matmul loops 1.13-1.16): one
+# at 1 does 0.36 of its bare work for those four seconds, one at 1.16 0.42.
 UNKNOWN_SPEED = 1.1
 # ...for at most this long after its first reading (no calibration comes to a client that is
 # never alone, no tail by work to a name too long for the run words).
-UNKNOWN_SPEED_S = 3.0
+UNKNOWN_SPEED_S = 5.0
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -130,6 +130,7 @@ class _Clocks:
     run_ms: float = 0.0  # its ordinary grants' measured runs, older ones fading: GPU time ...
     run_launches: float = 0.0  # ... and launches
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
+    calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
 
     @property
     def continuous(self) -> float:
@@ -210,7 +211,7 @@ class SpeedMeter:
             return
         clocks = self._clocks.setdefault(name, _Clocks())
         if calibrating:
-            if run_ms >= MIN_TAIL_RUN_MS:
+            if run_ms >= MIN_TAIL_RUN_MS and clocks.calibrations > 1:
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             return
         clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
@@ -234,6 +235,7 @@ class SpeedMeter:
         """A calibration grant begins: its tail will be the continuous clock."""
         clocks = self._clocks.setdefault(name, _Clocks())
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
+        clocks.calibrations += 1
         clocks.in_grants_then = clocks.in_grants
 
     def speed(self, name: str, now: float = math.inf) -> float:

@@ -279,8 +279,12 @@ def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tel
     assert meter.speed("a", 1.5) == UNKNOWN_SPEED
     assert meter.speed("a", 1.0 + UNKNOWN_SPEED_S) == 1.0  # none came (never alone): its time
     meter.ran("a", 40.0, 200, calibrating=False)
+    meter.calibrating("a", 2.0)
+    meter.ran("a", 80.0, 380, calibrating=True)  # 1.05: the first tail, on a cold card
+    assert meter.speed("a", 2.5) == UNKNOWN_SPEED  # (not kept)
+    meter.calibrating("a", 5.0)
     meter.ran("a", 80.0, 400, calibrating=True)
-    assert meter.speed("a", 1.5) == 1.0  # its own, once measured
+    assert meter.speed("a", 5.5) == 1.0  # its own, once measured
 
 
 def test_a_fresh_capped_client_holds_its_cap_over_its_first_seconds():
@@ -319,6 +323,10 @@ def test_the_speed_by_work_is_the_slowest_latest_tail_over_the_grants_cost_per_l
     for _ in range(20):
         meter.ran("a", 40.0, 200, calibrating=False)  # 0.2 ms per launch
     assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))  # no tail measured yet
+    meter.calibrating("a", 0.0)
+    meter.ran("a", 80.0, 400, calibrating=True)  # the first tail: not kept
+    assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))
+    meter.calibrating("a", 3.0)
     meter.ran("a", 80.0, 320, calibrating=True)  # 0.25 ms
     assert meter.speed("a") == pytest.approx(1.25)
     meter.ran("a", 80.0, 360, calibrating=True)  # 0.222: read before the GPU slowed
