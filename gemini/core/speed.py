@@ -83,6 +83,12 @@ UNKNOWN_SPEED = 1.1
 # ...for at most this long after its first reading (no calibration comes to a client that is
 # never alone, no tail by work to a name too long for the run words).
 UNKNOWN_SPEED_S = 5.0
+# And while it settles (SETTLE_S), a client whose rests speed it up at all (by more than this)
+# is charged UNKNOWN_SPEED at least: its tails then read fast, as the card is still heating
+# under the new load (H100, 2026-11-25, torch eager's second and third tails 189 and 190 us
+# per launch, 200 from the fourth on: speed 1.07 for 6 s, windows of 0.453-0.458; JAX 194,
+# then 200-202; its work per granted second over the run 1.12-1.14).
+SPED_UP = 1.03
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -161,6 +167,10 @@ def _unknown(clocks: _Clocks, now: float) -> bool:
     return read and not clocks.tail_costs
 
 
+def _settling(clocks: _Clocks, now: float) -> bool:
+    return clocks.first_at is not None and now - clocks.first_at < SETTLE_S
+
+
 def _mean(old: float, sample: float, weight: float) -> float:
     return sample if old <= 0.0 else old + weight * (sample - old)
 
@@ -225,7 +235,7 @@ class SpeedMeter:
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
-        settling = now - clocks.first_at < SETTLE_S
+        settling = _settling(clocks, now)
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
         unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
@@ -242,14 +252,15 @@ class SpeedMeter:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
-        UNKNOWN_SPEED for one read lately but not yet calibrated by work."""
+        UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
+        while it settles."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks)
         fast = _clock_speed(clocks) if work is None else work
-        if _unknown(clocks, now):
+        if _unknown(clocks, now) or (_settling(clocks, now) and fast > SPED_UP):
             fast = max(fast, UNKNOWN_SPEED)
         return 1.0 + (fast - 1.0) * bound
 

@@ -287,6 +287,20 @@ def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tel
     assert meter.speed("a", 5.5) == 1.0  # its own, once measured
 
 
+def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_speed_at_least():
+    # Its tails read fast while the card heats under the new load.
+    for grants_launches, measured, settling in ((200, 1.05, UNKNOWN_SPEED), (200, 1.2, 1.2),
+                                                 (210, 1.0, 1.0)):  # (the last: as Triton)
+        meter = SpeedMeter()
+        in_grant(meter, 1900.0, 0.0)
+        meter.ran("a", 40.0, grants_launches, calibrating=False)
+        for at in (1.0, 4.0):  # (the first tail is not kept)
+            meter.calibrating("a", at)
+            meter.ran("a", 40.0 * measured * (210 / grants_launches), 210, calibrating=True)
+        assert meter.speed("a", 5.0) == pytest.approx(settling)
+        assert meter.speed("a", SETTLE_S) == pytest.approx(measured)
+
+
 def test_a_fresh_capped_client_holds_its_cap_over_its_first_seconds():
     # Charged its time until its first calibration, 2 s in, a matmul loop at 0.4 did 0.47-0.48
     # of its bare work in its first second (H100, 2026-11-25; here 0.47).
