@@ -608,18 +608,19 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok)
     struct token *t = &tokens[dev];
     int64_t waited_ns = to_ns - from_ns;
     atomic_fetch_add_explicit(&t->gpu_wait_ns, waited_ns, memory_order_relaxed);
-    if (ok && waited_ns >= GEM_SYNC_BEHIND_NS) {
-        pthread_mutex_lock(&t->m);
-        sync_seen(t, from_ns, to_ns);
-        pthread_mutex_unlock(&t->m);
-    }
+    int behind = ok && waited_ns >= GEM_SYNC_BEHIND_NS;
     /* (neither: no launch since the last sync, nor a burst cut at a token's end) */
-    if (!atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
-        !atomic_load_explicit(&t->burst_spans, memory_order_relaxed))
+    int bursting = atomic_load_explicit(&t->burst_running, memory_order_relaxed) ||
+                   atomic_load_explicit(&t->burst_spans, memory_order_relaxed);
+    if (!behind && !bursting)
         return;
     pthread_mutex_lock(&t->m);
-    t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
-    if (atomic_load_explicit(&t->burst_running, memory_order_relaxed))
-        burst_stopped(t, gem_now_ns());
+    if (behind)
+        sync_seen(t, from_ns, to_ns);
+    if (bursting) {
+        t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
+        if (atomic_load_explicit(&t->burst_running, memory_order_relaxed))
+            burst_stopped(t, gem_now_ns());
+    }
     pthread_mutex_unlock(&t->m);
 }
