@@ -38,7 +38,11 @@ capped client's speed is that cost in its calibration tails (the slowest of the 
 RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (a mean over
 launches, ~10 grants): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
 (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
-or none was measured yet, the clock below tells the speed.
+or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
+card, one still heating under the new load), so the first calibration's is not kept, and a
+fresh client is charged UNKNOWN_SPEED at least until a tail is kept, and while it settles if
+its rests speed it up at all (H100, 2026-11-25 08:25-09:09: the highest 1 s window of a 0.4
+cap from 0.442-0.469 to 0.428-0.450; bench/JOURNAL-issue12.md).
 
 The work does not follow the clock in full (memory and launch time do not scale with it):
 speed = clock ratio ** `WORK_PER_CLOCK`.  Measured on the H100 (60 s at a 0.4 cap, 2026-11-24),
