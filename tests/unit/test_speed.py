@@ -280,7 +280,7 @@ def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tel
     assert meter.speed("a", 1.0 + UNKNOWN_SPEED_S) == 1.0  # none came (never alone): its time
     meter.ran("a", 40.0, 200, calibrating=False)
     meter.calibrating("a", 2.0)
-    meter.ran("a", 80.0, 380, calibrating=True)  # 1.05: the first tail, on a cold card
+    meter.ran("a", 80.0, 400, calibrating=True)  # 1.00: the first tail, read on a cold card
     assert meter.speed("a", 2.5) == UNKNOWN_SPEED  # (not kept)
     meter.calibrating("a", 5.0)
     meter.ran("a", 80.0, 400, calibrating=True)
@@ -358,7 +358,12 @@ def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
     in_grant(meter, 1900.0)
     tail(meter, 1800.0)
     meter.ran("a", 40.0, 200, calibrating=False)
-    meter.ran("a", 80.0, 320, calibrating=True)
+    meter.calibrating("a", 0.0)  # (the first tail is not kept)
+    for at, launches in ((3.0, 320), (6.0, 320)):
+        meter.calibrating("a", at)
+        meter.ran("a", 80.0, launches, calibrating=True)
+    assert meter.speed("a") == pytest.approx(1.25)  # alike: by work
+    meter.calibrating("a", 9.0)
     meter.ran("a", 80.0, int(320 * RUN_SPREAD_MAX) + 10, calibrating=True)  # a lighter mix
     assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))
     assert "by the clock" in meter.describe("a")
