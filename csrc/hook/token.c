@@ -337,12 +337,14 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->overuse_ms = 0.0;
     double gpu_wait_ms =
         (double)atomic_exchange_explicit(&t->gpu_wait_ns, 0, memory_order_relaxed) / 1e6;
+    pthread_mutex_unlock(&t->m);
+    /* (Not under t->m: it may poll the markers, driver calls the launching threads need not
+     * wait for; only this thread, the device's fetcher, moves the run windows.) */
     double run_ms = 0.0;
     uint64_t run_launches = 0;
     gem_inflight_measured(dev, &run_ms, &run_launches);
     if (run_launches > UINT32_MAX)
         run_launches = UINT32_MAX;
-    pthread_mutex_unlock(&t->m);
 
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;

@@ -370,10 +370,10 @@ class SchedulerCore:
         client.calibrated_before = grant.calibrating
         if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
-        fast = grant.end - grant.start
-        if grant.calibrating:  # fast until the limiter settles, as an ordinary grant is
-            fast = max(fast - CALIBRATION_SETTLE_S, 0.0)
-        extra = (self.speed.speed(grant.name, grant.end) - 1.0) * fast
+        fast_s = grant.end - grant.start  # how long it ran faster than continuously
+        if grant.calibrating:  # until the limiter settles, as an ordinary grant does
+            fast_s = max(fast_s - CALIBRATION_SETTLE_S, 0.0)
+        extra = (self.speed.speed(grant.name, grant.end) - 1.0) * fast_s
         if extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
             client.speed_charge_s += extra

@@ -165,14 +165,14 @@ def _clock_speed(clocks: _Clocks) -> float:
     return min(max(clocks.in_grants / clocks.continuous, low) ** WORK_PER_CLOCK, high)
 
 
+def _read_within(clocks: _Clocks, now: float, seconds: float) -> bool:
+    """First read less than `seconds` before `now`."""
+    return clocks.first_at is not None and now - clocks.first_at < seconds
+
+
 def _unknown(clocks: _Clocks, now: float) -> bool:
     """Read lately, and its speed not told yet by a tail measured by work."""
-    read = clocks.first_at is not None and now - clocks.first_at < UNKNOWN_SPEED_S
-    return read and not clocks.tail_costs
-
-
-def _settling(clocks: _Clocks, now: float) -> bool:
-    return clocks.first_at is not None and now - clocks.first_at < SETTLE_S
+    return _read_within(clocks, now, UNKNOWN_SPEED_S) and not clocks.tail_costs
 
 
 def _mean(old: float, sample: float, weight: float) -> float:
@@ -239,7 +239,7 @@ class SpeedMeter:
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
-        settling = _settling(clocks, now)
+        settling = _read_within(clocks, now, SETTLE_S)
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
         unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
@@ -264,7 +264,7 @@ class SpeedMeter:
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks)
         fast = _clock_speed(clocks) if work is None else work
-        if _unknown(clocks, now) or (_settling(clocks, now) and fast > SPED_UP):
+        if _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
             fast = max(fast, UNKNOWN_SPEED)
         return 1.0 + (fast - 1.0) * bound
 
