@@ -10,6 +10,7 @@
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
+ *        [--warmup-launches L] (L kernels in each warm-up burst; default: --burst)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
  *        [--light-kernels N] (N kernels of 4 us after each replay, as a framework's copies
  *        between replays, or after each kernel, as a compiled model's small kernels between
@@ -163,6 +164,7 @@ struct opts {
     double report_every;
     double idle_ms;
     long warmup_bursts;
+    long warmup_launches;
     double warmup_kernel_ms;
     double capture_gap_ms;
     long light_kernels;
@@ -233,6 +235,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->idle_ms = atof(v);
         else if (strcmp(a, "--warmup-bursts") == 0)
             o->warmup_bursts = atol(v);
+        else if (strcmp(a, "--warmup-launches") == 0)
+            o->warmup_launches = atol(v);
         else if (strcmp(a, "--warmup-kernel-ms") == 0)
             o->warmup_kernel_ms = atof(v);
         else if (strcmp(a, "--capture-gap-ms") == 0)
@@ -416,8 +420,9 @@ static void *work_thread(void *arg)
         capture(w, st, &g, &ge, 0.0);
     uint64_t warm_ns = (uint64_t)(o->warmup_kernel_ms * 1e6);
     int late_capture = graph && o->capture_gap_ms > 0;
+    long warm_launches = o->warmup_launches > 0 ? o->warmup_launches : o->burst;
     for (long b = 0; b < o->warmup_bursts && w->rc == 0; b++) {
-        for (long i = 0; i < o->burst && w->rc == 0; i++)
+        for (long i = 0; i < warm_launches && w->rc == 0; i++)
             CHECK(w, launch_one(s, how, w->f, st, &warm_ns), "launch");
         if (!late_capture || b + 1 < o->warmup_bursts)
             CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
