@@ -11,10 +11,9 @@
  * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
  * consecutive finished markers of one stream (cuEventElapsedTime over the launches between
  * them); the queue is the launches after the newest finished marker times that cost, less what
- * ran since that marker was seen finished.  Until a cost is known (learnt from a few dozen
- * launches: a first segment may be one light kernel of a framework's set-up), only a few
- * launches may go past the newest finished marker, unless the GPU is seen keeping up (a
- * launch-bound loop, whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
+ * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
+ * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
+ * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
  * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
  * cost was learnt on other kernels: it is raised to what the wait shows.  The processes of a
@@ -48,11 +47,6 @@
 #define MARKS 64                  /* marker ring per device */
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time */
 #define UNKNOWN_COST_LAUNCHES 2   /* launches past the newest finished marker before a cost */
-/* A cost learnt from fewer launches than this bounds nothing yet: a framework's first segment
- * may be one light kernel of its set-up (JAX on the H100: 25.9 us from one launch, against
- * 186 for its matmuls, and the next token's allowance let 24.7 ms run past it).  Meanwhile
- * launches go as with no cost known: each marked, few past the newest finished marker. */
-#define PROVEN_COST_LAUNCHES 32
 #define UNKNOWN_COST_DOUBLING_NS 100000000 /* ... twice as many for each 0.1 s that the oldest
                                              * marker out has been out: a kernel may wait for
                                              * something only a later launch provides (NCCL) */
@@ -94,7 +88,6 @@ struct inflight {
     double ns_per_launch;   /* 0: not known yet; else cost_ns / cost_launches */
     double cost_ns;         /* GPU time of the segments learnt, older ones fading... */
     double cost_launches;   /* ... and their launches, fading alike */
-    double learnt_launches; /* launches of all the segments learnt since it was first learnt */
     double drain_factor;    /* >= 1: the queue drains this much slower than its cost says */
     _Atomic uint32_t sharers; /* processes sharing the client's token (0, 1: this one alone) */
     double logged_factor;   /* the drain factor last written to the debug log */
@@ -132,7 +125,7 @@ static void flights_init(void)
 
 static void forget_cost(struct inflight *f)
 {
-    f->ns_per_launch = f->cost_ns = f->cost_launches = f->learnt_launches = 0.0;
+    f->ns_per_launch = f->cost_ns = f->cost_launches = 0.0;
     f->logged_cost = 0.0;
     f->logged_cost_ns = 0;
     f->graph_cost_seen = 0;
@@ -168,14 +161,6 @@ static void learn_segment(struct inflight *f, double ns, uint64_t n, int replace
     f->cost_ns = keep * f->cost_ns + ns;
     f->cost_launches = keep * f->cost_launches + (double)n;
     f->ns_per_launch = f->cost_ns / f->cost_launches;
-    f->learnt_launches += (double)n;
-}
-
-/* Is the cost per launch learnt from enough launches to bound the queue with (see
- * PROVEN_COST_LAUNCHES)?  f->m held. */
-static int cost_proven(const struct inflight *f)
-{
-    return f->ns_per_launch > 0.0 && f->learnt_launches >= PROVEN_COST_LAUNCHES;
 }
 
 static struct inflight *flight(int dev)
@@ -414,7 +399,7 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     /* A graph launch carries many kernels: a cost learnt on single kernels alone does not
      * tell what it costs, so graph launches wait as with no cost known until one is seen. */
     uint64_t graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
-    int cost_known = cost_proven(f) && (f->graph_cost_seen || graphs == 0);
+    int cost_known = f->ns_per_launch > 0.0 && (f->graph_cost_seen || graphs == 0);
     if (cost_known) {
         queued = estimate_at(f, launches, now);
         if (queued == 0 && pending > 0) {
@@ -540,7 +525,7 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double cost = cost_proven(f) ? wall_per_launch(f) : 0.0;
+    double cost = wall_per_launch(f);
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
@@ -605,7 +590,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         return; /* launched into a graph: nothing runs now */
     pthread_mutex_lock(&f->m);
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
-    int due = how != 0 || !cost_proven(f) || now - f->last_mark_ns >= MARK_GAP_NS;
+    int due = how != 0 || f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;

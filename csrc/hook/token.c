@@ -8,7 +8,8 @@
  *    marked, so that the queue estimate learns what it costs (inflight.c).
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
  *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
- *    is left (design-notes §1).  Each slow-path launch is followed by a marker event.
+ *    is left (design-notes §1); in a calibration token, while it would run more than
+ *    MEASURE_AHEAD_NS ahead.  Each slow-path launch is followed by a marker event.
  *  - In the token's tail (its last `tail` of time) the next launch asks for the next token,
  *    without draining the queue: when no one else waits the scheduler renews it at once, and
  *    the queued tail keeps the GPU busy over the round trip.  When another client gets the
@@ -62,6 +63,12 @@
  * gem_inflight_measured).  A look costs a few microseconds; a calibration comes every 2-10 s. */
 #define MEASURE_LOOK_NS 2000000
 #define MEASURE_LOOK_LAUNCHES 8
+/* ... and its queue runs at most this far ahead.  A calibration runs the GPU continuously, so
+ * its clock falls and a launch takes longer than in the ordinary grants its cost was learnt
+ * in: queued to the end of a 180 ms calibration at that cost, a CUDA-graph loop ran 17.8-20.6
+ * ms past it (H100, 2026-11-25).  Ahead by this much, the GPU never runs dry between looks
+ * (HOLD_LOOK_NS), and a cost 15 % low costs 1.5 ms. */
+#define MEASURE_AHEAD_NS 10000000
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
  * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
@@ -532,8 +539,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             seen = t->generation;
             continue;
         }
+        int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
+                                                                        : at;
         pthread_mutex_unlock(&t->m);
-        int64_t room = room_or_hold(dev, s, pts, now, at, &marked);
+        int64_t room = room_or_hold(dev, s, pts, now, fill_to, &marked);
         pthread_mutex_lock(&t->m);
         if (room == 0)
             continue;

@@ -104,6 +104,26 @@ def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env,
     assert all(ms == pytest.approx(1.0 * n, rel=0.05) and n <= 70 for ms, n in measured), runs
 
 
+def test_a_calibration_token_is_not_queued_to_its_end(fake_env, pm):
+    """A calibration runs the GPU continuously, so its clock falls and each launch takes
+    longer than in the ordinary grants the cost per launch was learnt in (an H100 10-15 %).
+    Queued to the end of a 200 ms token at the ordinary cost, the work ran 17.8-20.6 ms past
+    it (CUDA graphs, 2026-11-25).  In a calibration the queue runs at most a few ms ahead, and
+    an error of the cost costs a few percent of that.  Here the cost is learnt on 0.5 ms
+    kernels and the calibration runs 0.6 ms ones: queued to the end, 400 of them ran 40 ms past
+    the token."""
+    pm.quota_ms = 200.0
+    pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
+    pm.quota_delay_s = 0.05  # paced, as a capped client is: the work past a token is overuse
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.6", "--burst", "400",
+                      "--warmup-bursts", "4", "--warmup-launches", "100",
+                      "--warmup-kernel-ms", "0.5", "--sync", "stream", "--bursts", "2"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    assert len(overuse) >= 4, overuse  # 200 + 480 ms of work in 200 ms tokens
+    assert max(overuse) < 5.0, overuse
+
+
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
     """Asking early helps a burst that one token would hold.  One that outlasts the tokens is
     split whatever the hook does; asking at its start would only leave the GPU idle for a round
