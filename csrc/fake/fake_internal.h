@@ -108,6 +108,7 @@ FAKE_HIDDEN void fake_self_um_count(enum fake_um_counter c);
 /* launch.c: a prefetch to a device was enqueued on h (later launches must be ordered after it) */
 FAKE_HIDDEN void fake_stream_note_prefetch(CUstream h, int per_thread);
 FAKE_HIDDEN int fake_symbol_id(const char *name);     /* -1 if not exported */
+FAKE_HIDDEN uint64_t fake_env_u64(const char *name, uint64_t dflt); /* unset, unparsable: dflt */
 
 /* ---- timeline.c: the simulated GPU's kernel queue ------------------------------------------ */
 /* fake_now_ns() (exported, fake_extra.h) is the timeline's clock. */

@@ -35,7 +35,7 @@ int fake_symbol_id(const char *name)
     return -1;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
+uint64_t fake_env_u64(const char *name, uint64_t dflt)
 {
     const char *v = getenv(name);
     if (v == NULL || *v == '\0')
@@ -53,8 +53,8 @@ void fake_shm_init_locked(struct fake_shm *s)
     size_t head = offsetof(struct fake_shm, next_addr);
     memset((char *)s + head, 0, sizeof(*s) - head);
     s->next_addr = FAKE_ADDR_BASE;
-    s->default_kernel_ns = env_u64("GEMINI_FAKE_KERNEL_NS", FAKE_DEFAULT_KERNEL_NS);
-    uint64_t mem = env_u64("GEMINI_FAKE_GPU_MEM", FAKE_DEFAULT_MEM);
+    s->default_kernel_ns = fake_env_u64("GEMINI_FAKE_KERNEL_NS", FAKE_DEFAULT_KERNEL_NS);
+    uint64_t mem = fake_env_u64("GEMINI_FAKE_GPU_MEM", FAKE_DEFAULT_MEM);
     for (int d = 0; d < FAKE_MAX_DEVICES; d++)
         s->dev[d].mem_total = mem;
     for (int i = 0; i < FAKE_MAX_FAILS; i++)

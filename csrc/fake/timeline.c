@@ -2,6 +2,7 @@
  * CLOCK_MONOTONIC nanoseconds, shared by every process through the segment (shm.c). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -33,11 +34,11 @@ uint64_t fake_tl_step(uint64_t now, uint64_t busy_until, uint64_t tail, uint64_t
 
 #define FAKE_COOL_NS 1000000ULL
 
+/* A whole number > 0 from the environment, or `fallback`. */
 static unsigned env_uint(const char *name, unsigned fallback)
 {
-    const char *v = getenv(name);
-    long x = v != NULL ? strtol(v, NULL, 10) : 0;
-    return x > 0 ? (unsigned)x : fallback;
+    uint64_t x = fake_env_u64(name, 0);
+    return x > 0 && x <= UINT_MAX ? (unsigned)x : fallback;
 }
 
 /* A power-limited GPU, as the fake NVML's clock (the same variables): a kernel that starts
@@ -103,10 +104,7 @@ static int g_env_read;
 uint64_t fake_kernel_ns_default(void)
 {
     if (!__atomic_load_n(&g_env_read, __ATOMIC_ACQUIRE)) {
-        const char *v = getenv("GEMINI_FAKE_KERNEL_NS");
-        uint64_t x = 0;
-        if (v != NULL && *v != '\0')
-            x = strtoull(v, NULL, 0);
+        uint64_t x = fake_env_u64("GEMINI_FAKE_KERNEL_NS", 0);
         __atomic_store_n(&g_env_kernel_ns, x, __ATOMIC_RELAXED);
         __atomic_store_n(&g_env_read, 1, __ATOMIC_RELEASE);
     }
