@@ -1,15 +1,23 @@
-"""Alone under the hook vs bare, many short runs in turn (issue 12: "alone at bare speed").
+"""Alone (and capped) under the hook vs bare, many short runs in turn (issue 12: "alone at bare
+speed"; a cap of a program the host paces, judged against bare runs beside it).
 
   python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--cpus 4-7]
+                           [--variants bare,disabled,solo,cap] [--cap-seconds 15]
                            [--budget SECONDS] [--out DIR]
 
 Each round runs, in fresh processes one after the other: the program bare; with the hook
-preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); and under
-the hook as the only client (`solo 1.0 1.0`).  Rates are steps/s of bench/path_app.py
-(--no-wait).  Three variants tell apart what a preloaded library costs by being there and what
-the gate, the token and the markers cost.  Run to run, a launch-bound Python loop on a VM varies
-by 10-20 %, so the answer is the median of the per-round ratios, with their spread; each round
-runs the variants in another order, and --cpus keeps them all on the same CPUs.  --budget
+preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); under
+the hook as the only client (`solo 1.0 1.0`); and, with `cap` in --variants, as a client capped
+at --cap (`cap 0.4 0.4`, --cap-seconds long: one client of the same daemons all along, so its
+later runs meet a scheduler that has seen it before).  Rates are steps/s of bench/path_app.py
+(--no-wait).  The first three tell apart what a preloaded library costs by being there and what
+the gate, the token and the markers cost.  A program the host paces (a launch-bound loop,
+torch.compile without CUDA graphs) runs 10-20 % faster or slower from one minute to the next,
+so a capped run's share by work is only as good as the bare rate it is divided by: here each
+capped run is divided by the bare run of its own round.  Run to run, a launch-bound Python loop
+on a VM varies by 10-20 %, so the answer is the median of the per-round ratios, with their
+spread; each round runs the variants in another order, and --cpus keeps them all on the same
+CPUs.  --budget
 stops before a round that would end past it (by the longest round so far): the rounds done are
 written, where a time limit from outside would leave nothing (a round takes 3 fresh processes,
 about 20 s on the H100 for 3 s runs).
@@ -42,6 +50,7 @@ from common import (
 
 APP = Path(__file__).resolve().parent / "path_app.py"
 VARIANTS = ("bare", "disabled", "solo")
+ALL_VARIANTS = (*VARIANTS, "cap")
 
 
 def rate(path: str, seconds: float, env: dict[str, str], cpus: set[int] | None = None) -> float:
@@ -69,6 +78,16 @@ def cpu_list(text: str) -> set[int] | None:
     return out or None
 
 
+def variants_of(text: str) -> tuple[str, ...]:
+    """"solo,cap" -> ("bare", "solo", "cap"), in ALL_VARIANTS' order; unknown names refused."""
+    names = {v.strip() for v in text.split(",") if v.strip()} | {"bare"}
+    unknown = names - set(ALL_VARIANTS)
+    if unknown:
+        raise SystemExit(f"solo_ab: unknown variant(s) {', '.join(sorted(unknown))}; "
+                         f"known: {', '.join(ALL_VARIANTS)}")
+    return tuple(v for v in ALL_VARIANTS if v in names)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--path", default="launch-bound")
@@ -77,21 +96,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--budget", type=float, default=None,
                    help="seconds: start no round that would end past this (at least one runs)")
+    p.add_argument("--variants", default=",".join(VARIANTS),
+                   help=f"which of {','.join(ALL_VARIANTS)} each round runs (bare always)")
+    p.add_argument("--cap", type=float, default=0.4, help="the capped client's limit")
+    p.add_argument("--cap-seconds", type=float, default=15.0, help="length of a capped run")
     p.add_argument("--cpus", default="", help="run the program on these CPUs only (e.g. 4-7): "
                    "where a process lands moves a launch-bound loop's rate by 10-20 %%")
     args = p.parse_args(argv)
+    args.variants = variants_of(args.variants)
     with Procs() as procs:
         return measure(args, procs, argv)
 
 
 def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> int:
-    backend = Backend(procs, [Client("solo", 1.0, 1.0, 16 * GIB)], tag="solo-ab")
+    variants = args.variants
+    clients = [Client("solo", 1.0, 1.0, 16 * GIB)]
+    if "cap" in variants:
+        clients.append(Client("cap", args.cap, args.cap, 16 * GIB))
+    backend = Backend(procs, clients, tag="solo-ab")
     try:
         envs = {"bare": base_env(),
                 "disabled": {**base_env(), "LD_PRELOAD": str(hook_path()),
                              "GEMINI_HOOK_DISABLE": "1"},
                 "solo": {**base_env(), **backend.hook_env("solo")}}
-        runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        if "cap" in variants:
+            envs["cap"] = {**base_env(), **backend.hook_env("cap")}
+        seconds = {v: args.cap_seconds if v == "cap" else args.seconds for v in variants}
+        runs: dict[str, list[float]] = {v: [] for v in variants}
         cpus = cpu_list(args.cpus)
         started, longest = time.monotonic(), 0.0
         for i in range(args.rounds):
@@ -102,9 +133,10 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
             round_start = time.monotonic()
             # Each round in another order: what changes over a round (a CPU's boost, a cache
             # warmed by the run before) must not favour one variant.
-            for v in VARIANTS[i % 3:] + VARIANTS[:i % 3]:
-                runs[v].append(round(rate(args.path, args.seconds, envs[v], cpus), 2))
-            print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in VARIANTS), flush=True)
+            n = len(variants)
+            for v in variants[i % n:] + variants[:i % n]:
+                runs[v].append(round(rate(args.path, seconds[v], envs[v], cpus), 2))
+            print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in variants), flush=True)
             longest = max(longest, time.monotonic() - round_start)
     finally:
         backend.stop()
@@ -112,7 +144,9 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
                  "command": "python3 bench/solo_ab.py " + " ".join(argv or sys.argv[1:]),
                  "path": args.path, "seconds": args.seconds, "cpus": args.cpus,
                  "rounds": len(runs["bare"]), "runs": runs}
-    for v in ("disabled", "solo"):
+    if "cap" in variants:
+        out.update(cap=args.cap, cap_seconds=args.cap_seconds)
+    for v in variants[1:]:
         ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
         out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),
                                  "min": round(ratios[0], 4), "max": round(ratios[-1], 4)}

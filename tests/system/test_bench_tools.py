@@ -39,6 +39,27 @@ def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
 
 
 @pytest.mark.system
+def test_solo_ab_runs_a_capped_client_beside_bare_runs(tmp_path: Path) -> None:
+    path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
+                       "--rounds", "2", "--seconds", "0.3", "--variants", "cap",
+                       "--cap", "0.25", "--cap-seconds", "0.4")
+    result = json.loads(path.read_text())
+    assert set(result["runs"]) == {"bare", "cap"}
+    assert (result["cap"], result["cap_seconds"]) == (0.25, 0.4)
+    assert all(len(r) == 2 and min(r) > 0 for r in result["runs"].values())
+    # each capped run over the bare run of its round; the cpu kind launches nothing to hold
+    assert result["cap_over_bare"]["median"] == pytest.approx(1.0, abs=0.3)
+    assert "solo_over_bare" not in result
+
+
+def test_solo_ab_refuses_an_unknown_variant() -> None:
+    p = subprocess.run([sys.executable, "bench/solo_ab.py", "--variants", "solo,capped"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "unknown variant(s) capped" in p.stderr
+
+
+@pytest.mark.system
 def test_solo_ab_stops_at_its_budget_and_writes_the_rounds_done(tmp_path: Path) -> None:
     """A round is three fresh processes of 0.5 s at least: a 1 s budget leaves room for the
     first round only, and the result is still written."""
