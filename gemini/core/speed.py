@@ -110,6 +110,13 @@ WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
 GRANT_WEIGHT = 0.01
 # From this share of its grants spent waiting on the GPU a program is taken to be bound by it.
 GPU_BOUND = 0.2
+# Below this share its host paces it: its speed-up counts for at most a quarter (speed()), and
+# it is not calibrated, as a 200 ms grant would only put a lump in its seconds.  H100, capped
+# at 0.4 (2026-11-25): the launch-bound loop (waits on the GPU in none of its grants) and
+# torch.compile (1-5 %) did 0.455 and 0.486 of their bare work in their highest 1 s windows,
+# each holding a calibration and granted 0.428-0.429 of the time.  Once its share rises (its
+# program now waits on the GPU) it is calibrated again.
+HOST_PACED = GPU_BOUND / 4
 WAIT_WEIGHT = 0.2  # each grant's weight in the running mean of that share
 SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not stop a client
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
@@ -232,10 +239,12 @@ class SpeedMeter:
         clocks.run_launches = RUN_KEEP * clocks.run_launches + launches
 
     def due(self, name: str, now: float) -> bool:
-        """Is it time for a calibration grant?"""
+        """Is it time for a calibration grant?  (Never for a client its host paces.)"""
         clocks = self._clocks.get(name)
         if clocks is None or clocks.first_at is None:
             return False  # no reading yet
+        if clocks.gpu_wait is not None and clocks.gpu_wait < HOST_PACED:
+            return False  # its host paces it: nothing to calibrate
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at

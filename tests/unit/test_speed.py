@@ -15,6 +15,7 @@ from gemini.core.speed import (
     DRIFT,
     FIRST_CALIBRATION_S,
     GPU_BOUND,
+    HOST_PACED,
     MIN_RUN_LAUNCHES,
     MIN_TAIL_READINGS,
     MIN_TAIL_RUN_MS,
@@ -29,7 +30,7 @@ from gemini.core.speed import (
     WORK_PER_CLOCK,
     SpeedMeter,
 )
-from gemini.core.wire import QUOTA_FLAG_CALIBRATION
+from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType
 from gemini.daemon.clock import feed_clock
 from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
@@ -157,6 +158,37 @@ def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every
     meter.calibrating("a", at)
     assert not meter.due("a", at + 9.9)
     assert meter.due("a", at + 10.0)
+
+
+def test_a_client_its_host_paces_is_not_calibrated_until_it_waits_on_the_gpu():
+    # H100, capped at 0.4: the launch-bound loop waits on the GPU in none of its grants, and its
+    # calibrations only made lumps (its highest 1 s window held one: 0.455 of its bare work).
+    meter = SpeedMeter(every_s=10.0)
+    in_grant(meter, 1900.0, 1.0)
+    meter.waited("a", 0.0)
+    assert not meter.due("a", 1.0 + FIRST_CALIBRATION_S)
+    assert not meter.due("a", 60.0)
+    while meter.gpu_wait("a") < HOST_PACED:  # its program now waits on the GPU
+        assert not meter.due("a", 60.0)
+        meter.waited("a", 0.5)
+    assert meter.due("a", 60.0)
+
+
+def test_a_capped_client_that_never_waits_on_the_gpu_gets_no_calibration_grant():
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    now, lengths = 0.0, []
+    for req_id in range(1, 100):  # 10 s of grants, a reading in each, none of it waited
+        replies = grants(core.on_request(1, Request("a", req_id, RequestType.QUOTA,
+                                                    (0.0, 5000.0, 0.0)), now))
+        while not replies:
+            now = core.next_deadline()
+            replies = grants(core.on_deadline(now))
+        length = replies[0].response.values[0] / 1000
+        lengths.append(length)
+        core.on_clock([(now + 0.01, 1900.0)], now + length)
+        now += length
+    assert now > 5 * FIRST_CALIBRATION_S
+    assert max(lengths) == pytest.approx(0.04)  # its part of each 100 ms turn, never more
 
 
 def test_without_clock_samples_no_grant_is_a_calibration():
