@@ -11,16 +11,14 @@ the hook as the only client (`solo 1.0 1.0`); and, with `cap` in --variants, as 
 at --cap (`cap 0.4 0.4`, --cap-seconds long: one client of the same daemons all along, so its
 later runs meet a scheduler that has seen it before).  Rates are steps/s of bench/path_app.py
 (--no-wait).  The first three tell apart what a preloaded library costs by being there and what
-the gate, the token and the markers cost.  A program the host paces (a launch-bound loop,
-torch.compile without CUDA graphs) runs 10-20 % faster or slower from one minute to the next,
-so a capped run's share by work is only as good as the bare rate it is divided by: here each
-capped run is divided by the bare run of its own round.  Run to run, a launch-bound Python loop
-on a VM varies by 10-20 %, so the answer is the median of the per-round ratios, with their
-spread; each round runs the variants in another order, and --cpus keeps them all on the same
-CPUs.  --budget
-stops before a round that would end past it (by the longest round so far): the rounds done are
-written, where a time limit from outside would leave nothing (a round takes 3 fresh processes,
-about 20 s on the H100 for 3 s runs).
+the gate, the token and the markers cost.  Run to run, a program the host paces (a
+launch-bound loop, torch.compile without CUDA graphs) moves by 10-40 % on a VM (H100,
+2026-11-25: 457-713 steps/s in one invocation), so the answer is the median of the per-round
+ratios, with their spread, and a capped run's share by work is divided by the bare run of its
+own round; each round runs the variants in another order, and --cpus keeps them all on the
+same CPUs.  --budget stops before a round that would end past it (by the longest round so
+far): the rounds done are written, where a time limit from outside would leave nothing (a
+round of 3 fresh processes takes about 20 s on the H100 for 3 s runs).
 """
 
 from __future__ import annotations
