@@ -381,6 +381,15 @@ def _f(x: object, nd: int = 3) -> str:
     return "—" if x is None else f"{x:.{nd}f}" if isinstance(x, (int, float)) else str(x)
 
 
+def _bare_cell(bare: float | None, cap_bare: float | None) -> str:
+    """The solo runs' bare rate, and the one the capped run was divided by where that differs
+    (its own bare runs, or another invocation's in a merge: a host-paced program's bare rate
+    moves by a third between invocations)."""
+    if cap_bare is None or (bare is not None and abs(cap_bare - bare) <= 0.005 * bare):
+        return _f(bare, 1)
+    return f"{_f(bare, 1)} (cap ÷ {cap_bare:.1f})"
+
+
 def markdown(res: dict) -> str:
     tol, lines = GOALS["cap_tol"], []
     lines += [f"# gemini, issue 12: every kind of program — {res.get('device', '?')}", "",
@@ -418,7 +427,7 @@ def markdown(res: dict) -> str:
                 f"{_f(r['overuse_ms_p50'])} / {_f(r['overuse_ms_p99'])} ({r['overuse_samples']})")
         if r.get("overuse_reported_ms_max") is not None:  # (what the hook charged, syncs too)
             over += f"; reported max {_f(r['overuse_reported_ms_max'])}"
-        cells = [p, _f(bare, 1), sob_s,
+        cells = [p, _bare_cell(bare, r.get("cap_bare_rate")), sob_s,
                  "—" if c15 is None else _f(c15) + _ok(abs(c15 - CAP_TARGET) <= tol),
                  "—" if c60 is None else _f(c60) + _ok(abs(c60 - CAP_TARGET) <= tol),
                  err, slid, over, note.replace("|", "/")]

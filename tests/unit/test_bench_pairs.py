@@ -88,3 +88,13 @@ def test_a_capped_run_is_judged_on_every_1s_window_not_only_its_whole_seconds() 
     assert 2.25 - 1e-6 <= m["cap_high1_sliding_at_s"] <= 2.75 + 1e-6
     assert m["cap_low1_sliding"] == pytest.approx(0.2, abs=1e-6)
     assert "0.500 ❌ at 2.2 s / 0.200" in paths.markdown({"paths": {"triton": m}})
+
+
+def test_the_table_names_the_bare_rate_a_capped_run_was_divided_by_where_it_differs() -> None:
+    """Merged from two invocations, a row's solo runs and capped run may have different bare
+    rates (a launch-bound loop: 493 and 662 steps/s on the H100, 2026-11-25)."""
+    row = {"bare": {"median": 493.3}, "cap_bare_rate": 661.76, "cap_60s": 0.358}
+    table = {"paths": {"launch-bound": row}}
+    assert "| launch-bound | 493.3 (cap ÷ 661.8) |" in paths.markdown(table)
+    row["cap_bare_rate"] = 494.0
+    assert "| launch-bound | 493.3 |" in paths.markdown(table)
