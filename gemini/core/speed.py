@@ -7,13 +7,13 @@ H100); paced at 0.4 (40 ms on, 60 ms idle) each grant starts on a cool card at u
 and the program does 1.15x its continuous work per second of GPU time (H100, no gemini:
 bench/results/…-211739-duty-cycle-synced.json).  A cap in time then gives 0.46 of the bare work.
 
-So each capped client is calibrated: now and then one of its grants is long (`CALIBRATION_S`),
-and the clock in that grant's last `TAIL_S`, when the limiter has caught up, is the clock the
-client runs at continuously.  The clock in its ordinary grants over that is its speed: the
-scheduler charges each second it grants as `speed` seconds (gemini.core.scheduler).  A program
-the clock does not slow (memory-bound, launch-bound, or light) reads the same clock in both and
-is charged its time.  The clock stands for the work, in part (below; the probe:
-bench/results/…-212420-clock-probe.json).
+So each capped client the GPU paces is calibrated (HOST_PACED: not one its host paces): now and
+then one of its grants is long (`CALIBRATION_S`), and the clock in that grant's last `TAIL_S`,
+when the limiter has caught up, is the clock the client runs at continuously.  The clock in its
+ordinary grants over that is its speed: the scheduler charges each second it grants as `speed`
+seconds (gemini.core.scheduler).  A program the clock does not slow (memory-bound, launch-bound,
+or light) reads the same clock in both and is charged its time.  The clock stands for the work,
+in part (below; the probe: bench/results/…-212420-clock-probe.json).
 
 A calibration can read high, never low: if the program leaves the GPU idle in part of it, or
 the limiter has not caught up (its power average still holds the cool seconds before), the
