@@ -1110,9 +1110,9 @@ def main(argv: list[str] | None = None) -> int:
                                                              "sync_every_ms", "budget",
                                                              "fresh_processes", "pair_path")},
                  "paths": {}, "pairs": [], "notes": []}
-    if args.sync_every_ms is None:  # (the per-path defaults)
+    if args.sync_every_ms is None:  # (the per-path defaults, as Bench.sync_ms gives them)
         new["settings"]["sync_every_ms"] = {"default": SYNC_EVERY_MS,
-                                            **{p: SYNC_EVERY_MS_NO_EVENTS for p in NO_EVENTS}}
+                                            **{p: bench.sync_ms(p) for p in NO_EVENTS}}
     bench.notes = new["notes"]
     base = args.out / f"{slug(gpu['name'])}-{stamp}-paths"
     bench.logs_archive = Path(f"{base}-logs.tar")
