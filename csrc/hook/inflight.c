@@ -62,6 +62,7 @@
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
+#define DONE_LOG 256              /* finished markers whose finish the tracker can still read */
 
 struct mark {
     CUevent ev;
@@ -70,6 +71,7 @@ struct mark {
     uint64_t graphs;   /* ... of which graph launches */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
+    int64_t done_ns;   /* by when it finished, at the latest (set with seen_ns; see done_by) */
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
                         * unknown time later, so no cost is learnt from the segment it starts */
@@ -107,6 +109,13 @@ struct inflight {
         uint64_t launches;      /* ... and launches */
     } run[2];
     uint64_t seq; /* markers recorded so far */
+    /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
+     * leaves the ring once a later one has finished, and under load the launching threads see
+     * that first. */
+    struct done_entry {
+        uint64_t seq;
+        int64_t done_ns;
+    } done_log[DONE_LOG];
     int failure_logged;
     int elapsed_rc_logged; /* 1 + the last cuEventElapsedTime error written to the debug log */
 };
@@ -216,14 +225,22 @@ static struct run_window *run_window_of(struct inflight *f, int64_t start_ns)
     return NULL;
 }
 
-/* Learn the cost per launch from a finished marker and the previous one of its stream. */
-static void learn_cost(struct inflight *f, const struct mark *done, unsigned index, int64_t now)
+/* The GPU time from marker a's end to b's, on the device's clock (any streams of a context). */
+static CUresult elapsed_ms(float *ms, const struct mark *a, const struct mark *b)
 {
     __typeof__(&cuEventElapsedTime) elapsed = REAL_AUX(cuEventElapsedTime_v2);
     if (elapsed == NULL)
         elapsed = REAL_AUX(cuEventElapsedTime);
     if (elapsed == NULL)
-        return;
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return elapsed(ms, a->ev, b->ev);
+}
+
+/* Learn the cost per launch from a finished marker and the previous one of its stream.
+ * `after_prev_ms`: the GPU time from the marker before it in the ring (NULL: not known). */
+static void learn_cost(struct inflight *f, const struct mark *done, unsigned index, int64_t now,
+                       const float *after_prev_ms)
+{
     for (unsigned i = index; i-- > 0;) {
         const struct mark *prev = mark_at(f, i);
         if (prev->stream != done->stream)
@@ -239,7 +256,11 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         float ms = 0.0f;
         if (n == 0)
             return;
-        CUresult rc = elapsed(&ms, prev->ev, done->ev);
+        CUresult rc = CUDA_SUCCESS;
+        if (i + 1 == index && after_prev_ms != NULL)
+            ms = *after_prev_ms;
+        else
+            rc = elapsed_ms(&ms, prev, done);
         if (rc != CUDA_SUCCESS || ms <= 0.0f) {
             gem_stat_add(GEM_STAT_COST_FAILS, 1);
             if (f->elapsed_rc_logged != (int)rc + 1)
@@ -314,6 +335,48 @@ static void unrelax(CUstreamCaptureMode mode)
         exchange(&mode);
 }
 
+/* By when the work launched before marker m had run, given that it finished by `by`: the
+ * work's end, not the marker's, is what a token's overuse counts, and a marker recorded after
+ * the work (a launch that asks for the next token once the queue has run out) finishes when it
+ * is recorded, after however long the host took to get there.  With no launch since the
+ * previous marker of its stream (`prev`, earlier in the ring, finished), that one's end is the
+ * work's.  f->m held. */
+static int64_t work_done_by(struct inflight *f, unsigned i, const struct mark *m, int64_t by)
+{
+    for (unsigned j = i; j-- > 0;) {
+        const struct mark *prev = mark_at(f, j);
+        if (prev->stream != m->stream)
+            continue;
+        return prev->launches == m->launches && prev->done_ns < by ? prev->done_ns : by;
+    }
+    return by;
+}
+
+/* Marker i of the ring was seen finished `now`: the work before it had run by then, and by the
+ * time the one before it in the ring had (at the latest) plus the GPU time between the two,
+ * which is the tighter when this look came late (the host stopped the process, or no thread
+ * looked): the tracker and the syncs charge a token's overuse from it, and a look 7.6 ms late
+ * once charged an H100 client 7.6 ms its program's own events put 1.8 ms before the token's
+ * end.  Returns 1 with that GPU time in *after_prev_ms (learn_cost's too, when both are of one
+ * stream), else 0.  f->m held. */
+static int done_by(struct inflight *f, unsigned i, int64_t now, float *after_prev_ms)
+{
+    struct mark *m = mark_at(f, i);
+    m->seen_ns = now;
+    int64_t by = now;
+    int known = 0;
+    if (i > 0) {
+        const struct mark *prev = mark_at(f, i - 1);
+        known = elapsed_ms(after_prev_ms, prev, m) == CUDA_SUCCESS;
+        int64_t chained = known ? prev->done_ns + (int64_t)((double)*after_prev_ms * 1e6) : now;
+        if (chained < by && chained >= m->host_ns) /* (before it was recorded: not to be had) */
+            by = chained;
+    }
+    m->done_ns = work_done_by(f, i, m, by);
+    f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
+    return known;
+}
+
 /* Move past the finished markers at the head of the ring.  f->m held. */
 static void poll_marks(struct inflight *f, int64_t now)
 {
@@ -330,13 +393,15 @@ static void poll_marks(struct inflight *f, int64_t now)
         unrelax(mode);
         return;
     }
-    for (unsigned i = f->kept; i < finished; i++)
-        mark_at(f, i)->seen_ns = now;
     /* Every segment that finished, not only the newest: the GPU time per launch measured in a
      * token's last part tells the scheduler how fast the GPU ran it (gem_inflight_measured),
      * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.) */
-    for (unsigned i = f->kept > 0 ? f->kept : 1; i < finished; i++)
-        learn_cost(f, mark_at(f, i), i, now);
+    for (unsigned i = f->kept; i < finished; i++) {
+        float after_prev = 0.0f;
+        int known = done_by(f, i, now, &after_prev);
+        if (i > 0)
+            learn_cost(f, mark_at(f, i), i, now, known ? &after_prev : NULL);
+    }
     const struct mark *newest = mark_at(f, finished - 1);
     unrelax(mode);
     if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
@@ -484,9 +549,10 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
     }
 }
 
-void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
-                         int all_ran)
+int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+                            int all_ran)
 {
+    int64_t ran_by = now;
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     int64_t waited = now - from;
@@ -498,12 +564,16 @@ void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_
         behind(f, now);
     if (all_ran) {
         poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
+        /* The newest finished marker came after them all: they ran by when it did. */
+        if (f->kept && mark_at(f, 0)->launches >= launches_before)
+            ran_by = mark_at(f, 0)->done_ns;
         if (launches_before > f->done_launches) {
             f->done_launches = launches_before;
             f->done_seen_ns = now;
         }
     }
     pthread_mutex_unlock(&f->m);
+    return ran_by;
 }
 
 int64_t gem_inflight_next_done_ns(int dev)
@@ -620,7 +690,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - (before_launch != 0);
     m->graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
     m->host_ns = now;
-    m->seen_ns = 0;
+    m->seen_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
     m->seq = ++f->seq;
     f->count++;
@@ -671,7 +741,7 @@ static int newest_per_stream(struct inflight *f, uint64_t seq, unsigned *slot, u
     int n = 0;
     for (unsigned i = f->count; i-- > 0;) {
         const struct mark *m = mark_at(f, i);
-        if (m->seq > seq || m->seen_ns != 0)
+        if (m->seq > seq)
             continue;
         int seen = 0;
         for (int j = 0; j < n && !seen; j++)
@@ -684,34 +754,77 @@ static int newest_per_stream(struct inflight *f, uint64_t seq, unsigned *slot, u
     return n;
 }
 
+/* By when the marker `seq` (of ring slot `slot`) finished, at the latest, if it has; 0 if not
+ * yet, -1 on a driver error.  f->m held, relaxed. */
+static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int64_t now)
+{
+    const struct mark *m = &f->ring[slot];
+    if (m->seq != seq) { /* it finished, and left the ring since: as logged then */
+        const struct done_entry *e = &f->done_log[seq % DONE_LOG];
+        return e->seq == seq ? e->done_ns : now;
+    }
+    if (m->seen_ns != 0)
+        return m->done_ns;
+    CUresult rc = REAL_AUX(cuEventQuery)(m->ev);
+    if (rc == CUDA_ERROR_NOT_READY)
+        return 0;
+    if (rc != CUDA_SUCCESS)
+        return -1;
+    /* Finished, not yet seen by poll_marks (an older marker of another stream is still out,
+     * or no launching thread looked): bounded by the newest one seen as done_by is. */
+    int64_t by = now;
+    float ms = 0.0f;
+    if (f->kept && elapsed_ms(&ms, mark_at(f, 0), m) == CUDA_SUCCESS) {
+        int64_t chained = mark_at(f, 0)->done_ns + (int64_t)((double)ms * 1e6);
+        if (chained < by && chained >= m->host_ns)
+            by = chained;
+    }
+    return work_done_by(f, (unsigned)((slot + MARKS - f->head) % MARKS), m, by);
+}
+
+/* The tracker's thread has no context of its own: cuEventElapsedTime is for ours.  f->m held. */
+static void use_our_context(struct inflight *f)
+{
+    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
+    __typeof__(&cuCtxSetCurrent) set_ctx = REAL_AUX(cuCtxSetCurrent);
+    CUcontext ctx = NULL;
+    if (f->ctx != NULL && get_ctx != NULL && set_ctx != NULL &&
+        get_ctx(&ctx) == CUDA_SUCCESS && ctx != f->ctx)
+        set_ctx(f->ctx);
+}
+
 int64_t gem_inflight_wait_all(int dev, uint64_t seq)
 {
     struct inflight *f = flight(dev);
-    __typeof__(&cuEventQuery) query = REAL_AUX(cuEventQuery);
+    if (REAL_AUX(cuEventQuery) == NULL)
+        return -1;
     unsigned slot[MARKS];
     uint64_t slot_seq[MARKS];
     pthread_mutex_lock(&f->m);
     int n = newest_per_stream(f, seq, slot, slot_seq);
+    if (n > 0)
+        use_our_context(f);
     pthread_mutex_unlock(&f->m);
     /* Polled, not waited for with cuEventSynchronize: the launching threads re-record a slot's
      * event once its marker is done, and a wait would then wait for their later work. */
     int64_t start = gem_now_ns(), step = WAIT_STEP_MIN_NS;
+    int64_t latest = n > 0 ? 0 : start; /* (no marker at all: nothing to bound it by) */
     while (n > 0) {
-        if (query == NULL)
-            return -1;
         pthread_mutex_lock(&f->m);
         CUstreamCaptureMode mode = relax();
+        int64_t now = gem_now_ns();
         for (int i = n; i-- > 0;) {
-            const struct mark *m = &f->ring[slot[i]];
-            CUresult rc = m->seq != slot_seq[i] || m->seen_ns != 0 ? CUDA_SUCCESS : query(m->ev);
-            if (rc == CUDA_SUCCESS) {
-                slot[i] = slot[--n];
-                slot_seq[i] = slot_seq[n];
-            } else if (rc != CUDA_ERROR_NOT_READY) {
+            int64_t by = finished_by(f, slot[i], slot_seq[i], now);
+            if (by < 0) {
                 unrelax(mode);
                 pthread_mutex_unlock(&f->m);
                 return -1;
             }
+            if (by == 0)
+                continue;
+            latest = by > latest ? by : latest;
+            slot[i] = slot[--n];
+            slot_seq[i] = slot_seq[n];
         }
         unrelax(mode);
         pthread_mutex_unlock(&f->m);
@@ -724,5 +837,5 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq)
         if (step > WAIT_STEP_MAX_NS)
             step = WAIT_STEP_MAX_NS;
     }
-    return gem_now_ns();
+    return latest;
 }

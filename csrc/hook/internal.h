@@ -209,9 +209,10 @@ void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph l
 int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
 /* The host waited for the GPU (any sync point) from `from` until `now`, `launches_before`
  * launches counted when it began; all_ran: a context or stream sync that succeeded, after which
- * those launches have run. */
-void gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
-                         int all_ran);
+ * those launches have run.  Returns by when they had run, at the latest: `now`, or earlier
+ * where a marker after the last of them says so (the host may have returned late). */
+int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+                            int all_ran);
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
 void gem_inflight_set_sharers(int dev, uint32_t sharers);
@@ -228,7 +229,8 @@ uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
  * gem_inflight_measured says (once) those of the token before the latest, whose queue has run. */
 void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now);
 void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches);
-/* Waits until the markers recorded up to `seq` have run, on every stream; when, or -1. */
+/* Waits until the markers recorded up to `seq` have run, on every stream; by when they had
+ * (their GPU time bounds a look that came late), or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
@@ -241,8 +243,9 @@ enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4 };
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
-/* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded). */
-void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok);
+/* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded), the GPU having
+ * run what it waited for by `ran_by_ns` (gem_inflight_waited). */
+void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok);
 void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */

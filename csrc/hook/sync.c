@@ -19,10 +19,11 @@
         uint64_t before_ = dev_ >= 0 ? gem_inflight_launches(dev_) : 0;                          \
         int64_t from_ = gem_now_ns();                                                            \
         CUresult r_ = call;                                                                      \
-        int64_t to_ = gem_now_ns();                                                              \
+        int64_t to_ = gem_now_ns(), ran_by_ = to_;                                               \
         if (dev_ >= 0)                                                                           \
-            gem_inflight_waited(dev_, before_, from_, to_, (all_ran) && r_ == CUDA_SUCCESS);     \
-        gem_token_note_sync(dev_, from_, to_, r_ == CUDA_SUCCESS);                               \
+            ran_by_ = gem_inflight_waited(dev_, before_, from_, to_,                             \
+                                          (all_ran) && r_ == CUDA_SUCCESS);                      \
+        gem_token_note_sync(dev_, from_, to_, ran_by_, r_ == CUDA_SUCCESS);                      \
         return r_;                                                                               \
     } while (0)
 #define SYNCED(call) WAITED_FOR(call, 1)

@@ -611,7 +611,7 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
                 "more than the markers showed)", (double)(to_ns - t->end_ns) / 1e6, more);
 }
 
-void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok)
+void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok)
 {
     if (dev < 0)
         return;
@@ -627,7 +627,7 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int ok)
         return;
     pthread_mutex_lock(&t->m);
     if (behind)
-        sync_seen(t, from_ns, to_ns);
+        sync_seen(t, from_ns, ran_by_ns);
     if (bursting) {
         t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
         if (atomic_load_explicit(&t->burst_running, memory_order_relaxed))

@@ -3,7 +3,7 @@
 It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers`
 (`quota_delay_s` late, as a capped client waits for its turn; or holds the answers until
 `release()`, or after
-`hold_quota_after` of them), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
+`hold_quota_after` of them; `quota_answered` says when, on time.monotonic()), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
 what would pass `limit`), and, like the real one, gives a connection's bytes back when it
 closes, and takes back what a RECALL gives.  `recall()` sends every connection an unsolicited
 RECALL.
@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 from gemini.core import wire
@@ -32,6 +33,7 @@ class FakePodManager:
     hold_quota_after: int | None = None  # answer this many QUOTA requests, then hold
     quota_delay_s: float = 0.0
     requests: list[Request] = field(default_factory=list)
+    quota_answered: list[float] = field(default_factory=list)  # when each QUOTA was answered
     used: int = 0
     connections: int = 0
 
@@ -113,6 +115,10 @@ class FakePodManager:
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
         with self._send, contextlib.suppress(OSError):
             conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
+        if req.type is RequestType.QUOTA:
+            with self._lock:
+                self.quota_answered.append(time.monotonic())
+                self._lock.notify_all()
 
     def _serve(self, conn: socket.socket) -> None:
         reader = wire.FrameReader(wire.REQ_MSG_LEN)

@@ -1,0 +1,59 @@
+"""The overuse the hook reports for a token is the time its GPU work ran past the token's end,
+not the time its tracker thread got to look: a host that stops the process across a token's
+end (a hiccup, a busy machine) must not charge the client for the stop (issue 12: an H100
+client was charged 7.6 ms once where its program's own events put its last step 1.8 ms before
+the token's end)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from gemini.core.wire import RequestType
+
+from .conftest import prog
+
+pytestmark = pytest.mark.hook
+
+QUOTA_MS = 30.0
+STOP_BEFORE_END_MS = 3.0  # the process stops this long before each token's end ...
+STOP_MS = 40.0  # ... for this long: its queue (a few ms) runs out meanwhile
+STOPS = 8
+
+
+def stop_across_token_ends(pm, pid: int) -> None:
+    """Stop the process across the end of each of STOPS tokens, the next one answered only
+    after it resumed (quota_delay_s)."""
+    for k in range(1, STOPS + 1):
+        assert pm.wait_for(lambda p, k=k: len(p.quota_answered) >= k), "no token answered"
+        end = pm.quota_answered[k - 1] + QUOTA_MS / 1000
+        # (sleeps here are the scenario, a host that stops the program, not synchronisation)
+        time.sleep(max(0.0, end - STOP_BEFORE_END_MS / 1000 - time.monotonic()))
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(STOP_MS / 1000)
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_process_stopped_across_its_token_end_is_charged_its_queue_not_the_stop(fake_env, pm):
+    pm.quota_ms = QUOTA_MS
+    pm.quota_delay_s = 0.08  # paced, as a capped client is: the next token comes after the stop
+    proc = fake_env.start([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "200",
+                           "--sync", "stream", "--seconds", "30"])
+    try:
+        stop_across_token_ends(pm, proc.popen.pid)
+        # Each token's overuse is reported with a later request: two more tokens bring them all.
+        n = len(pm.of_type(RequestType.QUOTA))
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= n + 2)
+    finally:
+        proc.kill()
+        if os.environ.get("DBG"):
+            err = [l for n, l in list(proc.lines.queue) if n == "err"]
+            open("/tmp/dbg.log", "w").writelines(err)
+    overuse = [r.args[0] for r in pm.of_type(RequestType.QUOTA)]
+    # The queue bound leaves about a tail (1 ms) of 1 ms kernels queued at a token's end; the
+    # stops last 40 ms past it, which a reading taken when the tracker looked would charge.
+    assert max(overuse) < STOP_MS / 2, overuse
+    assert sum(overuse) < STOPS * 5.0, overuse
