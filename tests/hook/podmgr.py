@@ -2,8 +2,8 @@
 
 It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers`
 (`quota_delay_s` late, as a capped client waits for its turn; or holds the answers until
-`release()`, or after
-`hold_quota_after` of them; `quota_answered` says when, on time.monotonic()), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
+`release()`, or after `hold_quota_after` of them; `quota_answered` says when, on
+time.monotonic()), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
 what would pass `limit`), and, like the real one, gives a connection's bytes back when it
 closes, and takes back what a RECALL gives.  `recall()` sends every connection an unsolicited
 RECALL.

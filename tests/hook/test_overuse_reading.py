@@ -49,9 +49,6 @@ def test_a_process_stopped_across_its_token_end_is_charged_its_queue_not_the_sto
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= n + 2)
     finally:
         proc.kill()
-        if os.environ.get("DBG"):
-            err = [l for n, l in list(proc.lines.queue) if n == "err"]
-            open("/tmp/dbg.log", "w").writelines(err)
     overuse = [r.args[0] for r in pm.of_type(RequestType.QUOTA)]
     # The queue bound leaves about a tail (1 ms) of 1 ms kernels queued at a token's end; the
     # stops last 40 ms past it, which a reading taken when the tracker looked would charge.
