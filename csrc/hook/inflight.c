@@ -30,7 +30,8 @@
  * it has run: a cost learnt on light kernels alone let whole graph replays run past the token
  * (torch.compile with CUDA graphs).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
- * end to measure the token's overuse.
+ * end to measure the token's overuse: when the work before it had run, bounded by the GPU's own
+ * clock (done_by), not when a thread got to look.
  *
  * A marker that cannot be recorded (capture, a foreign context, a driver error) is skipped and
  * said once in the log: the estimate then covers less, never more.
@@ -225,22 +226,22 @@ static struct run_window *run_window_of(struct inflight *f, int64_t start_ns)
     return NULL;
 }
 
-/* The GPU time from marker a's end to b's, on the device's clock (any streams of a context). */
-static CUresult elapsed_ms(float *ms, const struct mark *a, const struct mark *b)
+/* The driver's cuEventElapsedTime (NULL: none). */
+static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
 {
     __typeof__(&cuEventElapsedTime) elapsed = REAL_AUX(cuEventElapsedTime_v2);
-    if (elapsed == NULL)
-        elapsed = REAL_AUX(cuEventElapsedTime);
-    if (elapsed == NULL)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    return elapsed(ms, a->ev, b->ev);
+    return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
-/* Learn the cost per launch from a finished marker and the previous one of its stream.
- * `after_prev_ms`: the GPU time from the marker before it in the ring (NULL: not known). */
-static void learn_cost(struct inflight *f, const struct mark *done, unsigned index, int64_t now,
-                       const float *after_prev_ms)
+/* Learn the cost per launch from a finished marker and the previous one of its stream.  Returns
+ * that one, with the GPU time from its end to `done`'s in *elapsed_ms, where it was measured
+ * (else NULL).  f->m held. */
+static const struct mark *learn_cost(struct inflight *f, const struct mark *done, unsigned index,
+                                     int64_t now, float *elapsed_ms)
 {
+    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
+    if (elapsed == NULL)
+        return NULL;
     for (unsigned i = index; i-- > 0;) {
         const struct mark *prev = mark_at(f, i);
         if (prev->stream != done->stream)
@@ -250,25 +251,22 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
          * still running when the held launch went) but teaches no cost (see queue_end). */
         if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
-            return;
+            return NULL;
         }
         uint64_t n = done->launches - prev->launches;
         float ms = 0.0f;
         if (n == 0)
-            return;
-        CUresult rc = CUDA_SUCCESS;
-        if (i + 1 == index && after_prev_ms != NULL)
-            ms = *after_prev_ms;
-        else
-            rc = elapsed_ms(&ms, prev, done);
+            return NULL;
+        CUresult rc = elapsed(&ms, prev->ev, done->ev);
         if (rc != CUDA_SUCCESS || ms <= 0.0f) {
             gem_stat_add(GEM_STAT_COST_FAILS, 1);
             if (f->elapsed_rc_logged != (int)rc + 1)
                 GEM_LOG(GEM_LOG_DEBUG, "marker segment of %llu launches: elapsed %.3f ms, rc %d",
                         (unsigned long long)n, (double)ms, (int)rc);
             f->elapsed_rc_logged = (int)rc + 1;
-            return;
+            return NULL;
         }
+        *elapsed_ms = ms;
         /* When it ran, on the host's clock: it ended by the time it was seen finished (now,
          * within a look's interval), `ms` before that it began. */
         struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
@@ -278,7 +276,7 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
         }
         if (prev->queue_end) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
-            return;
+            return prev;
         }
         double cost = (double)ms * 1e6 / (double)n;
         gem_stat_add(GEM_STAT_COSTS, 1);
@@ -302,8 +300,9 @@ static void learn_cost(struct inflight *f, const struct mark *done, unsigned ind
             f->logged_cost = f->ns_per_launch;
             f->logged_cost_ns = now;
         }
-        return;
+        return prev;
     }
+    return NULL;
 }
 
 /* The GPU is behind the launches: no launch goes unmarked until it is seen keeping up again
@@ -347,34 +346,34 @@ static int64_t work_done_by(struct inflight *f, unsigned i, const struct mark *m
         const struct mark *prev = mark_at(f, j);
         if (prev->stream != m->stream)
             continue;
-        return prev->launches == m->launches && prev->done_ns < by ? prev->done_ns : by;
+        return prev->seen_ns != 0 && prev->launches == m->launches && prev->done_ns < by
+                   ? prev->done_ns
+                   : by;
     }
     return by;
 }
 
 /* Marker i of the ring was seen finished `now`: the work before it had run by then, and by the
- * time the one before it in the ring had (at the latest) plus the GPU time between the two,
- * which is the tighter when this look came late (the host stopped the process, or no thread
- * looked): the tracker and the syncs charge a token's overuse from it, and a look 7.6 ms late
- * once charged an H100 client 7.6 ms its program's own events put 1.8 ms before the token's
- * end.  Returns 1 with that GPU time in *after_prev_ms (learn_cost's too, when both are of one
- * stream), else 0.  f->m held. */
-static int done_by(struct inflight *f, unsigned i, int64_t now, float *after_prev_ms)
+ * time `from` (an earlier marker of its stream, NULL: none measured) had, at the latest, plus
+ * the GPU time between the two, which is the tighter when this look came late (the host stopped
+ * the process, or no thread looked): the tracker and the syncs charge a token's overuse from
+ * it, and a look 7.6 ms late once charged an H100 client 7.6 ms its program's own events put
+ * 1.8 ms before the token's end.  Only from a GPU time learn_cost measured anyway: with a
+ * cuEventElapsedTime of its own per marker here (the one before it in the ring, gaps included),
+ * a JAX client capped on the H100 asked early at 3-5 times as many token starts, its tracker
+ * waiting up to 70 ms for a token's end.  f->m held. */
+static void done_by(struct inflight *f, unsigned i, int64_t now, const struct mark *from,
+                    float elapsed_ms)
 {
     struct mark *m = mark_at(f, i);
-    m->seen_ns = now;
     int64_t by = now;
-    int known = 0;
-    if (i > 0) {
-        const struct mark *prev = mark_at(f, i - 1);
-        known = elapsed_ms(after_prev_ms, prev, m) == CUDA_SUCCESS;
-        int64_t chained = known ? prev->done_ns + (int64_t)((double)*after_prev_ms * 1e6) : now;
+    if (from != NULL) {
+        int64_t chained = from->done_ns + (int64_t)((double)elapsed_ms * 1e6);
         if (chained < by && chained >= m->host_ns) /* (before it was recorded: not to be had) */
             by = chained;
     }
     m->done_ns = work_done_by(f, i, m, by);
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
-    return known;
 }
 
 /* Move past the finished markers at the head of the ring.  f->m held. */
@@ -396,11 +395,12 @@ static void poll_marks(struct inflight *f, int64_t now)
     /* Every segment that finished, not only the newest: the GPU time per launch measured in a
      * token's last part tells the scheduler how fast the GPU ran it (gem_inflight_measured),
      * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.) */
+    for (unsigned i = f->kept; i < finished; i++)
+        mark_at(f, i)->seen_ns = now;
     for (unsigned i = f->kept; i < finished; i++) {
-        float after_prev = 0.0f;
-        int known = done_by(f, i, now, &after_prev);
-        if (i > 0)
-            learn_cost(f, mark_at(f, i), i, now, known ? &after_prev : NULL);
+        float ms = 0.0f;
+        const struct mark *from = i > 0 ? learn_cost(f, mark_at(f, i), i, now, &ms) : NULL;
+        done_by(f, i, now, from, ms);
     }
     const struct mark *newest = mark_at(f, finished - 1);
     unrelax(mode);
@@ -770,11 +770,15 @@ static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int6
         return 0;
     if (rc != CUDA_SUCCESS)
         return -1;
-    /* Finished, not yet seen by poll_marks (an older marker of another stream is still out,
-     * or no launching thread looked): bounded by the newest one seen as done_by is. */
+    /* Finished, not yet seen by poll_marks: no launching thread looked since (they may all be
+     * waiting for a token), or an older marker of another stream is still out.  Bounded as
+     * done_by would, from the newest marker seen (left to poll_marks to move past: who sees a
+     * marker first decides what a launching thread learns from it, and the tracker seeing
+     * them at a token's end let bursts of a fake GPU's test run 30 ms past every token). */
+    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
     int64_t by = now;
     float ms = 0.0f;
-    if (f->kept && elapsed_ms(&ms, mark_at(f, 0), m) == CUDA_SUCCESS) {
+    if (f->kept && elapsed != NULL && elapsed(&ms, mark_at(f, 0)->ev, m->ev) == CUDA_SUCCESS) {
         int64_t chained = mark_at(f, 0)->done_ns + (int64_t)((double)ms * 1e6);
         if (chained < by && chained >= m->host_ns)
             by = chained;
