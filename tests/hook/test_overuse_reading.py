@@ -37,11 +37,17 @@ def stop_across_token_ends(pm, pid: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def test_a_process_stopped_across_its_token_end_is_charged_its_queue_not_the_stop(fake_env, pm):
+@pytest.mark.parametrize(
+    "shape",
+    [(), ("--stream", "nonblocking"), ("--ptsz", "--stream", "null")],
+    ids=["legacy stream", "non-blocking stream", "per-thread stream"],
+)
+def test_a_process_stopped_across_its_token_end_is_charged_its_queue_not_the_stop(
+        fake_env, pm, shape):
     pm.quota_ms = QUOTA_MS
     pm.quota_delay_s = 0.08  # paced, as a capped client is: the next token comes after the stop
     proc = fake_env.start([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "200",
-                           "--sync", "stream", "--seconds", "30"])
+                           "--sync", "stream", "--seconds", "30", *shape])
     try:
         stop_across_token_ends(pm, proc.popen.pid)
         # Each token's overuse is reported with a later request: two more tokens bring them all.
