@@ -72,7 +72,7 @@ struct mark {
     uint64_t graphs;   /* ... of which graph launches */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
-    int64_t done_ns;   /* by when it finished, at the latest (set with seen_ns; see done_by) */
+    int64_t done_ns;   /* by when the work before it had run, at the latest (with seen_ns) */
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
                         * unknown time later, so no cost is learnt from the segment it starts */
@@ -101,6 +101,8 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     int64_t last_mark_ns;
+    CUstream last_stream; /* the newest marker's stream ... */
+    int many_streams;     /* ... and whether markers went to more than one, ever */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
      * (token.c's fetch; gem_inflight_measured). */
@@ -392,11 +394,11 @@ static void poll_marks(struct inflight *f, int64_t now)
         unrelax(mode);
         return;
     }
+    for (unsigned i = f->kept; i < finished; i++)
+        mark_at(f, i)->seen_ns = now;
     /* Every segment that finished, not only the newest: the GPU time per launch measured in a
      * token's last part tells the scheduler how fast the GPU ran it (gem_inflight_measured),
      * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.) */
-    for (unsigned i = f->kept; i < finished; i++)
-        mark_at(f, i)->seen_ns = now;
     for (unsigned i = f->kept; i < finished; i++) {
         float ms = 0.0f;
         const struct mark *from = i > 0 ? learn_cost(f, mark_at(f, i), i, now, &ms) : NULL;
@@ -564,8 +566,9 @@ int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int
         behind(f, now);
     if (all_ran) {
         poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
-        /* The newest finished marker came after them all: they ran by when it did. */
-        if (f->kept && mark_at(f, 0)->launches >= launches_before)
+        /* The newest finished marker came after them all: they ran by when it did, if they
+         * were all on its stream (a context sync waits for every stream). */
+        if (f->kept && !f->many_streams && mark_at(f, 0)->launches >= launches_before)
             ran_by = mark_at(f, 0)->done_ns;
         if (launches_before > f->done_launches) {
             f->done_launches = launches_before;
@@ -693,6 +696,9 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->seen_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
     m->seq = ++f->seq;
+    /* (the per-thread default stream has one handle for as many streams as threads) */
+    f->many_streams |= (f->seq > 1 && stream != f->last_stream) || stream == CU_STREAM_PER_THREAD;
+    f->last_stream = stream;
     f->count++;
     if (!m->queue_end) /* (the launch after a hold is marked as if it had not been) */
         f->last_mark_ns = now;

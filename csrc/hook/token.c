@@ -593,9 +593,10 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 
 /* A sync that began while our latest token ran, waited for the GPU, and returned after the
  * token ended, with no token since: the GPU ran work of ours, launched on that token, until
- * it returned.  The tracker measures a token's overuse from the newest marker as of its end,
- * and launches that went through unmarked after it (an allowance granted at a cost per launch
- * far too low) ran on no token unseen: on the fake GPU, 100 kernels of 2 ms after a set-up of
+ * `to_ns` (when it returned, or earlier where a marker says so: gem_inflight_waited).  The
+ * tracker measures a token's overuse from the newest marker as of its end, and launches that
+ * went through unmarked after it (an allowance granted at a cost per launch far too low) ran
+ * on no token unseen: on the fake GPU, 100 kernels of 2 ms after a set-up of
  * 4 us ones ran 150 ms past a 50 ms token, reported as 0.1 ms of overuse.  (A sync that began
  * after the end may wait for a copy launched on no token: it tells nothing.)  t->m held. */
 static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
