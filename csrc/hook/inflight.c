@@ -355,6 +355,15 @@ static int64_t work_done_by(struct inflight *f, unsigned i, const struct mark *m
     return by;
 }
 
+/* `by`, or earlier where `m` ran `elapsed_ms` of GPU time after `from` had (whose done_ns is
+ * set), unless that puts it before m was recorded (not to be had). */
+static int64_t chained_by(const struct mark *from, float elapsed_ms, const struct mark *m,
+                          int64_t by)
+{
+    int64_t chained = from->done_ns + (int64_t)((double)elapsed_ms * 1e6);
+    return chained < by && chained >= m->host_ns ? chained : by;
+}
+
 /* Marker i of the ring was seen finished `now`: the work before it had run by then, and by the
  * time `from` (an earlier marker of its stream, NULL: none measured) had, at the latest, plus
  * the GPU time between the two, which is the tighter when this look came late (the host stopped
@@ -368,12 +377,7 @@ static void done_by(struct inflight *f, unsigned i, int64_t now, const struct ma
                     float elapsed_ms)
 {
     struct mark *m = mark_at(f, i);
-    int64_t by = now;
-    if (from != NULL) {
-        int64_t chained = from->done_ns + (int64_t)((double)elapsed_ms * 1e6);
-        if (chained < by && chained >= m->host_ns) /* (before it was recorded: not to be had) */
-            by = chained;
-    }
+    int64_t by = from != NULL ? chained_by(from, elapsed_ms, m, now) : now;
     m->done_ns = work_done_by(f, i, m, by);
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
 }
@@ -784,11 +788,8 @@ static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int6
     __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
     int64_t by = now;
     float ms = 0.0f;
-    if (f->kept && elapsed != NULL && elapsed(&ms, mark_at(f, 0)->ev, m->ev) == CUDA_SUCCESS) {
-        int64_t chained = mark_at(f, 0)->done_ns + (int64_t)((double)ms * 1e6);
-        if (chained < by && chained >= m->host_ns)
-            by = chained;
-    }
+    if (f->kept && elapsed != NULL && elapsed(&ms, mark_at(f, 0)->ev, m->ev) == CUDA_SUCCESS)
+        by = chained_by(mark_at(f, 0), ms, m, now);
     return work_done_by(f, (unsigned)((slot + MARKS - f->head) % MARKS), m, by);
 }
 
