@@ -9,7 +9,8 @@
  * records a marker event on the stream it launched on, so every stream the process uses is
  * covered (legacy, per-thread default, non-blocking, graph launches).  Markers are polled with
  * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
- * consecutive finished markers of one stream (cuEventElapsedTime over the launches between
+ * consecutive finished markers of one lane (a stream; each thread's own, where one handle names
+ * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
  * them); the queue is the launches after the newest finished marker times that cost, less what
  * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
  * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
@@ -64,30 +65,49 @@
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
 #define DONE_LOG 256              /* finished markers whose finish the tracker can still read */
+#define LATE_LOOK_NS 2000000      /* a look this long after the one before came late */
+#define LANE_SLOTS 64             /* lanes told apart per device (hashed: lane_slot) */
 
 struct mark {
     CUevent ev;
-    CUstream stream;
+    uintptr_t lane;    /* its stream, as the thread that recorded it sees it (lane_of) */
     uint64_t launches; /* launches on the device before this marker */
     uint64_t graphs;   /* ... of which graph launches */
+    uint64_t lane_launches; /* launches counted in its lane's slot before it */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
-    int64_t done_ns;   /* by when the work before it had run, at the latest (with seen_ns) */
+    int64_t ev_ns;     /* by when it finished itself, at the latest (with seen_ns) ... */
+    int64_t done_ns;   /* ... and the work before it (earlier, if none since the one before) */
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
                         * unknown time later, so no cost is learnt from the segment it starts */
+};
+
+/* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
+ * of one slot then only ever read "launched since" where nothing was), and the newest finished
+ * marker of one of them.  A cache line each: a program's threads launch on lanes of their own. */
+struct lane_slot {
+    _Alignas(64) _Atomic uint64_t launches;
+    uintptr_t done_lane;    /* the lane of the newest finished marker here (0: none) ... */
+    uint64_t done_seq;      /* ... its seq, */
+    uint64_t done_launches; /* its launches on the slot, */
+    int64_t done_ns;        /* and its done_ns */
+    int64_t last_mark_ns;   /* when a marker was last due here.  f->m held for these five. */
+    char pad[64 - 6 * sizeof(uint64_t)];
 };
 
 struct inflight {
     pthread_mutex_t m;
     _Atomic uint64_t launches;
     _Atomic uint64_t graphs; /* graph launches among them */
+    struct lane_slot lanes[LANE_SLOTS];
     CUcontext ctx;
     struct mark ring[MARKS]; /* in record order: oldest at head */
     unsigned head, count;
     unsigned kept;          /* 1: the head is the newest finished marker, already counted */
     uint64_t done_launches; /* launches before the newest finished marker */
     int64_t done_seen_ns;   /* when that marker was seen finished */
+    int64_t looked_ns;      /* when poll_marks last looked */
     double ns_per_launch;   /* 0: not known yet; else cost_ns / cost_launches */
     double cost_ns;         /* GPU time of the segments learnt, older ones fading... */
     double cost_launches;   /* ... and their launches, fading alike */
@@ -100,9 +120,8 @@ struct inflight {
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
-    int64_t last_mark_ns;
-    CUstream last_stream; /* the newest marker's stream ... */
-    int many_streams;     /* ... and whether markers went to more than one, ever */
+    uintptr_t last_lane; /* the newest marker's lane ... */
+    int many_streams;    /* ... and whether markers went to more than one, ever */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
      * (token.c's fetch; gem_inflight_measured). */
@@ -187,9 +206,34 @@ void gem_inflight_reset_after_fork(void)
     flights_init(); /* the parent's events are not the child's */
 }
 
-uint64_t gem_inflight_launch(int dev)
+/* The marker's stream as a handle valid in any thread of the process for this purpose. */
+static CUstream canonical(CUstream s, int pts)
 {
-    return atomic_fetch_add_explicit(&flight(dev)->launches, 1, memory_order_relaxed) + 1;
+    return (pts && s == NULL) ? CU_STREAM_PER_THREAD : s;
+}
+
+/* The stream a launch goes to, each thread's own told apart where one handle names them all
+ * (the per-thread default stream): what runs in order, so that a marker with no launch on its
+ * lane since the previous one of that lane holds no work of its own, whatever other threads
+ * launched meanwhile.  (A thread's pthread_self is an aligned address: xor'd with the handle,
+ * 2, it is no stream's handle.) */
+static uintptr_t lane_of(CUstream s, int pts)
+{
+    CUstream c = canonical(s, pts);
+    return c == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ (uintptr_t)c : (uintptr_t)c;
+}
+
+static struct lane_slot *lane_slot(struct inflight *f, uintptr_t lane)
+{
+    return &f->lanes[((lane * 0x9E3779B97F4A7C15ull) >> 32) % LANE_SLOTS];
+}
+
+uint64_t gem_inflight_launch(int dev, CUstream s, int pts)
+{
+    struct inflight *f = flight(dev);
+    atomic_fetch_add_explicit(&lane_slot(f, lane_of(s, pts))->launches, 1,
+                              memory_order_relaxed);
+    return atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed) + 1;
 }
 
 void gem_inflight_graph_launch(int dev)
@@ -235,7 +279,7 @@ static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
     return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
-/* Learn the cost per launch from a finished marker and the previous one of its stream.  Returns
+/* Learn the cost per launch from a finished marker and the previous one of its lane.  Returns
  * that one, with the GPU time from its end to `done`'s in *elapsed_ms, where it was measured
  * (else NULL).  f->m held. */
 static const struct mark *learn_cost(struct inflight *f, const struct mark *done, unsigned index,
@@ -246,7 +290,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         return NULL;
     for (unsigned i = index; i-- > 0;) {
         const struct mark *prev = mark_at(f, i);
-        if (prev->stream != done->stream)
+        if (prev->lane != done->lane)
             continue;
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
          * One that starts at a hold is measured (the hold's last look polled `prev`: it was
@@ -339,33 +383,33 @@ static void unrelax(CUstreamCaptureMode mode)
 /* By when the work launched before marker m had run, given that it finished by `by`: the
  * work's end, not the marker's, is what a token's overuse counts, and a marker recorded after
  * the work (a launch that asks for the next token once the queue has run out) finishes when it
- * is recorded, after however long the host took to get there.  With no launch since the
- * previous marker of its stream (`prev`, earlier in the ring, finished), that one's end is the
- * work's.  f->m held. */
-static int64_t work_done_by(struct inflight *f, unsigned i, const struct mark *m, int64_t by)
+ * is recorded, after however long the host took to get there.  With no launch on its lane
+ * since the newest finished marker of that lane, that one's end is the work's.  Per lane, not
+ * per device, and kept apart from the ring (which keeps only the newest finished marker of
+ * all): a program of two launching threads, each on its stream, stopped by the host across a
+ * token's end, was charged the stop (37 ms a token on the fake GPU), as the other thread's
+ * launches, or its marker finishing last, hid the previous marker.  f->m held. */
+static int64_t work_done_by(struct inflight *f, const struct mark *m, int64_t by)
 {
-    for (unsigned j = i; j-- > 0;) {
-        const struct mark *prev = mark_at(f, j);
-        if (prev->stream != m->stream)
-            continue;
-        return prev->seen_ns != 0 && prev->launches == m->launches && prev->done_ns < by
-                   ? prev->done_ns
-                   : by;
-    }
-    return by;
+    const struct lane_slot *l = lane_slot(f, m->lane);
+    int nothing_since = l->done_lane == m->lane && l->done_seq < m->seq &&
+                        l->done_launches == m->lane_launches;
+    return nothing_since && l->done_ns < by ? l->done_ns : by;
 }
 
-/* `by`, or earlier where `m` ran `elapsed_ms` of GPU time after `from` had (whose done_ns is
- * set), unless that puts it before m was recorded (not to be had). */
+/* `by`, or earlier where `m` finished `elapsed_ms` of GPU time after `from` did (whose ev_ns is
+ * set), unless that puts it before m was recorded (not to be had).  From the event's end, not
+ * its work's: a marker recorded long after its work (on asking, after a stop) ends when it is
+ * recorded, and the work after it runs from then. */
 static int64_t chained_by(const struct mark *from, float elapsed_ms, const struct mark *m,
                           int64_t by)
 {
-    int64_t chained = from->done_ns + (int64_t)((double)elapsed_ms * 1e6);
+    int64_t chained = from->ev_ns + (int64_t)((double)elapsed_ms * 1e6);
     return chained < by && chained >= m->host_ns ? chained : by;
 }
 
 /* Marker i of the ring was seen finished `now`: the work before it had run by then, and by the
- * time `from` (an earlier marker of its stream, NULL: none measured) had, at the latest, plus
+ * time `from` (an earlier marker of its lane, NULL: none measured) had, at the latest, plus
  * the GPU time between the two, which is the tighter when this look came late (the host stopped
  * the process, or no thread looked): the tracker and the syncs charge a token's overuse from
  * it, and a look 7.6 ms late once charged an H100 client 7.6 ms its program's own events put
@@ -377,9 +421,33 @@ static void done_by(struct inflight *f, unsigned i, int64_t now, const struct ma
                     float elapsed_ms)
 {
     struct mark *m = mark_at(f, i);
-    int64_t by = from != NULL ? chained_by(from, elapsed_ms, m, now) : now;
-    m->done_ns = work_done_by(f, i, m, by);
+    m->ev_ns = from != NULL ? chained_by(from, elapsed_ms, m, now) : now;
+    m->done_ns = work_done_by(f, m, m->ev_ns);
+    struct lane_slot *l = lane_slot(f, m->lane);
+    l->done_lane = m->lane;
+    l->done_seq = m->seq;
+    l->done_launches = m->lane_launches;
+    l->done_ns = m->done_ns;
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
+}
+
+/* The marker before ring marker i (finished, its end bounded), with the GPU time from its end
+ * to i's in *elapsed_ms, negative if i's came first (NULL: not measured).  Any lane's: the
+ * GPU's clock is one.  For a look that came late where learn_cost measured nothing (the
+ * segment began with the GPU idle, or the lane's previous marker left the ring as another
+ * lane's finished): a program of two launching threads, stopped by the host across a token's
+ * end, was charged the stop at a fifth of its tokens on the fake GPU, the marker before one
+ * thread's hold seen only after the stop.  Not on every look: a cuEventElapsedTime per marker
+ * on the launch path made a capped JAX client ask early at 3-5 times as many token starts
+ * (H100).  f->m held, relaxed. */
+static const struct mark *measured_from_previous(struct inflight *f, unsigned i,
+                                                 float *elapsed_ms)
+{
+    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
+    const struct mark *prev = mark_at(f, i - 1);
+    return elapsed != NULL && elapsed(elapsed_ms, prev->ev, mark_at(f, i)->ev) == CUDA_SUCCESS
+               ? prev
+               : NULL;
 }
 
 /* Move past the finished markers at the head of the ring.  f->m held. */
@@ -388,6 +456,8 @@ static void poll_marks(struct inflight *f, int64_t now)
     __typeof__(&cuEventQuery) query = REAL_AUX(cuEventQuery);
     if (query == NULL)
         return;
+    int late = now - f->looked_ns > LATE_LOOK_NS;
+    f->looked_ns = now;
     unsigned finished = f->kept;
     if (finished == f->count)
         return; /* nothing out: no driver call */
@@ -406,6 +476,8 @@ static void poll_marks(struct inflight *f, int64_t now)
     for (unsigned i = f->kept; i < finished; i++) {
         float ms = 0.0f;
         const struct mark *from = i > 0 ? learn_cost(f, mark_at(f, i), i, now, &ms) : NULL;
+        if (from == NULL && late && i > 0)
+            from = measured_from_previous(f, i, &ms);
         done_by(f, i, now, from, ms);
     }
     const struct mark *newest = mark_at(f, finished - 1);
@@ -571,7 +643,8 @@ int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int
     if (all_ran) {
         poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
         /* The newest finished marker came after them all: they ran by when it did, if they
-         * were all on its stream (a context sync waits for every stream). */
+         * were all on its lane (a context sync waits for every stream, and each thread's
+         * per-thread default stream is a lane of its own). */
         if (f->kept && !f->many_streams && mark_at(f, 0)->launches >= launches_before)
             ran_by = mark_at(f, 0)->done_ns;
         if (launches_before > f->done_launches) {
@@ -618,12 +691,6 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
     return n > 256.0 ? 256 : (uint64_t)n;
 }
 
-/* The marker's stream as a handle valid in any thread of the process for this purpose. */
-static CUstream canonical(CUstream s, int pts)
-{
-    return (pts && s == NULL) ? CU_STREAM_PER_THREAD : s;
-}
-
 static int current_ctx_ok(struct inflight *f)
 {
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
@@ -640,6 +707,8 @@ static int current_ctx_ok(struct inflight *f)
         f->ring[i].ev = NULL;
     }
     f->head = f->count = f->kept = 0;
+    for (unsigned i = 0; i < LANE_SLOTS; i++)
+        f->lanes[i].done_lane = 0;
     forget_cost(f);
     f->done_launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
     f->ctx = ctx;
@@ -665,9 +734,14 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     CUstream stream = canonical(s, pts);
     if (gem_inflight_capturing(s, pts))
         return; /* launched into a graph: nothing runs now */
+    uintptr_t lane = lane_of(s, pts);
     pthread_mutex_lock(&f->m);
-    /* While no cost is known every slow-path launch is marked: the cost is learnt from them. */
-    int due = how != 0 || f->ns_per_launch <= 0.0 || now - f->last_mark_ns >= MARK_GAP_NS;
+    struct lane_slot *l = lane_slot(f, lane);
+    /* While no cost is known every slow-path launch is marked: the cost is learnt from them.
+     * Due per lane: due per device, one thread's markers took the turns of another's on its own
+     * stream, whose launches then went unmarked for most of a token (two threads stopped by the
+     * host across a token's end: the stop was charged, on the fake GPU). */
+    int due = how != 0 || f->ns_per_launch <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;
@@ -692,20 +766,23 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         return;
     }
     gem_stat_add(GEM_STAT_MARKS, 1);
-    m->stream = stream;
-    /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet. */
-    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - (before_launch != 0);
+    m->lane = lane;
+    /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet, on the
+     * device and on this lane.  (Read after the record: a launch counted before it went to the
+     * driver, so every launch queued before the marker is in the counts.) */
+    uint64_t own = before_launch != 0;
+    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - own;
+    m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
     m->graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
     m->host_ns = now;
-    m->seen_ns = m->done_ns = 0;
+    m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
     m->seq = ++f->seq;
-    /* (the per-thread default stream has one handle for as many streams as threads) */
-    f->many_streams |= (f->seq > 1 && stream != f->last_stream) || stream == CU_STREAM_PER_THREAD;
-    f->last_stream = stream;
+    f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
+    f->last_lane = m->lane;
     f->count++;
     if (!m->queue_end) /* (the launch after a hold is marked as if it had not been) */
-        f->last_mark_ns = now;
+        l->last_mark_ns = now;
     pthread_mutex_unlock(&f->m);
 }
 
@@ -745,8 +822,9 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches)
     pthread_mutex_unlock(&f->m);
 }
 
-/* The ring slots of the newest marker of each stream recorded up to `seq`.  f->m held. */
-static int newest_per_stream(struct inflight *f, uint64_t seq, unsigned *slot, uint64_t *slot_seq)
+/* The ring slots of the newest marker of each lane recorded up to `seq` (each thread's
+ * per-thread default stream its own: one handle names them all).  f->m held. */
+static int newest_per_lane(struct inflight *f, uint64_t seq, unsigned *slot, uint64_t *slot_seq)
 {
     int n = 0;
     for (unsigned i = f->count; i-- > 0;) {
@@ -755,7 +833,7 @@ static int newest_per_stream(struct inflight *f, uint64_t seq, unsigned *slot, u
             continue;
         int seen = 0;
         for (int j = 0; j < n && !seen; j++)
-            seen = f->ring[slot[j]].stream == m->stream;
+            seen = f->ring[slot[j]].lane == m->lane;
         if (!seen) {
             slot[n] = (f->head + i) % MARKS;
             slot_seq[n++] = m->seq;
@@ -781,7 +859,7 @@ static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int6
     if (rc != CUDA_SUCCESS)
         return -1;
     /* Finished, not yet seen by poll_marks: no launching thread looked since (they may all be
-     * waiting for a token), or an older marker of another stream is still out.  Bounded as
+     * waiting for a token), or an older marker of another lane is still out.  Bounded as
      * done_by would, from the newest marker seen (left to poll_marks to move past: who sees a
      * marker first decides what a launching thread learns from it, and the tracker seeing
      * them at a token's end let bursts of a fake GPU's test run 30 ms past every token). */
@@ -790,7 +868,7 @@ static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int6
     float ms = 0.0f;
     if (f->kept && elapsed != NULL && elapsed(&ms, mark_at(f, 0)->ev, m->ev) == CUDA_SUCCESS)
         by = chained_by(mark_at(f, 0), ms, m, now);
-    return work_done_by(f, (unsigned)((slot + MARKS - f->head) % MARKS), m, by);
+    return work_done_by(f, m, by);
 }
 
 /* The tracker's thread has no context of its own: cuEventElapsedTime is for ours.  f->m held. */
@@ -812,7 +890,7 @@ int64_t gem_inflight_wait_all(int dev, uint64_t seq)
     unsigned slot[MARKS];
     uint64_t slot_seq[MARKS];
     pthread_mutex_lock(&f->m);
-    int n = newest_per_stream(f, seq, slot, slot_seq);
+    int n = newest_per_lane(f, seq, slot, slot_seq);
     if (n > 0)
         use_our_context(f);
     pthread_mutex_unlock(&f->m);

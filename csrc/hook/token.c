@@ -578,7 +578,7 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 {
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
-    uint64_t launches = gem_inflight_launch(dev);
+    uint64_t launches = gem_inflight_launch(dev, s, pts);
     /* A graph launch carries many kernels: the queue estimate must see what it costs, else a
      * cost per launch learnt on light kernels alone lets whole replays run past the token
      * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */

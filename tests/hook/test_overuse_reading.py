@@ -39,8 +39,10 @@ def stop_across_token_ends(pm, pid: int) -> None:
 
 @pytest.mark.parametrize(
     "shape",
-    [(), ("--stream", "nonblocking"), ("--ptsz", "--stream", "null")],
-    ids=["legacy stream", "non-blocking stream", "per-thread stream"],
+    [(), ("--stream", "nonblocking"), ("--ptsz", "--stream", "null"),
+     ("--threads", "2"), ("--threads", "2", "--ptsz", "--stream", "null")],
+    ids=["legacy stream", "non-blocking stream", "per-thread stream",
+         "two threads, a stream each", "two threads, per-thread streams"],
 )
 def test_a_process_stopped_across_its_token_end_is_charged_its_queue_not_the_stop(
         fake_env, pm, shape):
