@@ -408,46 +408,34 @@ static int64_t chained_by(const struct mark *from, float elapsed_ms, const struc
     return chained < by && chained >= m->host_ns ? chained : by;
 }
 
-/* Marker i of the ring was seen finished `now`: the work before it had run by then, and by the
- * time `from` (an earlier marker of its lane, NULL: none measured) had, at the latest, plus
- * the GPU time between the two, which is the tighter when this look came late (the host stopped
- * the process, or no thread looked): the tracker and the syncs charge a token's overuse from
- * it, and a look 7.6 ms late once charged an H100 client 7.6 ms its program's own events put
- * 1.8 ms before the token's end.  Only from a GPU time learn_cost measured anyway: with a
- * cuEventElapsedTime of its own per marker here (the one before it in the ring, gaps included),
- * a JAX client capped on the H100 asked early at 3-5 times as many token starts, its tracker
- * waiting up to 70 ms for a token's end.  f->m held. */
-static void done_by(struct inflight *f, unsigned i, int64_t now, const struct mark *from,
-                    float elapsed_ms)
+/* `by`, or earlier where the GPU time from `from` (finished, its ev_ns set; any lane: the GPU's
+ * clock is one) to `m`, one cuEventElapsedTime, bounds m's end (chained_by; negative where m's
+ * came first).  Relaxed. */
+static int64_t measured_by(const struct mark *from, const struct mark *m, int64_t by)
 {
-    struct mark *m = mark_at(f, i);
-    m->ev_ns = from != NULL ? chained_by(from, elapsed_ms, m, now) : now;
-    m->done_ns = work_done_by(f, m, m->ev_ns);
+    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
+    float ms = 0.0f;
+    return elapsed != NULL && elapsed(&ms, from->ev, m->ev) == CUDA_SUCCESS
+               ? chained_by(from, ms, m, by)
+               : by;
+}
+
+/* Marker m was seen finished, by `ev_ns` at the latest: the look's time, or earlier where the
+ * GPU time from an earlier marker bounds it, which is the tighter when the look came late (the
+ * host stopped the process, or no thread looked): the tracker and the syncs charge a token's
+ * overuse from it, and a look 7.6 ms late once charged an H100 client 7.6 ms its program's own
+ * events put 1.8 ms before the token's end.  Its work had run by then, or earlier
+ * (work_done_by).  f->m held. */
+static void done_by(struct inflight *f, struct mark *m, int64_t ev_ns)
+{
+    m->ev_ns = ev_ns;
+    m->done_ns = work_done_by(f, m, ev_ns);
     struct lane_slot *l = lane_slot(f, m->lane);
     l->done_lane = m->lane;
     l->done_seq = m->seq;
     l->done_launches = m->lane_launches;
     l->done_ns = m->done_ns;
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
-}
-
-/* The marker before ring marker i (finished, its end bounded), with the GPU time from its end
- * to i's in *elapsed_ms, negative if i's came first (NULL: not measured).  Any lane's: the
- * GPU's clock is one.  For a look that came late where learn_cost measured nothing (the
- * segment began with the GPU idle, or the lane's previous marker left the ring as another
- * lane's finished): a program of two launching threads, stopped by the host across a token's
- * end, was charged the stop at a fifth of its tokens on the fake GPU, the marker before one
- * thread's hold seen only after the stop.  Not on every look: a cuEventElapsedTime per marker
- * on the launch path made a capped JAX client ask early at 3-5 times as many token starts
- * (H100).  f->m held, relaxed. */
-static const struct mark *measured_from_previous(struct inflight *f, unsigned i,
-                                                 float *elapsed_ms)
-{
-    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
-    const struct mark *prev = mark_at(f, i - 1);
-    return elapsed != NULL && elapsed(elapsed_ms, prev->ev, mark_at(f, i)->ev) == CUDA_SUCCESS
-               ? prev
-               : NULL;
 }
 
 /* Move past the finished markers at the head of the ring.  f->m held. */
@@ -472,13 +460,25 @@ static void poll_marks(struct inflight *f, int64_t now)
         mark_at(f, i)->seen_ns = now;
     /* Every segment that finished, not only the newest: the GPU time per launch measured in a
      * token's last part tells the scheduler how fast the GPU ran it (gem_inflight_measured),
-     * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.) */
+     * and the newest alone covered a fraction of it.  (cuEventElapsedTime: still relaxed.)
+     * Each marker's end is bounded from the GPU time learn_cost measured anyway (its lane's
+     * previous marker), and, where it measured nothing (the segment began with the GPU idle,
+     * or the lane's previous marker left the ring as another lane's finished) and this look
+     * came late, from the marker before it in the ring: two launching threads stopped by the
+     * host across token ends were still charged 1-2 of 8 stops in 4 runs of 5 on the fake GPU
+     * without it.  Not at every look: a cuEventElapsedTime of its own per marker made a capped
+     * JAX client ask early at 3-5 times as many token starts (H100), its tracker waiting up to
+     * 70 ms for a token's end. */
     for (unsigned i = f->kept; i < finished; i++) {
+        struct mark *m = mark_at(f, i);
         float ms = 0.0f;
-        const struct mark *from = i > 0 ? learn_cost(f, mark_at(f, i), i, now, &ms) : NULL;
-        if (from == NULL && late && i > 0)
-            from = measured_from_previous(f, i, &ms);
-        done_by(f, i, now, from, ms);
+        const struct mark *from = i > 0 ? learn_cost(f, m, i, now, &ms) : NULL;
+        if (from != NULL)
+            done_by(f, m, chained_by(from, ms, m, now));
+        else if (late && i > 0)
+            done_by(f, m, measured_by(mark_at(f, i - 1), m, now));
+        else
+            done_by(f, m, now);
     }
     const struct mark *newest = mark_at(f, finished - 1);
     unrelax(mode);
@@ -859,15 +859,12 @@ static int64_t finished_by(struct inflight *f, unsigned slot, uint64_t seq, int6
     if (rc != CUDA_SUCCESS)
         return -1;
     /* Finished, not yet seen by poll_marks: no launching thread looked since (they may all be
-     * waiting for a token), or an older marker of another lane is still out.  Bounded as
-     * done_by would, from the newest marker seen (left to poll_marks to move past: who sees a
-     * marker first decides what a launching thread learns from it, and the tracker seeing
-     * them at a token's end let bursts of a fake GPU's test run 30 ms past every token). */
-    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
-    int64_t by = now;
-    float ms = 0.0f;
-    if (f->kept && elapsed != NULL && elapsed(&ms, mark_at(f, 0)->ev, m->ev) == CUDA_SUCCESS)
-        by = chained_by(mark_at(f, 0), ms, m, now);
+     * waiting for a token), or an older marker of another lane is still out.  Bounded as a
+     * late look bounds it (poll_marks), from the newest marker seen (left to poll_marks to
+     * move past: who sees a marker first decides what a launching thread learns from it, and
+     * the tracker seeing them at a token's end let bursts of a fake GPU's test run 30 ms past
+     * every token). */
+    int64_t by = f->kept ? measured_by(mark_at(f, 0), m, now) : now;
     return work_done_by(f, m, by);
 }
 

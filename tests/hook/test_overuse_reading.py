@@ -78,8 +78,8 @@ def test_two_launching_threads_stopped_across_token_ends_are_mostly_charged_thei
     """Two threads read per lane (a stream; each thread's own per-thread default stream).  A
     thread's last launches before a stop may have gone through the hot path after its lane's
     newest marker, and then nothing bounds their end: 1-3 of the 8 stops are still charged in
-    about a fifth of the runs (the code that counted launches per device: 4-6 in every run with
-    a stream each)."""
+    about a third of the runs (8 of 24 with a stream each; the code that counted launches per
+    device: 4-6 in every run)."""
     overuse = overuse_with_stops(fake_env, pm, shape)
     charged_the_stop = [x for x in overuse if x >= STOP_MS / 2]
     assert len(charged_the_stop) <= 3, overuse
