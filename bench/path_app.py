@@ -3,10 +3,10 @@
   path_app.py PATH --seconds S [--sync-every-ms 50] [--k K] [--no-wait]
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
-torch-compile-graphs, cupy.  Every kind saturates the GPU (bf16 where it applies; one step is
-about 0.5-5 ms on an H100).  Work is counted in completed steps: the program synchronises every
-k steps, k being calibrated once after warm-up so that k steps take about --sync-every-ms
-(or given with --k, so that bare and hooked runs measure the same way).
+torch-compile-graphs, cupy, torch-threads.  Every kind saturates the GPU (bf16 where it
+applies; one step is about 0.5-5 ms on an H100).  Work is counted in completed steps: the
+program synchronises every k steps, k being calibrated once after warm-up so that k steps take
+about --sync-every-ms (or given with --k, so that bare and hooked runs measure the same way).
 
 Protocol (like bench/tenant.py), one JSON line each, flushed:
   stdout  {"ready": true, "path": .., "k": .., "step_ms": .., "startup_s": ..}   after warm-up
@@ -29,8 +29,9 @@ import os
 import sys
 import time
 
+# cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
-         "torch-compile-graphs", "cupy", "cpu"]  # cpu: no GPU at all, for dry runs of paths.py
+         "torch-compile-graphs", "cupy", "torch-threads", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
 
@@ -102,6 +103,50 @@ def _fma_chain(x_ptr, y_ptr, n, iters, a, b, BLOCK: tl.constexpr):
     for _ in range(iters):
         x = x * a + b
     tl.store(y_ptr + offs, x, mask=mask)
+
+
+class TorchThreads(TorchEager):
+    """The 4 matmuls of torch eager per step, launched 2 each by two threads, each on a
+    non-blocking stream of its own; the default stream then waits for both (cuStreamWaitEvent),
+    so a step's end is one event there.  Several launching threads and streams: the hook reads
+    each stream as one thread sees it (its lanes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        torch = self.torch
+        self.streams = [torch.cuda.Stream() for _ in range(2)]
+        self.outs = [[torch.empty_like(self.a) for _ in range(2)] for _ in range(2)]
+        self.go = [threading.Semaphore(0) for _ in range(2)]
+        self.queued = threading.Semaphore(0)
+        self.failure: BaseException | None = None
+        for i in range(2):
+            threading.Thread(target=self._launcher, args=(i,), daemon=True,
+                             name=f"launcher-{i}").start()
+
+    def _launcher(self, i: int) -> None:
+        torch, a, b, c = self.torch, self.a, self.b, self.outs[i]
+        while True:
+            self.go[i].acquire()
+            try:
+                with torch.cuda.stream(self.streams[i]):
+                    torch.mm(a, b, out=c[0])
+                    torch.mm(c[0], b, out=c[1])
+            except BaseException as exc:  # handed to step(): the main thread reports it
+                self.failure = exc
+            self.queued.release()
+
+    def step(self) -> None:
+        for go in self.go:
+            go.release()
+        for _ in self.go:
+            self.queued.acquire()
+        if self.failure is not None:
+            raise self.failure
+        current = self.torch.cuda.current_stream()
+        for s in self.streams:
+            current.wait_stream(s)
 
 
 class Triton:
@@ -258,6 +303,8 @@ def make(path: str):
         return TorchEager()
     if path == "cuda-graph":
         return CudaGraph()
+    if path == "torch-threads":
+        return TorchThreads()
     if path == "triton":
         return Triton()
     if path == "jax":

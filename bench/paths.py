@@ -71,6 +71,8 @@ from token_path import token_path
 
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy"]
+# Run only when named in --only: not among the rows.
+OPTIONAL = ["torch-threads"]  # two launching threads, a stream each (the hook's lanes)
 EXTRA = ["pairs", "rtt"]
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
@@ -87,7 +89,7 @@ PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
 # Rough seconds from process start to "ready" (imports, CUDA context, warm-up 1 s, calibration)
 # and, once per invocation, a cold compile/autotune; for --budget and --plan only.
 STARTUP_S = {"torch-eager": 6, "cuda-graph": 7, "triton": 7, "jax": 9, "launch-bound": 6,
-             "torch-compile": 14, "torch-compile-graphs": 17, "cupy": 5}
+             "torch-threads": 6, "torch-compile": 14, "torch-compile-graphs": 17, "cupy": 5}
 COLD_S = {"triton": 5, "jax": 5, "torch-compile": 45, "torch-compile-graphs": 60}
 READY_TIMEOUT_S = {"torch-compile": 300, "torch-compile-graphs": 360}
 SYNC_EVERY_MS = 50.0  # workers sync about this often (path_app's k steps)
@@ -969,7 +971,7 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
     units: list[tuple[str, str]] = []
     if "rtt" in only and not skip_rtt:
         units.append(("rtt", ""))
-    for p in PATHS + DRY:
+    for p in PATHS + OPTIONAL + DRY:
         if p in only:
             units += [("solo", p), ("cap", p)]
             continue
@@ -1020,7 +1022,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--only", default="",
                    help="comma-separated units to run, from: " + ",".join(PATHS + EXTRA)
-                   + " (default: all)")
+                   + " (default: all), and " + ",".join(OPTIONAL) + " (only when named)")
     p.add_argument("--solo-runs", type=int, default=5, help="bare and solo runs each, interleaved")
     p.add_argument("--solo-seconds", type=float, default=4.0, help="length of each bare/solo run")
     p.add_argument("--cap-seconds", type=float, default=60.0, help="length of the capped run")
@@ -1060,9 +1062,11 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
     unknown = [s for s in only
-               if s.removeprefix("cap:").removeprefix("solo:") not in PATHS + EXTRA + DRY]
+               if s.removeprefix("cap:").removeprefix("solo:")
+               not in PATHS + OPTIONAL + EXTRA + DRY]
     if unknown:
-        p.error(f"unknown in --only: {', '.join(unknown)} (choose from {', '.join(PATHS + EXTRA)})")
+        p.error(f"unknown in --only: {', '.join(unknown)} "
+                f"(choose from {', '.join(PATHS + OPTIONAL + EXTRA)})")
     if any(x not in PATHS + DRY for x in pair_paths(args.pair_path)):
         p.error(f"--pair-path: one or more of {', '.join(PATHS)}")
     bench = Bench(args)
