@@ -18,7 +18,8 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
-runs alone), "pairs", "rtt" (default: all of them).  Every run has a time
+runs alone), "pairs", "rtt" (default: all of them but torch-threads, which runs only when
+named: torch eager's matmuls launched by two threads, a stream each).  Every run has a time
 limit; a failing row is recorded ("error") and the rest still run.  Results are written after
 every unit to $OUT/<gpu>-<YYYYMMDD-HHMMSS>-paths.{json,md} (default bench/results/), and the table
 is printed at the end.  Imports from gemini only through bench/common.py and bench/scenarios.py

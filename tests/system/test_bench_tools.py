@@ -160,3 +160,19 @@ def test_the_c_echo_floor_refuses_a_chain_it_cannot_build(tmp_path: Path) -> Non
     subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench/echo_floor.c")], check=True)
     p = subprocess.run([str(exe), "9", "0", "10", "0"], capture_output=True, text=True)
     assert p.returncode == 2 and "1-4 hops" in p.stderr
+
+
+def test_paths_runs_an_optional_path_only_when_named() -> None:
+    """bench/paths.py: torch-threads (two launching threads) is not among the issue's rows, so a
+    run of every path leaves it out, and naming it (or its cap) runs it."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import paths
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    everything = paths.units_for(paths.PATHS + paths.EXTRA, skip_pairs=True, skip_rtt=True)
+    assert ("cap", "torch-threads") not in everything
+    assert ("cap", "torch-eager") in everything
+    assert paths.units_for(["torch-threads"], True, True) == [("solo", "torch-threads"),
+                                                               ("cap", "torch-threads")]
+    assert paths.units_for(["cap:torch-threads"], True, True) == [("cap", "torch-threads")]
