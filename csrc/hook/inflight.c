@@ -212,14 +212,13 @@ static CUstream canonical(CUstream s, int pts)
     return (pts && s == NULL) ? CU_STREAM_PER_THREAD : s;
 }
 
-/* The stream a launch goes to, each thread's own told apart where one handle names them all
- * (the per-thread default stream): what runs in order, so that a marker with no launch on its
- * lane since the previous one of that lane holds no work of its own, whatever other threads
- * launched meanwhile.  (A thread's pthread_self is an aligned address: xor'd with the handle,
- * 2, it is no stream's handle.) */
-static uintptr_t lane_of(CUstream s, int pts)
+/* The stream a launch goes to (c: its canonical handle), each thread's own told apart where
+ * one handle names them all (the per-thread default stream): what runs in order, so that a
+ * marker with no launch on its lane since the previous one of that lane holds no work of its
+ * own, whatever other threads launched meanwhile.  (A thread's pthread_self is an aligned
+ * address: xor'd with the handle, 2, it is no stream's handle.) */
+static uintptr_t lane_of(CUstream c)
 {
-    CUstream c = canonical(s, pts);
     return c == CU_STREAM_PER_THREAD ? (uintptr_t)pthread_self() ^ (uintptr_t)c : (uintptr_t)c;
 }
 
@@ -231,7 +230,7 @@ static struct lane_slot *lane_slot(struct inflight *f, uintptr_t lane)
 uint64_t gem_inflight_launch(int dev, CUstream s, int pts)
 {
     struct inflight *f = flight(dev);
-    atomic_fetch_add_explicit(&lane_slot(f, lane_of(s, pts))->launches, 1,
+    atomic_fetch_add_explicit(&lane_slot(f, lane_of(canonical(s, pts)))->launches, 1,
                               memory_order_relaxed);
     return atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed) + 1;
 }
@@ -734,7 +733,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     CUstream stream = canonical(s, pts);
     if (gem_inflight_capturing(s, pts))
         return; /* launched into a graph: nothing runs now */
-    uintptr_t lane = lane_of(s, pts);
+    uintptr_t lane = lane_of(stream);
     pthread_mutex_lock(&f->m);
     struct lane_slot *l = lane_slot(f, lane);
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them.
