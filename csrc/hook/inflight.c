@@ -85,7 +85,10 @@ struct mark {
 
 /* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
  * of one slot then only ever read "launched since" where nothing was), and the newest finished
- * marker of one of them.  A cache line each: a program's threads launch on lanes of their own. */
+ * marker of one of them.  A cache line each: a program's threads launch on lanes of their own.
+ * The device's launches are the sum over the slots, read off the hot path: a count of the
+ * device's own, added to by every launching thread, cost four threads launching empty kernels
+ * 0.5-1.1 us a launch on the H100 (bench/results/...-1726-s1-per-thread-share.md). */
 struct lane_slot {
     _Alignas(64) _Atomic uint64_t launches;
     uintptr_t done_lane;    /* the lane of the newest finished marker here (0: none) ... */
@@ -98,7 +101,6 @@ struct lane_slot {
 
 struct inflight {
     pthread_mutex_t m;
-    _Atomic uint64_t launches;
     _Atomic uint64_t graphs; /* graph launches among them */
     struct lane_slot lanes[LANE_SLOTS];
     CUcontext ctx;
@@ -227,12 +229,20 @@ static struct lane_slot *lane_slot(struct inflight *f, uintptr_t lane)
     return &f->lanes[((lane * 0x9E3779B97F4A7C15ull) >> 32) % LANE_SLOTS];
 }
 
-uint64_t gem_inflight_launch(int dev, CUstream s, int pts)
+void gem_inflight_launch(int dev, CUstream s, int pts)
 {
     struct inflight *f = flight(dev);
     atomic_fetch_add_explicit(&lane_slot(f, lane_of(canonical(s, pts)))->launches, 1,
                               memory_order_relaxed);
-    return atomic_fetch_add_explicit(&f->launches, 1, memory_order_relaxed) + 1;
+}
+
+/* The launches on the device so far. */
+static uint64_t launches_of(struct inflight *f)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < LANE_SLOTS; i++)
+        n += atomic_load_explicit(&f->lanes[i].launches, memory_order_relaxed);
+    return n;
 }
 
 void gem_inflight_graph_launch(int dev)
@@ -242,7 +252,7 @@ void gem_inflight_graph_launch(int dev)
 
 uint64_t gem_inflight_launches(int dev)
 {
-    return atomic_load_explicit(&flight(dev)->launches, memory_order_relaxed);
+    return launches_of(flight(dev));
 }
 
 static struct mark *mark_at(struct inflight *f, unsigned i)
@@ -535,7 +545,7 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     poll_marks(f, now);
-    uint64_t launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    uint64_t launches = launches_of(f);
     uint64_t pending = launches - f->done_launches;
     int64_t queued = 0;
     /* A graph launch carries many kernels: a cost learnt on single kernels alone does not
@@ -709,7 +719,7 @@ static int current_ctx_ok(struct inflight *f)
     for (unsigned i = 0; i < LANE_SLOTS; i++)
         f->lanes[i].done_lane = 0;
     forget_cost(f);
-    f->done_launches = atomic_load_explicit(&f->launches, memory_order_relaxed);
+    f->done_launches = launches_of(f);
     f->ctx = ctx;
     return 1;
 }
@@ -770,7 +780,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
      * device and on this lane.  (Read after the record: a launch counted before it went to the
      * driver, so every launch queued before the marker is in the counts.) */
     uint64_t own = before_launch != 0;
-    m->launches = atomic_load_explicit(&f->launches, memory_order_relaxed) - own;
+    m->launches = launches_of(f) - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
     m->graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
     m->host_ns = now;

@@ -201,9 +201,9 @@ void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
 
 /* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
-/* One more launch on dev, to stream s (pts: through a per-thread default stream entry point);
- * returns the device's count. */
-uint64_t gem_inflight_launch(int dev, CUstream s, int pts);
+/* One more launch on dev, to stream s (pts: through a per-thread default stream entry point).
+ * gem_inflight_launches: the device's count (a sum: not for the hot path). */
+void gem_inflight_launch(int dev, CUstream s, int pts);
 uint64_t gem_inflight_launches(int dev);
 void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph launch */
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */

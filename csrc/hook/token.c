@@ -2,8 +2,10 @@
  * bound on the work queued on the GPU).
  *
  * Rules, in the order a launch applies them:
- *  - Hot path: a burst is running, the launch is before `go_until` and within `go_launches`
- *    -> go (one clock read, an atomic add and a few atomic loads, no lock, no driver call).
+ *  - Hot path: a burst is running, the launch is before `go_until` and within its thread's
+ *    share of the launches allowed since the last look (`go_share`) -> go (one clock read, an
+ *    atomic add on its stream's count and a few atomic loads, no lock, no driver call, and
+ *    nothing written that other launching threads read: common/share.c).
  *    Never for a graph launch (`heavy`): it carries many kernels, and is always checked and
  *    marked, so that the queue estimate learns what it costs (inflight.c).
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
@@ -43,9 +45,10 @@
  *    managed memory back to the host (um.c), and the next request waits for that (a drain).
  *  - gem_token_acquire says when it fetched a new token, so that the launch can have um.c
  *    prefetch the client's memory before the kernel (the slow path only).
- * The arithmetic lives in common/predictor.c. */
+ * The arithmetic lives in common/predictor.c and common/share.c. */
 #include "internal.h"
 #include "gemini/predictor.h"
+#include "gemini/share.h"
 #include "gemini/wire.h"
 
 #include <stdlib.h>
@@ -83,7 +86,7 @@ struct recent_token {
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
     _Atomic int64_t go_until_ns;   /* the hot path goes before this ... */
-    _Atomic uint64_t go_launches;  /* ... and within this many launches on the device */
+    struct gem_share go_share;     /* ... and within its thread's part of these launches */
     _Atomic int burst_running;
     _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
     int long_bursts;          /* its latest burst did (v1's early request then does not help) */
@@ -121,6 +124,10 @@ struct token {
 
 static struct token tokens[GEM_MAX_DEVICES];
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
+/* Each launching thread's use of its device's go_share (initial-exec: the hook is preloaded,
+ * and a thread's first launch must not allocate). */
+static __thread struct gem_share_use go_uses[GEM_MAX_DEVICES]
+    __attribute__((tls_model("initial-exec")));
 static int64_t tail_ns = DEFAULT_TAIL_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
@@ -162,6 +169,7 @@ void gem_token_reset_after_fork(void)
     /* The child has none of the parent's threads, and CUDA state does not survive fork. */
     pthread_once(&tokens_once, tokens_init);
     tokens_init();
+    memset(go_uses, 0, sizeof(go_uses));
     gem_inflight_reset_after_fork();
 }
 
@@ -551,16 +559,15 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         int64_t until = now + room / 2;
         if (until > at - tail_ns && now < at - tail_ns)
             until = at - tail_ns;
-        uint64_t launched = gem_inflight_launches(dev);
-        uint64_t launches = launched + gem_inflight_allowance(dev, room);
+        uint64_t allowance = gem_inflight_allowance(dev, room);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
-            if (launches > launched + MEASURE_LOOK_LAUNCHES)
-                launches = launched + MEASURE_LOOK_LAUNCHES;
+            if (allowance > MEASURE_LOOK_LAUNCHES)
+                allowance = MEASURE_LOOK_LAUNCHES;
             out |= GEM_GATE_MARK_ALWAYS;
         }
-        atomic_store_explicit(&t->go_launches, launches, memory_order_relaxed);
+        gem_share_set(&t->go_share, &go_uses[dev], allowance);
         atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
         break;
     }
@@ -578,14 +585,14 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 {
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
-    uint64_t launches = gem_inflight_launch(dev, s, pts);
+    gem_inflight_launch(dev, s, pts);
     /* A graph launch carries many kernels: the queue estimate must see what it costs, else a
      * cost per launch learnt on light kernels alone lets whole replays run past the token
      * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */
     if (heavy)
         return acquire_slow(t, dev, s, pts);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
-        launches <= atomic_load_explicit(&t->go_launches, memory_order_relaxed) &&
+        gem_share_take(&t->go_share, &go_uses[dev]) &&
         gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))
         return 0;
     return acquire_slow(t, dev, s, pts);
