@@ -10,7 +10,9 @@
  * for the threads that launched on the previous share (the setting one among them; at least
  * one).  Each thread goes its part (gem_share_take); the first to use it up looks again, which
  * starts the next share for all.  A thread that begins to launch meanwhile takes a part too, so
- * a share may pass its allowance by one part per such thread, until the next look.
+ * a share may pass its allowance by one part per such thread, until the next look.  More
+ * threads than launches allowed: parts of 0, and every launch looks (a look costs a few
+ * microseconds; a launch past the room could cost the next client's time).
  *
  * Also fed to cffi's cdef: declarations and integer #defines only. */
 #ifndef GEMINI_SHARE_H
