@@ -322,9 +322,6 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             return NULL;
         }
         *elapsed_ms = ms;
-        /* When it ran, on the host's clock: it ended by the time it was seen finished (now,
-         * within a look's interval), `ms` before that it began. */
-        struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         /* Not one that begins at a hold where the process launches on several lanes: it counts
          * its own thread's launches after the hold while other lanes' kernels ran beside them
          * on the GPU, and reads up to twice their cost (H100, two threads capped at 0.4, in
@@ -332,9 +329,13 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * the other segments).  A calibration holds every few launches (MEASURE_AHEAD_NS):
          * its tails read 5-20 % slow, and the scheduler charged a speed-up of 1.17-1.32 for
          * 1.11-1.13 of work per granted second.  One lane's hold segments read as its others
-         * (torch eager: 202.3 us against 202.4). */
-        if (prev->queue_end && f->many_streams)
-            w = NULL;
+         * (torch eager: 202.3 us against 202.4).  When a segment ran, on the host's clock: it
+         * ended by the time it was seen finished (now, within a look's interval), `ms` before
+         * that it began. */
+        struct run_window *w =
+            prev->queue_end && f->many_streams
+                ? NULL
+                : run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         if (w != NULL) {
             w->ns += (double)ms * 1e6;
             w->launches += n;
