@@ -63,6 +63,12 @@ int gem_predictor_running(const struct gem_predictor *p)
     return p->period_begin_ns != GEM_PRED_NONE;
 }
 
+int64_t gem_predictor_open_for(const struct gem_predictor *p, int64_t now_ns)
+{
+    return gem_predictor_running(p) && now_ns > p->period_begin_ns ? now_ns - p->period_begin_ns
+                                                                   : 0;
+}
+
 void gem_predictor_record_start(struct gem_predictor *p, int64_t now_ns)
 {
     if (gem_predictor_running(p))

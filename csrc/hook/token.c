@@ -29,6 +29,10 @@
  *    the program's latest burst fitted in one token: a burst that outlasts the tokens the
  *    client gets is split whatever it does, and asking early would only add a round trip with
  *    the GPU idle, at every sync (issue 12: a capped client lost 1-2 points of its time so).
+ *    The prediction is the longest burst of the last 3 s that fitted in its token: v1's, the
+ *    longest of all, kept a burst that a token's end cut as long as it ran, and for 3 s after
+ *    one every short burst handed back what was left of its token (H100, capped at 0.4: 80-90
+ *    tokens in the second of a program's warm-up, each used for about 3 ms).
  *    Never in a calibration token (wire QUOTA_FLAG_CALIBRATION): it is for the GPU's clock
  *    under continuous load, and its last part is measured (the request after next says how
  *    fast its launches ran; inflight.c).  GEMINI_HOOK_BURST_FIT=0 turns it off (then the
@@ -93,6 +97,9 @@ struct token {
     pthread_mutex_t m;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     struct gem_predictor burst, window;
+    /* The bursts of the last GEM_PRED_KEEP_NS that fitted in their token (ended by a sync with
+     * no token's end inside): what v1's early request goes by (below). */
+    struct gem_record_keeper fitted;
     int fetching;
     uint64_t generation; /* grants so far */
     double max_quota_ms; /* the longest grant so far: bursts are reported no longer */
@@ -511,7 +518,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         else if (burst_fit && !t->alone && !t->calibration && !running && !t->long_bursts &&
                  t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
-                 now + gem_predictor_predict_unmerged(&t->burst, now) >= at)
+                 now + gem_record_keeper_max(&t->fitted, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;
@@ -638,8 +645,12 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by
         sync_seen(t, from_ns, ran_by_ns);
     if (bursting) {
         t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
-        if (atomic_load_explicit(&t->burst_running, memory_order_relaxed))
-            burst_stopped(t, gem_now_ns());
+        if (atomic_load_explicit(&t->burst_running, memory_order_relaxed)) {
+            int64_t now = gem_now_ns();
+            if (!t->long_bursts && gem_predictor_running(&t->burst))
+                gem_record_keeper_add(&t->fitted, gem_predictor_open_for(&t->burst, now), now);
+            burst_stopped(t, now);
+        }
     }
     pthread_mutex_unlock(&t->m);
 }

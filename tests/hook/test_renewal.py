@@ -137,6 +137,22 @@ def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
     assert r.stats["gate.fetch_tail"] + r.stats["gate.fetch_expired"] >= 12, r.stats
 
 
+def test_one_burst_cut_by_a_token_does_not_make_short_bursts_ask_early(fake_env, pm):
+    """v1 predicts a burst as the longest of the last 3 s, and a burst that a token's end cut
+    counts as long as it ran.  After one (a program's start-up), every short burst after it
+    found what was left of its token shorter than that and handed it back: 90 tokens in a
+    second of warm-up, each used for about 3 ms (H100, torch eager and two-thread loops capped
+    at 0.4, 2026-11-25).  Only a burst that fitted in its token says what the next one needs."""
+    pm.quota_ms = 30.0
+    # one 60 ms burst (cut by its token's end), then 60 bursts of 3 ms: 6 of them to a token
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "3",
+                      "--warmup-bursts", "1", "--warmup-launches", "60",
+                      "--warmup-kernel-ms", "1", "--sync", "ctx", "--bursts", "60"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    # a 3 ms burst starts in a token's last 3 ms once a token at most
+    assert r.stats["gate.fetch_burst"] <= 12, r.stats
+
+
 def test_a_sync_empties_the_queue_estimate(fake_env, pm):
     """After a sync nothing launched before it is queued: a burst that starts near a token's
     end is not held for work that has already run (the GPU would sit idle)."""

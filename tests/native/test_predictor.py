@@ -140,3 +140,13 @@ def test_a_wait_inside_a_burst_is_not_part_of_it():
     lib.gem_predictor_record_start(p, 400 * MS)
     lib.gem_predictor_record_stop(p, 420 * MS)
     assert lib.gem_predictor_predict_unmerged(p, 420 * MS) == 50 * MS
+
+
+def test_an_open_period_says_how_long_it_has_run_waits_excluded():
+    p = new()
+    assert lib.gem_predictor_open_for(p, 100 * MS) == 0  # none open
+    lib.gem_predictor_record_start(p, 100 * MS)
+    lib.gem_predictor_exclude(p, 30 * MS)  # waited 30 ms for a token
+    assert lib.gem_predictor_open_for(p, 150 * MS) == 20 * MS
+    lib.gem_predictor_record_stop(p, 150 * MS)
+    assert lib.gem_predictor_open_for(p, 160 * MS) == 0

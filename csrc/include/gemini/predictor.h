@@ -48,6 +48,8 @@ void gem_predictor_interrupt(struct gem_predictor *p);
  * the GPU time a program needs between syncs; a wait for the token inside it is not. */
 void gem_predictor_exclude(struct gem_predictor *p, int64_t ns);
 int gem_predictor_running(const struct gem_predictor *p);
+/* How long the open period has run, waits excluded (0: none open). */
+int64_t gem_predictor_open_for(const struct gem_predictor *p, int64_t now_ns);
 int64_t gem_predictor_predict_unmerged(struct gem_predictor *p, int64_t now_ns);
 int64_t gem_predictor_predict_merged(struct gem_predictor *p, int64_t now_ns);
 /* The next burst to ask the scheduler for: 0 if none seen; doubled when the window is shorter
