@@ -647,7 +647,7 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by
         t->long_bursts = atomic_exchange_explicit(&t->burst_spans, 0, memory_order_relaxed);
         if (atomic_load_explicit(&t->burst_running, memory_order_relaxed)) {
             int64_t now = gem_now_ns();
-            if (!t->long_bursts && gem_predictor_running(&t->burst))
+            if (!t->long_bursts)
                 gem_record_keeper_add(&t->fitted, gem_predictor_open_for(&t->burst, now), now);
             burst_stopped(t, now);
         }
