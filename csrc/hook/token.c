@@ -18,6 +18,8 @@
  *    GPU, the tail is what runs on its time, measured and charged as overuse.  The asking is
  *    done by a renewer thread, so that the launches go on meanwhile (until the token ends);
  *    a unified-memory client asks in the launching thread, whose launch then prefetches.
+ *    Alone (below) it asks sooner (GEMINI_HOOK_ALONE_EARLY_US, 1 ms more): the queue then
+ *    covers a slow round trip too (ask_at).
  *  - Alone (the latest grant said that no other client of its group wanted the GPU, and the
  *    client has no cap: wire QUOTA_FLAG_ALONE), running past a token's end costs no one
  *    anything.  So a launch that finds the token gone (the program sat idle, or the answer
@@ -59,6 +61,7 @@
 #include <string.h>
 
 #define DEFAULT_TAIL_NS 1000000 /* GEMINI_HOOK_TAIL_US: queued work left when asking again */
+#define DEFAULT_ALONE_EARLY_NS 1000000 /* GEMINI_HOOK_ALONE_EARLY_US: alone, ask this much sooner */
 #define MIN_HOLD_NS 50000       /* a held launch looks again after at least this ... */
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
@@ -136,6 +139,7 @@ static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 static __thread struct gem_share_use go_uses[GEM_MAX_DEVICES]
     __attribute__((tls_model("initial-exec")));
 static int64_t tail_ns = DEFAULT_TAIL_NS;
+static int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 /* Token `generation`'s slot, or NULL when a later token took it over. */
@@ -165,6 +169,11 @@ static void tokens_init(void)
         tail_ns = strtoll(v, NULL, 10) * 1000;
     if (tail_ns < 0)
         tail_ns = 0;
+    v = getenv("GEMINI_HOOK_ALONE_EARLY_US");
+    if (v != NULL && *v != '\0')
+        alone_early_ns = strtoll(v, NULL, 10) * 1000;
+    if (alone_early_ns < 0)
+        alone_early_ns = 0;
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     for (int i = 0; i < GEM_MAX_DEVICES; i++)
@@ -442,6 +451,18 @@ static int launch_on_credit(struct token *t, int64_t expired_at, int64_t now)
     return 1;
 }
 
+/* When a launch asks for the next token: in the token's tail, sooner when alone.  Alone, the
+ * scheduler renews at once, and the queue left at the ask is all that keeps the GPU busy over
+ * the round trip: with a tail's worth, a program alone under the hook left the GPU idle for
+ * the round trip past the tail at every token (fake GPU, 100 ms tokens answered 0.8 ms late:
+ * busy 0.976-0.991 of the time; H100, the round trip 0.8 ms p50, 2.3 ms p99).  A neighbour
+ * that comes meanwhile finds at most that much of ours queued, charged to us as overuse.
+ * t->m held. */
+static int64_t ask_at(const struct token *t, int64_t at)
+{
+    return at - tail_ns - (t->alone ? alone_early_ns : 0);
+}
+
 static void hold_for(int64_t ns)
 {
     gem_stat_add(GEM_STAT_HOLDS, 1);
@@ -449,8 +470,8 @@ static void hold_for(int64_t ns)
     gem_sleep_ns(ns);
 }
 
-/* Wait (no lock held) until the queued work fits in what is left of the token, or its tail
- * begins.  Returns the room left for more work (> 0: go), or 0 (look again).  Before the first
+/* Wait (no lock held) until the queued work fits in what is left of the token, or the time
+ * to ask for the next one (`ask`) comes.  Returns the room left for more work (> 0: go), or 0 (look again).  Before the first
  * hold of a launch (`*marked` 0) a marker goes at the end of its stream's queue: the estimate
  * may be long (hot-path launches since the newest marker, counted at the cost times the
  * processes sharing the token), and a hold then ends when the GPU has really run the queue,
@@ -458,7 +479,8 @@ static void hold_for(int64_t ns)
  * never sync left the fake GPU idle a fifth of their tokens; on the H100, capped at 0.4, two
  * torch eager processes did 0.394 of one bare process without the marker and 0.406 with it
  * (Triton: 0.334 and 0.348; 2026-11-24). */
-static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t at, int *marked)
+static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t at, int64_t ask,
+                            int *marked)
 {
     int64_t queued = gem_inflight_queued_ns(dev, now);
     if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
@@ -477,7 +499,7 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t a
         gem_inflight_mark(dev, s, pts, now, GEM_MARK_BEFORE_LAUNCH | GEM_MARK_QUEUE_END);
         *marked = 1;
     }
-    int64_t hold = at - tail_ns - now;
+    int64_t hold = ask - now;
     if (hold > HOLD_LOOK_NS)
         hold = HOLD_LOOK_NS;
     int64_t next_done = gem_inflight_next_done_ns(dev);
@@ -513,7 +535,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
             need = GEM_STAT_FETCH_EXPIRED;
-        else if (now >= at - tail_ns && !(out & GEM_GATE_FETCHED))
+        else if (now >= ask_at(t, at) && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
         else if (burst_fit && !t->alone && !t->calibration && !running && !t->long_bursts &&
                  t->generation == seen &&
@@ -556,16 +578,17 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         }
         int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
                                                                         : at;
+        int64_t ask = ask_at(t, at);
         pthread_mutex_unlock(&t->m);
-        int64_t room = room_or_hold(dev, s, pts, now, fill_to, &marked);
+        int64_t room = room_or_hold(dev, s, pts, now, fill_to, ask, &marked);
         pthread_mutex_lock(&t->m);
         if (room == 0)
             continue;
-        /* Look again after half the room, before the tail, and before the launches that
+        /* Look again after half the room, before the time to ask, and before the launches that
          * would fill it: the hot path needs no estimate in between. */
         int64_t until = now + room / 2;
-        if (until > at - tail_ns && now < at - tail_ns)
-            until = at - tail_ns;
+        if (until > ask && now < ask)
+            until = ask;
         uint64_t allowance = gem_inflight_allowance(dev, room);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)

@@ -205,3 +205,24 @@ def test_a_launch_on_credit_does_not_wait_for_the_answer(fake_env, pm):
         pm.release()
     finally:
         proc.kill()
+
+
+@pytest.mark.parametrize("flags", [0, wire.QUOTA_FLAG_ALONE])
+def test_alone_the_next_token_is_asked_for_before_the_queue_runs_dry(fake_env, pm, flags):
+    """A program that keeps the GPU busy, its answers 40 ms late, the tail 20 ms (all scaled
+    up from 1 ms, so that a loaded machine cannot blur them).  Shared, the hook asks in the
+    tail and the GPU idles for the rest of the round trip at every token: it must, as what is
+    queued at the ask runs on the next client's time.  Alone, it asks GEMINI_HOOK_ALONE_EARLY_US
+    sooner, and the queue covers the round trip (before: busy 0.896 of the time either way)."""
+    pm.quota_ms, pm.quota_flags, pm.quota_delay_s = 200.0, flags, 0.04
+    r = fake_env.run(
+        [prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "2000", "--bursts", "1",
+         "--sync", "stream", "--allocs", "1", "--bytes", str(1 << 20)],
+        GEMINI_HOOK_TAIL_US="20000", GEMINI_HOOK_ALONE_EARLY_US="40000")
+    end = r.out[-1]
+    assert end["rc"] == 0, r.stderr
+    busy = end["gpu_ms"] / 1000 / end["wall_s"]  # (the first token's 40 ms wait included)
+    if flags:
+        assert busy >= 0.96, (busy, r.stats)
+    else:
+        assert busy <= 0.93, (busy, r.stats)
