@@ -453,10 +453,10 @@ static int launch_on_credit(struct token *t, int64_t expired_at, int64_t now)
 
 /* When a launch asks for the next token: in the token's tail, sooner when alone.  Alone, the
  * scheduler renews at once, and the queue left at the ask is all that keeps the GPU busy over
- * the round trip: with a tail's worth, a program alone under the hook left the GPU idle for
- * the round trip past the tail at every token (fake GPU, 100 ms tokens answered 0.8 ms late:
- * busy 0.976-0.991 of the time; H100, the round trip 0.8 ms p50, 2.3 ms p99).  A neighbour
- * that comes meanwhile finds at most that much of ours queued, charged to us as overuse.
+ * the round trip: with a tail's worth, the GPU idled for whatever of the round trip outlasted
+ * the tail (H100: 0.8 ms p50, 2.3 ms p99), and JAX alone under the hook did 0.986 of its bare
+ * rate, 1.004 with the ask 1 ms sooner (2026-11-25).  A neighbour that comes meanwhile finds
+ * at most that much of ours queued, charged to us as overuse.
  * t->m held. */
 static int64_t ask_at(const struct token *t, int64_t at)
 {
@@ -471,14 +471,14 @@ static void hold_for(int64_t ns)
 }
 
 /* Wait (no lock held) until the queued work fits in what is left of the token, or the time
- * to ask for the next one (`ask`) comes.  Returns the room left for more work (> 0: go), or 0 (look again).  Before the first
- * hold of a launch (`*marked` 0) a marker goes at the end of its stream's queue: the estimate
- * may be long (hot-path launches since the newest marker, counted at the cost times the
- * processes sharing the token), and a hold then ends when the GPU has really run the queue,
- * not when the estimate says so.  Held for their estimates, two processes of a client that
- * never sync left the fake GPU idle a fifth of their tokens; on the H100, capped at 0.4, two
- * torch eager processes did 0.394 of one bare process without the marker and 0.406 with it
- * (Triton: 0.334 and 0.348; 2026-11-24). */
+ * to ask for the next one (`ask`) comes.  Returns the room left for more work (> 0: go), or 0
+ * (look again).  Before the first hold of a launch (`*marked` 0) a marker goes at the end of
+ * its stream's queue: the estimate may be long (hot-path launches since the newest marker,
+ * counted at the cost times the processes sharing the token), and a hold then ends when the
+ * GPU has really run the queue, not when the estimate says so.  Held for their estimates, two
+ * processes of a client that never sync left the fake GPU idle a fifth of their tokens; on the
+ * H100, capped at 0.4, two torch eager processes did 0.394 of one bare process without the
+ * marker and 0.406 with it (Triton: 0.334 and 0.348; 2026-11-24). */
 static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t at, int64_t ask,
                             int *marked)
 {
