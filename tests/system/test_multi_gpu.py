@@ -58,7 +58,7 @@ def test_a_client_on_gpu_1_is_capped_there_and_leaves_gpu_0_alone(system, gpus):
     rs, rb = result(small), result(big)
     # Capped at 0.4 and paced, its start-up and its grants' round trips in its wall time: over
     # 5 s it gets 0.36-0.39 of the fake GPU (10 runs), and got 0.330 once in a full `make test`
-    # on a 2-core machine.  The cap is what is checked here: well under 1, not over 0.4.
+    # on a 2-core machine.  What is checked here is the cap: well under 1, not much over 0.4.
     assert 0.30 <= gpu_share(rs) <= 0.47, rs
     assert gpu_share(rb) > 0.85, rb  # GPU 0 is big's alone: small's work runs on GPU 1
 
