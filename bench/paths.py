@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import io
 import itertools
 import json
@@ -985,14 +986,32 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
     return units
 
 
+HOOK_SOURCES = ("csrc/hook", "csrc/common", "csrc/include")
+
+
+def hook_sources_digest(root: Path = ROOT) -> str:
+    """SHA-256 (first 12 hex digits) over the hook's sources, each file's path and bytes: names
+    the hook a results file was measured with where the device's copy of the tree has no git
+    (an A/B swaps `csrc/` between runs).  `git archive COMMIT csrc | tar -x` of a commit gives
+    the same digest."""
+    h = hashlib.sha256()
+    for top in HOOK_SOURCES:
+        for f in sorted((root / top).rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
 def build_hook() -> dict:
     BUILD.mkdir(parents=True, exist_ok=True)
+    digest = hook_sources_digest()
     try:
         r = subprocess.run(["sh", str(BENCH / "build_hook.sh"), str(BUILD)], capture_output=True,
                            text=True, timeout=240)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"ok": False, "stderr": str(exc)}
-    return {"ok": r.returncode == 0, "stderr": r.stderr[-1500:], "path": r.stdout.strip()}
+        return {"ok": False, "stderr": str(exc), "sources_sha256": digest}
+    return {"ok": r.returncode == 0, "stderr": r.stderr[-1500:], "path": r.stdout.strip(),
+            "sources_sha256": digest}
 
 
 def load(path: Path) -> dict:

@@ -98,3 +98,19 @@ def test_the_table_names_the_bare_rate_a_capped_run_was_divided_by_where_it_diff
     assert "| launch-bound | 493.3 (cap ÷ 661.8) |" in paths.markdown(table)
     row["cap_bare_rate"] = 494.0
     assert "| launch-bound | 493.3 |" in paths.markdown(table)
+
+
+def test_the_hook_sources_digest_names_the_sources(tmp_path: Path) -> None:
+    for top in paths.HOOK_SOURCES:
+        (tmp_path / top).mkdir(parents=True)
+    (tmp_path / "csrc/hook/token.c").write_text("int a;\n")
+    (tmp_path / "csrc/fake").mkdir()
+    first = paths.hook_sources_digest(tmp_path)
+    (tmp_path / "csrc/fake/driver.c").write_text("not the hook\n")
+    assert paths.hook_sources_digest(tmp_path) == first
+    (tmp_path / "csrc/hook/token.c").write_text("int b;\n")
+    assert paths.hook_sources_digest(tmp_path) != first
+    (tmp_path / "csrc/hook/token.c").write_text("int a;\n")
+    assert paths.hook_sources_digest(tmp_path) == first
+    (tmp_path / "csrc/hook/token.c").rename(tmp_path / "csrc/hook/lease.c")
+    assert paths.hook_sources_digest(tmp_path) != first
