@@ -162,18 +162,19 @@ static void token_init(struct token *t)
     gem_predictor_init(&t->window, 0);
 }
 
+/* Microseconds from the environment variable `name`, in ns (unset or empty: `dflt`; never
+ * below 0). */
+static int64_t env_us_as_ns(const char *name, int64_t dflt)
+{
+    const char *v = getenv(name);
+    int64_t ns = v != NULL && *v != '\0' ? strtoll(v, NULL, 10) * 1000 : dflt;
+    return ns < 0 ? 0 : ns;
+}
+
 static void tokens_init(void)
 {
-    const char *v = getenv("GEMINI_HOOK_TAIL_US");
-    if (v != NULL && *v != '\0')
-        tail_ns = strtoll(v, NULL, 10) * 1000;
-    if (tail_ns < 0)
-        tail_ns = 0;
-    v = getenv("GEMINI_HOOK_ALONE_EARLY_US");
-    if (v != NULL && *v != '\0')
-        alone_early_ns = strtoll(v, NULL, 10) * 1000;
-    if (alone_early_ns < 0)
-        alone_early_ns = 0;
+    tail_ns = env_us_as_ns("GEMINI_HOOK_TAIL_US", DEFAULT_TAIL_NS);
+    alone_early_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_US", DEFAULT_ALONE_EARLY_NS);
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     for (int i = 0; i < GEM_MAX_DEVICES; i++)
@@ -531,11 +532,12 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
     for (;;) {
         int64_t now = gem_now_ns();
         int64_t at = atomic_load_explicit(&t->expires_at_ns, memory_order_relaxed);
+        int64_t ask = ask_at(t, at);
         int running = atomic_load_explicit(&t->burst_running, memory_order_relaxed);
         int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
             need = GEM_STAT_FETCH_EXPIRED;
-        else if (now >= ask_at(t, at) && !(out & GEM_GATE_FETCHED))
+        else if (now >= ask && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
         else if (burst_fit && !t->alone && !t->calibration && !running && !t->long_bursts &&
                  t->generation == seen &&
@@ -578,7 +580,6 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         }
         int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
                                                                         : at;
-        int64_t ask = ask_at(t, at);
         pthread_mutex_unlock(&t->m);
         int64_t room = room_or_hold(dev, s, pts, now, fill_to, ask, &marked);
         pthread_mutex_lock(&t->m);
