@@ -201,12 +201,15 @@ def test_the_hook_says_how_long_its_program_waited_on_the_gpu(system):
     """Hook -> pod manager -> scheduler (the QUOTA request's gpu_wait_ms): a program that
     queues more than its token holds waits on the GPU (held, and at its syncs) for much of its
     grants; one that launches a tiny kernel now and then, for little of them.  The scheduler
-    charges the clock's speed-up in proportion (gemini.core.speed; tests/unit/test_speed)."""
+    charges the clock's speed-up in proportion (gemini.core.speed; tests/unit/test_speed).
+    The light one rests 10 ms between its kernels: each of its syncs on the fake GPU is a
+    nanosleep that wakes 0.1-0.3 ms late on a busy 2-core machine (more at times), which
+    the hook rightly counts as waited; after every 2 ms that read 0.03-0.25 of its grants."""
     system.backend("2\nheavy 0.1 0.4 1GiB\nlight 0.1 0.4 1GiB\n", *FAST)
     heavy = system.client("heavy", "work", "--kernel-ms", "1", "--burst", "400",
                           "--seconds", "3")
     light = system.client("light", "work", "--kernel-ms", "0.02", "--burst", "1",
-                          "--idle-ms", "2", "--seconds", "3")
+                          "--idle-ms", "20", "--seconds", "3")
     result(heavy), result(light)
     waits = {c["name"]: c["gpu_wait"]
              for c in query_status("127.0.0.1", system.schd.port)["clients"]}
