@@ -137,12 +137,15 @@ UNTIMED = "a-client-whose-name-is-too-long-x"
 def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     """Where the hook cannot time its launches for the scheduler (a name over 31 bytes leaves
     the request no room), the clock tells the speed.  The fake GPU's clock (its NVML) is 1980
-    MHz until it has run 40 ms without a break, then 1410, as a power-limited GPU's: a client
-    capped at 0.4 runs its short grants fast, its calibration grants' tails at the settled
-    clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s per second it holds
-    (speed.WORK_PER_CLOCK), so once calibrated it gets about 0.4 / 1.33 of the GPU's time.
-    (The client's kernels keep their length: this is the wiring, NVML to the charge.)"""
-    env = BOOSTED if boost else {"GEMINI_FAKE_SM_MHZ": "1410"}
+    MHz until it has run 110 ms without a break, then 1410, as a power-limited GPU's: a client
+    capped at 0.4 runs its grants (50-100 ms) fast, its calibration grants' tails (the last
+    80 of 200 ms) at the settled clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s per
+    second it holds (speed.WORK_PER_CLOCK), so once calibrated it gets about 0.4 / 1.33 of
+    the GPU's time.  (Settled after 40 ms, as BOOSTED, a grant's clock is a mix that moves
+    with the grants' lengths: 1.17-1.28.  The client's kernels keep their length: this is the
+    wiring, NVML to the charge.)"""
+    env = ({**BOOSTED, "GEMINI_FAKE_SM_SETTLE_MS": "110"} if boost
+           else {"GEMINI_FAKE_SM_MHZ": "1410"})
     system.backend(f"1\n{UNTIMED} 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
     r = result(system.client(UNTIMED, "work", "--kernel-ms", "1", "--burst", "400",
