@@ -18,8 +18,9 @@
  *    GPU, the tail is what runs on its time, measured and charged as overuse.  The asking is
  *    done by a renewer thread, so that the launches go on meanwhile (until the token ends);
  *    a unified-memory client asks in the launching thread, whose launch then prefetches.
- *    Alone (below) it asks sooner (GEMINI_HOOK_ALONE_EARLY_US, 1 ms more): the queue then
- *    covers a slow round trip too (ask_at).
+ *    Alone (below) it asks sooner, by the round trip it learnt from its renewals (at least
+ *    GEMINI_HOOK_ALONE_EARLY_US, 1 ms, more; at most GEMINI_HOOK_ALONE_EARLY_MAX_US, 4 ms, and
+ *    a quarter of the token): the queue then covers a slow round trip too (ask_at).
  *  - Alone (the latest grant said that no other client of its group wanted the GPU, and the
  *    client has no cap: wire QUOTA_FLAG_ALONE), running past a token's end costs no one
  *    anything.  So a launch that finds the token gone (the program sat idle, or the answer
@@ -51,9 +52,10 @@
  *    managed memory back to the host (um.c), and the next request waits for that (a drain).
  *  - gem_token_acquire says when it fetched a new token, so that the launch can have um.c
  *    prefetch the client's memory before the kernel (the slow path only).
- * The arithmetic lives in common/predictor.c and common/share.c. */
+ * The arithmetic lives in common/predictor.c, common/share.c and common/roundtrip.c. */
 #include "internal.h"
 #include "gemini/predictor.h"
+#include "gemini/roundtrip.h"
 #include "gemini/share.h"
 #include "gemini/wire.h"
 
@@ -61,7 +63,10 @@
 #include <string.h>
 
 #define DEFAULT_TAIL_NS 1000000 /* GEMINI_HOOK_TAIL_US: queued work left when asking again */
-#define DEFAULT_ALONE_EARLY_NS 1000000 /* GEMINI_HOOK_ALONE_EARLY_US: alone, ask this much sooner */
+/* Alone, ask this much sooner at least (GEMINI_HOOK_ALONE_EARLY_US) and at most
+ * (GEMINI_HOOK_ALONE_EARLY_MAX_US): learn_round_trip */
+#define DEFAULT_ALONE_EARLY_NS 1000000
+#define DEFAULT_ALONE_EARLY_MAX_NS 4000000
 #define MIN_HOLD_NS 50000       /* a held launch looks again after at least this ... */
 #define HOLD_LOOK_NS 1000000    /* ... and at most this */
 #define MARK_LOOK_SLACK_NS 20000 /* looking for a marker this long after it should finish */
@@ -127,6 +132,8 @@ struct token {
     int renewer_started;
     pthread_t renewer;
     int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
+    int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
+    struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */
     int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
@@ -140,6 +147,7 @@ static __thread struct gem_share_use go_uses[GEM_MAX_DEVICES]
     __attribute__((tls_model("initial-exec")));
 static int64_t tail_ns = DEFAULT_TAIL_NS;
 static int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
+static int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 /* Token `generation`'s slot, or NULL when a later token took it over. */
@@ -175,6 +183,7 @@ static void tokens_init(void)
 {
     tail_ns = env_us_as_ns("GEMINI_HOOK_TAIL_US", DEFAULT_TAIL_NS);
     alone_early_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_US", DEFAULT_ALONE_EARLY_NS);
+    alone_early_max_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_MAX_US", DEFAULT_ALONE_EARLY_MAX_NS);
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     for (int i = 0; i < GEM_MAX_DEVICES; i++)
@@ -342,6 +351,30 @@ static CUcontext current_ctx(void)
     return ctx;
 }
 
+/* Alone, the scheduler renews at once, and the queue left at the ask is all that keeps the GPU
+ * busy over the round trip: with a tail's worth, the GPU idled for whatever of the round trip
+ * outlasted the tail (H100: 0.8 ms p50, 2.3 ms p99 idle), and JAX alone under the hook did
+ * 0.986 of its bare rate, 1.004 with the ask 1 ms sooner (2026-11-25).  So alone it asks
+ * sooner by the round trip learnt from the grants that came at once (common/roundtrip.c), at
+ * least alone_early_ns; at most alone_early_max_ns, and a quarter of the token (a short token
+ * must not be asked for again as soon as it comes).  A neighbour that comes meanwhile finds
+ * at most that much of ours queued, charged to us as overuse.  `rtt_ns`: from the ask to the
+ * grant just come; `was_alone`: the token before it was alone too (else the request may have
+ * waited for a neighbour's turn, and the first one for the pod manager to register the
+ * client); `retried`: the pod manager said "not yet" first.  With other processes of the
+ * client (`sharers`) or an eviction before the request, the grant may also wait for more
+ * than the round trip.  t->m held, t->alone already the new grant's. */
+static void learn_round_trip(struct token *t, int dev, int was_alone, int64_t rtt_ns,
+                             double quota_ms, int retried, uint32_t sharers)
+{
+    if (t->alone && was_alone && !retried && sharers <= 1 && !gem_um_evicts(dev))
+        gem_roundtrip_sample(&t->roundtrip, rtt_ns);
+    int64_t most = (int64_t)(quota_ms * 1e6) / 4;
+    if (most > alone_early_max_ns)
+        most = alone_early_max_ns;
+    t->early_ns = t->alone ? gem_roundtrip_early(&t->roundtrip, tail_ns, alone_early_ns, most) : 0;
+}
+
 /* Get the next token.  t->m held on entry and exit; dropped around the request.  `blocking`:
  * the launching thread waits for it (else the renewer asks while the launches go on). */
 static void fetch(struct token *t, int dev, int64_t now, int blocking)
@@ -381,6 +414,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
+    int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
     GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu launches in %.3f ms)",
             blocking ? "the launch waits" : "renewer", (unsigned long long)run_launches, run_ms);
     for (;;) {
@@ -389,6 +423,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
+        answered_at_once = 0;
         gem_sleep_ns(backoff);
         backoff = backoff * 2 > 200000000 ? 200000000 : backoff * 2;
     }
@@ -413,7 +448,9 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->generation++;
     t->recent[t->generation % RECENT_TOKENS] =
         (struct recent_token){.generation = t->generation, .granted_ns = granted};
+    int was_alone = t->alone;
     t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
+    learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
     gem_inflight_set_sharers(dev, sharers);
     int64_t expires = granted + (int64_t)(quota_ms * 1e6);
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
@@ -452,16 +489,11 @@ static int launch_on_credit(struct token *t, int64_t expired_at, int64_t now)
     return 1;
 }
 
-/* When a launch asks for the next token: in the token's tail, sooner when alone.  Alone, the
- * scheduler renews at once, and the queue left at the ask is all that keeps the GPU busy over
- * the round trip: with a tail's worth, the GPU idled for whatever of the round trip outlasted
- * the tail (H100: 0.8 ms p50, 2.3 ms p99), and JAX alone under the hook did 0.986 of its bare
- * rate, 1.004 with the ask 1 ms sooner (2026-11-25).  A neighbour that comes meanwhile finds
- * at most that much of ours queued, charged to us as overuse.
- * t->m held. */
+/* When a launch asks for the next token: in the token's tail, sooner when alone (t->early_ns,
+ * learn_round_trip).  t->m held. */
 static int64_t ask_at(const struct token *t, int64_t at)
 {
-    return at - tail_ns - (t->alone ? alone_early_ns : 0);
+    return at - tail_ns - t->early_ns;
 }
 
 static void hold_for(int64_t ns)

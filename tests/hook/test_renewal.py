@@ -226,3 +226,26 @@ def test_alone_the_next_token_is_asked_for_before_the_queue_runs_dry(fake_env, p
         assert busy >= 0.96, (busy, r.stats)
     else:
         assert busy <= 0.93, (busy, r.stats)
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_alone_the_hook_asks_as_much_sooner_as_its_round_trips_take(fake_env, pm, learn):
+    """The same, on a slower host: answers 80 ms late, against the tail's 20 ms and the 20 ms
+    asked sooner at least (scaled up 20x from 4 ms, 1 ms and 1 ms).  A lead of 40 ms left the
+    GPU idle for the other 40 ms of every round trip; the hook now asks sooner by the round
+    trip it measured on its renewals (common/roundtrip.c), within a quarter of its 400 ms token
+    (GEMINI_HOOK_ALONE_EARLY_MAX_US set to 20 ms: at most the floor, as before)."""
+    pm.quota_ms, pm.quota_flags, pm.quota_delay_s = 400.0, wire.QUOTA_FLAG_ALONE, 0.08
+    r = fake_env.run(
+        [prog("gem_client"), "work", "--kernel-ms", "2", "--burst", "2000", "--bursts", "1",
+         "--sync", "stream", "--allocs", "1", "--bytes", str(1 << 20)],
+        GEMINI_HOOK_TAIL_US="20000", GEMINI_HOOK_ALONE_EARLY_US="20000",
+        GEMINI_HOOK_ALONE_EARLY_MAX_US="100000" if learn else "20000")
+    end = r.out[-1]
+    assert end["rc"] == 0, r.stderr
+    # (the first token's wait and the first renewal's gap included: 0.97 at most learning)
+    busy = end["gpu_ms"] / 1000 / end["wall_s"]
+    if learn:
+        assert busy >= 0.95, (busy, r.stats)
+    else:
+        assert busy <= 0.93, (busy, r.stats)

@@ -1,0 +1,27 @@
+/* A token request's round trip and the early ask it needs; see roundtrip.h.  Pure. */
+#include "gemini/roundtrip.h"
+
+void gem_roundtrip_sample(struct gem_roundtrip *r, int64_t rtt_ns)
+{
+    if (rtt_ns <= 0)
+        return;
+    if (r->smoothed_ns == 0) { /* RFC 6298 2.2 */
+        r->smoothed_ns = rtt_ns;
+        r->deviation_ns = rtt_ns / 2;
+        return;
+    }
+    int64_t off = rtt_ns - r->smoothed_ns;
+    r->deviation_ns += ((off < 0 ? -off : off) - r->deviation_ns) / 4; /* RFC 6298 2.3 */
+    r->smoothed_ns += off / 8;
+}
+
+int64_t gem_roundtrip_early(const struct gem_roundtrip *r, int64_t tail_ns, int64_t floor_ns,
+                            int64_t max_ns)
+{
+    if (r->smoothed_ns == 0)
+        return floor_ns;
+    int64_t early = r->smoothed_ns + 4 * r->deviation_ns - tail_ns;
+    if (early > max_ns)
+        early = max_ns;
+    return early > floor_ns ? early : floor_ns;
+}

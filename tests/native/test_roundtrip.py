@@ -1,0 +1,83 @@
+"""A token request's round trip and how much sooner a hook alone asks for its next token
+(csrc/common/roundtrip.c): the lead covers nearly every round trip once a few are seen,
+follows a host that slows down, and stays within its floor and its bound."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gemini.native import _common
+
+ffi, lib = _common.ffi, _common.lib
+
+US = 1_000
+MS = 1_000_000
+TAIL, FLOOR, MAX = 1 * MS, 1 * MS, 4 * MS
+
+
+def learnt(samples: list[int]):
+    r = ffi.new("struct gem_roundtrip *")
+    for s in samples:
+        lib.gem_roundtrip_sample(r, s)
+    return r
+
+
+def early(r, tail: int = TAIL, floor: int = FLOOR, most: int = MAX) -> int:
+    return lib.gem_roundtrip_early(r, tail, floor, most)
+
+
+def test_with_no_round_trip_seen_it_asks_the_floor_sooner():
+    assert early(learnt([])) == FLOOR
+    assert early(learnt([0, -5 * MS])) == FLOOR  # (nonsense samples are ignored)
+
+
+def test_a_steady_round_trip_is_covered_and_no_more_once_learnt():
+    r = learnt([3 * MS] * 60)
+    assert r.smoothed_ns == 3 * MS
+    assert early(r) == 3 * MS - TAIL + 4 * r.deviation_ns
+    assert r.deviation_ns < 10 * US
+
+
+def test_a_round_trip_under_the_tail_and_floor_keeps_the_floor():
+    assert early(learnt([300 * US] * 20)) == FLOOR
+
+
+def test_a_host_that_slows_down_is_covered_from_its_first_slow_round_trip():
+    """Round trips of 0.8 ms, then 2.5 ms (a busy host): the lead covers the slow one at once,
+    where the fixed 1 ms lead left 0.5 ms of it idle every time."""
+    r = learnt([800 * US] * 30)
+    assert early(r) == FLOOR
+    lib.gem_roundtrip_sample(r, 2500 * US)
+    assert TAIL + early(r) >= 2500 * US
+
+
+def test_the_lead_is_bounded_however_slow_the_round_trips():
+    assert early(learnt([50 * MS] * 5)) == MAX
+    assert early(learnt([50 * MS] * 5), most=FLOOR // 2) == FLOOR  # the floor wins
+
+
+def test_a_jittery_round_trip_is_covered_nearly_always():
+    """Round trips spread like the H100 host's beside a busy program (0.6-2.2 ms, now and then
+    4 ms): the lead, as it stood before each one, covers at least 97 % of them."""
+    rng = random.Random(12)
+    trips = [4 * MS if rng.random() < 0.02 else rng.randint(600 * US, 2200 * US)
+             for _ in range(2000)]
+    r = learnt(trips[:20])
+    covered = 0
+    for trip in trips[20:]:
+        covered += TAIL + early(r, most=10 * MS) >= trip
+        lib.gem_roundtrip_sample(r, trip)
+    assert covered / len(trips[20:]) >= 0.97
+
+
+@given(st.lists(st.integers(1, 100 * MS), min_size=1, max_size=50),
+       st.integers(0, 5 * MS), st.integers(0, 5 * MS), st.integers(0, 20 * MS))
+def test_the_estimate_stays_among_the_round_trips_and_the_lead_within_its_bounds(
+        trips, tail, floor, most):
+    r = learnt(trips)
+    assert min(trips) <= r.smoothed_ns <= max(trips)
+    assert r.deviation_ns >= 0
+    assert floor <= early(r, tail, floor, most) <= max(floor, most)
