@@ -85,16 +85,10 @@ void gem_predictor_record_stop(struct gem_predictor *p, int64_t now_ns)
 {
     if (!gem_predictor_running(p))
         return;
-    gem_record_keeper_add(&p->periods, gem_predictor_open_for(p, now_ns), now_ns);
     int64_t merged = now_ns - p->merged_begin_ns;
     gem_record_keeper_add(&p->merged, merged < 0 ? 0 : merged, now_ns);
     p->merged_end_ns = now_ns;
     p->period_begin_ns = GEM_PRED_NONE;
-}
-
-int64_t gem_predictor_predict_unmerged(struct gem_predictor *p, int64_t now_ns)
-{
-    return gem_record_keeper_max(&p->periods, now_ns);
 }
 
 int64_t gem_predictor_predict_merged(struct gem_predictor *p, int64_t now_ns)

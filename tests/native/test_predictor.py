@@ -25,7 +25,6 @@ class Model:
     def __init__(self, merge_ns: int) -> None:
         self.merge_ns = merge_ns
         self.begin = self.mbegin = self.mend = None
-        self.periods: list[tuple[int, int]] = []
         self.merged: list[tuple[int, int]] = []
 
     def start(self, now: int) -> None:
@@ -38,7 +37,6 @@ class Model:
     def stop(self, now: int) -> None:
         if self.begin is None:
             return
-        self.periods.append((now, now - self.begin))
         self.merged.append((now, now - self.mbegin))
         self.mend, self.begin = now, None
 
@@ -49,7 +47,6 @@ class Model:
 
 def test_empty_predicts_zero():
     p = new()
-    assert lib.gem_predictor_predict_unmerged(p, 10 * KEEP) == 0
     assert lib.gem_predictor_predict_merged(p, 10 * KEEP) == 0
     assert not lib.gem_predictor_running(p)
 
@@ -60,18 +57,19 @@ def test_burst_is_launch_to_sync_and_expires_after_keep():
     lib.gem_predictor_record_start(p, 105 * MS)  # already running: no-op
     assert lib.gem_predictor_running(p)
     lib.gem_predictor_record_stop(p, 130 * MS)
-    assert lib.gem_predictor_predict_unmerged(p, 130 * MS) == 30 * MS
-    assert lib.gem_predictor_predict_unmerged(p, 130 * MS + KEEP) == 30 * MS
-    assert lib.gem_predictor_predict_unmerged(p, 130 * MS + KEEP + 1) == 0
+    assert lib.gem_predictor_predict_merged(p, 130 * MS) == 30 * MS
+    assert lib.gem_predictor_predict_merged(p, 130 * MS + KEEP) == 30 * MS
+    assert lib.gem_predictor_predict_merged(p, 130 * MS + KEEP + 1) == 0
 
 
 def test_bursts_closer_than_merge_threshold_are_merged():
-    p = new()
-    lib.gem_predictor_record_start(p, 0)
-    lib.gem_predictor_record_stop(p, 10 * MS)
-    lib.gem_predictor_record_start(p, 11 * MS)  # 1 ms gap <= 2 ms: same long burst
-    lib.gem_predictor_record_stop(p, 20 * MS)
-    assert lib.gem_predictor_predict_unmerged(p, 20 * MS) == 10 * MS
+    p, apart = new(), new(0)
+    for q in (p, apart):
+        lib.gem_predictor_record_start(q, 0)
+        lib.gem_predictor_record_stop(q, 10 * MS)
+        lib.gem_predictor_record_start(q, 11 * MS)  # 1 ms gap <= 2 ms: same long burst
+        lib.gem_predictor_record_stop(q, 20 * MS)
+    assert lib.gem_predictor_predict_merged(apart, 20 * MS) == 10 * MS  # (merge 0: each alone)
     assert lib.gem_predictor_predict_merged(p, 20 * MS) == 20 * MS
     lib.gem_predictor_record_start(p, 30 * MS)  # 10 ms gap: a new long burst
     lib.gem_predictor_record_stop(p, 35 * MS)
@@ -83,7 +81,7 @@ def test_interrupt_drops_the_open_period():
     lib.gem_predictor_record_start(p, 0)
     lib.gem_predictor_interrupt(p)
     lib.gem_predictor_record_stop(p, 50 * MS)
-    assert lib.gem_predictor_predict_unmerged(p, 50 * MS) == 0
+    assert lib.gem_predictor_predict_merged(p, 50 * MS) == 0
 
 
 def test_estimate_full_burst():
@@ -110,7 +108,6 @@ def test_matches_the_model(steps, merge_ns):
             lib.gem_predictor_record_stop(p, now)
             m.stop(now)
         assert bool(lib.gem_predictor_running(p)) == (m.begin is not None)
-        assert lib.gem_predictor_predict_unmerged(p, now) == Model.best(m.periods, now)
         assert lib.gem_predictor_predict_merged(p, now) == Model.best(m.merged, now)
 
 
@@ -134,12 +131,11 @@ def test_a_wait_inside_a_burst_is_not_part_of_it():
     lib.gem_predictor_record_start(p, 100 * MS)
     lib.gem_predictor_exclude(p, 150 * MS)  # waited 150 ms for a token
     lib.gem_predictor_record_stop(p, 300 * MS)
-    assert lib.gem_predictor_predict_unmerged(p, 300 * MS) == 50 * MS
     assert lib.gem_predictor_predict_merged(p, 300 * MS) == 50 * MS
     lib.gem_predictor_exclude(p, 10 * MS)  # no burst open: nothing to shorten
     lib.gem_predictor_record_start(p, 400 * MS)
     lib.gem_predictor_record_stop(p, 420 * MS)
-    assert lib.gem_predictor_predict_unmerged(p, 420 * MS) == 50 * MS
+    assert lib.gem_predictor_predict_merged(p, 420 * MS) == 50 * MS
 
 
 def test_an_open_period_says_how_long_it_has_run_waits_excluded():

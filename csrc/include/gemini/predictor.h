@@ -2,9 +2,11 @@
  *
  * A predictor times periods: record_start() opens one (no-op if one is open), record_stop()
  * closes it.  The hook runs two: "burst" (first launch after a sync -> the next sync) and
- * "window" (sync -> the next launch).  Periods separated by at most merge_ns are also joined into
- * one "merged" period.  Predictions are the maximum over the periods that ended in the last
- * GEM_PRED_KEEP_NS (a sliding-window maximum kept as a monotonic queue).
+ * "window" (sync -> the next launch).  Periods separated by at most merge_ns are joined into one
+ * "merged" period.  The prediction is the maximum over the merged periods that ended in the
+ * last GEM_PRED_KEEP_NS (a sliding-window maximum kept as a monotonic queue).  v1 also kept
+ * each period unmerged, for its early request; the hook's early request goes by the bursts
+ * that fitted in their token instead (hook/token.c), so that record is not kept.
  *
  * Also fed to cffi's cdef: declarations and integer #defines only. */
 #ifndef GEMINI_PREDICTOR_H
@@ -36,7 +38,6 @@ struct gem_predictor {
     int64_t period_begin_ns; /* GEM_PRED_NONE when no period is open */
     int64_t merged_begin_ns;
     int64_t merged_end_ns;
-    struct gem_record_keeper periods;
     struct gem_record_keeper merged;
 };
 
@@ -50,7 +51,6 @@ void gem_predictor_exclude(struct gem_predictor *p, int64_t ns);
 int gem_predictor_running(const struct gem_predictor *p);
 /* How long the open period has run, waits excluded (0: none open). */
 int64_t gem_predictor_open_for(const struct gem_predictor *p, int64_t now_ns);
-int64_t gem_predictor_predict_unmerged(struct gem_predictor *p, int64_t now_ns);
 int64_t gem_predictor_predict_merged(struct gem_predictor *p, int64_t now_ns);
 /* The next burst to ask the scheduler for: 0 if none seen; doubled when the window is shorter
  * than overhead_ns (the application keeps the GPU busy, the burst we saw may be cut short). */
