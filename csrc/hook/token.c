@@ -59,6 +59,7 @@
 #include "gemini/share.h"
 #include "gemini/wire.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -470,9 +471,13 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     start_tracker(t);
     t->fetching = 0;
     t->renewing = 0;
+    char alone_note[64] = "";
+    if (t->alone)
+        snprintf(alone_note, sizeof alone_note,
+                 "; alone: the next asked for %.3f ms before the tail", (double)t->early_ns / 1e6);
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse; "
-            "%u process(es) share it)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
-            sharers > 1 ? sharers : 1);
+            "%u process(es) share it%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
+            sharers > 1 ? sharers : 1, alone_note);
     pthread_cond_broadcast(&t->cv);
 }
 
