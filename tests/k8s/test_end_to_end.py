@@ -159,8 +159,12 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
         r = last_json(p)
         assert r["rc"] == 0, r
         busy[name] = r["kernels"] * KERNEL_MS / 1000 / r["wall_s"]
-    assert busy["a"] == pytest.approx(0.3, abs=0.07), busy
-    assert busy["b"] == pytest.approx(0.7, abs=0.08), busy
+    # The split as a ratio, each under its cap, and the GPU used: alone on this machine the two
+    # do 0.28-0.29 and 0.65-0.66 of the fake GPU; in a full `make test` on 2 cores they once did
+    # 0.249 and 0.567 (both capped, each loses what the host takes from its wall time).
+    assert busy["a"] / (busy["a"] + busy["b"]) == pytest.approx(0.3, abs=0.05), busy
+    assert busy["a"] <= 0.3 + 0.04 and busy["b"] <= 0.7 + 0.04, busy
+    assert busy["a"] + busy["b"] >= 0.7, busy
     holder = run(env["b"], "alloc", "--path", "alloc", "--bytes", str(32 << 20), "--hold")
     assert holder.stdout is not None
     assert json.loads(holder.stdout.readline())["rc"] == 0
