@@ -244,4 +244,6 @@ def test_graph_replays_between_light_kernels_stay_within_the_token(fake_env, pm)
     assert r.out[-1]["rc"] == 0, r.stderr
     overuse = sorted(q.args[0] for q in pm.of_type(RequestType.QUOTA))
     assert len(overuse) >= 25, overuse  # 600 ms of work in 20 ms tokens
-    assert overuse[-2] <= 5.0, overuse  # (the worst but one: a loaded machine may be late once)
+    # The worst but one (a loaded machine may be late once) under one replay's 10 ms: alone on
+    # this machine the runs read 1.2-3.4 ms, a full `make test` once 5.3 (2026-11-25).
+    assert overuse[-2] <= 8.0, overuse
