@@ -472,7 +472,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->fetching = 0;
     t->renewing = 0;
     char alone_note[64] = "";
-    if (t->alone)
+    if (t->alone && GEM_LOG_DEBUG <= gem_log_level) /* (formatted only for the debug line) */
         snprintf(alone_note, sizeof alone_note,
                  "; alone: the next asked for %.3f ms before the tail", (double)t->early_ns / 1e6);
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse; "
