@@ -207,6 +207,20 @@ def test_a_launch_on_credit_does_not_wait_for_the_answer(fake_env, pm):
         proc.kill()
 
 
+def busy_over_late_answers(fake_env, pm, quota_ms: float, flags: int, delay_s: float,
+                           kernel_ms: str, **env: str) -> tuple[float, dict]:
+    """One burst of 2000 kernels that keeps the GPU busy, its tokens answered `delay_s` late:
+    the share of its wall time the GPU was busy (the first token's wait included), and the
+    hook's gate counters."""
+    pm.quota_ms, pm.quota_flags, pm.quota_delay_s = quota_ms, flags, delay_s
+    r = fake_env.run(
+        [prog("gem_client"), "work", "--kernel-ms", kernel_ms, "--burst", "2000", "--bursts", "1",
+         "--sync", "stream", "--allocs", "1", "--bytes", str(1 << 20)], **env)
+    end = r.out[-1]
+    assert end["rc"] == 0, r.stderr
+    return end["gpu_ms"] / 1000 / end["wall_s"], r.stats
+
+
 @pytest.mark.parametrize("flags", [0, wire.QUOTA_FLAG_ALONE])
 def test_alone_the_next_token_is_asked_for_before_the_queue_runs_dry(fake_env, pm, flags):
     """A program that keeps the GPU busy, its answers 40 ms late, the tail 20 ms (all scaled
@@ -214,18 +228,13 @@ def test_alone_the_next_token_is_asked_for_before_the_queue_runs_dry(fake_env, p
     tail and the GPU idles for the rest of the round trip at every token: it must, as what is
     queued at the ask runs on the next client's time.  Alone, it asks GEMINI_HOOK_ALONE_EARLY_US
     sooner, and the queue covers the round trip (before: busy 0.896 of the time either way)."""
-    pm.quota_ms, pm.quota_flags, pm.quota_delay_s = 200.0, flags, 0.04
-    r = fake_env.run(
-        [prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "2000", "--bursts", "1",
-         "--sync", "stream", "--allocs", "1", "--bytes", str(1 << 20)],
-        GEMINI_HOOK_TAIL_US="20000", GEMINI_HOOK_ALONE_EARLY_US="40000")
-    end = r.out[-1]
-    assert end["rc"] == 0, r.stderr
-    busy = end["gpu_ms"] / 1000 / end["wall_s"]  # (the first token's 40 ms wait included)
+    busy, stats = busy_over_late_answers(fake_env, pm, 200.0, flags, 0.04, "1",
+                                         GEMINI_HOOK_TAIL_US="20000",
+                                         GEMINI_HOOK_ALONE_EARLY_US="40000")
     if flags:
-        assert busy >= 0.96, (busy, r.stats)
+        assert busy >= 0.96, (busy, stats)
     else:
-        assert busy <= 0.93, (busy, r.stats)
+        assert busy <= 0.93, (busy, stats)
 
 
 @pytest.mark.parametrize("learn", [False, True])
@@ -235,17 +244,12 @@ def test_alone_the_hook_asks_as_much_sooner_as_its_round_trips_take(fake_env, pm
     GPU idle for the other 40 ms of every round trip; the hook now asks sooner by the round
     trip it measured on its renewals (common/roundtrip.c), within a quarter of its 400 ms token
     (GEMINI_HOOK_ALONE_EARLY_MAX_US set to 20 ms: at most the floor, as before)."""
-    pm.quota_ms, pm.quota_flags, pm.quota_delay_s = 400.0, wire.QUOTA_FLAG_ALONE, 0.08
-    r = fake_env.run(
-        [prog("gem_client"), "work", "--kernel-ms", "2", "--burst", "2000", "--bursts", "1",
-         "--sync", "stream", "--allocs", "1", "--bytes", str(1 << 20)],
-        GEMINI_HOOK_TAIL_US="20000", GEMINI_HOOK_ALONE_EARLY_US="20000",
+    busy, stats = busy_over_late_answers(
+        fake_env, pm, 400.0, wire.QUOTA_FLAG_ALONE, 0.08, "2", GEMINI_HOOK_TAIL_US="20000",
+        GEMINI_HOOK_ALONE_EARLY_US="20000",
         GEMINI_HOOK_ALONE_EARLY_MAX_US="100000" if learn else "20000")
-    end = r.out[-1]
-    assert end["rc"] == 0, r.stderr
-    # (the first token's wait and the first renewal's gap included: 0.97 at most learning)
-    busy = end["gpu_ms"] / 1000 / end["wall_s"]
+    # (the first renewal's gap included: 0.97 at most learning)
     if learn:
-        assert busy >= 0.95, (busy, r.stats)
+        assert busy >= 0.95, (busy, stats)
     else:
-        assert busy <= 0.93, (busy, r.stats)
+        assert busy <= 0.93, (busy, stats)
