@@ -10,6 +10,7 @@ passed in, in seconds.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -31,11 +32,16 @@ class UsageHistory:
     def __init__(self) -> None:
         self.intervals: deque[Interval] = deque()
         self._own: dict[str, deque[Interval]] = {}  # each client's, in the same order
+        self._held: dict[str, float] = {}  # each client's use in what is kept (see _weight)
+        self._reach: dict[str, float] = {}  # no interval of the client's ends after this
         self._longest = 0.0  # the longest interval recorded (they only shrink afterwards)
 
     def _add(self, interval: Interval) -> Interval:
+        name = interval.name
         self.intervals.append(interval)
-        self._own.setdefault(interval.name, deque()).append(interval)
+        self._own.setdefault(name, deque()).append(interval)
+        self._held[name] = self._held.get(name, 0.0) + _weight(interval)
+        self._reach[name] = max(self._reach.get(name, interval.end), interval.end)
         self._longest = max(self._longest, interval.end - interval.start)
         return interval
 
@@ -46,6 +52,12 @@ class UsageHistory:
         """`seconds` of use at the instant `at` (no earlier than the last start recorded)."""
         at = max(at, self.intervals[-1].start) if self.intervals else at
         return self._add(Interval(name, at, at, seconds))
+
+    def shorten(self, interval: Interval, end: float) -> None:
+        """A grant that ended early (its token came back): it ends at `end` instead."""
+        if interval.name in self._held and not interval.extra:
+            self._held[interval.name] -= interval.end - end
+        interval.end = end
 
     def latest(self, name: str) -> Interval | None:
         """The client's latest grant (charges are not grants)."""
@@ -61,57 +73,118 @@ class UsageHistory:
             old = self.intervals.popleft()
             own = self._own[old.name]
             own.popleft()  # (the client's oldest: both are in grant order)
+            self._held[old.name] -= _weight(old)
             if not own:
-                del self._own[old.name]
+                del self._own[old.name], self._held[old.name], self._reach[old.name]
 
     def has(self, name: str) -> bool:
         return name in self._own
 
-    def room(self, name: str, now: float, length: float, allowed: float) -> float:
+    def room(self, name: str, now: float, length: float, allowed: float,
+             horizon: float = math.inf) -> float:
         """The longest grant starting now after which `name` has used at most `allowed` seconds
-        of any window of `length` seconds ending during the grant.  What slides out of the window
-        while the grant runs counts as room, so that a capped client is not kept below its cap.
-        (Own intervals only: the rare overlaps with others count whole.)
+        of any window of `length` seconds ending during the grant, up to `horizon` (the longest
+        the caller may grant: the windows are then walked only that far).  What slides out of
+        a window while the grant runs counts as room, so that a capped client is not kept below
+        its cap.  (Own intervals only: the rare overlaps with others count whole.)
 
-        One walk over the client's intervals, oldest first (called on every decision about a
-        capped client, with hundreds of grants and charges in a 10 s window: a bisection over
-        them took milliseconds, on the path of every grant).  With the grant at g, the window is
+        Called on every decision about a capped client, with hundreds of grants and charges in
+        a 10 s window: a bisection over them took milliseconds, and a walk over all of them
+        ~0.1 ms, on the path of every grant.  With the grant at g, the window is
         [now + g - length, now + g]: its usage grows by g, less what slides out of its start,
         which moves over our intervals (flat), the gaps between them (rising) and the charges
         (a drop as each goes)."""
         start0 = now - length
-        own: list[tuple[float, float]] = []
-        charges: list[tuple[float, float]] = []
-        for i in reversed(self._own.get(name, ())):
-            if i.start < start0 - self._longest:
-                break  # it, and every older one, ended before the window
-            if i.extra:
-                if start0 < i.start <= now:
-                    charges.append((i.start, i.extra))
-            elif i.end > start0 and i.start < now:
-                own.append((max(i.start, start0), min(i.end, now)))
-        used = sum(e - s for s, e in own) + sum(x for _, x in charges)
+        end = start0 + min(horizon, length)  # how far the window's start is followed
+        used, events = self._window(name, start0, now, end)
         if used > allowed:
             return 0.0
-        # The window's start walks from start0 to now over the breakpoints, in order (kind 0:
+        # The window's start walks from start0 to `end` over the breakpoints, in order (kind 0:
         # an interval begins, 1: it ends, 2: a charge leaves the window).
-        events = sorted([(s, 0, 0.0) for s, _ in own] + [(e, 1, 0.0) for _, e in own]
-                        + [(at, 2, x) for at, x in charges])
+        events.sort()
         pos, inside = start0, 0
         for at, kind, x in events:
             if not inside:  # in a gap: the usage rises with the grant
                 if used + (at - pos) > allowed:
-                    break
+                    return pos - start0 + (allowed - used)
                 used += at - pos
             pos = at
             if kind == 2:
                 used -= x
             else:
                 inside += 1 if kind == 0 else -1
-        else:
-            if used + (now - pos) <= allowed:
-                return length
-        return pos - start0 + (allowed - used)
+        if not inside and used + (end - pos) > allowed:
+            return pos - start0 + (allowed - used)
+        return min(horizon, length)
+
+    def _window(self, name: str, start0: float, now: float,
+                end: float) -> tuple[float, list[tuple[float, int, float]]]:
+        """The client's use in [start0, now], and room()'s breakpoints before `end`.  The use
+        is summed over the window's intervals where they are few (a short window, walked from
+        the newest), else it is what is kept less what lies outside the window (the long
+        window, whose start is near the oldest kept: walked from the oldest, to `end`).
+        (Inlined, without min/max: this runs for every capped client at every decision.)"""
+        own = self._own.get(name)
+        if not own:
+            return 0.0, []
+        events: list[tuple[float, int, float]] = []
+        if start0 - own[0].start > own[-1].start - start0:
+            used, floor = 0.0, start0 - self._longest
+            for i in reversed(own):
+                s = i.start
+                if s < floor:
+                    break  # it, and every older one, ended before the window
+                if i.extra:
+                    if start0 < s <= now:
+                        used += i.extra
+                        if s < end:
+                            events.append((s, 2, i.extra))
+                    continue
+                e = i.end
+                if e > start0 and s < now:
+                    s, e = s if s > start0 else start0, e if e < now else now
+                    used += e - s
+                    if s < end:
+                        events.append((s, 0, 0.0))
+                        if e < end:
+                            events.append((e, 1, 0.0))
+            return used, events
+        used = self._held[name] - self._after(own, name, now)
+        for i in own:
+            s = i.start
+            if s >= end:
+                break  # it, and every newer one, lies wholly past the window's walk
+            if i.extra:
+                if s <= start0:
+                    used -= i.extra
+                elif s <= now:
+                    events.append((s, 2, i.extra))
+                continue
+            e = i.end
+            if s < start0:
+                used -= (e if e < start0 else start0) - s
+                s = start0
+            if e > s and s < now:
+                events.append((s, 0, 0.0))
+                if e < end and e < now:
+                    events.append((e, 1, 0.0))
+        return used, events
+
+    def _after(self, own: deque[Interval], name: str, now: float) -> float:
+        """The client's use kept that lies after `now` (none, unless a grant still runs)."""
+        if self._reach[name] <= now:
+            return 0.0
+        after, reach = 0.0, now
+        for i in reversed(own):
+            if i.start <= now - self._longest:
+                break  # it, and every older one, ended by now
+            if i.extra:
+                after += i.extra if i.start > now else 0.0
+            elif i.end > now:
+                after += i.end - max(i.start, now)
+            reach = max(reach, i.end)
+        self._reach[name] = reach  # (no later than any interval's end: a cheaper next look)
+        return after
 
     def usage(self, window_start: float, now: float) -> dict[str, float]:
         """Seconds of GPU time per client inside [window_start, now], overlaps split equally,
@@ -161,3 +234,9 @@ class UsageHistory:
             count += delta
             last = t
         return dict(usage)
+
+
+def _weight(i: Interval) -> float:
+    """An interval's use: its length, or a charge's seconds."""
+    return i.extra if i.extra else i.end - i.start
+

@@ -118,3 +118,37 @@ def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
     now = t + idle
     assert h.room("a", now, length, allowed) == pytest.approx(
         _room_by_definition(h, "a", now, length, allowed), abs=length / 4000 + 1e-9)
+
+
+ops = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 0.3),
+                         st.sampled_from([0.0, 0.0, 0.02, 0.005]),
+                         st.sampled_from([None, None, 0.0, 0.5])), min_size=1, max_size=40)
+
+
+@given(ops, st.floats(-0.2, 1.5), st.sampled_from([(1.0, 0.4), (2.0, 0.6), (4.0, 1.5)]),
+       st.sampled_from([0.0, 0.05, 0.2, 0.7]), st.floats(0.0, 3.0))
+def test_room_up_to_a_horizon_is_the_room_cut_there(items, idle, window, horizon, forget):
+    """However the history got where it is (grants cut short when their token came back,
+    charges, the oldest forgotten, a grant still running at `now`), room() agrees with its
+    definition, and with a horizon it is that room cut at the horizon: the running totals and
+    the shorter walks that make a capped decision cheap change nothing."""
+    length, allowed = window
+    h = UsageHistory()
+    t = 0.0
+    for name, gap, span, overuse, back in items:
+        t += gap
+        grant = h.record(name, t, t + span)
+        if back is not None:  # the token came back early, after `back` of it
+            h.shorten(grant, t + back * span)
+            span *= back
+        t += span
+        if overuse:
+            h.charge(name, t, overuse)
+    now = t + idle  # (idle < 0: the latest grant still runs)
+    h.expire(now - length - forget)
+    exact = _room_by_definition(h, "a", now, length, allowed)
+    step = length / 4000 + 1e-9
+    assert h.room("a", now, length, allowed) == pytest.approx(exact, abs=step)
+    if horizon:
+        assert h.room("a", now, length, allowed, horizon) == pytest.approx(
+            min(exact, horizon), abs=step)
