@@ -468,16 +468,16 @@ class SchedulerCore:
         names = [c.name for c in self.candidates]
         if self._grace is not None:
             names.append(self._grace[0])  # the expired holder, expected back at once
-        standings = self._standings(names, now)
         # A little under a capped grant will do: a holder that returned its token early left
         # intervals a little shorter than the room they were given, and waiting for the whole
         # room would then wait for a whole interval more to slide out.
-        best = pick(standings, 0.9 * self._capped_grant_s)
+        least = 0.9 * self._capped_grant_s
+        standings = self._standings(names, now, least)
+        best = pick(standings, least)
         if best is None:
             # Everyone waiting is at its limit or paced; usage falls as the window slides, so
             # look again when the closest one has room for a capped grant and its pace is due.
-            short = min(max(max(0.9 * self._capped_grant_s, s.need) - s.remaining, s.ready_in)
-                        for s in standings)
+            short = min(max(max(least, s.need) - s.remaining, s.ready_in) for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
         index = standings.index(best)
@@ -487,19 +487,29 @@ class SchedulerCore:
             return None
         return self.candidates[index], best
 
-    def _standings(self, names: list[str], now: float) -> list[Standing]:
+    def _standings(self, names: list[str], now: float, least: float) -> list[Standing]:
+        """Where each of `names` stands; `least`: the room that a grant waits for."""
         _, long_size = self._window(now)
         rates = self._targets(names)
         alone = len(names) == 1
-        # (0.9: as for any capped grant, a little under will do; see _select)
-        need = {n: 0.9 * CALIBRATION_S if self._calibration_due(n, alone, now) else 0.0
-                for n in names}
         far = self._room_horizon_s
-        return [
-            Standing(n, self.credits.of(n), rates[n], self._room(n, long_size, now, far),
-                     self.pacer.ready_in(n, now), self.clients[n].spec.limit, need[n])
-            for n in names
-        ]
+        out = []
+        for n in names:
+            # (0.9: as for any capped grant, a little under will do; see _select)
+            need = 0.9 * CALIBRATION_S if self._calibration_due(n, alone, now) else 0.0
+            ready_in = self.pacer.ready_in(n, now)
+            resting = self._resting(ready_in, max(least, need))
+            room = math.inf if resting else self._room(n, long_size, now, far)
+            out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
+                                self.clients[n].spec.limit, need))
+        return out
+
+    @staticmethod
+    def _resting(ready_in: float, least: float) -> bool:
+        """Does its pace hold a client longer than any room it could wait for (`least`)?  Then
+        no one reads its room (pick passes it over, and the next look waits for its pace), and
+        its windows are not walked: with many capped clients, most rest at any decision."""
+        return ready_in >= least
 
     def _room(self, name: str, long_size: float, now: float, far: float) -> float:
         """How long a grant to `name` may be under its limit, up to `far` (_room_horizon_s)."""

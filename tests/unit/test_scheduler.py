@@ -438,23 +438,25 @@ def test_a_client_back_from_idle_gets_its_share_not_a_lump():
 
 @pytest.mark.parametrize(
     "timing", [LAUNCHER, WHOLE_QUOTAS, Timing(0.3, 0.02, 10.0, max_quota_s=0.05)])
-def test_capped_decisions_walk_the_windows_only_as_far_as_a_grant_reaches(timing, monkeypatch):
+def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(timing, monkeypatch):
     """A decision about a capped client reads its room up to its longest grant (or a
-    calibration), and walks its windows only that far: every grant is what the whole walk
-    gives, through calibrations, early returns and hand-overs among capped neighbours."""
+    calibration), and none of it while its pace holds it back: its windows are walked only
+    that far, or not at all.  Every grant is what walking them whole gives, through
+    calibrations, early returns and hand-overs among capped neighbours."""
     specs = [("a", 0.1, 0.4), ("b", 0.2, 0.3), ("c", 0.3, 1.0)]
 
-    def grants(horizon: float | None) -> list[tuple[str, float, float]]:
-        if horizon is not None:
-            monkeypatch.setattr(SchedulerCore, "_room_horizon_s", horizon)
+    def grants(whole: bool) -> list[tuple[str, float, float]]:
+        if whole:
+            monkeypatch.setattr(SchedulerCore, "_room_horizon_s", math.inf)
+            monkeypatch.setattr(SchedulerCore, "_resting", staticmethod(lambda *_: False))
         sim = Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(), gpu_wait=0.2)
         for name, _, _ in specs:
             sim.start(name, at={"a": 0.0, "b": 0.3, "c": 4.0}[name])
         sim.run_until(25.0)
         return sorted((n, s, e) for n, c in sim.clients.items() for s, e in c.busy)
 
-    walked_to_a_grant = grants(None)
-    walked_whole = grants(math.inf)
+    walked_to_a_grant = grants(whole=False)
+    walked_whole = grants(whole=True)
     assert len(walked_to_a_grant) == len(walked_whole) > 200
     for (n1, s1, e1), (n2, s2, e2) in zip(walked_to_a_grant, walked_whole, strict=True):
         assert (n1, s1, e1) == (n2, pytest.approx(s2, abs=1e-9), pytest.approx(e2, abs=1e-9))
