@@ -287,12 +287,12 @@ class Cupy:
 
 
 class Cpu:
-    """No GPU: 1 ms of busy CPU per step (dry runs of bench/paths.py's orchestration)."""
+    """No GPU: a 1 ms sleep per step (dry runs of bench/paths.py's orchestration).  A sleep,
+    not a spin: processes run side by side then each go their own rate on a loaded 2-core
+    machine (two spinning ones did 1.3 times one's work together there, not 2)."""
 
     def step(self) -> None:
-        end = time.perf_counter() + 0.001
-        while time.perf_counter() < end:
-            pass
+        time.sleep(0.001)
 
     def sync(self) -> None:
         pass

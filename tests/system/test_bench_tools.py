@@ -77,7 +77,7 @@ def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
     result = json.loads(path.read_text())
     assert [(c["on_ms"], c["off_ms"], c["off"]) for c in result["cycles"]] == [
         (10.0, 15.0, "sleep"), (10.0, 15.0, "spin")]
-    # one busy millisecond per step: working, it runs at its continuous rate
+    # one millisecond asleep per step: working, it runs at its continuous rate
     assert all(c["ratio"] == pytest.approx(1.0, abs=0.3) for c in result["cycles"])
 
 
