@@ -183,7 +183,7 @@ class UsageHistory:
             elif i.end > now:
                 after += i.end - max(i.start, now)
             reach = max(reach, i.end)
-        self._reach[name] = reach  # (no later than any interval's end: a cheaper next look)
+        self._reach[name] = reach  # (still none ends after it: a later look walks nothing)
         return after
 
     def usage(self, window_start: float, now: float) -> dict[str, float]:

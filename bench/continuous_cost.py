@@ -1,0 +1,65 @@
+"""A program's GPU time per launch when it runs continuously alone under the hook (uncapped),
+beside its bare step rate (issue 12: what a capped client's calibration tails should read).
+
+  python3 bench/continuous_cost.py [PATH] [--seconds 10]
+
+Runs bench/path_app.py PATH (default torch-compile-graphs, k = 34 steps between syncs) bare,
+then under the hook as the only client (`solo 1.0 1.0 16GiB`, gem-schd -v), and reads the
+GPU time and launches the hook measured in the last part of each of its grants from the
+scheduler's "asks for a token (..., ran N launches in X ms)" lines.  Prints plain text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import GIB, PY, Backend, Client, Procs, base_env
+from paths import build_hook
+
+
+def run_app(path: str, env: dict[str, str], seconds: float) -> dict:
+    p = subprocess.run([PY, "bench/path_app.py", path, "--seconds", f"{seconds:g}", "--no-wait",
+                        "--k", "34"], env=env, capture_output=True, text=True, timeout=300)
+    done = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{") and '"done"' in x]
+    return done[-1] if done else {"error": p.stderr[-800:]}
+
+
+def rate(r: dict) -> float | None:
+    return r["steps"] / (r["t_end"] - r["t0"]) if "steps" in r else None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("path", nargs="?", default="torch-compile-graphs")
+    p.add_argument("--seconds", type=float, default=10.0)
+    args = p.parse_args()
+    print(json.dumps(build_hook())[:200], flush=True)
+    procs = Procs()
+    bare = run_app(args.path, base_env(), args.seconds)
+    print("bare", bare if "error" in bare else f"{rate(bare):.1f} steps/s", flush=True)
+    backend = Backend(procs, [Client("solo", 1.0, 1.0, 16 * GIB)], tag="continuous", verbose=True)
+    try:
+        solo = run_app(args.path, {**base_env(), **backend.hook_env("solo")}, args.seconds)
+        print("solo", solo if "error" in solo else f"{rate(solo):.1f} steps/s", flush=True)
+        log = backend.schd.drain()
+    finally:
+        backend.stop()
+    runs = [(int(n), float(ms)) for n, ms in re.findall(r"ran (\d+) launches in ([\d.]+) ms", log)]
+    per = sorted(ms / n * 1000 for n, ms in runs if n >= 8)
+    if per:
+        median = statistics.median(per)
+        print(f"solo grants' runs: {len(per)}, GPU time per launch median {median:.1f} us, "
+              f"p10 {per[len(per) // 10]:.1f}, p90 {per[9 * len(per) // 10]:.1f}")
+    print("\n".join([x for x in log.splitlines() if "asks for a token" in x][-3:]))
+
+
+if __name__ == "__main__":
+    main()
