@@ -58,7 +58,8 @@ def main() -> None:
         median = statistics.median(per)
         print(f"solo grants' runs: {len(per)}, GPU time per launch median {median:.1f} us, "
               f"p10 {per[len(per) // 10]:.1f}, p90 {per[9 * len(per) // 10]:.1f}")
-    print("\n".join([x for x in log.splitlines() if "asks for a token" in x][-3:]))
+    for line in [x for x in log.splitlines() if "asks for a token" in x][-3:]:
+        print(line)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Dry runs (no GPU: path_app's `cpu` kind) of the small bench tools that tell gemini's cost
-from the host's, bench/solo_ab.py and bench/duty_cycle.py, and of bench/paths.py's merge."""
+from the host's, bench/solo_ab.py, bench/duty_cycle.py and bench/continuous_cost.py, of
+bench/paths.py's merge, and of bench/schd_cost.py (the scheduler core alone)."""
 
 from __future__ import annotations
 
@@ -176,3 +177,26 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     assert paths.units_for(["torch-threads"], True, True) == [("solo", "torch-threads"),
                                                                ("cap", "torch-threads")]
     assert paths.units_for(["cap:torch-threads"], True, True) == [("cap", "torch-threads")]
+
+
+@pytest.mark.system
+def test_schd_cost_times_the_scheduler_core_per_request() -> None:
+    """bench/schd_cost.py: a case per count of capped clients, each timed over its requests."""
+    p = subprocess.run([sys.executable, "bench/schd_cost.py", "--clients", "1,3", "--seconds",
+                        "2", "--rounds", "1"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    cases = json.loads(p.stdout)["cases"]
+    assert [c["clients"] for c in cases] == [1, 3]
+    assert all(c["grants"] > 10 and c["us_per_request"] > 0 for c in cases), cases
+
+
+@pytest.mark.system
+def test_continuous_cost_runs_a_program_bare_then_alone_under_the_hook(tmp_path: Path) -> None:
+    """bench/continuous_cost.py on the cpu kind: both rates said (no launches: no runs)."""
+    p = subprocess.run([sys.executable, "bench/continuous_cost.py", "cpu", "--seconds", "0.5"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=240,
+                       env=with_tmpdir(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    said = {line.split()[0]: line for line in p.stdout.splitlines()[1:]}
+    assert said["bare"].endswith("steps/s") and said["solo"].endswith("steps/s"), p.stdout
