@@ -15,25 +15,22 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import GIB, PY, Backend, Client, Procs, base_env
+from common import GIB, PY, Backend, Client, Procs, base_env, pct, run_app
 from paths import build_hook
 
 
-def run_app(path: str, env: dict[str, str], seconds: float) -> dict:
-    p = subprocess.run([PY, "bench/path_app.py", path, "--seconds", f"{seconds:g}", "--no-wait",
-                        "--k", "34"], env=env, capture_output=True, text=True, timeout=300)
-    done = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{") and '"done"' in x]
-    return done[-1] if done else {"error": p.stderr[-800:]}
-
-
-def rate(r: dict) -> float | None:
-    return r["steps"] / (r["t_end"] - r["t0"]) if "steps" in r else None
+def run_path(procs: Procs, path: str, env: dict[str, str], seconds: float) -> str:
+    """path_app's steps per second over one run, or why there is none."""
+    r = run_app(procs, [PY, "bench/path_app.py", path, "--seconds", f"{seconds:g}", "--no-wait",
+                        "--k", "34"], env, path, 300)
+    if not r.get("done"):
+        return str(r)
+    return f"{r['steps'] / (r['t_end'] - r['t0']):.1f} steps/s"
 
 
 def main() -> None:
@@ -43,21 +40,20 @@ def main() -> None:
     args = p.parse_args()
     print(json.dumps(build_hook())[:200], flush=True)
     procs = Procs()
-    bare = run_app(args.path, base_env(), args.seconds)
-    print("bare", bare if "error" in bare else f"{rate(bare):.1f} steps/s", flush=True)
+    print("bare", run_path(procs, args.path, base_env(), args.seconds), flush=True)
     backend = Backend(procs, [Client("solo", 1.0, 1.0, 16 * GIB)], tag="continuous", verbose=True)
     try:
-        solo = run_app(args.path, {**base_env(), **backend.hook_env("solo")}, args.seconds)
-        print("solo", solo if "error" in solo else f"{rate(solo):.1f} steps/s", flush=True)
+        hooked = {**base_env(), **backend.hook_env("solo")}
+        print("solo", run_path(procs, args.path, hooked, args.seconds), flush=True)
         log = backend.schd.drain()
     finally:
         backend.stop()
     runs = [(int(n), float(ms)) for n, ms in re.findall(r"ran (\d+) launches in ([\d.]+) ms", log)]
-    per = sorted(ms / n * 1000 for n, ms in runs if n >= 8)
+    per = [ms / n * 1000 for n, ms in runs if n >= 8]
     if per:
         median = statistics.median(per)
         print(f"solo grants' runs: {len(per)}, GPU time per launch median {median:.1f} us, "
-              f"p10 {per[len(per) // 10]:.1f}, p90 {per[9 * len(per) // 10]:.1f}")
+              f"p10 {pct(per, 0.1):.1f}, p90 {pct(per, 0.9):.1f}")
     for line in [x for x in log.splitlines() if "asks for a token" in x][-3:]:
         print(line)
 
