@@ -13,6 +13,8 @@
  *                     file leaves the pod manager unreachable (fail closed, one line, never exit)
  *   GEMINI_HOOK_DISABLE=1   pure pass-through
  *   GEMINI_HOOK_STATS=path  per-symbol call counts written as JSON at exit
+ *   GEMINI_HOOK_TICKS=0     the launch gate's hot path reads clock_gettime, not the CPU's
+ *                     time-stamp counter (used only where the kernel's clocksource is "tsc")
  *   GEMINI_LOG, CU_HOOK_DEBUG   see log.c */
 #include "internal.h"
 
@@ -174,8 +176,29 @@ static void on_connect(int dev, int reconnect)
     gem_mem_on_connect(dev, reconnect);
 }
 
+/* The time-stamp counter serves the hot path where the kernel itself keeps time by it: then it
+ * runs at a fixed rate and alike on every CPU (ticks.h).  Elsewhere (another clocksource, as
+ * in some VMs, another architecture, /sys not mounted) clock_gettime does. */
+static int ticks_usable(void)
+{
+    const char *off = getenv("GEMINI_HOOK_TICKS");
+    if (gem_ticks() == 0 || (off != NULL && strcmp(off, "0") == 0))
+        return 0;
+    int fd = open("/sys/devices/system/clocksource/clocksource0/current_clocksource",
+                  O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    char buf[16] = "";
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
+}
+
 static void init_once(void)
 {
+    gem_cfg.ticks = ticks_usable();
+    gem_cfg.ticks_anchor.tick = gem_ticks();
+    gem_cfg.ticks_anchor.ns = gem_now_ns();
     gem_log_init();
     const char *name = getenv("POD_NAME");
     if (name != NULL && name[0] != '\0')

@@ -6,6 +6,7 @@
 
 #include "gemini/cuda_subset.h"
 #include "gemini/nvml_subset.h"
+#include "gemini/ticks.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,6 +97,8 @@ struct gem_config {
     int secret_state;                /* enum gem_secret_state, from GEMINI_SECRET_FILE */
     uint8_t secret[GEM_SECRET_LEN];  /* GEM_SECRET_OK: proved in a HELLO on each connection */
     char secret_error[320];          /* GEM_SECRET_BAD: why, for the "unreachable" line */
+    int ticks;                       /* the hot path reads the time-stamp counter (gem_ticks) */
+    struct gem_ticks_anchor ticks_anchor; /* ... and both clocks were read here at the start */
 };
 extern struct gem_config gem_cfg;
 extern _Atomic uint64_t gem_calls[GEM_SYM_COUNT];
@@ -152,6 +155,17 @@ static inline int64_t gem_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 void gem_sleep_ns(int64_t ns);
+
+/* The launch gate's hot-path clock (ticks.h): the time-stamp counter, on x86-64 where the
+ * kernel keeps it as its clocksource (gem_cfg.ticks; GEMINI_HOOK_TICKS=0 turns it off). */
+static inline uint64_t gem_ticks(void)
+{
+#if defined(__x86_64__)
+    return __builtin_ia32_rdtsc();
+#else
+    return 0;
+#endif
+}
 
 /* ---- log.c ------------------------------------------------------------------------------- */
 enum gem_log_level { GEM_LOG_ERROR = 0, GEM_LOG_WARN = 1, GEM_LOG_INFO = 2, GEM_LOG_DEBUG = 3 };

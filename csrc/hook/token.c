@@ -3,7 +3,8 @@
  *
  * Rules, in the order a launch applies them:
  *  - Hot path: a burst is running, the launch is before `go_until` and within its thread's
- *    share of the launches allowed since the last look (`go_share`) -> go (one clock read, an
+ *    share of the launches allowed since the last look (`go_share`) -> go (one read of the
+ *    time-stamp counter, or of the clock where it is not to be trusted: ticks.h; an
  *    atomic add on its stream's count and a few atomic loads, no lock, no driver call, and
  *    nothing written that other launching threads read: common/share.c).
  *    Never for a graph launch (`heavy`): it carries many kernels, and is always checked and
@@ -98,7 +99,8 @@ struct recent_token {
 
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
-    _Atomic int64_t go_until_ns;   /* the hot path goes before this ... */
+    _Atomic int64_t go_until_ns;   /* the hot path goes before this (or go_until_ticks) ... */
+    _Atomic uint64_t go_until_ticks; /* (ticks.h; 0: not known, look on every launch) */
     struct gem_share go_share;     /* ... and within its thread's part of these launches */
     _Atomic int burst_running;
     _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
@@ -467,6 +469,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
         measure_from = granted;
     gem_inflight_measure_from(dev, measure_from, granted);
     atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
     atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);
     t->fetching = 0;
@@ -554,6 +557,26 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t a
     return 0;
 }
 
+/* Until when the hot path goes, in the clock it reads.  t->m held. */
+static void set_go_until(struct token *t, int64_t until)
+{
+    if (gem_cfg.ticks) {
+        uint64_t tick = gem_ticks(); /* (a fresh pair: `now` may be a hold old) */
+        uint64_t at = gem_ticks_at(&gem_cfg.ticks_anchor, tick, gem_now_ns(), until);
+        atomic_store_explicit(&t->go_until_ticks, at, memory_order_release);
+    } else {
+        atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
+    }
+}
+
+/* The hot path's clock read: before the go_until of the latest look. */
+static inline int before_go_until(struct token *t)
+{
+    if (gem_cfg.ticks)
+        return gem_ticks() < atomic_load_explicit(&t->go_until_ticks, memory_order_acquire);
+    return gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire);
+}
+
 /* GEM_GATE_* bits. */
 static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
 {
@@ -636,7 +659,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
             out |= GEM_GATE_MARK_ALWAYS;
         }
         gem_share_set(&t->go_share, &go_uses[dev], allowance);
-        atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
+        set_go_until(t, until);
         break;
     }
     int64_t now = gem_now_ns();
@@ -660,8 +683,7 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
     if (heavy)
         return acquire_slow(t, dev, s, pts);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
-        gem_share_take(&t->go_share, &go_uses[dev]) &&
-        gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire))
+        gem_share_take(&t->go_share, &go_uses[dev]) && before_go_until(t))
         return 0;
     return acquire_slow(t, dev, s, pts);
 }

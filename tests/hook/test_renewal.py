@@ -253,3 +253,23 @@ def test_alone_the_hook_asks_as_much_sooner_as_its_round_trips_take(fake_env, pm
         assert busy >= 0.95, (busy, stats)
     else:
         assert busy <= 0.93, (busy, stats)
+
+
+@pytest.mark.parametrize("ticks", ["auto", "0"])
+def test_a_program_the_host_paces_asks_in_every_tokens_tail(fake_env, pm, ticks):
+    """A launch every millisecond, never a sync: the GPU keeps up and the hot path may go up to
+    1024 launches between looks, so only its clock read sees the token's tail come, read from
+    the CPU's time-stamp counter (where the kernel's clocksource is "tsc", as on the machines
+    tested) or from clock_gettime (GEMINI_HOOK_TICKS=0).  Without it the next token was asked
+    for only once the tracker saw the token gone: 0-1 requests in 50 in the tail."""
+    pm.quota_ms = 30.0
+    env = {"GEMINI_HOOK_TAIL_US": "5000"}  # (5 launches' worth: a loaded machine's late sleeps)
+    if ticks != "auto":
+        env["GEMINI_HOOK_TICKS"] = ticks
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.02", "--burst", "1",
+                      "--sync", "none", "--idle-ms", "1", "--seconds", "1.5"], **env)
+    assert r.out[-1]["rc"] == 0, r.stderr
+    assert r.stats["gate.idle_allowance"] > 0, r.stats  # (the hot path did go between looks)
+    requests = len(pm.of_type(RequestType.QUOTA))
+    assert requests >= 20, r.stats  # 1.5 s of 30 ms tokens
+    assert r.stats["gate.fetch_tail"] >= requests // 2, r.stats
