@@ -4,6 +4,8 @@ rate and reading."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -51,7 +53,7 @@ def test_the_deadline_comes_when_the_clock_says(per_ns, tick0, ns0, span, ahead)
     """Counters of 0.5-6 GHz: the tick returned is the deadline's, to a tick per ns ahead
     times the rate's rounding (a double), whatever the anchor and the span since."""
     tick = tick0 + round(span * per_ns)
-    rate = (tick - tick0) / span  # what the two readings say
+    rate = Fraction(tick - tick0, span)  # what the two readings say
     at = lib.gem_ticks_at(anchor(tick0, ns0), tick, ns0 + span, ns0 + span + ahead)
-    assert abs(at - (tick + ahead * rate)) <= 2 + ahead * rate * 1e-12
+    assert abs(at - tick - ahead * rate) <= 2 + ahead * rate * Fraction(1, 10**12)
     assert at >= tick  # (less than a tick ahead: due)
