@@ -2,12 +2,14 @@
 speed"; a cap of a program the host paces, judged against bare runs beside it).
 
   python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--cpus 4-7]
-                           [--variants bare,disabled,solo,cap] [--cap-seconds 15]
+                           [--variants bare,disabled,solo,solo-clock,cap] [--cap-seconds 15]
                            [--budget SECONDS] [--out DIR]
 
 Each round runs, in fresh processes one after the other: the program bare; with the hook
 preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); under
-the hook as the only client (`solo 1.0 1.0`); and, with `cap` in --variants, as a client capped
+the hook as the only client (`solo 1.0 1.0`); with `solo-clock` in --variants, the same with the
+gate's hot path reading clock_gettime instead of the time-stamp counter (GEMINI_HOOK_TICKS=0);
+and, with `cap` in --variants, as a client capped
 at --cap (`cap 0.4 0.4`, --cap-seconds long: one client of the same daemons all along, so its
 later runs meet a scheduler that has seen it before).  Rates are steps/s of bench/path_app.py
 (--no-wait).  The first three tell apart what a preloaded library costs by being there and what
@@ -48,7 +50,7 @@ from common import (
 
 APP = Path(__file__).resolve().parent / "path_app.py"
 VARIANTS = ("bare", "disabled", "solo")
-ALL_VARIANTS = (*VARIANTS, "cap")
+ALL_VARIANTS = (*VARIANTS, "solo-clock", "cap")
 
 
 def rate(path: str, seconds: float, env: dict[str, str], cpus: set[int] | None = None) -> float:
@@ -117,6 +119,7 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
                 "disabled": {**base_env(), "LD_PRELOAD": str(hook_path()),
                              "GEMINI_HOOK_DISABLE": "1"},
                 "solo": {**base_env(), **backend.hook_env("solo")}}
+        envs["solo-clock"] = {**envs["solo"], "GEMINI_HOOK_TICKS": "0"}
         if "cap" in variants:
             envs["cap"] = {**base_env(), **backend.hook_env("cap")}
         seconds = {v: args.cap_seconds if v == "cap" else args.seconds for v in variants}

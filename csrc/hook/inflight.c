@@ -130,7 +130,12 @@ struct inflight {
     struct run_window {
         int64_t from_ns, to_ns; /* began to run in [from, to) (to 0: open; from 0: none) */
         double ns;              /* their GPU time ... */
-        uint64_t launches;      /* ... and launches */
+        uint64_t launches;      /* ... and launches (graphs: of which graph launches) */
+        uint64_t graphs;
+        /* For the debug log only: segments left out, after a gap (the GPU may have idled:
+         * their GPU time then measured anyway) and at a hold of a process of several lanes */
+        double gap_ns;
+        uint64_t gap_launches, gap_graphs, hold_launches, hold_graphs;
     } run[2];
     uint64_t seq; /* markers recorded so far */
     /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
@@ -288,6 +293,20 @@ static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
     return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
+/* For the debug log: a segment after a gap, left out of the run window it began in (about
+ * when `done` was recorded: `prev` had run out by then).  f->m held. */
+static void note_gap(struct inflight *f, const struct mark *prev, const struct mark *done,
+                     __typeof__(&cuEventElapsedTime) elapsed)
+{
+    struct run_window *w = run_window_of(f, done->host_ns);
+    float ms = 0.0f;
+    if (w == NULL || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS)
+        return;
+    w->gap_ns += (double)ms * 1e6;
+    w->gap_launches += done->launches - prev->launches;
+    w->gap_graphs += done->graphs - prev->graphs;
+}
+
 /* Learn the cost per launch from a finished marker and the previous one of its lane.  Returns
  * that one, with the GPU time from its end to `done`'s in *elapsed_ms, where it was measured
  * (else NULL).  f->m held. */
@@ -306,6 +325,8 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * still running when the held launch went) but teaches no cost (see queue_end). */
         if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
+            if (GEM_LOG_DEBUG <= gem_log_level)
+                note_gap(f, prev, done, elapsed);
             return NULL;
         }
         uint64_t n = done->launches - prev->launches;
@@ -339,6 +360,13 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         if (w != NULL) {
             w->ns += (double)ms * 1e6;
             w->launches += n;
+            w->graphs += done->graphs - prev->graphs;
+        } else if (prev->queue_end && f->many_streams) {
+            w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
+            if (w != NULL) {
+                w->hold_launches += n;
+                w->hold_graphs += done->graphs - prev->graphs;
+            }
         }
         if (prev->queue_end) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
@@ -836,8 +864,16 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches)
      * its queue, and nothing looked at the markers since (a thread of our context only). */
     if (get_ctx != NULL && get_ctx(&ctx) == CUDA_SUCCESS && ctx != NULL && ctx == f->ctx)
         poll_marks(f, gem_now_ns());
-    *gpu_ms = f->run[1].ns / 1e6;
-    *launches = f->run[1].launches;
+    const struct run_window *w = &f->run[1];
+    *gpu_ms = w->ns / 1e6;
+    *launches = w->launches;
+    if (w->from_ns != 0)
+        GEM_LOG(GEM_LOG_DEBUG, "measured %.3f ms over %llu launches (%llu graphs); left out: "
+                "%llu launches (%llu graphs) after gaps, %.3f ms, %llu (%llu) after holds",
+                w->ns / 1e6, (unsigned long long)w->launches, (unsigned long long)w->graphs,
+                (unsigned long long)w->gap_launches, (unsigned long long)w->gap_graphs,
+                w->gap_ns / 1e6, (unsigned long long)w->hold_launches,
+                (unsigned long long)w->hold_graphs);
     f->run[1] = (struct run_window){0}; /* (said once) */
     pthread_mutex_unlock(&f->m);
 }

@@ -100,7 +100,7 @@ struct recent_token {
 struct token {
     _Atomic int64_t expires_at_ns; /* 0: no token */
     _Atomic int64_t go_until_ns;   /* the hot path goes before this (or go_until_ticks) ... */
-    _Atomic uint64_t go_until_ticks; /* (ticks.h; 0: not known, look on every launch) */
+    _Atomic uint64_t go_until_ticks; /* (ticks.h; 0: not known, go_until_ns is read) */
     struct gem_share go_share;     /* ... and within its thread's part of these launches */
     _Atomic int burst_running;
     _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
@@ -557,23 +557,26 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t a
     return 0;
 }
 
-/* Until when the hot path goes, in the clock it reads.  t->m held. */
+/* Until when the hot path goes, in ns and, where the hot path reads the time-stamp counter, in
+ * ticks (0 while their rate is not known yet: ns are read then).  t->m held. */
 static void set_go_until(struct token *t, int64_t until)
 {
     if (gem_cfg.ticks) {
         uint64_t tick = gem_ticks(); /* (a fresh pair: `now` may be a hold old) */
         uint64_t at = gem_ticks_at(&gem_cfg.ticks_anchor, tick, gem_now_ns(), until);
         atomic_store_explicit(&t->go_until_ticks, at, memory_order_release);
-    } else {
-        atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
     }
+    atomic_store_explicit(&t->go_until_ns, until, memory_order_release);
 }
 
 /* The hot path's clock read: before the go_until of the latest look. */
 static inline int before_go_until(struct token *t)
 {
-    if (gem_cfg.ticks)
-        return gem_ticks() < atomic_load_explicit(&t->go_until_ticks, memory_order_acquire);
+    if (gem_cfg.ticks) {
+        uint64_t at = atomic_load_explicit(&t->go_until_ticks, memory_order_acquire);
+        if (__builtin_expect(at != 0, 1))
+            return gem_ticks() < at;
+    }
     return gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire);
 }
 

@@ -30,10 +30,11 @@ def result_file(out: Path, pattern: str, *argv: str) -> Path:
 @pytest.mark.system
 def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
     path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
-                       "--rounds", "2", "--seconds", "0.3", "--cpus", "0")
+                       "--rounds", "2", "--seconds", "0.3", "--cpus", "0",
+                       "--variants", "disabled,solo,solo-clock")
     result = json.loads(path.read_text())
     assert result["cpus"] == "0"
-    assert set(result["runs"]) == {"bare", "disabled", "solo"}
+    assert set(result["runs"]) == {"bare", "disabled", "solo", "solo-clock"}
     assert all(len(r) == 2 and min(r) > 0 for r in result["runs"].values())
     # the cpu kind never touches CUDA: the hook, loaded or not, costs it nothing
     assert result["solo_over_bare"]["median"] == pytest.approx(1.0, abs=0.3)

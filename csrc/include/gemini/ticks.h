@@ -10,9 +10,9 @@
  * ("tsc": invariant, and the same on every CPU).  Its rate in ticks per ns is taken from two
  * readings of both clocks: the hook's start (the anchor) and the look's.  Until they lie
  * GEM_TICKS_CALIBRATE_NS apart the rate is not known and no deadline is given in ticks (the
- * gate then looks on every launch).  From then on a reading pair is off by at most the ~30 ns
- * between its two reads, over a span of 20 ms or more: a deadline 100 ms away comes within
- * 0.2 us of its time, and the span only grows.
+ * gate then reads clock_gettime).  From then on a reading pair is off by at most the ~30 ns
+ * between its two reads, over a span of 5 ms or more: a deadline 100 ms away comes within
+ * 0.6 us of its time, and the span only grows.
  *
  * Pure: no globals, no clock.  Also fed to cffi's cdef: declarations and integer #defines. */
 #ifndef GEMINI_TICKS_H
@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define GEM_TICKS_CALIBRATE_NS 20000000
+#define GEM_TICKS_CALIBRATE_NS 5000000
 
 struct gem_ticks_anchor { /* both clocks read together, once */
     uint64_t tick;
