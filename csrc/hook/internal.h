@@ -244,7 +244,7 @@ uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
  * that began to run from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
  * gem_inflight_measured says (once) those of the token before the latest, whose queue has run. */
 void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now);
-void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *launches);
+void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs);
 /* Waits until the markers recorded up to `seq` have run, on every stream; by when they had
  * (their GPU time bounds a look that came late), or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);

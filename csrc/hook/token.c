@@ -409,20 +409,23 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     /* (Not under t->m: it may poll the markers, driver calls the launching threads need not
      * wait for; only this thread, the device's fetcher, moves the run windows.) */
     double run_ms = 0.0;
-    uint64_t run_launches = 0;
-    gem_inflight_measured(dev, &run_ms, &run_launches);
-    if (run_launches > UINT32_MAX)
-        run_launches = UINT32_MAX;
+    uint64_t run_count = 0;
+    int run_graphs = 0;
+    gem_inflight_measured(dev, &run_ms, &run_count, &run_graphs);
+    if (run_count > GEM_RUN_COUNT_MAX)
+        run_count = GEM_RUN_COUNT_MAX;
+    uint32_t run_launches = (uint32_t)run_count | (run_graphs ? GEM_RUN_GRAPHS : 0);
 
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
     int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
-    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu launches in %.3f ms)",
-            blocking ? "the launch waits" : "renewer", (unsigned long long)run_launches, run_ms);
+    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms)",
+            blocking ? "the launch waits" : "renewer", (unsigned long long)run_count,
+            run_graphs ? "graph launches" : "launches", run_ms);
     for (;;) {
         gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
-                      (uint32_t)run_launches, &quota_ms, &flags, &sharers);
+                      run_launches, &quota_ms, &flags, &sharers);
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);

@@ -51,10 +51,10 @@ from gemini.core.wire import (
     Status,
     quota_args,
     quota_run,
+    run_word,
 )
 
 MS = 1000.0
-RUN_LAUNCHES_MAX = 2**32 - 1  # (the wire's u32)
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
@@ -105,8 +105,9 @@ class PodCore:
         self.gpu_wait_ms: float | None = None
         # The GPU time and launches its processes measured since the last fetch, summed
         # (wire: the QUOTA request's run words; gemini.core.speed).
-        self.run_ms = 0.0
-        self.run_launches = 0
+        self.run_ms = 0.0  # the processes' runs in this token (wire.quota_run)
+        self.run_count = 0
+        self.run_graphs = False
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
@@ -203,10 +204,14 @@ class PodCore:
         self.overuse_ms = max(self.overuse_ms, overuse_ms)
         if gpu_wait_ms is not None:
             self.gpu_wait_ms = max(self.gpu_wait_ms or 0.0, gpu_wait_ms)
-        run_ms, run_launches = quota_run(w.req)
-        if run_launches > 0 and math.isfinite(run_ms) and run_ms > 0.0:
+        run_ms, run_count, run_graphs = quota_run(w.req)
+        # (A process that counts otherwise than the ones before it in this token: its run is
+        # left out, as a sum of launches and graph launches counts nothing.)
+        same_unit = self.run_count == 0 or run_graphs == self.run_graphs
+        if run_count > 0 and math.isfinite(run_ms) and run_ms > 0.0 and same_unit:
             self.run_ms += run_ms
-            self.run_launches += run_launches
+            self.run_count += run_count
+            self.run_graphs = run_graphs
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
@@ -243,11 +248,11 @@ class PodCore:
         # but the first one's overuse was lost).
         self.overuse_in_flight = max(self.overuse_in_flight, self.overuse_ms)
         self.overuse_ms = 0.0
-        run = (self.run_ms, min(self.run_launches, RUN_LAUNCHES_MAX))
+        run = (self.run_ms, run_word(self.run_count, self.run_graphs))
         send = self._send(RequestType.QUOTA,
                           (self.overuse_in_flight, burst_ms, self.gpu_wait_ms, *run))
         self.gpu_wait_ms = None
-        self.run_ms, self.run_launches = 0.0, 0
+        self.run_ms, self.run_count, self.run_graphs = 0.0, 0, False
         self.fetch_id = send.request.req_id
         asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
                 f"{self.overuse_in_flight:.3f} ms overuse)"

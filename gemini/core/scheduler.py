@@ -274,12 +274,14 @@ class SchedulerCore:
             self._charge(name, at, charged)
             client.overuse_s += charged
         waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
-        run_ms, run_launches = quota_run(req)
-        ran = f", ran {run_launches} launches in {run_ms:.3f} ms" if run_launches else ""
+        run = quota_run(req)
+        run_ms, run_count, run_graphs = run
+        unit = "graph launches" if run_graphs else "launches"
+        ran = f", ran {run_count} {unit} in {run_ms:.3f} ms" if run_count else ""
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
-            self._weigh(client, latest, gpu_wait_ms, (run_ms, run_launches))
+            self._weigh(client, latest, gpu_wait_ms, run)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -355,18 +357,20 @@ class SchedulerCore:
         self._pace(name, seconds)
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
-               run: tuple[float, int]) -> None:
+               run: tuple[float, int, bool]) -> None:
         """Charge a capped client's ended grant at its speed: a second of it did `speed`
         seconds of the client's continuous work.  A calibration grant runs continuously: it
         is charged its time, but for its first CALIBRATION_SETTLE_S, which run as fast as an
         ordinary grant before the limiter settles (H100, torch eager and CUDA graphs: 1.03-1.06
         of the bare rate over a whole calibration, 2026-11-25).  `gpu_wait_ms`: how long the client
         waited on the GPU since its last request, in this grant (None: not said); `run`: the
-        GPU time (ms) and launches its hook measured in the grant before (wire.quota_run)."""
+        GPU time (ms) and launches (or graph launches) its hook measured in the grant before
+        (wire.quota_run)."""
         grant.weighed = True
         if not client.spec.capped:
             return
-        self.speed.ran(grant.name, *run, client.calibrated_before)
+        run_ms, run_count, run_graphs = run
+        self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs)
         client.calibrated_before = grant.calibrating
         if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))

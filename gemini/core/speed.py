@@ -147,6 +147,7 @@ class _Clocks:
     run_ms: float = 0.0  # its ordinary grants' measured runs, older ones fading: GPU time ...
     run_launches: float = 0.0  # ... and launches
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
+    graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
 
     @property
@@ -225,12 +226,18 @@ class SpeedMeter:
         old = clocks.gpu_wait
         clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
 
-    def ran(self, name: str, run_ms: float, launches: int, calibrating: bool) -> None:
-        """A grant of `name` ended, and its hook measured `launches` of it run back to back in
-        `run_ms` of GPU time (in a calibration, in its tail: wire.RUN_MEASURE_MS)."""
+    def ran(self, name: str, run_ms: float, launches: int, calibrating: bool,
+            graphs: bool = False) -> None:
+        """A grant of `name` ended, and its hook measured `launches` of it (graph launches,
+        with `graphs`) run back to back in `run_ms` of GPU time (in a calibration, in its tail:
+        wire.RUN_MEASURE_MS).  When the hook starts to count graph launches, what it measured
+        in launches is forgotten: costs per launch and per replay do not compare."""
         if launches < MIN_RUN_LAUNCHES or not math.isfinite(run_ms) or run_ms <= 0.0:
             return
         clocks = self._clocks.setdefault(name, _Clocks())
+        if graphs != clocks.graphs:
+            clocks.graphs = graphs
+            clocks.run_ms, clocks.run_launches, clocks.tail_costs = 0.0, 0.0, []
         if calibrating:
             if run_ms >= MIN_TAIL_RUN_MS and clocks.calibrations > 1:
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]

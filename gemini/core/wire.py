@@ -93,10 +93,14 @@ QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # GPU time per launch in a capped client's ordinary grants against that in its calibration
 # grants says how much faster its kernels run paced than continuously (gemini.core.speed).
 # Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured
-# (v1 peers, longer names).
+# (v1 peers, longer names).  run_launches' top bit (RUN_GRAPHS): the count is of graph launches,
+# for a program whose graph replays carry most of its GPU time (the GPU time is still every
+# segment's; csrc/hook/inflight.c says why); below it the count, at most RUN_COUNT_MAX.
 _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40
+RUN_GRAPHS = 1 << 31
+RUN_COUNT_MAX = RUN_GRAPHS - 1
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
@@ -166,12 +170,19 @@ def quota_args(req: Request) -> tuple[float, float, float | None]:
     return float(overuse), float(burst), gpu_wait  # type: ignore[arg-type]
 
 
-def quota_run(req: Request) -> tuple[float, int]:
-    """A QUOTA request's run_ms and run_launches ((0.0, 0): none measured, or not said)."""
+def quota_run(req: Request) -> tuple[float, int, bool]:
+    """A QUOTA request's run: its GPU time (ms), its count, and whether that counts graph
+    launches (RUN_GRAPHS) or launches ((0.0, 0, False): none measured, or not said)."""
     rest = req.args[3:]
     if len(rest) < 2:
-        return 0.0, 0
-    return float(rest[0]), int(rest[1])  # type: ignore[arg-type]
+        return 0.0, 0, False
+    word = int(rest[1])  # type: ignore[arg-type]
+    return float(rest[0]), word & RUN_COUNT_MAX, bool(word & RUN_GRAPHS)  # type: ignore[arg-type]
+
+
+def run_word(count: int, graphs: bool) -> int:
+    """The run_launches word for `count` launches, or graph launches."""
+    return min(max(count, 0), RUN_COUNT_MAX) | (RUN_GRAPHS if graphs else 0)
 
 
 def _gpu_wait_fits(raw_name: bytes) -> bool:

@@ -97,11 +97,27 @@ def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env,
                       "--sync", "ctx", "--seconds", "0.6"])
     assert r.out[-1]["rc"] == 0, r.stderr
     runs = [wire.quota_run(q) for q in pm.of_type(RequestType.QUOTA)]
-    measured = [(ms, n) for ms, n in runs if n]
+    measured = [(ms, n) for ms, n, graphs in runs if n and not graphs]
     assert max((n for _, n in measured), default=0) >= 30, runs  # most of the 40 ms, once
     # 1 ms kernels: what began to run in a 100 ms token's last 40 ms (and ran on into the
     # next, back to back here), not the whole token
     assert all(ms == pytest.approx(1.0 * n, rel=0.05) and n <= 70 for ms, n in measured), runs
+
+
+def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm):
+    """Replays of 4 kernels of 1 ms, each followed by a light kernel (a compiled model's
+    copies), never a sync.  How many light kernels a run window holds moves with where the
+    markers fall, not with the work, and made a compiled model's calibrations read it fast
+    (H100); so the hook says its GPU time per replay (wire.RUN_GRAPHS): 4 ms and the light
+    kernel's 4 us, where per launch it said half that."""
+    pm.quota_ms = 60.0
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "1",
+                      "--burst", "4", "--light-kernels", "1", "--sync", "none", "--seconds", "1"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    runs = [wire.quota_run(q) for q in pm.of_type(RequestType.QUOTA)]
+    measured = [(ms, n) for ms, n, graphs in runs if n and graphs]
+    assert len(measured) >= 5, runs  # (some 16 tokens; the first ones still learn)
+    assert all(ms == pytest.approx(4.004 * n, rel=0.05) for ms, n in measured), runs
 
 
 def test_a_calibration_token_is_not_queued_to_its_end(fake_env, pm):

@@ -47,6 +47,7 @@ def test_quota_request(name, req_id, overuse, burst, gpu_wait, run_ms, run_launc
     assert lib.GEM_QUOTA_GPU_WAIT_NAME_MAX == wire.QUOTA_GPU_WAIT_NAME_MAX
     assert lib.GEM_QUOTA_RUN_NAME_MAX == wire.QUOTA_RUN_NAME_MAX
     assert lib.GEM_RUN_MEASURE_MS == wire.RUN_MEASURE_MS
+    assert (lib.GEM_RUN_GRAPHS, lib.GEM_RUN_COUNT_MAX) == (wire.RUN_GRAPHS, wire.RUN_COUNT_MAX)
 
 
 @given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2))

@@ -401,6 +401,25 @@ def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
     assert "by the clock" in meter.describe("a")
 
 
+def test_a_hook_that_starts_to_count_graph_launches_is_measured_afresh():
+    """Costs per launch and per graph replay do not compare: once the hook counts replays
+    (wire.RUN_GRAPHS) what it measured in launches is forgotten, tails and grants alike, and
+    the speed is the replays' (the clock's until a tail of them is kept)."""
+    meter = SpeedMeter()
+    in_grant(meter, 1900.0)
+    tail(meter, 1800.0)
+    meter.ran("a", 40.0, 200, calibrating=False)  # 0.2 ms a launch
+    meter.calibrating("a", 0.0)  # (the first tail is not kept)
+    meter.calibrating("a", 3.0)
+    meter.ran("a", 40.0, 190, calibrating=True)  # 0.21 ms a launch
+    assert meter.speed("a") == pytest.approx(200 / 190)
+    meter.ran("a", 40.0, 58, calibrating=False, graphs=True)  # 0.69 ms a replay
+    assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))  # (no replay tail yet)
+    meter.calibrating("a", 6.0)
+    meter.ran("a", 40.0, 54, calibrating=True, graphs=True)  # 0.74 ms a replay
+    assert meter.speed("a") == pytest.approx(0.74 / 0.69, abs=0.01)
+
+
 def test_a_program_the_clock_does_not_slow_keeps_its_time():
     # Memory-bound or light: the clock stays high whether it runs continuously or not.  (Charged
     # UNKNOWN_SPEED at first: no tail by work comes here.)

@@ -15,6 +15,8 @@ from gemini.core.wire import (
     QUOTA_RUN_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
+    RUN_COUNT_MAX,
+    RUN_GRAPHS,
     FrameReader,
     Request,
     RequestType,
@@ -27,6 +29,7 @@ from gemini.core.wire import (
     encode_response,
     quota_args,
     quota_run,
+    run_word,
 )
 
 
@@ -66,14 +69,24 @@ def test_a_quota_requests_run_follows_its_wait_on_the_gpu_where_the_name_leaves_
                                                                   30.25, 96))
     req = decode_request(frame)
     assert quota_args(req) == (1.5, 20.0, 12.5)
-    assert quota_run(req) == (30.25, 96)
+    assert quota_run(req) == (30.25, 96, False)
     # Beside a longer name the wait goes alone; a v1 peer's request measured nothing.
     longer = encode_request(Request(name + "n", 7, RequestType.QUOTA, (1.5, 20.0, 12.5, 30.25, 96)))
     assert longer == v1_request(name.encode() + b"n", 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
-    assert quota_run(decode_request(longer)) == (0.0, 0)
+    assert quota_run(decode_request(longer)) == (0.0, 0, False)
     v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
-    assert quota_run(decode_request(v1)) == (0.0, 0)
+    assert quota_run(decode_request(v1)) == (0.0, 0, False)
     assert QUOTA_GPU_WAIT_NAME_MAX - QUOTA_RUN_NAME_MAX == 8
+
+
+def test_a_run_counted_in_graph_launches_says_so_in_its_counts_top_bit():
+    word = run_word(56, graphs=True)
+    assert word == RUN_GRAPHS | 56 == 2**31 + 56
+    req = decode_request(encode_request(Request("c", 7, RequestType.QUOTA,
+                                                (0.0, 1.0, 2.0, 38.5, word))))
+    assert quota_run(req) == (38.5, 56, True)
+    assert run_word(2**40, graphs=False) == RUN_COUNT_MAX  # (held below the bit)
+    assert run_word(2**40, graphs=True) == 2**32 - 1
 
 
 def test_memory_update_matches_v1_bytes():

@@ -73,6 +73,10 @@ enum gem_status {
  * launches: none measured (v1 peers, longer names). */
 #define GEM_QUOTA_RUN_NAME_MAX 31
 #define GEM_RUN_MEASURE_MS 40
+/* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
+ * most of its GPU time, hook/inflight.c), the GPU time every segment's; below it, the count. */
+#define GEM_RUN_GRAPHS 2147483648
+#define GEM_RUN_COUNT_MAX 2147483647
 
 /* Each encoder writes a whole zero-filled frame into buf and returns its length,
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
