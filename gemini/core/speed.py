@@ -299,7 +299,8 @@ class SpeedMeter:
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
         work = _work_speed(clocks)
         by = "the clock" if work is None else "work"
-        return (f"by {by}: {grants} us per launch in its grants, in the latest tails {costs}; "
+        unit = "graph launch" if clocks.graphs else "launch"
+        return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")

@@ -418,6 +418,7 @@ def test_a_hook_that_starts_to_count_graph_launches_is_measured_afresh():
     meter.calibrating("a", 6.0)
     meter.ran("a", 40.0, 54, calibrating=True, graphs=True)  # 0.74 ms a replay
     assert meter.speed("a") == pytest.approx(0.74 / 0.69, abs=0.01)
+    assert "689.7 us per graph launch in its grants" in meter.describe("a")
 
 
 def test_a_program_the_clock_does_not_slow_keeps_its_time():
