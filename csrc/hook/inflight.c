@@ -355,22 +355,17 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * (torch eager: 202.3 us against 202.4).  When a segment ran, on the host's clock: it
          * ended by the time it was seen finished (now, within a look's interval), `ms` before
          * that it began. */
-        struct run_window *w =
-            prev->queue_end && f->many_streams
-                ? NULL
-                : run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
-        if (w != NULL) {
+        struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
+        uint64_t graphs = done->graphs - prev->graphs;
+        if (w != NULL && prev->queue_end && f->many_streams) { /* (left out: the debug log) */
+            w->hold_launches += n;
+            w->hold_graphs += graphs;
+        } else if (w != NULL) {
             w->ns += (double)ms * 1e6;
             w->launches += n;
-            w->graphs += done->graphs - prev->graphs;
-            if (done->graphs > prev->graphs)
+            w->graphs += graphs;
+            if (graphs > 0)
                 w->graph_ns += (double)ms * 1e6;
-        } else if (prev->queue_end && f->many_streams) {
-            w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
-            if (w != NULL) {
-                w->hold_launches += n;
-                w->hold_graphs += done->graphs - prev->graphs;
-            }
         }
         if (prev->queue_end) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
