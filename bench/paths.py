@@ -394,11 +394,17 @@ def _bare_cell(bare: float | None, cap_bare: float | None) -> str:
     return f"{_f(bare, 1)} (cap ÷ {cap_bare:.1f})"
 
 
+def measuring_invocations(res: dict) -> int:
+    """The runs merged into `res` (a merge's own command measured nothing)."""
+    commands = res.get("commands") or [res.get("command")]
+    return sum(1 for c in commands if not (c and "--merge-only" in c)) or 1
+
+
 def markdown(res: dict) -> str:
     tol, lines = GOALS["cap_tol"], []
     lines += [f"# gemini, issue 12: every kind of program — {res.get('device', '?')}", "",
               f"{res.get('date', '')} · driver {res.get('driver', '?')} · "
-              f"{len(res.get('commands', []) or [1])} invocation(s)", "",
+              f"{measuring_invocations(res)} invocation(s)", "",
               f"Goals: solo/bare ≥ {GOALS['solo_over_bare']}; cap {CAP_TARGET} ± {tol} over 15 s "
               f"and 60 s; worst window error ≤ {GOALS['err1_pp']:g} pp (1 s), "
               f"≤ {GOALS['err10_pp']:g} pp (10 s).", "",

