@@ -29,7 +29,8 @@
  * A segment with a graph launch raises the cost at once (later ones bring it back to the mean
  * over launches), and graph launches wait as with no cost known until a segment with one in
  * it has run: a cost learnt on light kernels alone let whole graph replays run past the token
- * (torch.compile with CUDA graphs).
+ * (torch.compile with CUDA graphs).  Meanwhile a marker goes just before each graph launch too,
+ * so that its segment is measured even when the GPU ran dry before it (learn_cost).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse: when the work before it had run, bounded by the GPU's own
  * clock (done_by), not when a thread got to look.
@@ -81,6 +82,7 @@ struct mark {
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
                         * unknown time later, so no cost is learnt from the segment it starts */
+    int before_graph;  /* recorded just before a graph launch (GEM_MARK_BEFORE_GRAPH) */
 };
 
 /* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
@@ -295,18 +297,20 @@ static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
     return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
-/* For the debug log: a segment after a gap, left out of the run window it began in (about
- * when `done` was recorded: `prev` had run out by then).  f->m held. */
-static void note_gap(struct inflight *f, const struct mark *prev, const struct mark *done,
-                     __typeof__(&cuEventElapsedTime) elapsed)
+/* A segment after a gap: counted, and for the debug log, left out of the run window it began
+ * in (about when `done` was recorded: `prev` had run out by then).  NULL.  f->m held. */
+static const struct mark *gap(struct inflight *f, const struct mark *prev,
+                              const struct mark *done, __typeof__(&cuEventElapsedTime) elapsed)
 {
-    struct run_window *w = run_window_of(f, done->host_ns);
+    gem_stat_add(GEM_STAT_COST_GAPS, 1);
+    struct run_window *w = GEM_LOG_DEBUG <= gem_log_level ? run_window_of(f, done->host_ns) : NULL;
     float ms = 0.0f;
     if (w == NULL || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS)
-        return;
+        return NULL;
     w->gap_ns += (double)ms * 1e6;
     w->gap_launches += done->launches - prev->launches;
     w->gap_graphs += done->graphs - prev->graphs;
+    return NULL;
 }
 
 /* Learn the cost per launch from a finished marker and the previous one of its lane.  Returns
@@ -324,14 +328,17 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             continue;
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
          * One that starts at a hold is measured (the hold's last look polled `prev`: it was
-         * still running when the held launch went) but teaches no cost (see queue_end). */
-        if (prev->seen_ns != 0 && prev->seen_ns <= done->host_ns) {
-            gem_stat_add(GEM_STAT_COST_GAPS, 1);
-            if (GEM_LOG_DEBUG <= gem_log_level)
-                note_gap(f, prev, done, elapsed);
-            return NULL;
-        }
+         * still running when the held launch went) but teaches no cost (see queue_end).  A
+         * graph launch alone, from a marker recorded just before it, has no gap in it but the
+         * launch call's own: until one graph's cost is known, graph launches wait for the queue
+         * to run dry, and a program with two light kernels or more between its replays (an
+         * optimizer step's) then launched every replay after a gap and never learnt what one
+         * costs, held step by step (fake GPU: 6,290 holds a second, a run window of 8 us). */
         uint64_t n = done->launches - prev->launches;
+        int after_gap = prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
+        int graph_alone = prev->before_graph && n == 1;
+        if (after_gap && !graph_alone)
+            return gap(f, prev, done, elapsed);
         float ms = 0.0f;
         if (n == 0)
             return NULL;
@@ -344,6 +351,10 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             f->elapsed_rc_logged = (int)rc + 1;
             return NULL;
         }
+        /* ... if the launch call took a small part of it: a thread the host stopped between
+         * the two markers put the stop in it (a loaded machine: a 4 ms replay read 47). */
+        if (after_gap && (double)(done->host_ns - prev->host_ns) > (double)ms * 1e6 / 8)
+            return gap(f, prev, done, elapsed);
         *elapsed_ms = ms;
         /* Not one that begins at a hold where the process launches on several lanes: it counts
          * its own thread's launches after the hold while other lanes' kernels ran beside them
@@ -354,10 +365,15 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * 1.11-1.13 of work per granted second.  One lane's hold segments read as its others
          * (torch eager: 202.3 us against 202.4).  When a segment ran, on the host's clock: it
          * ended by the time it was seen finished (now, within a look's interval), `ms` before
-         * that it began. */
+         * that it began.  Nor a graph launch alone after a gap: the launch call's own is in
+         * it (it teaches the cost, where too long is the safe side). */
         struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         uint64_t graphs = done->graphs - prev->graphs;
-        if (w != NULL && prev->queue_end && f->many_streams) { /* (left out: the debug log) */
+        if (w != NULL && after_gap) { /* (left out: the debug log) */
+            w->gap_ns += (double)ms * 1e6;
+            w->gap_launches += n;
+            w->gap_graphs += graphs;
+        } else if (w != NULL && prev->queue_end && f->many_streams) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
         } else if (w != NULL) {
@@ -778,6 +794,13 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
     if (create == NULL || record == NULL)
         return;
+    if (how & GEM_MARK_BEFORE_GRAPH) { /* (before the capture check: a driver call) */
+        pthread_mutex_lock(&f->m);
+        int known = f->graph_cost_seen;
+        pthread_mutex_unlock(&f->m);
+        if (known)
+            return;
+    }
     CUstream stream = canonical(s, pts);
     if (gem_inflight_capturing(s, pts))
         return; /* launched into a graph: nothing runs now */
@@ -824,6 +847,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
+    m->before_graph = (how & GEM_MARK_BEFORE_GRAPH) != 0;
     m->seq = ++f->seq;
     f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
     f->last_lane = m->lane;

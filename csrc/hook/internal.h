@@ -235,8 +235,14 @@ void gem_inflight_set_sharers(int dev, uint32_t sharers);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch (within MARK_GAP_NS of the last marker only if GEM_MARK_ALWAYS), or, with
- * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet). */
-enum { GEM_MARK_BEFORE_LAUNCH = 1, GEM_MARK_ALWAYS = 2, GEM_MARK_QUEUE_END = 4 };
+ * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet).  GEM_MARK_BEFORE_GRAPH:
+ * just before a graph launch, and only while no graph launch's cost is known. */
+enum {
+    GEM_MARK_BEFORE_LAUNCH = 1,
+    GEM_MARK_ALWAYS = 2,
+    GEM_MARK_QUEUE_END = 4,
+    GEM_MARK_BEFORE_GRAPH = 8
+};
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
