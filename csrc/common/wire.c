@@ -37,6 +37,12 @@ int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
     return GEM_REQ_MSG_LEN;
 }
 
+uint32_t gem_wire_run_word(uint64_t count, int graphs)
+{
+    uint32_t word = count > GEM_RUN_COUNT_MAX ? GEM_RUN_COUNT_MAX : (uint32_t)count;
+    return graphs ? word | (uint32_t)GEM_RUN_GRAPHS : word;
+}
+
 int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id)
 {
     return put_head(buf, name, req_id, GEM_REQ_MEM_LIMIT) < 0 ? -1 : GEM_REQ_MSG_LEN;

@@ -412,9 +412,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     uint64_t run_count = 0;
     int run_graphs = 0;
     gem_inflight_measured(dev, &run_ms, &run_count, &run_graphs);
-    if (run_count > GEM_RUN_COUNT_MAX)
-        run_count = GEM_RUN_COUNT_MAX;
-    uint32_t run_launches = (uint32_t)run_count | (run_graphs ? GEM_RUN_GRAPHS : 0);
+    uint32_t run_launches = gem_wire_run_word(run_count, run_graphs);
 
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;

@@ -50,6 +50,16 @@ def test_quota_request(name, req_id, overuse, burst, gpu_wait, run_ms, run_launc
     assert (lib.GEM_RUN_GRAPHS, lib.GEM_RUN_COUNT_MAX) == (wire.RUN_GRAPHS, wire.RUN_COUNT_MAX)
 
 
+@given(st.integers(0, 2**64 - 1), st.booleans())
+def test_run_word(count, graphs):
+    """The run word (a count and the graph-launch bit) is the same in C and Python, a count
+    past the maximum cut there, and reads back as what it says."""
+    word = lib.gem_wire_run_word(count, graphs)
+    assert word == wire.run_word(count, graphs)
+    req = Request("a", 1, RequestType.QUOTA, (0.0, 0.0, None, 1.0, word))
+    assert wire.quota_run(req)[1:] == (min(count, wire.RUN_COUNT_MAX), graphs)
+
+
 @given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**64 - 1), st.integers(0, 2))
 def test_memory_requests(name, req_id, size, alloc):
     c = _c_frame(lib.gem_wire_encode_mem_update, name.encode(), req_id, size, alloc)

@@ -77,6 +77,8 @@ enum gem_status {
  * most of its GPU time, hook/inflight.c), the GPU time every segment's; below it, the count. */
 #define GEM_RUN_GRAPHS 2147483648
 #define GEM_RUN_COUNT_MAX 2147483647
+/* The run_launches word for `count` launches, or graph launches (count cut at the max). */
+uint32_t gem_wire_run_word(uint64_t count, int graphs);
 
 /* Each encoder writes a whole zero-filled frame into buf and returns its length,
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
