@@ -297,6 +297,16 @@ static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
     return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
+/* For the debug log: a segment from `prev` to `done`, `ms` long, left out of run window w after
+ * a gap. */
+static void note_gap(struct run_window *w, const struct mark *prev, const struct mark *done,
+                     float ms)
+{
+    w->gap_ns += (double)ms * 1e6;
+    w->gap_launches += done->launches - prev->launches;
+    w->gap_graphs += done->graphs - prev->graphs;
+}
+
 /* A segment after a gap: counted, and for the debug log, left out of the run window it began
  * in (about when `done` was recorded: `prev` had run out by then).  NULL.  f->m held. */
 static const struct mark *gap(struct inflight *f, const struct mark *prev,
@@ -305,11 +315,8 @@ static const struct mark *gap(struct inflight *f, const struct mark *prev,
     gem_stat_add(GEM_STAT_COST_GAPS, 1);
     struct run_window *w = GEM_LOG_DEBUG <= gem_log_level ? run_window_of(f, done->host_ns) : NULL;
     float ms = 0.0f;
-    if (w == NULL || elapsed(&ms, prev->ev, done->ev) != CUDA_SUCCESS)
-        return NULL;
-    w->gap_ns += (double)ms * 1e6;
-    w->gap_launches += done->launches - prev->launches;
-    w->gap_graphs += done->graphs - prev->graphs;
+    if (w != NULL && elapsed(&ms, prev->ev, done->ev) == CUDA_SUCCESS)
+        note_gap(w, prev, done, ms);
     return NULL;
 }
 
@@ -370,9 +377,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         uint64_t graphs = done->graphs - prev->graphs;
         if (w != NULL && after_gap) { /* (left out: the debug log) */
-            w->gap_ns += (double)ms * 1e6;
-            w->gap_launches += n;
-            w->gap_graphs += graphs;
+            note_gap(w, prev, done, ms);
         } else if (w != NULL && prev->queue_end && f->many_streams) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
