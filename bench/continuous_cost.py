@@ -6,7 +6,8 @@ beside its bare step rate (issue 12: what a capped client's calibration tails sh
 Runs bench/path_app.py PATH (default torch-compile-graphs, k = 34 steps between syncs) bare,
 then under the hook as the only client (`solo 1.0 1.0 16GiB`, gem-schd -v), and reads the
 GPU time and launches the hook measured in the last part of each of its grants from the
-scheduler's "asks for a token (..., ran N launches in X ms)" lines.  Prints plain text.
+scheduler's "asks for a token (..., ran N launches in X ms)" lines (or "N graph launches",
+where the hook counts a program of replays in them).  Prints plain text.
 """
 
 from __future__ import annotations
@@ -33,6 +34,15 @@ def run_path(procs: Procs, path: str, env: dict[str, str], seconds: float) -> st
     return f"{r['steps'] / (r['t_end'] - r['t0']):.1f} steps/s"
 
 
+def runs_in(log: str) -> dict[str, list[tuple[int, float]]]:
+    """The runs the scheduler's log says its client's hook measured, (count, ms) by unit:
+    "launches", or "graph launches" (wire.RUN_GRAPHS)."""
+    runs: dict[str, list[tuple[int, float]]] = {}
+    for n, unit, ms in re.findall(r"ran (\d+) ((?:graph )?launches) in ([\d.]+) ms", log):
+        runs.setdefault(unit, []).append((int(n), float(ms)))
+    return runs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("path", nargs="?", default="torch-compile-graphs")
@@ -48,12 +58,12 @@ def main() -> None:
         log = backend.schd.drain()
     finally:
         backend.stop()
-    runs = [(int(n), float(ms)) for n, ms in re.findall(r"ran (\d+) launches in ([\d.]+) ms", log)]
-    per = [ms / n * 1000 for n, ms in runs if n >= 8]
-    if per:
-        median = statistics.median(per)
-        print(f"solo grants' runs: {len(per)}, GPU time per launch median {median:.1f} us, "
-              f"p10 {pct(per, 0.1):.1f}, p90 {pct(per, 0.9):.1f}")
+    for unit, runs in runs_in(log).items():
+        per = [ms / n * 1000 for n, ms in runs if n >= 8]
+        if per:
+            median = statistics.median(per)
+            print(f"solo grants' runs in {unit}: {len(per)}, GPU time per {unit[:-1]} median "
+                  f"{median:.1f} us, p10 {pct(per, 0.1):.1f}, p90 {pct(per, 0.9):.1f}")
     for line in [x for x in log.splitlines() if "asks for a token" in x][-3:]:
         print(line)
 
