@@ -11,8 +11,9 @@
  * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
  * consecutive finished markers of one lane (a stream; each thread's own, where one handle names
  * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
- * them); the queue is the launches after the newest finished marker times that cost, less what
- * ran since that marker was seen finished.  Until a cost is known, only a few launches may go
+ * them), for kernel launches and graph launches apart (learn_segment); the queue is the
+ * launches after the newest finished marker at their costs, less what ran since that marker
+ * was seen finished.  Until a cost is known, only a few launches may go
  * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
  * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
@@ -26,10 +27,9 @@
  * client capped at 0.4, syncing once a second, ran up to 14 ms past its tokens (overuse p99
  * 4.8-11.9 ms; now 0.8-1.1 ms), and on the fake GPU two that never sync ran 30-60 ms past
  * its 100 ms tokens.
- * A segment with a graph launch raises the cost at once (later ones bring it back to the mean
- * over launches), and graph launches wait as with no cost known until a segment with one in
- * it has run: a cost learnt on light kernels alone let whole graph replays run past the token
- * (torch.compile with CUDA graphs).  Meanwhile a marker goes just before each graph launch too,
+ * Graph launches wait as with no cost known until a segment with one in it has run: a cost
+ * learnt on light kernels alone let whole graph replays run past the token (torch.compile with
+ * CUDA graphs).  Meanwhile a marker goes just before each graph launch too,
  * so that its segment is measured even when the GPU ran dry before it (learn_cost).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse: when the work before it had run, bounded by the GPU's own
@@ -60,7 +60,8 @@
                                    * not for kernels) */
 #define WAIT_STEP_MIN_NS 20000   /* the tracker polls the markers of a token's end ... */
 #define WAIT_STEP_MAX_NS 2000000  /* ... this often at most and at least */
-#define COST_MEMORY_LAUNCHES 64.0 /* the cost is a mean over about this many launches */
+#define COST_MEMORY_LAUNCHES 64.0 /* a kernel's cost is a mean over about this many ... */
+#define COST_MEMORY_GRAPHS 16.0   /* ... a graph launch's over this many */
 #define COST_LOG_GAP_NS 1000000000 /* its debug line at most this often (see below) */
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
@@ -101,6 +102,15 @@ struct lane_slot {
     char pad[64 - 6 * sizeof(uint64_t)];
 };
 
+/* What one kind of launch costs the GPU: a mean over the launches learnt, older ones fading
+ * (learn).  Kernels and graph launches apart: a graph launch carries many kernels. */
+struct cost {
+    double ns;       /* GPU time of the launches learnt ... */
+    double launches; /* ... and how many, fading alike */
+    double per;      /* ns / launches; 0: not known yet */
+    double logged;   /* `per` as last written to the debug log */
+};
+
 struct inflight {
     pthread_mutex_t m;
     _Atomic uint64_t graphs; /* graph launches among them */
@@ -109,18 +119,16 @@ struct inflight {
     struct mark ring[MARKS]; /* in record order: oldest at head */
     unsigned head, count;
     unsigned kept;          /* 1: the head is the newest finished marker, already counted */
-    uint64_t done_launches; /* launches before the newest finished marker */
+    uint64_t done_launches; /* launches before the newest finished marker ... */
+    uint64_t done_graphs;   /* ... of which graph launches */
     int64_t done_seen_ns;   /* when that marker was seen finished */
     int64_t looked_ns;      /* when poll_marks last looked */
-    double ns_per_launch;   /* 0: not known yet; else cost_ns / cost_launches */
-    double cost_ns;         /* GPU time of the segments learnt, older ones fading... */
-    double cost_launches;   /* ... and their launches, fading alike */
+    struct cost kernel;     /* a launch of one kernel (any launch but a graph's) */
+    struct cost graph;      /* a graph launch */
     double drain_factor;    /* >= 1: the queue drains this much slower than its cost says */
     _Atomic uint32_t sharers; /* processes sharing the client's token (0, 1: this one alone) */
     double logged_factor;   /* the drain factor last written to the debug log */
-    int graph_cost_seen;    /* it was learnt on a segment with a graph launch in it */
-    double logged_cost;     /* the cost last written to the debug log... */
-    int64_t logged_cost_ns; /* ... and when */
+    int64_t logged_cost_ns; /* when a cost was last written to the debug log */
     uint64_t idle_allowance; /* no cost known, the GPU keeps up: launches between checks */
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
@@ -167,10 +175,8 @@ static void flights_init(void)
 
 static void forget_cost(struct inflight *f)
 {
-    f->ns_per_launch = f->cost_ns = f->cost_launches = 0.0;
-    f->logged_cost = 0.0;
+    f->kernel = f->graph = (struct cost){0};
     f->logged_cost_ns = 0;
-    f->graph_cost_seen = 0;
     f->drain_factor = f->logged_factor = 1.0;
 }
 
@@ -181,28 +187,47 @@ static int worth_logging(double now, double logged)
     return now > 1.25 * logged || now < 0.8 * logged;
 }
 
-/* ... the cost per launch at most once a second: a program that mixes graph replays with light
- * kernels moves it by a third and back at every graph's segment (torch.compile with CUDA
- * graphs wrote 586 such lines a minute on the H100). */
-static int cost_worth_logging(const struct inflight *f, int64_t now)
+/* ... a cost at most once a second (any cost: f->logged_cost_ns): a mix of graph replays and
+ * light kernels, learnt as one cost, moved it by a third and back at every graph's segment
+ * (torch.compile with CUDA graphs wrote 586 such lines a minute on the H100). */
+static void log_cost(struct inflight *f, struct cost *c, const char *what, uint64_t n,
+                     uint64_t graphs, float ms, int64_t now)
 {
-    return worth_logging(f->ns_per_launch, f->logged_cost) &&
-           (f->logged_cost_ns == 0 || now - f->logged_cost_ns >= COST_LOG_GAP_NS);
+    if (!worth_logging(c->per, c->logged) ||
+        (f->logged_cost_ns != 0 && now - f->logged_cost_ns < COST_LOG_GAP_NS))
+        return;
+    GEM_LOG(GEM_LOG_DEBUG, "GPU time per %s %.1f us (last %llu launches, %llu graphs: %.3f ms)",
+            what, c->per / 1e3, (unsigned long long)n, (unsigned long long)graphs, (double)ms);
+    c->logged = c->per;
+    f->logged_cost_ns = now;
 }
 
-/* The cost per launch is the GPU time of the segments learnt over their launches, each older
- * segment's weight fading by COST_MEMORY_LAUNCHES / (that + n) as a segment of n launches comes
- * in: a mean over launches, not over segments.  A program whose kernels differ (a compiled
- * model's matmuls among small element-wise kernels) has segments of one small kernel beside
- * segments of several large ones; averaged per segment, each small one pulled the cost down by
- * a quarter, and the next burst went through at a fraction of its cost.  `replace`: this
- * segment alone (the first, a graph's, or a whole burst waited for).  f->m held. */
-static void learn_segment(struct inflight *f, double ns, uint64_t n, int replace)
+/* A cost is the GPU time of the launches learnt over their number, each older one's weight
+ * fading by memory / (memory + n) as n more come in: a mean over launches, not over segments.
+ * A program whose kernels differ (a compiled model's matmuls among small element-wise kernels)
+ * has segments of one small kernel beside segments of several large ones; averaged per
+ * segment, each small one pulled the cost down by a quarter, and the next burst went through
+ * at a fraction of its cost.  `replace`: these launches alone (the first).  f->m held. */
+static void learn(struct cost *c, double ns, double n, double memory, int replace)
 {
-    double keep = replace ? 0.0 : COST_MEMORY_LAUNCHES / (COST_MEMORY_LAUNCHES + (double)n);
-    f->cost_ns = keep * f->cost_ns + ns;
-    f->cost_launches = keep * f->cost_launches + (double)n;
-    f->ns_per_launch = f->cost_ns / f->cost_launches;
+    double keep = replace ? 0.0 : memory / (memory + n);
+    c->ns = keep * c->ns + ns;
+    c->launches = keep * c->launches + n;
+    c->per = c->ns / c->launches;
+}
+
+/* The GPU time of `kernels` launches of one kernel and `graphs` graph launches, by the costs.
+ * A kernel's cost not known yet counts nothing where a graph launch's is: the kernels between
+ * replays were then in the segments it was learnt from, and so are in it. */
+static double gpu_ns(const struct inflight *f, uint64_t kernels, uint64_t graphs)
+{
+    return (double)kernels * f->kernel.per + (double)graphs * f->graph.per;
+}
+
+/* Some cost is known: the queue can be estimated. */
+static int some_cost(const struct inflight *f)
+{
+    return f->kernel.per > 0.0 || f->graph.per > 0.0;
 }
 
 static struct inflight *flight(int dev)
@@ -257,11 +282,6 @@ static uint64_t launches_of(struct inflight *f)
 void gem_inflight_graph_launch(int dev)
 {
     atomic_fetch_add_explicit(&flight(dev)->graphs, 1, memory_order_relaxed);
-}
-
-uint64_t gem_inflight_launches(int dev)
-{
-    return launches_of(flight(dev));
 }
 
 static struct mark *mark_at(struct inflight *f, unsigned i)
@@ -320,7 +340,35 @@ static const struct mark *gap(struct inflight *f, const struct mark *prev,
     return NULL;
 }
 
-/* Learn the cost per launch from a finished marker and the previous one of its lane.  Returns
+/* A segment of n launches, `graphs` of them graph launches, ran in `ns` of GPU time.  Kernels
+ * and graph launches have a cost each: learnt as one, a program that mixes replays with light
+ * kernels (torch.compile with CUDA graphs: two replays and about three light kernels a step)
+ * had it move between a replay's and a fraction of it with where the markers fell.  A segment
+ * of one light kernel brought it to a third of a replay's (H100: 212.7 us against 690), and
+ * calibrations, which mark every launch and so learn such segments, ran 6-10 ms past their
+ * end; on the fake GPU, where the holds of a calibration left the replays' segments out and
+ * the light ones in, whole 50 ms waits.  A segment with graph launches in it teaches their
+ * cost: its time less its kernels' at their cost, but never under its mean per launch (a
+ * kernel's cost learnt on heavier ones).  While other processes' work shares the GPU, a
+ * segment of a few launches reads long or short by a whole time slice of theirs: each cost is
+ * a mean (the drain factor, learnt at syncs, covers the sharing).  f->m held. */
+static void learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t graphs,
+                          int64_t now, float ms)
+{
+    graphs = graphs < n ? graphs : n; /* (counted after the launch: another thread's may lag) */
+    if (graphs == 0) {
+        learn(&f->kernel, ns, (double)n, COST_MEMORY_LAUNCHES, f->kernel.per <= 0.0);
+        log_cost(f, &f->kernel, "kernel launch", n, graphs, ms, now);
+        return;
+    }
+    double graph_ns = ns - (double)(n - graphs) * f->kernel.per;
+    double floor = ns * (double)graphs / (double)n;
+    learn(&f->graph, graph_ns > floor ? graph_ns : floor, (double)graphs, COST_MEMORY_GRAPHS,
+          f->graph.per <= 0.0);
+    log_cost(f, &f->graph, "graph launch", n, graphs, ms, now);
+}
+
+/* Learn the costs from a finished marker and the previous one of its lane.  Returns
  * that one, with the GPU time from its end to `done`'s in *elapsed_ms, where it was measured
  * (else NULL).  f->m held. */
 static const struct mark *learn_cost(struct inflight *f, const struct mark *done, unsigned index,
@@ -392,28 +440,8 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return prev;
         }
-        double cost = (double)ms * 1e6 / (double)n;
         gem_stat_add(GEM_STAT_COSTS, 1);
-        int graph = done->graphs > prev->graphs;
-        if (graph)
-            f->graph_cost_seen = 1;
-        /* A segment with a graph launch in it that costs more than the mean replaces it: a
-         * program that mixes heavy launches (graph replays) with light ones (a copy kernel) is
-         * then never taken for all light, which let whole graph replays run past the token
-         * (torch.compile with CUDA graphs capped at 0.4 on the H100: overuse up to 38 ms).
-         * Other segments move it by their launches either way (back to the mean over launches
-         * after a graph's: overuse p99 0.97 ms there, 2026-11-25): while other processes' work
-         * shares the GPU, a segment of a few launches reads long or short by a whole time slice
-         * of theirs, and taking the longest held a client of two processes to 0.9 of its
-         * grants (the drain factor, learnt at syncs, covers the sharing). */
-        learn_segment(f, (double)ms * 1e6, n, f->ns_per_launch <= 0.0 ||
-                                                  (graph && cost > f->ns_per_launch));
-        if (cost_worth_logging(f, now)) {
-            GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us (last %llu launches: %.3f ms)",
-                    f->ns_per_launch / 1e3, (unsigned long long)n, (double)ms);
-            f->logged_cost = f->ns_per_launch;
-            f->logged_cost_ns = now;
-        }
+        learn_segment(f, (double)ms * 1e6, n, graphs, now, ms);
         return prev;
     }
     return NULL;
@@ -552,6 +580,7 @@ static void poll_marks(struct inflight *f, int64_t now)
     unrelax(mode);
     if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
         f->done_launches = newest->launches;
+        f->done_graphs = newest->graphs;
         f->done_seen_ns = now;
     }
     /* Keep the newest finished marker: the next segment's cost is measured from it. */
@@ -560,19 +589,12 @@ static void poll_marks(struct inflight *f, int64_t now)
     f->kept = 1;
 }
 
-/* How long a launch keeps the queue busy: its cost, times how much slower than that the queue
- * drains, at least as many times as processes share the token (0: not known).  f->m held. */
-static double wall_per_launch(const struct inflight *f)
+/* How many times longer than their cost our launches keep the queue busy: how much slower
+ * than that it drains, at least as many times as processes share the token. */
+static double wall_factor(const struct inflight *f)
 {
     double sharers = (double)atomic_load_explicit(&f->sharers, memory_order_relaxed);
-    return f->ns_per_launch * (f->drain_factor > sharers ? f->drain_factor : sharers);
-}
-
-/* How long a launch keeps this process's own stream busy: the others' work is not queued in
- * it (0: not known).  f->m held. */
-static double own_wall_per_launch(const struct inflight *f)
-{
-    return f->ns_per_launch * f->drain_factor;
+    return f->drain_factor > sharers ? f->drain_factor : sharers;
 }
 
 void gem_inflight_set_sharers(int dev, uint32_t sharers)
@@ -582,43 +604,60 @@ void gem_inflight_set_sharers(int dev, uint32_t sharers)
     atomic_store_explicit(&flight(dev)->sharers, sharers, memory_order_relaxed);
 }
 
-/* The estimate, as of `at`, of the work queued by the first `launches` launches, each keeping
- * the queue busy for `per_launch` ns.  f->m held. */
-static int64_t estimate_with(const struct inflight *f, uint64_t launches, int64_t at,
-                             double per_launch)
+/* The GPU time of the launches counted in `upto` after the newest finished marker.  f->m
+ * held. */
+static double pending_gpu_ns(const struct inflight *f, struct gem_launch_count upto)
 {
-    if (per_launch <= 0.0 || launches <= f->done_launches)
-        return 0;
-    int64_t q = (int64_t)((double)(launches - f->done_launches) * per_launch) -
-                (at - f->done_seen_ns);
+    if (upto.launches <= f->done_launches)
+        return 0.0;
+    uint64_t n = upto.launches - f->done_launches;
+    uint64_t graphs = upto.graphs > f->done_graphs ? upto.graphs - f->done_graphs : 0;
+    graphs = graphs < n ? graphs : n;
+    return gpu_ns(f, n - graphs, graphs);
+}
+
+/* The estimate, as of `at`, of the work queued by the launches counted in `upto`, each keeping
+ * the queue busy `factor` times its cost.  f->m held. */
+static int64_t estimate_with(const struct inflight *f, struct gem_launch_count upto, int64_t at,
+                             double factor)
+{
+    int64_t q = (int64_t)(pending_gpu_ns(f, upto) * factor) - (at - f->done_seen_ns);
     return q > 0 ? q : 0;
 }
 
-static int64_t estimate_at(const struct inflight *f, uint64_t launches, int64_t at)
+static struct gem_launch_count count_of(struct inflight *f)
 {
-    return estimate_with(f, launches, at, wall_per_launch(f));
+    return (struct gem_launch_count){
+        .launches = launches_of(f),
+        .graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed)};
 }
 
-int64_t gem_inflight_queued_ns(int dev, int64_t now)
+struct gem_launch_count gem_inflight_count(int dev)
+{
+    return count_of(flight(dev));
+}
+
+int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     poll_marks(f, now);
-    uint64_t launches = launches_of(f);
-    uint64_t pending = launches - f->done_launches;
+    struct gem_launch_count upto = count_of(f);
+    upto.graphs += graph != 0; /* (this launch is counted, as a graph launch once queued) */
+    uint64_t pending = upto.launches - f->done_launches;
     int64_t queued = 0;
-    /* A graph launch carries many kernels: a cost learnt on single kernels alone does not
-     * tell what it costs, so graph launches wait as with no cost known until one is seen. */
-    uint64_t graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
-    int cost_known = f->ns_per_launch > 0.0 && (f->graph_cost_seen || graphs == 0);
+    /* A graph launch carries many kernels: until one's cost is known, they wait as with no
+     * cost known. */
+    int cost_known = some_cost(f) && (upto.graphs <= f->done_graphs || f->graph.per > 0.0);
     if (cost_known) {
-        queued = estimate_at(f, launches, now);
+        queued = estimate_with(f, upto, now, wall_factor(f));
         if (queued == 0 && pending > 0) {
             /* By the estimate the GPU has run out of our work: count from here (this launch,
              * counted at the gate, is not queued yet).  Else the time it then sat idle (the
              * program waited for a token, or did host work) would be taken off the next
              * launches as work done, and a whole burst would read as an empty queue. */
             f->done_launches += pending - 1;
+            f->done_graphs = upto.graphs - (graph != 0);
             f->done_seen_ns = now;
         }
     } else if (f->count > f->kept) {
@@ -648,27 +687,27 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now)
     return queued;
 }
 
-/* What a wait for `launches_before` launches that ran them all says of the queue's drain.
- * The cost per launch is learnt from markers a fraction of a ms apart; over a whole burst the
+/* What a wait for the launches counted in `before` that ran them all says of the queue's
+ * drain.  The costs are learnt from markers a fraction of a ms apart; over a whole burst the
  * queue may drain slower than it says, when other processes' work shares the GPU (the other
  * processes of a client, which share its token: on the H100 two of them each waited 2.2 times
  * the estimate at every sync, and a token's queue ran up to 28 ms past its end).  A wait on a
  * queue long enough to measure moves the drain factor half way to what it saw (never below 1).
  * A wait far longer than that says the cost was learnt on other kernels (a framework's set-up,
  * an earlier phase): else whole bursts go unmarked at a cost that says they fit, and run past
- * the token.  It is raised to the mean the wait shows (the wait over the launches it was for:
- * a floor, as some of them may have run before it), never lowered: a program that launches
+ * the token.  They are raised by as much as the wait was longer than those launches' cost (a
+ * floor, as some of them may have run before it), never lowered: a program that launches
  * slower than the GPU runs (torch.compile) waits at each sync for its last kernels alone,
  * over a hundred launches.  It used to be forgotten and learnt again from the next segment,
  * often one small kernel (torch.compile on the H100: the same test fired 309 times a minute,
  * and its next bursts ran up to 5 ms past the token).  (Not on a wait for few launches: a
  * stream sync after a copy waits for the copy.)  f->m held. */
-static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t from,
+static void learn_drain(struct inflight *f, struct gem_launch_count before, int64_t from,
                         int64_t waited)
 {
-    if (f->ns_per_launch <= 0.0 || launches_before < f->done_launches + RELEARN_MIN_LAUNCHES)
+    if (!some_cost(f) || before.launches < f->done_launches + RELEARN_MIN_LAUNCHES)
         return;
-    int64_t raw = estimate_with(f, launches_before, from, f->ns_per_launch);
+    int64_t raw = estimate_with(f, before, from, 1.0);
     if (raw >= GEM_SYNC_BEHIND_NS && (double)waited <= DRAIN_FACTOR_MAX * (double)raw) {
         double factor = (f->drain_factor + (double)waited / (double)raw) / 2;
         f->drain_factor = factor > 1.0 ? factor : 1.0;
@@ -680,22 +719,25 @@ static void learn_drain(struct inflight *f, uint64_t launches_before, int64_t fr
         }
         return;
     }
-    int64_t estimate = estimate_at(f, launches_before, from);
-    uint64_t n = launches_before - f->done_launches;
-    double mean = (double)waited / (double)n; /* at least: some may have run before the wait */
-    if (waited > 2 * estimate + GEM_SYNC_BEHIND_NS && mean > f->ns_per_launch) {
-        GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch %.1f us was too low (waited %.3f ms "
-                "for an estimated %.3f ms): now %.1f us, the mean of the %llu launches waited "
-                "for", f->ns_per_launch / 1e3, (double)waited / 1e6, (double)estimate / 1e6,
-                mean / 1e3, (unsigned long long)n);
-        learn_segment(f, (double)waited, n, 1);
-        f->logged_cost = mean;
+    int64_t estimate = estimate_with(f, before, from, wall_factor(f));
+    double cost = pending_gpu_ns(f, before); /* (0: kernels only, their cost not known) */
+    if (waited > 2 * estimate + GEM_SYNC_BEHIND_NS && cost > 0.0 && (double)waited > cost) {
+        double raise = (double)waited / cost;
+        GEM_LOG(GEM_LOG_DEBUG, "GPU time per launch was too low (waited %.3f ms for an "
+                "estimated %.3f ms, %llu launches): kernel launches %.1f -> %.1f us, graph "
+                "launches %.1f -> %.1f us", (double)waited / 1e6, (double)estimate / 1e6,
+                (unsigned long long)(before.launches - f->done_launches), f->kernel.per / 1e3,
+                f->kernel.per * raise / 1e3, f->graph.per / 1e3, f->graph.per * raise / 1e3);
+        f->kernel.ns *= raise;
+        f->kernel.logged = f->kernel.per *= raise;
+        f->graph.ns *= raise;
+        f->graph.logged = f->graph.per *= raise;
         f->logged_cost_ns = from + waited;
         f->drain_factor = f->logged_factor = 1.0;
     }
 }
 
-int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t from, int64_t now,
                             int all_ran)
 {
     int64_t ran_by = now;
@@ -703,7 +745,7 @@ int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int
     pthread_mutex_lock(&f->m);
     int64_t waited = now - from;
     if (all_ran)
-        learn_drain(f, launches_before, from, waited);
+        learn_drain(f, before, from, waited);
     if (waited < GEM_SYNC_BEHIND_NS)
         f->unproven_ns = now;
     else
@@ -713,10 +755,11 @@ int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int
         /* The newest finished marker came after them all: they ran by when it did, if they
          * were all on its lane (a context sync waits for every stream, and each thread's
          * per-thread default stream is a lane of its own). */
-        if (f->kept && !f->many_streams && mark_at(f, 0)->launches >= launches_before)
+        if (f->kept && !f->many_streams && mark_at(f, 0)->launches >= before.launches)
             ran_by = mark_at(f, 0)->done_ns;
-        if (launches_before > f->done_launches) {
-            f->done_launches = launches_before;
+        if (before.launches > f->done_launches) {
+            f->done_launches = before.launches;
+            f->done_graphs = before.graphs;
             f->done_seen_ns = now;
         }
     }
@@ -729,11 +772,11 @@ int64_t gem_inflight_next_done_ns(int dev)
     struct inflight *f = flight(dev);
     int64_t at = 0;
     pthread_mutex_lock(&f->m);
-    if (f->ns_per_launch > 0.0 && f->count > f->kept && f->done_seen_ns != 0) {
+    if (some_cost(f) && f->count > f->kept && f->done_seen_ns != 0) {
         const struct mark *m = mark_at(f, f->kept); /* the oldest one out */
-        uint64_t ahead = m->launches > f->done_launches ? m->launches - f->done_launches : 0;
+        struct gem_launch_count upto = {.launches = m->launches, .graphs = m->graphs};
         /* (counted with the others' work too, it held the launches past the queue's end) */
-        at = f->done_seen_ns + (int64_t)((double)ahead * own_wall_per_launch(f));
+        at = f->done_seen_ns + (int64_t)(pending_gpu_ns(f, upto) * f->drain_factor);
     }
     pthread_mutex_unlock(&f->m);
     return at;
@@ -743,7 +786,7 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double cost = wall_per_launch(f);
+    double cost = f->kernel.per * wall_factor(f); /* (a graph launch always looks) */
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
@@ -779,6 +822,7 @@ static int current_ctx_ok(struct inflight *f)
         f->lanes[i].done_lane = 0;
     forget_cost(f);
     f->done_launches = launches_of(f);
+    f->done_graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
     f->ctx = ctx;
     return 1;
 }
@@ -801,7 +845,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         return;
     if (how & GEM_MARK_BEFORE_GRAPH) { /* (before the capture check: a driver call) */
         pthread_mutex_lock(&f->m);
-        int known = f->graph_cost_seen;
+        int known = f->graph.per > 0.0;
         pthread_mutex_unlock(&f->m);
         if (known)
             return;
@@ -816,7 +860,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
      * Due per lane: due per device, one thread's markers took the turns of another's on its own
      * stream, whose launches then went unmarked for most of a token (two threads stopped by the
      * host across a token's end: the stop was charged, on the fake GPU). */
-    int due = how != 0 || f->ns_per_launch <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS;
+    int due = how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;

@@ -216,18 +216,23 @@ void gem_ipc_reset_after_fork(void);
 
 /* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
 /* One more launch on dev, to stream s (pts: through a per-thread default stream entry point).
- * gem_inflight_launches: the device's count (a sum: not for the hot path). */
+ * gem_inflight_count: the device's launches so far (a sum: not for the hot path). */
 void gem_inflight_launch(int dev, CUstream s, int pts);
-uint64_t gem_inflight_launches(int dev);
 void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph launch */
+struct gem_launch_count {
+    uint64_t launches;
+    uint64_t graphs; /* of which graph launches */
+};
+struct gem_launch_count gem_inflight_count(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 #define GEM_SYNC_BEHIND_NS 200000 /* a host wait this long at a sync: the GPU was behind */
-int64_t gem_inflight_queued_ns(int dev, int64_t now);  /* estimate; polls, never waits */
-/* The host waited for the GPU (any sync point) from `from` until `now`, `launches_before`
- * launches counted when it began; all_ran: a context or stream sync that succeeded, after which
+/* The estimate, with the launch at the gate (a graph launch: `graph`); polls, never waits. */
+int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph);
+/* The host waited for the GPU (any sync point) from `from` until `now`, the launches in
+ * `before` counted when it began; all_ran: a context or stream sync that succeeded, after which
  * those launches have run.  Returns by when they had run, at the latest: `now`, or earlier
  * where a marker after the last of them says so (the host may have returned late). */
-int64_t gem_inflight_waited(int dev, uint64_t launches_before, int64_t from, int64_t now,
+int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t from, int64_t now,
                             int all_ran);
 uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */

@@ -16,7 +16,9 @@
         if (GEM_PASS())                                                                          \
             return call;                                                                         \
         int dev_ = gem_current_dev();                                                            \
-        uint64_t before_ = dev_ >= 0 ? gem_inflight_launches(dev_) : 0;                          \
+        struct gem_launch_count before_ = {0};                                                   \
+        if (dev_ >= 0)                                                                           \
+            before_ = gem_inflight_count(dev_);                                                  \
         int64_t from_ = gem_now_ns();                                                            \
         CUresult r_ = call;                                                                      \
         int64_t to_ = gem_now_ns(), ran_by_ = to_;                                               \

@@ -521,10 +521,10 @@ static void hold_for(int64_t ns)
  * processes of a client that never sync left the fake GPU idle a fifth of their tokens; on the
  * H100, capped at 0.4, two torch eager processes did 0.394 of one bare process without the
  * marker and 0.406 with it (Triton: 0.334 and 0.348; 2026-11-24). */
-static int64_t room_or_hold(int dev, CUstream s, int pts, int64_t now, int64_t at, int64_t ask,
-                            int *marked)
+static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now, int64_t at,
+                            int64_t ask, int *marked)
 {
-    int64_t queued = gem_inflight_queued_ns(dev, now);
+    int64_t queued = gem_inflight_queued_ns(dev, now, graph);
     if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
         gem_stat_add(GEM_STAT_UNKNOWN_HOLDS, 1);
         hold_for(MIN_HOLD_NS);
@@ -582,7 +582,7 @@ static inline int before_go_until(struct token *t)
 }
 
 /* GEM_GATE_* bits. */
-static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
+static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy)
 {
     /* A launch into a stream capture runs nothing now (its graph's launches are gated), and a
      * wait here could outlast, or an event query invalidate, the capture. */
@@ -645,7 +645,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts)
         int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
                                                                         : at;
         pthread_mutex_unlock(&t->m);
-        int64_t room = room_or_hold(dev, s, pts, now, fill_to, ask, &marked);
+        int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, ask, &marked);
         pthread_mutex_lock(&t->m);
         if (room == 0)
             continue;
@@ -685,11 +685,11 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
      * cost per launch learnt on light kernels alone lets whole replays run past the token
      * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */
     if (heavy)
-        return acquire_slow(t, dev, s, pts);
+        return acquire_slow(t, dev, s, pts, heavy);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         gem_share_take(&t->go_share, &go_uses[dev]) && before_go_until(t))
         return 0;
-    return acquire_slow(t, dev, s, pts);
+    return acquire_slow(t, dev, s, pts, heavy);
 }
 
 /* A sync that began while our latest token ran, waited for the GPU, and returned after the

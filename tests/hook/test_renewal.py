@@ -145,6 +145,27 @@ def test_a_calibration_token_is_not_queued_to_its_end(fake_env, pm):
     assert max(overuse) < 5.0, overuse
 
 
+@pytest.mark.parametrize("light,flags", [(1, wire.QUOTA_FLAG_CALIBRATION), (3, 0),
+                                         (3, wire.QUOTA_FLAG_CALIBRATION)],
+                         ids=["1 light, calibration", "3 light", "3 light, calibration"])
+def test_replays_among_light_kernels_are_queued_at_their_own_cost(fake_env, pm, light, flags):
+    """Replays of 0.8 ms, each followed by light kernels (4 us), never a sync: torch.compile
+    with CUDA graphs.  Learnt as one cost per launch, a segment of one light kernel brought it
+    down to a fraction of a replay's, and the holds of a calibration (every few ms) left the
+    replays' segments out of it and the light ones in: the queue was estimated at a third of
+    its length, and every calibration token ran through the 50 ms to the next (ordinary ones
+    with 3 light kernels: 3-35 ms)."""
+    pm.quota_ms, pm.quota_flags = 200.0, flags
+    pm.quota_delay_s = 0.05  # paced, as a capped client is: the work past a token is overuse
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "0.2",
+                      "--burst", "4", "--light-kernels", str(light), "--sync", "none",
+                      "--seconds", "1.5"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    assert len(overuse) >= 5, overuse  # (some 6 tokens of 250 ms)
+    assert max(overuse) < 5.0, overuse
+
+
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
     """Asking early helps a burst that one token would hold.  One that outlasts the tokens is
     split whatever the hook does; asking at its start would only leave the GPU idle for a round
