@@ -291,6 +291,9 @@ static void *tracker_main(void *arg)
         }
         if (done < 0)
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
+        else if (done < end_ns) /* (the GPU idled on our time: too early, or nothing to run) */
+            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse 0.000 ms (our work ran out %.3f ms "
+                    "before it)", (double)(end_ns - done) / 1e6);
         else
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms charged: what ran "
                     "before our next token, less what a sync charged)", overuse, charged);
