@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import statistics
 import time
 
 import pytest
@@ -164,6 +165,26 @@ def test_replays_among_light_kernels_are_queued_at_their_own_cost(fake_env, pm, 
     overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
     assert len(overuse) >= 5, overuse  # (some 6 tokens of 250 ms)
     assert max(overuse) < 5.0, overuse
+
+
+@pytest.mark.parametrize("quota_ms", [31.0, 29.0])
+def test_the_last_launch_of_a_token_goes_if_half_of_it_fits(fake_env, pm, quota_ms):
+    """Replays of 4 ms, never a sync, in tokens answered 50 ms late: seven fill 28 ms.  In a
+    31 ms token the eighth ends 1 ms past it (a quarter of it), and goes: held, the GPU idled
+    for the token's last 3 ms (on the H100 half a replay a token, on average: time granted and
+    not used).  In a 29 ms token it would end 3 ms past, and is held."""
+    pm.quota_ms = quota_ms
+    pm.quota_delay_s = 0.05  # paced, as a capped client is: the queue runs out between tokens
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "1",
+                      "--burst", "4", "--sync", "none", "--bursts", "160"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    later = overuse[3:]  # (the first tokens learn what a replay costs)
+    if quota_ms > 30:  # 640 ms of work: 20 tokens of eight replays (of seven: 23)
+        assert len(overuse) <= 21, overuse
+        assert 0.5 <= statistics.median(later) <= 2.0, overuse
+    else:
+        assert max(later) < 1.0, overuse
 
 
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
