@@ -13,9 +13,9 @@
  * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
  * them), for kernel launches and graph launches apart (learn_segment); the queue is the
  * launches after the newest finished marker at their costs, less what ran since that marker
- * was seen finished.  Until a cost is known, only a few launches may go
- * past the newest finished marker, unless the GPU is seen keeping up (a launch-bound loop,
- * whose markers never teach a cost: the GPU idles between them).  A host wait (sync) on a
+ * was seen finished.  Until a cost is known, only a few launches may go past the newest
+ * finished marker, unless the GPU is seen keeping up (a launch-bound loop, whose markers never
+ * teach a cost: the GPU idles between them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
  * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
  * cost was learnt on other kernels: it is raised to what the wait shows.  The processes of a
@@ -29,8 +29,8 @@
  * its 100 ms tokens.
  * Graph launches wait as with no cost known until a segment with one in it has run: a cost
  * learnt on light kernels alone let whole graph replays run past the token (torch.compile with
- * CUDA graphs).  Meanwhile a marker goes just before each graph launch too,
- * so that its segment is measured even when the GPU ran dry before it (learn_cost).
+ * CUDA graphs).  Meanwhile a marker goes just before each graph launch too, so that its
+ * segment is measured even when the GPU ran dry before it (learn_cost).
  * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
  * end to measure the token's overuse: when the work before it had run, bounded by the GPU's own
  * clock (done_by), not when a thread got to look.
@@ -736,10 +736,12 @@ static void learn_drain(struct inflight *f, struct gem_launch_count before, int6
                 "launches %.1f -> %.1f us", (double)waited / 1e6, (double)estimate / 1e6,
                 (unsigned long long)(before.launches - f->done_launches), f->kernel.per / 1e3,
                 f->kernel.per * raise / 1e3, f->graph.per / 1e3, f->graph.per * raise / 1e3);
-        f->kernel.ns *= raise;
-        f->kernel.logged = f->kernel.per *= raise;
-        f->graph.ns *= raise;
-        f->graph.logged = f->graph.per *= raise;
+        struct cost *costs[] = {&f->kernel, &f->graph};
+        for (int i = 0; i < 2; i++) {
+            costs[i]->ns *= raise;
+            costs[i]->per *= raise;
+            costs[i]->logged = costs[i]->per;
+        }
         f->logged_cost_ns = from + waited;
         f->drain_factor = f->logged_factor = 1.0;
     }

@@ -226,7 +226,8 @@ struct gem_launch_count {
 struct gem_launch_count gem_inflight_count(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 #define GEM_SYNC_BEHIND_NS 200000 /* a host wait this long at a sync: the GPU was behind */
-/* The estimate, with the launch at the gate (a graph launch: `graph`); polls, never waits. */
+/* The estimate of the queue up to the middle of the launch at the gate (a graph launch:
+ * `graph`): the launch goes where that fits.  Polls, never waits. */
 int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph);
 /* The host waited for the GPU (any sync point) from `from` until `now`, the launches in
  * `before` counted when it began; all_ran: a context or stream sync that succeeded, after which

@@ -170,9 +170,9 @@ def test_replays_among_light_kernels_are_queued_at_their_own_cost(fake_env, pm, 
 @pytest.mark.parametrize("quota_ms", [31.0, 29.0])
 def test_the_last_launch_of_a_token_goes_if_half_of_it_fits(fake_env, pm, quota_ms):
     """Replays of 4 ms, never a sync, in tokens answered 50 ms late: seven fill 28 ms.  In a
-    31 ms token the eighth ends 1 ms past it (a quarter of it), and goes: held, the GPU idled
-    for the token's last 3 ms (on the H100 half a replay a token, on average: time granted and
-    not used).  In a 29 ms token it would end 3 ms past, and is held."""
+    31 ms token the eighth ends 1 ms past it (a quarter of it), and goes; it used to be held,
+    and the GPU idled for the token's last 3 ms (on the H100, half a replay a token on average:
+    time granted and not used).  In a 29 ms token it would end 3 ms past, and is held."""
     pm.quota_ms = quota_ms
     pm.quota_delay_s = 0.05  # paced, as a capped client is: the queue runs out between tokens
     r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "1",
