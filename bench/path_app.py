@@ -3,8 +3,9 @@
   path_app.py PATH --seconds S [--sync-every-ms 50] [--k K] [--no-wait]
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
-torch-compile-graphs, cupy, torch-threads.  Every kind saturates the GPU (bf16 where it
-applies; one step is about 0.5-5 ms on an H100).  Work is counted in completed steps: the
+torch-compile-graphs, cupy, torch-threads, graph-launch-bound.  Every kind saturates the GPU
+(bf16 where it applies; one step is about 0.5-5 ms on an H100), or its host (the two
+launch-bound ones).  Work is counted in completed steps: the
 program synchronises every k steps, k being calibrated once after warm-up so that k steps take
 about --sync-every-ms (or given with --k, so that bare and hooked runs measure the same way).
 
@@ -31,7 +32,7 @@ import time
 
 # cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
-         "torch-compile-graphs", "cupy", "torch-threads", "cpu"]
+         "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
 
@@ -229,6 +230,31 @@ class LaunchBound:
         self.torch.cuda.synchronize()
 
 
+class GraphLaunchBound(LaunchBound):
+    """One `x.add_(1)` captured in a torch.cuda.CUDAGraph, replayed 200 times per step: the
+    host's rate of graph launches is the limit (every graph launch takes the hook's slow path
+    and is marked: what that costs a program of tiny graphs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.x.add_(1)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.x.add_(1)
+        torch.cuda.synchronize()
+
+    def step(self) -> None:
+        for _ in range(200):
+            self.graph.replay()
+
+
 class TorchCompile:
     """torch.compile of an MLP (4 x Linear 2048 + GELU, bf16, batch 8192): forward + backward
     per step (default mode: Triton kernels + cuBLAS; "reduce-overhead": CUDA graphs)."""
@@ -311,6 +337,8 @@ def make(path: str):
         return Jax()
     if path == "launch-bound":
         return LaunchBound()
+    if path == "graph-launch-bound":
+        return GraphLaunchBound()
     if path == "torch-compile":
         return TorchCompile(None)
     if path == "torch-compile-graphs":

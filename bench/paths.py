@@ -18,8 +18,9 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
-runs alone), "pairs", "rtt" (default: all of them but torch-threads, which runs only when
-named: torch eager's matmuls launched by two threads, a stream each).  Every run has a time
+runs alone), "pairs", "rtt" (default: all of them but torch-threads and graph-launch-bound,
+which run only when named: torch eager's matmuls launched by two threads, a stream each, and a
+loop of tiny CUDA graphs).  Every run has a time
 limit; a failing row is recorded ("error") and the rest still run.  Results are written after
 every unit to $OUT/<gpu>-<YYYYMMDD-HHMMSS>-paths.{json,md} (default bench/results/), and the table
 is printed at the end.  Imports from gemini only through bench/common.py and bench/scenarios.py
@@ -74,7 +75,9 @@ from token_path import token_path
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy"]
 # Run only when named in --only: not among the rows.
-OPTIONAL = ["torch-threads"]  # two launching threads, a stream each (the hook's lanes)
+# torch-threads: two launching threads, a stream each (the hook's lanes); graph-launch-bound:
+# a loop of tiny CUDA graphs (every graph launch takes the hook's slow path)
+OPTIONAL = ["torch-threads", "graph-launch-bound"]
 EXTRA = ["pairs", "rtt"]
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
@@ -91,7 +94,8 @@ PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
 # Rough seconds from process start to "ready" (imports, CUDA context, warm-up 1 s, calibration)
 # and, once per invocation, a cold compile/autotune; for --budget and --plan only.
 STARTUP_S = {"torch-eager": 6, "cuda-graph": 7, "triton": 7, "jax": 9, "launch-bound": 6,
-             "torch-threads": 6, "torch-compile": 14, "torch-compile-graphs": 17, "cupy": 5}
+             "torch-threads": 6, "graph-launch-bound": 7, "torch-compile": 14,
+             "torch-compile-graphs": 17, "cupy": 5}
 COLD_S = {"triton": 5, "jax": 5, "torch-compile": 45, "torch-compile-graphs": 60}
 READY_TIMEOUT_S = {"torch-compile": 300, "torch-compile-graphs": 360}
 SYNC_EVERY_MS = 50.0  # workers sync about this often (path_app's k steps)
