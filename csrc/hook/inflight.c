@@ -94,12 +94,13 @@ struct mark {
  * 0.5-1.1 us a launch on the H100 (bench/results/...-1726-s1-per-thread-share.md). */
 struct lane_slot {
     _Alignas(64) _Atomic uint64_t launches;
+    _Atomic uint64_t graphs; /* ... of which graph launches (counted once queued) */
     uintptr_t done_lane;    /* the lane of the newest finished marker here (0: none) ... */
     uint64_t done_seq;      /* ... its seq, */
     uint64_t done_launches; /* its launches on the slot, */
     int64_t done_ns;        /* and its done_ns */
     int64_t last_mark_ns;   /* when a marker was last due here.  f->m held for these five. */
-    char pad[64 - 6 * sizeof(uint64_t)];
+    char pad[64 - 7 * sizeof(uint64_t)];
 };
 
 /* What one kind of launch costs the GPU: a mean over the launches learnt, older ones fading
@@ -113,7 +114,6 @@ struct cost {
 
 struct inflight {
     pthread_mutex_t m;
-    _Atomic uint64_t graphs; /* graph launches among them */
     struct lane_slot lanes[LANE_SLOTS];
     CUcontext ctx;
     struct mark ring[MARKS]; /* in record order: oldest at head */
@@ -279,9 +279,20 @@ static uint64_t launches_of(struct inflight *f)
     return n;
 }
 
-void gem_inflight_graph_launch(int dev)
+/* ... and its graph launches. */
+static uint64_t graphs_of(struct inflight *f)
 {
-    atomic_fetch_add_explicit(&flight(dev)->graphs, 1, memory_order_relaxed);
+    uint64_t n = 0;
+    for (unsigned i = 0; i < LANE_SLOTS; i++)
+        n += atomic_load_explicit(&f->lanes[i].graphs, memory_order_relaxed);
+    return n;
+}
+
+void gem_inflight_graph_launch(int dev, CUstream s, int pts)
+{
+    struct inflight *f = flight(dev);
+    atomic_fetch_add_explicit(&lane_slot(f, lane_of(canonical(s, pts)))->graphs, 1,
+                              memory_order_relaxed);
 }
 
 static struct mark *mark_at(struct inflight *f, unsigned i)
@@ -629,7 +640,7 @@ static struct gem_launch_count count_of(struct inflight *f)
 {
     return (struct gem_launch_count){
         .launches = launches_of(f),
-        .graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed)};
+        .graphs = graphs_of(f)};
 }
 
 struct gem_launch_count gem_inflight_count(int dev)
@@ -792,14 +803,16 @@ int64_t gem_inflight_next_done_ns(int dev)
     return at;
 }
 
-uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
+uint64_t gem_inflight_allowance(int dev, int64_t room_ns, int graph)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double cost = f->kernel.per * wall_factor(f); /* (a graph launch always looks) */
+    double cost = (graph ? f->graph.per : f->kernel.per) * wall_factor(f);
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
+    if (cost <= 0.0 && graph) /* (until one's cost is known, every graph launch looks) */
+        return 0;
     if (cost <= 0.0) { /* the next launch past the allowance goes slow and gets a marker */
         if (markers_out)
             return 0;
@@ -807,8 +820,8 @@ uint64_t gem_inflight_allowance(int dev, int64_t room_ns)
         return idle;
     }
     double n = (double)room_ns / cost / 2; /* half the room: look again before it is full */
-    if (n < 1.0)
-        return 1;
+    if (n < 1.0) /* (a graph launch may cost ms: it looks, and goes if half of it fits) */
+        return graph ? 0 : 1;
     return n > 256.0 ? 256 : (uint64_t)n;
 }
 
@@ -832,7 +845,7 @@ static int current_ctx_ok(struct inflight *f)
         f->lanes[i].done_lane = 0;
     forget_cost(f);
     f->done_launches = launches_of(f);
-    f->done_graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
+    f->done_graphs = graphs_of(f);
     f->ctx = ctx;
     return 1;
 }
@@ -902,7 +915,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     uint64_t own = before_launch != 0;
     m->launches = launches_of(f) - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
-    m->graphs = atomic_load_explicit(&f->graphs, memory_order_relaxed);
+    m->graphs = graphs_of(f);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;

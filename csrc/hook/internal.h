@@ -218,7 +218,8 @@ void gem_ipc_reset_after_fork(void);
 /* One more launch on dev, to stream s (pts: through a per-thread default stream entry point).
  * gem_inflight_count: the device's launches so far (a sum: not for the hot path). */
 void gem_inflight_launch(int dev, CUstream s, int pts);
-void gem_inflight_graph_launch(int dev); /* the launch just counted is a graph launch */
+/* The launch just counted, on stream s, is a graph launch. */
+void gem_inflight_graph_launch(int dev, CUstream s, int pts);
 struct gem_launch_count {
     uint64_t launches;
     uint64_t graphs; /* of which graph launches */
@@ -235,7 +236,8 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph);
  * where a marker after the last of them says so (the host may have returned late). */
 int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t from, int64_t now,
                             int all_ran);
-uint64_t gem_inflight_allowance(int dev, int64_t room_ns); /* launches that fit in room_ns */
+/* How many launches (graph launches: `graph`) may go on the hot path in room_ns. */
+uint64_t gem_inflight_allowance(int dev, int64_t room_ns, int graph);
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
 void gem_inflight_set_sharers(int dev, uint32_t sharers);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */

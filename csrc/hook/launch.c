@@ -21,12 +21,11 @@ static inline int gate(int pts, CUstream s, int dev, int heavy)
 
 static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, int heavy)
 {
-    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS) {
-        if (heavy) /* (counted once queued: a marker before it must not count it) */
-            gem_inflight_graph_launch(dev);
+    if (heavy && rc == CUDA_SUCCESS) /* (counted once queued: a marker before it must not) */
+        gem_inflight_graph_launch(dev, s, pts);
+    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
         gem_inflight_mark(dev, s, pts, gem_now_ns(),
                           heavy || (g & GEM_GATE_MARK_ALWAYS) ? GEM_MARK_ALWAYS : 0);
-    }
     return rc;
 }
 

@@ -3,12 +3,14 @@
  *
  * Rules, in the order a launch applies them:
  *  - Hot path: a burst is running, the launch is before `go_until` and within its thread's
- *    share of the launches allowed since the last look (`go_share`) -> go (one read of the
- *    time-stamp counter, or of the clock where it is not to be trusted: ticks.h; an
- *    atomic add on its stream's count and a few atomic loads, no lock, no driver call, and
- *    nothing written that other launching threads read: common/share.c).
- *    Never for a graph launch (`heavy`): it carries many kernels, and is always checked and
- *    marked, so that the queue estimate learns what it costs (inflight.c).
+ *    share of the launches allowed since the last look (`go_share`; `graph_share` for a graph
+ *    launch, `heavy`) -> go (one read of the time-stamp counter, or of the clock where it is
+ *    not to be trusted: ticks.h; an atomic add on its stream's count and a few atomic loads,
+ *    no lock, no driver call, and nothing written that other launching threads read:
+ *    common/share.c; a graph launch adds to the device's count of them too).
+ *    A graph launch carries many kernels: its allowance is its own, at its own cost, none
+ *    until that is known (inflight.c), and every graph launch on the slow path is marked.
+ *    Always checked, a loop of tiny graphs did 0.43 of its bare work alone (H100).
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
  *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
  *    is left (design-notes §1); in a calibration token, while it would run more than
@@ -102,6 +104,7 @@ struct token {
     _Atomic int64_t go_until_ns;   /* the hot path goes before this (or go_until_ticks) ... */
     _Atomic uint64_t go_until_ticks; /* (ticks.h; 0: not known, go_until_ns is read) */
     struct gem_share go_share;     /* ... and within its thread's part of these launches */
+    struct gem_share graph_share;  /* ... of these graph launches */
     _Atomic int burst_running;
     _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
     int long_bursts;          /* its latest burst did (v1's early request then does not help) */
@@ -147,6 +150,8 @@ static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 /* Each launching thread's use of its device's go_share (initial-exec: the hook is preloaded,
  * and a thread's first launch must not allocate). */
 static __thread struct gem_share_use go_uses[GEM_MAX_DEVICES]
+    __attribute__((tls_model("initial-exec")));
+static __thread struct gem_share_use graph_uses[GEM_MAX_DEVICES] /* (graph_share) */
     __attribute__((tls_model("initial-exec")));
 static int64_t tail_ns = DEFAULT_TAIL_NS;
 static int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
@@ -199,6 +204,7 @@ void gem_token_reset_after_fork(void)
     pthread_once(&tokens_once, tokens_init);
     tokens_init();
     memset(go_uses, 0, sizeof(go_uses));
+    memset(graph_uses, 0, sizeof(graph_uses));
     gem_inflight_reset_after_fork();
 }
 
@@ -657,15 +663,20 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t until = now + room / 2;
         if (until > ask && now < ask)
             until = ask;
-        uint64_t allowance = gem_inflight_allowance(dev, room);
+        uint64_t allowance = gem_inflight_allowance(dev, room, 0);
+        uint64_t graphs = gem_inflight_allowance(dev, room, 1);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
             if (allowance > MEASURE_LOOK_LAUNCHES)
                 allowance = MEASURE_LOOK_LAUNCHES;
+            if (graphs > MEASURE_LOOK_LAUNCHES)
+                graphs = MEASURE_LOOK_LAUNCHES;
             out |= GEM_GATE_MARK_ALWAYS;
         }
+        /* (each allowance fills at most half the room: both together, at most all of it) */
         gem_share_set(&t->go_share, &go_uses[dev], allowance);
+        gem_share_set(&t->graph_share, &graph_uses[dev], graphs);
         set_go_until(t, until);
         break;
     }
@@ -684,13 +695,10 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
     gem_inflight_launch(dev, s, pts);
-    /* A graph launch carries many kernels: the queue estimate must see what it costs, else a
-     * cost per launch learnt on light kernels alone lets whole replays run past the token
-     * (torch.compile with CUDA graphs, capped, on the H100: overuse up to 38 ms). */
-    if (heavy)
-        return acquire_slow(t, dev, s, pts, heavy);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
-        gem_share_take(&t->go_share, &go_uses[dev]) && before_go_until(t))
+        gem_share_take(heavy ? &t->graph_share : &t->go_share,
+                       heavy ? &graph_uses[dev] : &go_uses[dev]) &&
+        before_go_until(t))
         return 0;
     return acquire_slow(t, dev, s, pts, heavy);
 }
