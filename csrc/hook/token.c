@@ -7,7 +7,7 @@
  *    launch, `heavy`) -> go (one read of the time-stamp counter, or of the clock where it is
  *    not to be trusted: ticks.h; an atomic add on its stream's count and a few atomic loads,
  *    no lock, no driver call, and nothing written that other launching threads read:
- *    common/share.c; a graph launch adds to the device's count of them too).
+ *    common/share.c; a graph launch adds to its stream's count of them too).
  *    A graph launch carries many kernels: its allowance is its own, at its own cost, none
  *    until that is known (inflight.c), and every graph launch on the slow path is marked.
  *    Always checked, a loop of tiny graphs did 0.43 of its bare work alone (H100).
