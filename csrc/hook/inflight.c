@@ -803,26 +803,36 @@ int64_t gem_inflight_next_done_ns(int dev)
     return at;
 }
 
-uint64_t gem_inflight_allowance(int dev, int64_t room_ns, int graph)
+/* Launches that each keep the queue busy `cost` ns (> 0) in half of room_ns: look again before
+ * it is full; at least `least`. */
+static uint64_t launches_in(int64_t room_ns, double cost, uint64_t least)
+{
+    double n = (double)room_ns / cost / 2;
+    if (n < (double)least)
+        return least;
+    return n > 256.0 ? 256 : (uint64_t)n;
+}
+
+void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_t *graphs)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double cost = (graph ? f->graph.per : f->kernel.per) * wall_factor(f);
+    double factor = wall_factor(f);
+    double kernel = f->kernel.per * factor, graph = f->graph.per * factor;
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
-    if (cost <= 0.0 && graph) /* (until one's cost is known, every graph launch looks) */
-        return 0;
-    if (cost <= 0.0) { /* the next launch past the allowance goes slow and gets a marker */
-        if (markers_out)
-            return 0;
+    /* Until its cost is known every graph launch looks; one that may cost ms looks near the
+     * token's end too, and goes if half of it fits. */
+    *graphs = graph > 0.0 ? launches_in(room_ns, graph, 0) : 0;
+    if (kernel > 0.0) {
+        *kernels = launches_in(room_ns, kernel, 1);
+    } else if (markers_out) { /* the next launch goes slow and gets a marker */
+        *kernels = 0;
+    } else {
         gem_stat_add(GEM_STAT_IDLE_GO, idle);
-        return idle;
+        *kernels = idle;
     }
-    double n = (double)room_ns / cost / 2; /* half the room: look again before it is full */
-    if (n < 1.0) /* (a graph launch may cost ms: it looks, and goes if half of it fits) */
-        return graph ? 0 : 1;
-    return n > 256.0 ? 256 : (uint64_t)n;
 }
 
 static int current_ctx_ok(struct inflight *f)

@@ -236,8 +236,8 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph);
  * where a marker after the last of them says so (the host may have returned late). */
 int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t from, int64_t now,
                             int all_ran);
-/* How many launches (graph launches: `graph`) may go on the hot path in room_ns. */
-uint64_t gem_inflight_allowance(int dev, int64_t room_ns, int graph);
+/* How many kernel launches, and graph launches, may go on the hot path in room_ns. */
+void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_t *graphs);
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
 void gem_inflight_set_sharers(int dev, uint32_t sharers);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */

@@ -663,8 +663,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t until = now + room / 2;
         if (until > ask && now < ask)
             until = ask;
-        uint64_t allowance = gem_inflight_allowance(dev, room, 0);
-        uint64_t graphs = gem_inflight_allowance(dev, room, 1);
+        uint64_t allowance = 0, graphs = 0;
+        gem_inflight_allowance(dev, room, &allowance, &graphs);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
