@@ -76,7 +76,7 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
          "torch-compile-graphs", "cupy"]
 # Run only when named in --only: not among the issue's rows.
 # torch-threads: two launching threads, a stream each (the hook's lanes); graph-launch-bound:
-# a loop of tiny CUDA graphs (every graph launch takes the hook's slow path)
+# a loop of tiny CUDA graphs (what the gate costs a graph launch)
 OPTIONAL = ["torch-threads", "graph-launch-bound"]
 EXTRA = ["pairs", "rtt"]
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
