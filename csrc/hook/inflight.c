@@ -76,6 +76,8 @@ struct mark {
     uint64_t launches; /* launches on the device before this marker */
     uint64_t graphs;   /* ... of which graph launches */
     uint64_t lane_launches; /* launches counted in its lane's slot before it */
+    uint64_t claim;         /* the launches known to have run once it has (claim_of) ... */
+    uint64_t claim_graphs;  /* ... of which graph launches */
     int64_t host_ns;   /* when it was recorded */
     int64_t seen_ns;   /* when it was seen finished (0: not yet) */
     int64_t ev_ns;     /* by when it finished itself, at the latest (with seen_ns) ... */
@@ -88,7 +90,8 @@ struct mark {
 
 /* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
  * of one slot then only ever read "launched since" where nothing was), and the newest finished
- * marker of one of them.  A cache line each: a program's threads launch on lanes of their own.
+ * marker of one of them.  Cache lines of their own (the hot path writes only the first two
+ * counts): a program's threads launch on lanes of their own.
  * The device's launches are the sum over the slots, read off the hot path: a count of the
  * device's own, added to by every launching thread, cost four threads launching empty kernels
  * 0.5-1.1 us a launch on the H100 (bench/results/...-1726-s1-per-thread-share.md). */
@@ -99,8 +102,11 @@ struct lane_slot {
     uint64_t done_seq;      /* ... its seq, */
     uint64_t done_launches; /* its launches on the slot, */
     int64_t done_ns;        /* and its done_ns */
-    int64_t last_mark_ns;   /* when a marker was last due here.  f->m held for these five. */
-    char pad[64 - 7 * sizeof(uint64_t)];
+    int64_t last_mark_ns;   /* when a marker was last due here */
+    uint64_t others;        /* the other slots' launches as of the latest marked launch here */
+    uint64_t others_graphs; /* (claim_of), and graph launches, */
+    uint64_t looked;        /* ... and as of the latest look here */
+    uint64_t looked_graphs; /* f->m held for these nine. */
 };
 
 /* What one kind of launch costs the GPU: a mean over the launches learnt, older ones fading
@@ -435,9 +441,14 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * it (it teaches the cost, where too long is the safe side). */
         struct run_window *w = run_window_of(f, done->seen_ns - (int64_t)((double)ms * 1e6));
         uint64_t graphs = done->graphs - prev->graphs;
+        /* Nor one that ends at a marker recorded before a launch while other lanes launched
+         * (claim_of): n counts their launches since, and some of them run after it (fake
+         * GPU, two threads of 50 us graphs: 30.9 us a graph launch, and a token's queue went
+         * 30 ms past it). */
+        int mixed = done->claim != done->launches;
         if (w != NULL && after_gap) { /* (left out: the debug log) */
             note_gap(w, prev, done, ms);
-        } else if (w != NULL && prev->queue_end && f->many_streams) {
+        } else if (w != NULL && (prev->queue_end || mixed) && f->many_streams) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
         } else if (w != NULL) {
@@ -447,7 +458,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             if (graphs > 0)
                 w->graph_ns += (double)ms * 1e6;
         }
-        if (prev->queue_end) {
+        if (prev->queue_end || mixed) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return prev;
         }
@@ -545,9 +556,14 @@ static void done_by(struct inflight *f, struct mark *m, int64_t ev_ns)
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
 }
 
-/* Move past the finished markers at the head of the ring.  f->m held. */
-static void poll_marks(struct inflight *f, int64_t now)
+/* Move past the finished markers at the head of the ring.  On a clock read of its own: a
+ * caller's `now` may be milliseconds old (its thread waited for f->m, or the host stopped
+ * it), and a marker seen finished earlier than it was puts the work before it that much
+ * earlier: with two launching threads, a queue read 6.5 ms short so (fake GPU), and went 5.3 ms
+ * past its token.  f->m held. */
+static void poll_marks(struct inflight *f)
 {
+    int64_t now = gem_now_ns();
     __typeof__(&cuEventQuery) query = REAL_AUX(cuEventQuery);
     if (query == NULL)
         return;
@@ -587,11 +603,14 @@ static void poll_marks(struct inflight *f, int64_t now)
         else
             done_by(f, m, now);
     }
-    const struct mark *newest = mark_at(f, finished - 1);
+    const struct mark *told = mark_at(f, finished - 1); /* (the one that tells the most) */
+    for (unsigned i = f->kept; i < finished; i++)
+        if (mark_at(f, i)->claim > told->claim)
+            told = mark_at(f, i);
     unrelax(mode);
-    if (newest->launches >= f->done_launches) { /* (a sync may have told of more already) */
-        f->done_launches = newest->launches;
-        f->done_graphs = newest->graphs;
+    if (told->claim >= f->done_launches) { /* (a sync may have told of more already) */
+        f->done_launches = told->claim;
+        f->done_graphs = told->claim_graphs;
         f->done_seen_ns = now;
     }
     /* Keep the newest finished marker: the next segment's cost is measured from it. */
@@ -648,12 +667,18 @@ struct gem_launch_count gem_inflight_count(int dev)
     return count_of(flight(dev));
 }
 
-int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph)
+int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, int graph)
 {
     struct inflight *f = flight(dev);
+    struct lane_slot *l = lane_slot(f, lane_of(canonical(s, pts)));
     pthread_mutex_lock(&f->m);
-    poll_marks(f, now);
+    poll_marks(f);
+    /* As of now, and then as seen from the caller's time (which may be long past: the room it
+     * works out from it is then right). */
+    int64_t now = gem_now_ns();
     struct gem_launch_count upto = count_of(f);
+    l->looked = upto.launches - atomic_load_explicit(&l->launches, memory_order_relaxed);
+    l->looked_graphs = upto.graphs - atomic_load_explicit(&l->graphs, memory_order_relaxed);
     upto.graphs += graph != 0; /* (this launch is counted, as a graph launch once queued) */
     uint64_t pending = upto.launches - f->done_launches;
     int64_t queued = 0;
@@ -703,7 +728,7 @@ int64_t gem_inflight_queued_ns(int dev, int64_t now, int graph)
         f->idle_allowance = f->idle_allowance ? 2 * f->idle_allowance : IDLE_ALLOWANCE_MIN;
     }
     pthread_mutex_unlock(&f->m);
-    return queued;
+    return queued == GEM_INFLIGHT_UNKNOWN ? queued : queued + (now - asked_ns);
 }
 
 /* What a wait for the launches counted in `before` that ran them all says of the queue's
@@ -772,7 +797,7 @@ int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t fro
     else
         behind(f, now);
     if (all_ran) {
-        poll_marks(f, now); /* the markers before the sync are done too: learn from them first */
+        poll_marks(f); /* the markers before the sync are done too: learn from them first */
         /* The newest finished marker came after them all: they ran by when it did, if they
          * were all on its lane (a context sync waits for every stream, and each thread's
          * per-thread default stream is a lane of its own). */
@@ -868,6 +893,27 @@ int gem_inflight_capturing(CUstream s, int pts)
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+/* What m's finish says has run: every launch before it on its lane, and the other lanes'
+ * launches counted when its lane's latest marked launch looked (the slow path's look, at the
+ * gate), queued before that launch.  Not the others' launches since, counted when m was
+ * recorded: they are queued beside its lane's in no order the GPU keeps.  A marker recorded
+ * after a launch, or at a hold, finished at once and said that the other threads' queues had
+ * run (fake GPU, two threads of 50 us graphs: 52 launches claimed 70 us after they were
+ * queued; a token's queue went up to 30 ms past it).  A lane's launches on the hot path since
+ * its look are claimed by its own markers, and by the other lanes' after their next look.
+ * f->m held. */
+static void claim_of(struct lane_slot *l, struct mark *m, uint64_t lane_graphs, int before_launch)
+{
+    if (!before_launch) { /* after a launch that looked (the slow path marks its launch) */
+        l->others = l->looked;
+        l->others_graphs = l->looked_graphs;
+    }
+    uint64_t claim = m->lane_launches + l->others;
+    uint64_t graphs = lane_graphs + l->others_graphs;
+    m->claim = claim < m->launches ? claim : m->launches;
+    m->claim_graphs = graphs < m->graphs ? graphs : m->graphs;
+}
+
 void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
 {
     int before_launch = (how & GEM_MARK_BEFORE_LAUNCH) != 0;
@@ -898,7 +944,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         pthread_mutex_unlock(&f->m);
         return;
     }
-    poll_marks(f, now);
+    poll_marks(f);
     if (f->count == MARKS) { /* full: drop the oldest unfinished one (the estimate covers it) */
         f->head = (f->head + 1) % MARKS;
         f->count--;
@@ -926,6 +972,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->launches = launches_of(f) - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
     m->graphs = graphs_of(f);
+    claim_of(l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
@@ -968,7 +1015,7 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs
     /* What finished since the last look counts too: a program that asks after a sync has run
      * its queue, and nothing looked at the markers since (a thread of our context only). */
     if (get_ctx != NULL && get_ctx(&ctx) == CUDA_SUCCESS && ctx != NULL && ctx == f->ctx)
-        poll_marks(f, gem_now_ns());
+        poll_marks(f);
     const struct run_window *w = &f->run[1];
     /* A program whose graph replays carry most of its GPU time is counted in them from then
      * on.  Its other launches are light, and how many of them a window holds moves with where

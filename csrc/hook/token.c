@@ -534,7 +534,7 @@ static void hold_for(int64_t ns)
 static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now, int64_t at,
                             int64_t ask, int *marked)
 {
-    int64_t queued = gem_inflight_queued_ns(dev, now, graph);
+    int64_t queued = gem_inflight_queued_ns(dev, s, pts, now, graph);
     if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
         gem_stat_add(GEM_STAT_UNKNOWN_HOLDS, 1);
         hold_for(MIN_HOLD_NS);
