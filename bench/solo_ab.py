@@ -3,7 +3,7 @@ speed"; a cap of a program the host paces, judged against bare runs beside it).
 
   python3 bench/solo_ab.py [--path launch-bound] [--rounds 6] [--seconds 3] [--cpus 4-7]
                            [--variants bare,disabled,solo,solo-clock,cap] [--cap-seconds 15]
-                           [--budget SECONDS] [--out DIR]
+                           [--budget SECONDS] [--stats] [--out DIR]
 
 Each round runs, in fresh processes one after the other: the program bare; with the hook
 preloaded but switched off (GEMINI_HOOK_DISABLE=1: pass-through, no daemons reached); under
@@ -31,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from common import (
 APP = Path(__file__).resolve().parent / "path_app.py"
 VARIANTS = ("bare", "disabled", "solo")
 ALL_VARIANTS = (*VARIANTS, "solo-clock", "cap")
+HOOKED = ("solo", "solo-clock", "cap")  # the variants whose hook runs its gate
 
 
 def rate(path: str, seconds: float, env: dict[str, str], cpus: set[int] | None = None) -> float:
@@ -67,6 +69,19 @@ def rate(path: str, seconds: float, env: dict[str, str], cpus: set[int] | None =
         if "error" in msg:
             raise RuntimeError(msg["error"])
     raise RuntimeError(f"no result (rc {p.returncode}): {p.stderr[-800:]}")
+
+
+def hook_counts(path: str, seconds: float, env: dict[str, str],
+                cpus: set[int] | None) -> tuple[float, dict[str, int]]:
+    """rate(), under the hook, with the hook's counts (GEMINI_HOOK_STATS, written at exit):
+    the gate's ("gate.*": slow paths, holds, token requests) and the launch calls'."""
+    with tempfile.TemporaryDirectory() as tmp:
+        stats = Path(tmp) / "hook-stats.json"
+        steps = rate(path, seconds, {**env, "GEMINI_HOOK_STATS": str(stats)}, cpus)
+        counts = json.loads(stats.read_text()) if stats.exists() else {}
+    kept = {k: v for k, v in counts.items()
+            if v and (k.startswith(("gate.", "cuLaunch", "cuGraphLaunch")))}
+    return steps, kept
 
 
 def cpu_list(text: str) -> set[int] | None:
@@ -102,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-seconds", type=float, default=15.0, help="length of a capped run")
     p.add_argument("--cpus", default="", help="run the program on these CPUs only (e.g. 4-7): "
                    "where a process lands moves a launch-bound loop's rate by 10-20 %%")
+    p.add_argument("--stats", action="store_true",
+                   help="keep the hook's gate and launch counts of each hooked run (\"stats\")")
     args = p.parse_args(argv)
     args.variants = variants_of(args.variants)
     with Procs() as procs:
@@ -124,6 +141,7 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
             envs["cap"] = {**base_env(), **backend.hook_env("cap")}
         seconds = {v: args.cap_seconds if v == "cap" else args.seconds for v in variants}
         runs: dict[str, list[float]] = {v: [] for v in variants}
+        counts: dict[str, list[dict[str, int]]] = {v: [] for v in variants if v in HOOKED}
         cpus = cpu_list(args.cpus)
         started, longest = time.monotonic(), 0.0
         for i in range(args.rounds):
@@ -136,7 +154,12 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
             # warmed by the run before) must not favour one variant.
             n = len(variants)
             for v in variants[i % n:] + variants[:i % n]:
-                runs[v].append(round(rate(args.path, seconds[v], envs[v], cpus), 2))
+                if args.stats and v in HOOKED:
+                    steps, kept = hook_counts(args.path, seconds[v], envs[v], cpus)
+                    counts[v].append(kept)
+                else:
+                    steps = rate(args.path, seconds[v], envs[v], cpus)
+                runs[v].append(round(steps, 2))
             print(f"round {i}: " + ", ".join(f"{v} {runs[v][-1]}" for v in variants), flush=True)
             longest = max(longest, time.monotonic() - round_start)
     finally:
@@ -147,6 +170,8 @@ def measure(args: argparse.Namespace, procs: Procs, argv: list[str] | None) -> i
                  "rounds": len(runs["bare"]), "runs": runs}
     if "cap" in variants:
         out.update(cap=args.cap, cap_seconds=args.cap_seconds)
+    if args.stats:
+        out["stats"] = counts
     for v in variants[1:]:
         ratios = sorted(a / b for a, b in zip(runs[v], runs["bare"], strict=True))
         out[f"{v}_over_bare"] = {"median": round(statistics.median(ratios), 4),

@@ -62,6 +62,19 @@ def test_solo_ab_runs_a_capped_client_beside_bare_runs(tmp_path: Path) -> None:
     assert "solo_over_bare" not in result
 
 
+@pytest.mark.system
+def test_solo_ab_keeps_the_hooks_counts_of_each_hooked_run(tmp_path: Path) -> None:
+    path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
+                       "--rounds", "2", "--seconds", "0.3", "--variants", "disabled,solo",
+                       "--stats")
+    result = json.loads(path.read_text())
+    assert set(result["stats"]) == {"solo"}  # (bare and disabled: no gate)
+    # one dict per run; the cpu kind launches nothing, so the hook counted no launch
+    assert len(result["stats"]["solo"]) == 2
+    assert all(isinstance(c, dict) and not any(k.startswith("cuLaunch") for k in c)
+               for c in result["stats"]["solo"])
+
+
 def test_solo_ab_refuses_an_unknown_variant() -> None:
     p = subprocess.run([sys.executable, "bench/solo_ab.py", "--variants", "solo,capped"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
