@@ -276,21 +276,14 @@ void gem_inflight_launch(int dev, CUstream s, int pts)
                               memory_order_relaxed);
 }
 
-/* The launches on the device so far. */
-static uint64_t launches_of(struct inflight *f)
+/* The launches on the device so far, and its graph launches. */
+static struct gem_launch_count count_of(struct inflight *f)
 {
-    uint64_t n = 0;
-    for (unsigned i = 0; i < LANE_SLOTS; i++)
-        n += atomic_load_explicit(&f->lanes[i].launches, memory_order_relaxed);
-    return n;
-}
-
-/* ... and its graph launches. */
-static uint64_t graphs_of(struct inflight *f)
-{
-    uint64_t n = 0;
-    for (unsigned i = 0; i < LANE_SLOTS; i++)
-        n += atomic_load_explicit(&f->lanes[i].graphs, memory_order_relaxed);
+    struct gem_launch_count n = {0, 0};
+    for (unsigned i = 0; i < LANE_SLOTS; i++) {
+        n.launches += atomic_load_explicit(&f->lanes[i].launches, memory_order_relaxed);
+        n.graphs += atomic_load_explicit(&f->lanes[i].graphs, memory_order_relaxed);
+    }
     return n;
 }
 
@@ -656,13 +649,6 @@ static int64_t estimate_with(const struct inflight *f, struct gem_launch_count u
     return q > 0 ? q : 0;
 }
 
-static struct gem_launch_count count_of(struct inflight *f)
-{
-    return (struct gem_launch_count){
-        .launches = launches_of(f),
-        .graphs = graphs_of(f)};
-}
-
 struct gem_launch_count gem_inflight_count(int dev)
 {
     return count_of(flight(dev));
@@ -880,8 +866,9 @@ static int current_ctx_ok(struct inflight *f)
     for (unsigned i = 0; i < LANE_SLOTS; i++)
         f->lanes[i].done_lane = 0;
     forget_cost(f);
-    f->done_launches = launches_of(f);
-    f->done_graphs = graphs_of(f);
+    struct gem_launch_count counted = count_of(f);
+    f->done_launches = counted.launches;
+    f->done_graphs = counted.graphs;
     f->ctx = ctx;
     return 1;
 }
@@ -970,9 +957,10 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
      * device and on this lane.  (Read after the record: a launch counted before it went to the
      * driver, so every launch queued before the marker is in the counts.) */
     uint64_t own = before_launch != 0;
-    m->launches = launches_of(f) - own;
+    struct gem_launch_count all = count_of(f);
+    m->launches = all.launches - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
-    m->graphs = graphs_of(f);
+    m->graphs = all.graphs;
     claim_of(l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
