@@ -31,6 +31,11 @@ Rules:
   (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading, every
   `speed.SETTLING_EVERY_S` for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S`
   after that, once it has the room for it.
+- Shares of uncapped clients beside each other hold by work too: the power limiter sets one
+  clock for all, which a light program runs slower at than alone and a power-hungry one
+  faster.  Each gets short calibration grants (`speed.SHARED_CALIBRATION_S`: alone, while the
+  others wait) and is charged its speed in its credit, and the credit each earns is shifted
+  alike for all (`_by_work`) so that the GPU's time adds up.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.
@@ -46,7 +51,13 @@ from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, next_quota, pick, targets
-from gemini.core.speed import CALIBRATION_S, CALIBRATION_SETTLE_S, SpeedMeter
+from gemini.core.speed import (
+    CALIBRATION_S,
+    CALIBRATION_SETTLE_S,
+    SHARED_CALIBRATION_S,
+    SHARED_SETTLE_S,
+    SpeedMeter,
+)
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
@@ -103,9 +114,10 @@ class ClientState:
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     overuse_s: float = 0.0  # overuse charged so far
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
-    # Was the grant weighed before the latest a calibration?  A request's run is that grant's
-    # (its queue ran out after the client asked for the next: wire.quota_run).
+    # Was the grant weighed before the latest a calibration, or shared?  A request's run is
+    # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
     calibrated_before: bool = False
+    shared_before: bool = False
 
 
 @dataclass
@@ -281,7 +293,7 @@ class SchedulerCore:
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
-            self._weigh(client, latest, gpu_wait_ms, run)
+            out += self._weigh(client, latest, gpu_wait_ms, run)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -326,11 +338,13 @@ class SchedulerCore:
         calibrating = standing is not None and standing.need > 0.0
         if calibrating:
             assert standing is not None
-            length = max(length, min(CALIBRATION_S, standing.remaining))
+            length = max(length, min(self._calibration_s(client), standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
         interval.calibrating = calibrating
-        if calibrating:
+        interval.shared = standing is not None and (
+            bool(self.candidates) or self._grace is not None)
+        if calibrating and client.spec.capped:  # (the clock's readings: for capped clients)
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
         if client.spec.capped:
@@ -357,36 +371,68 @@ class SchedulerCore:
         self._pace(name, seconds)
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
-               run: tuple[float, int, bool]) -> None:
-        """Charge a capped client's ended grant at its speed: a second of it did `speed`
-        seconds of the client's continuous work.  A calibration grant runs continuously: it
-        is charged its time, but for its first CALIBRATION_SETTLE_S, which run as fast as an
-        ordinary grant before the limiter settles (H100, torch eager and CUDA graphs: 1.03-1.06
-        of the bare rate over a whole calibration, 2026-11-25).  `gpu_wait_ms`: how long the client
-        waited on the GPU since its last request, in this grant (None: not said); `run`: the
-        GPU time (ms) and launches (or graph launches) its hook measured in the grant before
+               run: tuple[float, int, bool]) -> list[Action]:
+        """Charge an ended grant at its client's speed: a second of it did `speed` seconds of
+        the client's continuous work (a capped client's, or an uncapped one's beside others:
+        gemini.core.speed).  A calibration grant runs continuously: it is charged its time,
+        but for its first CALIBRATION_SETTLE_S, which run as fast as an ordinary grant before
+        the limiter settles (H100, torch eager and CUDA graphs: 1.03-1.06 of the bare rate over
+        a whole calibration, 2026-11-25).  `gpu_wait_ms`: how long the client waited on the GPU
+        since its last request, in this grant (None: not said); `run`: the GPU time (ms) and
+        launches (or graph launches) its hook measured in the grant before
         (wire.quota_run)."""
         grant.weighed = True
-        if not client.spec.capped:
-            return
+        capped = client.spec.capped
         run_ms, run_count, run_graphs = run
-        self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs)
-        client.calibrated_before = grant.calibrating
+        if capped or client.shared_before:  # (alone and uncapped: nothing to weigh)
+            self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
+                           shared=not capped)
+        out = self._said_calibrated(client, grant.name, run_count)
+        client.calibrated_before, client.shared_before = grant.calibrating, grant.shared
+        if not capped:
+            if not grant.shared:
+                return out
+            self.speed.seen(grant.name, grant.start)  # (a capped one's clock says when)
         if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
         if grant.calibrating:  # until the limiter settles, as an ordinary grant does
-            fast_s = max(fast_s - CALIBRATION_SETTLE_S, 0.0)
-        extra = (self.speed.speed(grant.name, grant.end) - 1.0) * fast_s
-        if extra > 1e-6:
+            fast_s = min(fast_s, CALIBRATION_SETTLE_S if capped else SHARED_SETTLE_S)
+        extra = (self._speed(grant.name, grant.end) - 1.0) * fast_s
+        if capped and extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
             client.speed_charge_s += extra
+        elif not capped:  # in its credit only: it has no cap for windows to hold
+            self.credits.spend(grant.name, extra)
+            client.speed_charge_s += extra
+        return out
+
+    def _said_calibrated(self, client: ClientState, name: str, run_count: int) -> list[Action]:
+        """What an uncapped client's calibration read, once its hook said (a capped one's is
+        said when the clock's readings are in: _calibrated)."""
+        if client.spec.capped or not client.calibrated_before or not run_count:
+            return []
+        return [act.debug(name, f"calibrated beside others: speed {self._speed(name):.3f} "
+                                f"({self.speed.describe(name, shared=True)})")]
+
+    def _speed(self, name: str, now: float = math.inf) -> float:
+        """Its work per second of its grants ÷ its work run continuously alone."""
+        client = self.clients.get(name)
+        if client is None:
+            return 1.0
+        return self.speed.speed(name, now, shared=not client.spec.capped)
+
+    @staticmethod
+    def _calibration_s(client: ClientState) -> float:
+        return CALIBRATION_S if client.spec.capped else SHARED_CALIBRATION_S
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
-        """A capped client waiting alone, with the clock read, whose calibration is due."""
+        """A capped client waiting alone, with the clock read, or an uncapped one beside
+        others, its grants measured by its hook, whose calibration is due."""
+        if not self.clients[name].spec.capped:
+            return not alone and self.speed.measured(name) and self.speed.due(name, now, True)
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
-        capped = self.clients[name].spec.capped
-        return clocked and alone and capped and self.speed.due(name, now)
+        return clocked and alone and self.speed.due(name, now)
 
     def _end_early(self, interval: Interval, now: float) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
@@ -409,11 +455,27 @@ class SchedulerCore:
             wanting.add(self.holder.interval.name)
         if self._grace is not None:
             wanting.add(self._grace[0])
-        self.credits.earn(self._targets(wanting), now)
+        self.credits.earn(self._by_work(self._targets(wanting)), now)
 
     def _targets(self, names: set[str] | list[str]) -> dict[str, float]:
         specs = {n: self.clients[n].spec for n in names if n in self.clients}
         return targets({n: (s.request, s.limit) for n, s in specs.items()})
+
+    def _by_work(self, rates: dict[str, float]) -> dict[str, float]:
+        """The rates at which uncapped clients beside others earn credit, so that each does its
+        target share of its own work less one and the same shortfall δ (or more by one and the
+        same surplus): they spend credit at their speeds, and the GPU's time is what there is
+        to share.  Without it credit drifts the same way for all of them, and at its bound the
+        order falls back to turns by time.  (Capped clients: as their targets say.)"""
+        uncapped = [n for n in rates if not self.clients[n].spec.capped]
+        if len(rates) < 2 or not uncapped:
+            return rates
+        speeds = {n: self._speed(n) for n in uncapped}
+        if all(s == 1.0 for s in speeds.values()):
+            return rates
+        inverse = sum(1.0 / s for s in speeds.values())
+        delta = (sum(rates[n] / s - rates[n] for n, s in speeds.items())) / inverse
+        return {n: max(r - delta, 0.0) if n in speeds else r for n, r in rates.items()}
 
     def _grant_length(self, quota_s: float, standing: Standing | None) -> float:
         """The adaptive quota, cut short where a whole one would overshoot its limit, and while
@@ -500,7 +562,8 @@ class SchedulerCore:
         out = []
         for n in names:
             # (0.9: as for any capped grant, a little under will do; see _select)
-            need = 0.9 * CALIBRATION_S if self._calibration_due(n, alone, now) else 0.0
+            due = self._calibration_due(n, alone, now)
+            need = 0.9 * self._calibration_s(self.clients[n]) if due else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
             room = math.inf if resting else self._room(n, long_size, now, far)
@@ -620,7 +683,7 @@ class SchedulerCore:
                 "connected": bool(c.conns),
                 "tokens": c.tokens,
                 "overuse_s": c.overuse_s,
-                "speed": self.speed.speed(name, now) if c.spec.capped else 1.0,
+                "speed": self._speed(name, now),
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),
             }

@@ -63,11 +63,22 @@ their grants, JAX 32-44 %, torch.compile with CUDA graphs 17-39 %, torch.compile
 launch-bound loop none (2026-11-24).  The clock's speed-up is charged in proportion to that
 share, in full from `GPU_BOUND` up; where the hook does not say (a name too long to leave
 room for the word), in full.
+
+Uncapped clients that share the GPU are weighed by work too (`shared=True`): the power limiter
+sets one clock for all of them, which is not the clock each runs at alone.  On the H100 a
+Triton kernel runs alone at 1980 MHz and a JAX matmul at 1440; side by side at 1515-1620, and
+Triton did 0.79 of its bare work per granted second, JAX 1.05: a 0.3/0.7 pair shared by time
+was 6 points off by work (2026-11-25, 2026-11-26).  So while others want the GPU, such a
+client is calibrated as a capped one is (its tail runs alone), and its speed is its tails'
+cost per launch over its shared grants', below 1 too (SHARED_RANGE).  Its tails can read on
+either side: the clock climbs or falls from the pair's to its own, so the median of the latest
+is taken, not the slowest.  Alone, an uncapped client's speed is nobody's business.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
@@ -119,6 +130,21 @@ GPU_BOUND = 0.2
 HOST_PACED = GPU_BOUND / 4
 WAIT_WEIGHT = 0.2  # each grant's weight in the running mean of that share
 SPEED_RANGE = (1.0, 2.0)  # below 1 is a tail read high; a bad reading must not stop a client
+SHARED_RANGE = (0.5, 2.0)  # beside others a program may well run slower than alone
+# An uncapped client's calibration beside others: shorter, as the others wait through it and a
+# lump of L seconds in a 1 s window of a share r leaves some window L (1 - r) / 2 off (a 200 ms
+# one: 7 points at 0.3).  The clock moves from the pair's to its own, not from idle, and the
+# hook measures its last 40 ms (wire.RUN_MEASURE_MS), after SHARED_SETTLE_S.
+SHARED_CALIBRATION_S = 0.12
+SHARED_SETTLE_S = 0.08
+# ...and only twice at first (SHARED_SECOND_S apart: two tails to take the median of), then
+# again once its shared grants' cost per launch has moved this much since the latest (its
+# program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in the seconds
+# around it (simulator, a trio calibrated every 10 s: worst 1 s window 2.6 -> 5.7 points), and
+# same programs side by side read a speed of 1 and would only pay for them.
+SHARED_SECOND_S = 1.0
+SHARED_DRIFT = 0.05
+SHARED_EVERY_S = 60.0
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
 # many launches measured, a calibration's from this much of its tail measured.
 MIN_RUN_LAUNCHES = 8
@@ -141,6 +167,7 @@ class _Clocks:
     first_at: float | None = None  # its first reading
     calibrated_at: float | None = None  # when its latest calibration grant began
     in_grants_then: float = 0.0  # in_grants when it began
+    cost_then: float = 0.0  # ms per launch in its grants when it began (0: not measured)
     tail_sum: float = 0.0  # that calibration's tail readings
     tail_samples: int = 0
     gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
@@ -156,13 +183,25 @@ class _Clocks:
         return min(self.tails, default=0.0)
 
 
-def _work_speed(clocks: _Clocks) -> float | None:
-    """GPU time per launch run continuously over that in its grants (None: not known)."""
+def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
+    """GPU time per launch run continuously over that in its grants (None: not known); with
+    `shared`, of an uncapped client's grants beside others (see the docstring)."""
     costs = clocks.tail_costs
     if clocks.run_launches <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
-    low, high = SPEED_RANGE
-    return min(max(max(costs) / (clocks.run_ms / clocks.run_launches), low), high)
+    continuous = statistics.median(costs) if shared else max(costs)
+    low, high = SHARED_RANGE if shared else SPEED_RANGE
+    return min(max(continuous / _grants_cost(clocks), low), high)
+
+
+def _grants_cost(clocks: _Clocks) -> float:
+    """ms per launch in its ordinary grants (0: not measured)."""
+    return clocks.run_ms / clocks.run_launches if clocks.run_launches > 0.0 else 0.0
+
+
+def _cost_moved(clocks: _Clocks) -> bool:
+    then = clocks.cost_then
+    return then > 0.0 and abs(_grants_cost(clocks) - then) > SHARED_DRIFT * then
 
 
 def _clock_speed(clocks: _Clocks) -> float:
@@ -216,6 +255,19 @@ class SpeedMeter:
             else:
                 clocks.tails[-1] = mean
 
+    def seen(self, name: str, at: float) -> None:
+        """A grant of `name` began at `at`: its first, for a client the clock is not read for
+        (an uncapped one beside others: its calibrations count from it)."""
+        clocks = self._clocks.setdefault(name, _Clocks())
+        if clocks.first_at is None:
+            clocks.first_at = at
+
+    def measured(self, name: str) -> bool:
+        """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
+        uncapped client until then: it has nothing to compare its tails with.)"""
+        clocks = self._clocks.get(name)
+        return clocks is not None and clocks.run_launches > 0.0
+
     def waited(self, name: str, share: float) -> None:
         """An ordinary grant of `name` ended, and its launching threads waited on the GPU for
         `share` of it (garbage from a hook, NaN, is dropped; the rest is held to 0..1)."""
@@ -227,11 +279,13 @@ class SpeedMeter:
         clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
 
     def ran(self, name: str, run_ms: float, launches: int, calibrating: bool,
-            graphs: bool = False) -> None:
+            graphs: bool = False, shared: bool = False) -> None:
         """A grant of `name` ended, and its hook measured `launches` of it (graph launches,
         with `graphs`) run back to back in `run_ms` of GPU time (in a calibration, in its tail:
         wire.RUN_MEASURE_MS).  When the hook starts to count graph launches, what it measured
-        in launches is forgotten: costs per launch and per replay do not compare."""
+        in launches is forgotten: costs per launch and per replay do not compare.  `shared`:
+        an uncapped client's, beside others; its first tail is kept (the card was busy
+        before it, not cold)."""
         if launches < MIN_RUN_LAUNCHES or not math.isfinite(run_ms) or run_ms <= 0.0:
             return
         clocks = self._clocks.setdefault(name, _Clocks())
@@ -239,14 +293,15 @@ class SpeedMeter:
             clocks.graphs = graphs
             clocks.run_ms, clocks.run_launches, clocks.tail_costs = 0.0, 0.0, []
         if calibrating:
-            if run_ms >= MIN_TAIL_RUN_MS and clocks.calibrations > 1:
+            if run_ms >= MIN_TAIL_RUN_MS and (shared or clocks.calibrations > 1):
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             return
         clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
         clocks.run_launches = RUN_KEEP * clocks.run_launches + launches
 
-    def due(self, name: str, now: float) -> bool:
-        """Is it time for a calibration grant?  (Never for a client its host paces.)"""
+    def due(self, name: str, now: float, shared: bool = False) -> bool:
+        """Is it time for a calibration grant?  (Never for a client its host paces.)  With
+        `shared` (an uncapped client beside others): see SHARED_DRIFT."""
         clocks = self._clocks.get(name)
         if clocks is None or clocks.first_at is None:
             return False  # no reading yet
@@ -255,6 +310,10 @@ class SpeedMeter:
         if clocks.calibrated_at is None:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
+        if shared:
+            if clocks.calibrations < 2:
+                return since >= SHARED_SECOND_S
+            return since >= SHARED_EVERY_S or (since >= SETTLING_EVERY_S and _cost_moved(clocks))
         settling = _read_within(clocks, now, SETTLE_S)
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
@@ -267,21 +326,26 @@ class SpeedMeter:
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
         clocks.calibrations += 1
         clocks.in_grants_then = clocks.in_grants
+        clocks.cost_then = _grants_cost(clocks)
 
-    def speed(self, name: str, now: float = math.inf) -> float:
+    def speed(self, name: str, now: float = math.inf, shared: bool = False) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
         UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
-        while it settles."""
+        while it settles.  With `shared` (an uncapped client beside others): by work only, 1
+        until measured, and below 1 too."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
-        work = _work_speed(clocks)
-        fast = _clock_speed(clocks) if work is None else work
-        if _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
-            fast = max(fast, UNKNOWN_SPEED)
+        work = _work_speed(clocks, shared)
+        if shared:
+            fast = 1.0 if work is None else work
+        else:
+            fast = _clock_speed(clocks) if work is None else work
+            if _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
+                fast = max(fast, UNKNOWN_SPEED)
         return 1.0 + (fast - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:
@@ -289,7 +353,7 @@ class SpeedMeter:
         clocks = self._clocks.get(name)
         return None if clocks is None else clocks.gpu_wait
 
-    def describe(self, name: str) -> str:
+    def describe(self, name: str, shared: bool = False) -> str:
         """Its clocks, for the log."""
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
@@ -297,9 +361,11 @@ class SpeedMeter:
         grants = (f"{1e3 * clocks.run_ms / clocks.run_launches:.1f}" if clocks.run_launches
                   else "not measured")
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
-        work = _work_speed(clocks)
-        by = "the clock" if work is None else "work"
         unit = "graph launch" if clocks.graphs else "launch"
+        if shared:
+            return (f"beside others: {grants} us per {unit} in its grants, alone in the latest "
+                    f"tails {costs}; waited on the GPU in {wait} of its grants")
+        by = "the clock" if _work_speed(clocks) is None else "work"
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "

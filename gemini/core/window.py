@@ -22,6 +22,7 @@ class Interval:
     end: float
     extra: float = 0.0  # a charge: start == end, `extra` seconds of use at that instant
     calibrating: bool = False  # a grant long enough to read the client's continuous clock
+    shared: bool = False  # granted while others wanted the GPU too
     weighed: bool = False  # its speed (gemini.core.speed) was charged
 
 

@@ -44,11 +44,16 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
     STEP_S = 0.001
 
     def __init__(self, continuous_mhz: float = 1500.0, peak_mhz: float = 1980.0,
-                 tau_s: float = 0.04, read_lag_s: float = 0.0) -> None:
+                 tau_s: float = 0.04, read_lag_s: float = 0.0,
+                 own: dict[str, float] | None = None) -> None:
         """`read_lag_s`: a reading says the clock of that long before (H100: NVML's SM clock
-        follows the work rate 40-100 ms late: bench/results/…-clock-lag.json)."""
+        follows the work rate 40-100 ms late: bench/results/…-clock-lag.json).  `own`: the
+        clock some programs run at continuously, where it is not `continuous_mhz` (H100: a
+        Triton kernel 1980 MHz, a JAX matmul 1440; the power limiter sets one clock for a
+        pair, 1515-1620 for those two)."""
         self.continuous, self.peak, self.tau = continuous_mhz, peak_mhz, tau_s
         self.read_lag_s = read_lag_s
+        self.own = own or {}
         self.heat = 0.0  # 0: cool (peak clock), 1: at the power limit (continuous clock)
         self.trace: list[tuple[float, float, str | None]] = []  # (t, MHz, who ran)
         self.t = 0.0
@@ -58,10 +63,22 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
         decay = math.exp(-self.STEP_S / self.tau)
         while self.t + self.STEP_S <= until:
             who = running(self.t)
-            self.heat = (1.0 if who else 0.0) + (self.heat - (1.0 if who else 0.0)) * decay
+            target = self._heat_of(who)
+            self.heat = target + (self.heat - target) * decay
             mhz = self.peak - (self.peak - self.continuous) * self.heat
             self.trace.append((self.t, mhz, who))
             self.t += self.STEP_S
+
+    def continuous_of(self, name: str | None) -> float:
+        return self.own.get(name, self.continuous) if name else self.continuous
+
+    def _heat_of(self, who: str | None) -> float:
+        """The heat that `who` running continuously settles at (its own clock)."""
+        if who is None:
+            return 0.0
+        if self.peak == self.continuous:
+            return 1.0  # (a clock that nothing moves)
+        return (self.peak - self.continuous_of(who)) / (self.peak - self.continuous)
 
     def samples(self, since: float, every_s: float = 0.002) -> list[tuple[float, float]]:
         stride = max(round(every_s / self.STEP_S), 1)
@@ -71,7 +88,7 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
 
     def work(self, name: str, start: float, end: float) -> float:
         """`name`'s work in [start, end], as seconds of running continuously."""
-        return sum((mhz / self.continuous) ** WORK_PER_CLOCK * self.STEP_S
+        return sum((mhz / self.continuous_of(name)) ** WORK_PER_CLOCK * self.STEP_S
                    for t, mhz, who in self.trace
                    if who == name and start <= t < end)
 
