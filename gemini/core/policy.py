@@ -66,6 +66,21 @@ def targets(wanting: Mapping[str, tuple[float, float]]) -> dict[str, float]:
     return {n: min(max(r, low), lim) for n, (r, lim) in wanting.items()}
 
 
+def by_work(rates: Mapping[str, float], speeds: Mapping[str, float]) -> dict[str, float]:
+    """Credit rates for clients that spend credit at their speeds (`speeds`: work per second
+    of their grants ÷ their work alone; the others spend their time).  Each of those earns its
+    target less one and the same δ, chosen so that the GPU time they are then served adds up
+    to what their targets add up to: each does its target share of its own work short by δ
+    (or over by -δ), the smallest error that can be had for all of them together.  Without it
+    credit drifts the same way for all, and at its bound the order falls back to turns by
+    time."""
+    if not speeds or all(s == 1.0 for s in speeds.values()):
+        return dict(rates)
+    inverse = sum(1.0 / s for s in speeds.values())
+    delta = sum(rates[n] / s - rates[n] for n, s in speeds.items()) / inverse
+    return {n: max(r - delta, 0.0) if n in speeds else r for n, r in rates.items()}
+
+
 class Credits:
     """GPU time each client is owed: earned at its target rate while it wants the GPU, spent
     when served, kept within ±`bound` seconds."""

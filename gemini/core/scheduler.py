@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
-from gemini.core.policy import Credits, Pacer, Standing, next_quota, pick, targets
+from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pick, targets
 from gemini.core.speed import (
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
@@ -462,20 +462,12 @@ class SchedulerCore:
         return targets({n: (s.request, s.limit) for n, s in specs.items()})
 
     def _by_work(self, rates: dict[str, float]) -> dict[str, float]:
-        """The rates at which uncapped clients beside others earn credit, so that each does its
-        target share of its own work less one and the same shortfall δ (or more by one and the
-        same surplus): they spend credit at their speeds, and the GPU's time is what there is
-        to share.  Without it credit drifts the same way for all of them, and at its bound the
-        order falls back to turns by time.  (Capped clients: as their targets say.)"""
-        uncapped = [n for n in rates if not self.clients[n].spec.capped]
-        if len(rates) < 2 or not uncapped:
+        """The rates at which clients earn credit, those of uncapped ones beside others
+        shifted for their speeds (policy.by_work); capped ones earn their targets."""
+        if len(rates) < 2:
             return rates
-        speeds = {n: self._speed(n) for n in uncapped}
-        if all(s == 1.0 for s in speeds.values()):
-            return rates
-        inverse = sum(1.0 / s for s in speeds.values())
-        delta = (sum(rates[n] / s - rates[n] for n, s in speeds.items())) / inverse
-        return {n: max(r - delta, 0.0) if n in speeds else r for n, r in rates.items()}
+        speeds = {n: self._speed(n) for n in rates if not self.clients[n].spec.capped}
+        return by_work(rates, speeds)
 
     def _grant_length(self, quota_s: float, standing: Standing | None) -> float:
         """The adaptive quota, cut short where a whole one would overshoot its limit, and while
