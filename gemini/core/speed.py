@@ -143,8 +143,13 @@ SHARED_SETTLE_S = 0.08
 # around it (simulator, a trio calibrated every 10 s: worst 1 s window 2.6 -> 5.7 points), and
 # same programs side by side read a speed of 1 and would only pay for them.
 SHARED_SECOND_S = 1.0
-SHARED_DRIFT = 0.05
+SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
+# Beside others, its grants' cost per launch is the median of this many latest grants': on the
+# H100 a torch eager loop's grants read 196-217 us a launch (p10-p90; median 200) beside its
+# twin, and a mean over ~10 of them wandered 201-215 against tails of 195-205 (speeds
+# 0.91-0.99 for the same program; 5 calibrations in 11 s on drift of 5 %).
+SHARED_GRANTS = 16
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
 # many launches measured, a calibration's from this much of its tail measured.
 MIN_RUN_LAUNCHES = 8
@@ -173,6 +178,7 @@ class _Clocks:
     gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
     run_ms: float = 0.0  # its ordinary grants' measured runs, older ones fading: GPU time ...
     run_launches: float = 0.0  # ... and launches
+    grant_costs: list[float] = field(default_factory=list)  # beside others: ms per launch
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
@@ -191,17 +197,20 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
         return None
     continuous = statistics.median(costs) if shared else max(costs)
     low, high = SHARED_RANGE if shared else SPEED_RANGE
-    return min(max(continuous / _grants_cost(clocks), low), high)
+    return min(max(continuous / _grants_cost(clocks, shared), low), high)
 
 
-def _grants_cost(clocks: _Clocks) -> float:
-    """ms per launch in its ordinary grants (0: not measured)."""
+def _grants_cost(clocks: _Clocks, shared: bool = False) -> float:
+    """ms per launch in its ordinary grants (0: not measured); with `shared`, the median of
+    its latest grants' beside others (SHARED_GRANTS)."""
+    if shared:
+        return statistics.median(clocks.grant_costs) if clocks.grant_costs else 0.0
     return clocks.run_ms / clocks.run_launches if clocks.run_launches > 0.0 else 0.0
 
 
 def _cost_moved(clocks: _Clocks) -> bool:
     then = clocks.cost_then
-    return then > 0.0 and abs(_grants_cost(clocks) - then) > SHARED_DRIFT * then
+    return then > 0.0 and abs(_grants_cost(clocks, True) - then) > SHARED_DRIFT * then
 
 
 def _clock_speed(clocks: _Clocks) -> float:
@@ -292,12 +301,15 @@ class SpeedMeter:
         if graphs != clocks.graphs:
             clocks.graphs = graphs
             clocks.run_ms, clocks.run_launches, clocks.tail_costs = 0.0, 0.0, []
+            clocks.grant_costs = []
         if calibrating:
             if run_ms >= MIN_TAIL_RUN_MS and (shared or clocks.calibrations > 1):
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             return
         clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
         clocks.run_launches = RUN_KEEP * clocks.run_launches + launches
+        if shared:
+            clocks.grant_costs = [*clocks.grant_costs, run_ms / launches][-SHARED_GRANTS:]
 
     def due(self, name: str, now: float, shared: bool = False) -> bool:
         """Is it time for a calibration grant?  (Never for a client its host paces.)  With
@@ -326,7 +338,7 @@ class SpeedMeter:
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
         clocks.calibrations += 1
         clocks.in_grants_then = clocks.in_grants
-        clocks.cost_then = _grants_cost(clocks)
+        clocks.cost_then = _grants_cost(clocks, True)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
@@ -358,13 +370,13 @@ class SpeedMeter:
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
-        grants = (f"{1e3 * clocks.run_ms / clocks.run_launches:.1f}" if clocks.run_launches
-                  else "not measured")
+        cost = _grants_cost(clocks, shared)
+        grants = f"{1e3 * cost:.1f}" if cost > 0.0 else "not measured"
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
         unit = "graph launch" if clocks.graphs else "launch"
         if shared:
-            return (f"beside others: {grants} us per {unit} in its grants, alone in the latest "
-                    f"tails {costs}; waited on the GPU in {wait} of its grants")
+            return (f"beside others: {grants} us per {unit} in its grants (median), alone in "
+                    f"the latest tails {costs}; waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "

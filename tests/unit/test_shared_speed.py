@@ -14,9 +14,11 @@ from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
     FIRST_CALIBRATION_S,
     MIN_RUN_LAUNCHES,
+    SETTLING_EVERY_S,
     SHARED_CALIBRATION_S,
     SHARED_DRIFT,
     SHARED_EVERY_S,
+    SHARED_GRANTS,
     SHARED_RANGE,
     SHARED_SECOND_S,
     SpeedMeter,
@@ -122,6 +124,21 @@ def test_beside_others_a_speed_is_the_median_tail_over_the_shared_grants_and_may
     assert measured_meter(1000.0, [100.0]).speed("a", shared=True) == SHARED_RANGE[0]
     # Capped, the same readings: never below 1 (a tail read high).
     assert measured_meter(250.0, [200.0, 200.0]).speed("a") == 1.0
+
+
+def test_beside_others_a_grants_cost_is_the_median_of_the_latest_so_a_slow_one_moves_nothing():
+    # H100, torch eager beside its twin: grants of 196-217 us a launch (median 200) read as a
+    # running mean 201-215 against tails of 195-205, speeds 0.91-0.99 for the same program.
+    meter = measured_meter(200.0, [200.0, 200.0])  # (calibrated twice: at 1 s and 2 s)
+    for cost in (200.0, 240.0, 200.0, 250.0, 200.0, 200.0, 230.0, 200.0):
+        meter.ran("a", cost * 100 / 1e3, 100, calibrating=False, shared=True)
+    assert meter.speed("a", shared=True) == pytest.approx(1.0)
+    assert not meter.due("a", 10.0, shared=True)
+    meter.calibrating("a", 10.0)
+    for _ in range(SHARED_GRANTS // 2 + 1):  # now most grants cost more: its load changed
+        meter.ran("a", 250.0 * 100 / 1e3, 100, calibrating=False, shared=True)
+    assert meter.speed("a", shared=True) == pytest.approx(0.8)
+    assert meter.due("a", 10.0 + SETTLING_EVERY_S, shared=True)
 
 
 def test_beside_others_a_speed_is_one_until_its_hook_measured_both():
