@@ -262,6 +262,8 @@ class Backend:
             flags += ["--short-window", f"{t['short_window_ms']:g}"]
         if t.get("no_clock"):
             flags += ["--no-clock"]
+        if t.get("shared_speed"):
+            flags += ["--shared-speed"]
         # GEMINI_BENCH_DAEMON_PREFIX: a command the daemons run under (`taskset -c 12-15`,
         # `nice -n -5`), to tell what the host's scheduling of them costs the clients.
         pre = shlex.split(os.environ.get("GEMINI_BENCH_DAEMON_PREFIX", ""))

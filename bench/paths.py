@@ -628,6 +628,8 @@ class Bench:
         """The scheduler's flags that differ from bench/common.py's defaults."""
         short = self.args.short_window
         flags: dict = {} if short is None else {"short_window_ms": short}
+        if self.args.shared_speed:
+            flags["shared_speed"] = True
         return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
@@ -1073,6 +1075,9 @@ def main(argv: list[str] | None = None) -> int:
                         "1000; a capped client's turn is a tenth of it)")
     p.add_argument("--no-clock", action="store_true",
                    help="gem-schd --no-clock for the capped and pairs runs: caps in time")
+    p.add_argument("--shared-speed", action="store_true",
+                   help="gem-schd --shared-speed for the capped and pairs runs: uncapped "
+                        "clients beside others share by work")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
@@ -1142,7 +1147,8 @@ def main(argv: list[str] | None = None) -> int:
                  "settings": {k: getattr(args, k) for k in ("solo_runs", "solo_seconds",
                                                              "cap_seconds", "pair_seconds",
                                                              "sync_every_ms", "budget",
-                                                             "fresh_processes", "pair_path")},
+                                                             "fresh_processes", "pair_path",
+                                                             "shared_speed")},
                  "paths": {}, "pairs": [], "notes": []}
     if args.sync_every_ms is None:  # (the per-path defaults, as Bench.sync_ms gives them)
         new["settings"]["sync_every_ms"] = {"default": SYNC_EVERY_MS,

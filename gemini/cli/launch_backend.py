@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "not by work (gem-schd --no-clock)")
     p.add_argument("--short-window", type=float, default=None, metavar="MS",
                    help="the schedulers' short window (gem-schd --short-window; 0: off)")
+    p.add_argument("--shared-speed", action="store_true",
+                   help="uncapped clients beside others share by work (gem-schd --shared-speed)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "
@@ -321,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
                        ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
                        os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid),
-                       clock=ns.clock, short_window=ns.short_window)
+                       clock=ns.clock, short_window=ns.short_window,
+                       shared_speed=ns.shared_speed)
     try:
         if not ns.mps_check > 0:
             raise ValueError(f"--mps-check must be > 0 seconds, got {ns.mps_check:g}")

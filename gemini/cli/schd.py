@@ -64,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clock", dest="clock", action="store_false",
                    help="do not read the GPU's SM clock (NVML): capped clients are charged the "
                    "time they hold, not their work (README: Caps by work)")
+    p.add_argument("--shared-speed", action="store_true",
+                   help="uncapped clients beside others share by work: each gets short "
+                   "calibration grants alone, and is charged its speed (README: Pairs of "
+                   "different programs)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
@@ -82,7 +86,8 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     """The daemon's settings from its flags; ValueError (incl. SecretError) says what is wrong."""
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
-                    args.grace / 1000, max_quota / 1000, args.short_window / 1000)
+                    args.grace / 1000, max_quota / 1000, args.short_window / 1000,
+                    args.shared_speed)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:

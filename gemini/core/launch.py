@@ -96,6 +96,7 @@ class BackendArgs:
     mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
     clock: bool = True  # False: gem-schd --no-clock (caps charged in time, not by work)
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
+    shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -142,6 +143,8 @@ def plan_scheduler(
         argv += ["--no-clock"]
     if args.short_window is not None:
         argv += ["--short-window", _number(args.short_window)]
+    if args.shared_speed:
+        argv += ["--shared-speed"]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

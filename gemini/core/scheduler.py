@@ -31,7 +31,8 @@ Rules:
   (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading, every
   `speed.SETTLING_EVERY_S` for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S`
   after that, once it has the room for it.
-- Shares of uncapped clients beside each other hold by work too: the power limiter sets one
+- With `Timing.shared_speed`, shares of uncapped clients beside each other hold by work too:
+  the power limiter sets one
   clock for all, which a light program runs slower at than alone and a power-hungry one
   faster.  Each gets short calibration grants (`speed.SHARED_CALIBRATION_S`: alone, while the
   others wait) and is charged its speed in its credit, and the credit each earns is shifted
@@ -100,6 +101,10 @@ class Timing:
     # The short window: caps and shares hold over it too, not only over `window_s` (a 0.4 cap
     # over 10 s alone allows 4 s at full speed, then 6 s of nothing).  0 turns it off.
     short_window_s: float = 1.0
+    # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Pairs of
+    # different programs"): off by default, as its short calibration grants cost the shares of
+    # alike programs a few points over 1 s windows.
+    shared_speed: bool = False
 
 
 @dataclass
@@ -430,7 +435,8 @@ class SchedulerCore:
         """A capped client waiting alone, with the clock read, or an uncapped one beside
         others, its grants measured by its hook, whose calibration is due."""
         if not self.clients[name].spec.capped:
-            return not alone and self.speed.measured(name) and self.speed.due(name, now, True)
+            return (self.timing.shared_speed and not alone and self.speed.measured(name)
+                    and self.speed.due(name, now, True))
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         return clocked and alone and self.speed.due(name, now)
 

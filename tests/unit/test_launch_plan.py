@@ -179,12 +179,15 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     from gemini.cli import launch_backend, schd
 
     ns = launch_backend.build_parser().parse_args(
-        ["s", "p", "--no-clock", "--short-window", "2500"])
-    args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window)
+        ["s", "p", "--no-clock", "--short-window", "2500", "--shared-speed"])
+    args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
+                       shared_speed=ns.shared_speed)
     schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
     assert len(schedulers) == 2
     for spec in schedulers:
         parsed = schd.build_parser().parse_args(list(spec.argv[1:]))  # gem-schd takes them
-        assert (parsed.clock, parsed.short_window) == (False, 2500.0)
+        assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, True)
+        assert schd._settings(parsed)[0].shared_speed
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
-    assert "--no-clock" not in default.argv and "--short-window" not in default.argv
+    assert not {"--no-clock", "--short-window", "--shared-speed"} & set(default.argv)
+    assert not schd._settings(schd.build_parser().parse_args([]))[0].shared_speed

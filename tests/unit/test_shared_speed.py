@@ -4,6 +4,7 @@ power-hungry one than alone, and the power-hungry one faster (H100: Triton 0.79,
 their bare work per granted second, a 0.3/0.7 pair 6 points off by work)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -27,16 +28,19 @@ from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType, Statu
 from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import LAUNCHER, config, grants
 
+SHARED = replace(LAUNCHER, shared_speed=True)  # gem-schd --shared-speed
+
 # A light program (its own clock: the peak) and a power-hungry one, as Triton and JAX on an H100.
 OWN = {"light": 1980.0, "hungry": 1440.0, "light2": 1980.0}
 PAIR = [("light", 0.3, 1.0), ("hungry", 0.7, 1.0)]
 TRIO = [("light", 0.2, 1.0), ("hungry", 0.3, 1.0), ("light2", 0.5, 1.0)]
 
 
-def run_together(specs, own, seconds=30.0, seed=1) -> tuple[Sim, list[tuple[str, float]]]:
+def run_together(specs, own, seconds=30.0, seed=1, timing=SHARED
+                 ) -> tuple[Sim, list[tuple[str, float]]]:
     """Saturating uncapped clients whose hooks measure their launches; and the calibration
     grants (who, when)."""
-    sim = Sim(specs, timing=LAUNCHER, burst_ms=40.0, clock=GpuClock(own=own), gpu_wait=0.5,
+    sim = Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(own=own), gpu_wait=0.5,
               launch_s=0.0002, seed=seed)
     for name, _, _ in specs:
         sim.start(name)
@@ -75,11 +79,13 @@ def worst_error(sim: Sim, specs, width: float, start: float, end: float) -> floa
 
 @pytest.mark.parametrize("specs", [PAIR, TRIO], ids=["pair", "trio"])
 def test_different_programs_side_by_side_share_by_work(specs):
-    # By time (the code before): the pair 4.7 / 6.0 points off over 10 s windows, 5.9 / 7.2
-    # over 1 s; the trio 6.0 (10 s) and 8.6 (1 s).
     sim, _ = run_together(specs, OWN)
     assert worst_error(sim, specs, 10.0, 4.0, 30.0) <= 2.5
     assert worst_error(sim, specs, 1.0, 4.0, 30.0) <= 5.0
+    # By time (the default, as before): the pair 4.7 / 6.0 points off over 10 s windows, 5.9 /
+    # 7.2 over 1 s; the trio 6.0 (10 s) and 8.6 (1 s).  No calibration grant then.
+    sim, calibrations = run_together(specs, OWN, timing=LAUNCHER)
+    assert worst_error(sim, specs, 10.0, 4.0, 30.0) > 4.0 and calibrations == []
 
 
 def test_the_same_program_side_by_side_is_calibrated_twice_and_then_left_alone():
@@ -171,8 +177,7 @@ def test_beside_others_a_client_is_calibrated_twice_then_when_its_cost_moves():
 
 
 def test_an_uncapped_calibration_beside_others_is_short_and_flagged():
-    core = SchedulerCore(config(("a", 0.5, 1.0, 1 << 30), ("b", 0.5, 1.0, 1 << 30)), LAUNCHER,
-                         0.0)
+    core = SchedulerCore(config(("a", 0.5, 1.0, 1 << 30), ("b", 0.5, 1.0, 1 << 30)), SHARED, 0.0)
 
     def ask(conn: int, name: str, req_id: int, now: float):
         run = (8.0, 40) if req_id > 2 else (0.0, 0)  # its hook measured its grant before
