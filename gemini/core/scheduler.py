@@ -32,11 +32,11 @@ Rules:
   `speed.SETTLING_EVERY_S` for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S`
   after that, once it has the room for it.
 - With `Timing.shared_speed`, shares of uncapped clients beside each other hold by work too:
-  the power limiter sets one
-  clock for all, which a light program runs slower at than alone and a power-hungry one
-  faster.  Each gets short calibration grants (`speed.SHARED_CALIBRATION_S`: alone, while the
-  others wait) and is charged its speed in its credit, and the credit each earns is shifted
-  alike for all (`_by_work`) so that the GPU's time adds up.
+  the power limiter sets one clock for all, which a light program runs slower at than alone
+  and a power-hungry one faster.  Each gets short calibration grants
+  (`speed.SHARED_CALIBRATION_S`: alone, while the others wait) and is charged its speed in its
+  credit, and the credit each earns is shifted alike for all (`_by_work`) so that the GPU's
+  time adds up.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.
@@ -164,6 +164,8 @@ class SchedulerCore:
         self._clock_at: float | None = None  # when clock samples last came in
         # Calibration grants whose readings are not all in yet (said in the log once they are).
         self._calibrations: list[Interval] = []
+        # Each uncapped client's speed beside others, as of its latest grant weighed.
+        self._shared_speeds: dict[str, float] = {}
         self._apply_config(config)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -388,6 +390,8 @@ class SchedulerCore:
         (wire.quota_run)."""
         grant.weighed = True
         capped = client.spec.capped
+        if not capped and not self.timing.shared_speed:
+            return []
         run_ms, run_count, run_graphs = run
         if capped or client.shared_before:  # (alone and uncapped: nothing to weigh)
             self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
@@ -403,7 +407,10 @@ class SchedulerCore:
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
         if grant.calibrating:  # until the limiter settles, as an ordinary grant does
             fast_s = min(fast_s, CALIBRATION_SETTLE_S if capped else SHARED_SETTLE_S)
-        extra = (self._speed(grant.name, grant.end) - 1.0) * fast_s
+        speed = self._speed(grant.name, grant.end)
+        if not capped:
+            self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
+        extra = (speed - 1.0) * fast_s
         if capped and extra > 1e-6:
             self._charge(grant.name, grant.end, extra)
             client.speed_charge_s += extra
@@ -470,9 +477,10 @@ class SchedulerCore:
     def _by_work(self, rates: dict[str, float]) -> dict[str, float]:
         """The rates at which clients earn credit, those of uncapped ones beside others
         shifted for their speeds (policy.by_work); capped ones earn their targets."""
-        if len(rates) < 2:
+        if len(rates) < 2 or not self._shared_speeds:
             return rates
-        speeds = {n: self._speed(n) for n in rates if not self.clients[n].spec.capped}
+        speeds = {n: self._shared_speeds.get(n, 1.0) for n in rates
+                  if not self.clients[n].spec.capped}
         return by_work(rates, speeds)
 
     def _grant_length(self, quota_s: float, standing: Standing | None) -> float:
@@ -623,6 +631,8 @@ class SchedulerCore:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
+            if spec.capped:
+                self._shared_speeds.pop(spec.name, None)  # (charged in its windows now)
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
             ):
@@ -631,6 +641,7 @@ class SchedulerCore:
             self.clients[spec.name] = state
         for name in old.keys() - self.clients.keys():
             self.credits.forget(name)
+            self._shared_speeds.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))

@@ -66,10 +66,11 @@ room for the word), in full.
 
 Uncapped clients that share the GPU are weighed by work too (`shared=True`): the power limiter
 sets one clock for all of them, which is not the clock each runs at alone.  On the H100 a
-Triton kernel runs alone at 1980 MHz and a JAX matmul at 1440; side by side at 1515-1620, and
-Triton did 0.79 of its bare work per granted second, JAX 1.05: a 0.3/0.7 pair shared by time
-was 6 points off by work (2026-11-25, 2026-11-26).  So while others want the GPU, such a
-client is calibrated as a capped one is (its tail runs alone), and its speed is its tails'
+Triton kernel runs alone at 1980 MHz and a JAX matmul at 1440; side by side at 1515-1680, and
+Triton did 0.79-0.82 of its bare work per granted second, JAX 1.05-1.14: a 0.3/0.7 pair shared
+by time was 5-6 points off by work (2026-11-25, 2026-11-26).  With gem-schd --shared-speed
+(off by default: its lumps cost alike programs their 1 s windows, README), such a
+client is calibrated while others want the GPU (its tail runs alone), and its speed is its tails'
 cost per launch over its shared grants', below 1 too (SHARED_RANGE).  Its tails can read on
 either side: the clock climbs or falls from the pair's to its own, so the median of the latest
 is taken, not the slowest.  Alone, an uncapped client's speed is nobody's business.
@@ -192,12 +193,12 @@ class _Clocks:
 def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     """GPU time per launch run continuously over that in its grants (None: not known); with
     `shared`, of an uncapped client's grants beside others (see the docstring)."""
-    costs = clocks.tail_costs
-    if clocks.run_launches <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
+    costs, grants = clocks.tail_costs, _grants_cost(clocks, shared)
+    if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
     continuous = statistics.median(costs) if shared else max(costs)
     low, high = SHARED_RANGE if shared else SPEED_RANGE
-    return min(max(continuous / _grants_cost(clocks, shared), low), high)
+    return min(max(continuous / grants, low), high)
 
 
 def _grants_cost(clocks: _Clocks, shared: bool = False) -> float:

@@ -147,6 +147,16 @@ def test_beside_others_a_grants_cost_is_the_median_of_the_latest_so_a_slow_one_m
     assert meter.due("a", 10.0 + SETTLING_EVERY_S, shared=True)
 
 
+def test_a_client_whose_cap_was_lifted_is_not_weighed_beside_others_by_its_capped_grants():
+    meter = SpeedMeter()
+    meter.ran("a", 20.0, 100, calibrating=False)  # capped then: no shared grant measured
+    meter.calibrating("a", 1.0)
+    meter.calibrating("a", 2.0)
+    meter.ran("a", 20.0, 100, calibrating=True)
+    assert meter.speed("a", shared=True) == 1.0
+    assert meter.speed("a") == 1.0
+
+
 def test_beside_others_a_speed_is_one_until_its_hook_measured_both():
     meter = SpeedMeter()
     assert meter.speed("a", shared=True) == 1.0
