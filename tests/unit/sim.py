@@ -88,9 +88,18 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
 
     def work(self, name: str, start: float, end: float) -> float:
         """`name`'s work in [start, end], as seconds of running continuously."""
-        return sum((mhz / self.continuous_of(name)) ** WORK_PER_CLOCK * self.STEP_S
-                   for t, mhz, who in self.trace
+        own = self.continuous_of(name)
+        return sum(self._work_in_step(mhz, own) for t, mhz, who in self.trace
                    if who == name and start <= t < end)
+
+    def step_work(self, name: str) -> list[float]:
+        """`name`'s work in each step of the trace (0 where it did not run)."""
+        own = self.continuous_of(name)
+        return [self._work_in_step(mhz, own) if who == name else 0.0
+                for _, mhz, who in self.trace]
+
+    def _work_in_step(self, mhz: float, own_mhz: float) -> float:
+        return (mhz / own_mhz) ** WORK_PER_CLOCK * self.STEP_S
 
 
 class Sim:

@@ -23,7 +23,6 @@ from gemini.core.speed import (
     SHARED_GRANTS,
     SHARED_RANGE,
     SHARED_SECOND_S,
-    WORK_PER_CLOCK,
     SpeedMeter,
 )
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType, Status
@@ -68,15 +67,13 @@ def calibration_grants(sim: Sim) -> list[tuple[str, float]]:
 
 def worst_error(sim: Sim, specs, width: float, start: float, end: float) -> float:
     """The worst error of any client's work share over windows of `width` seconds sliding by
-    half a second, in points (GpuClock.work's sum, once per client: a prefix sum)."""
+    half a second, in points (GpuClock.step_work summed once per client: a prefix sum)."""
     clock = sim.clock
     assert clock is not None
     step = clock.STEP_S
     worst = 0.0
     for name, target, _ in specs:
-        done = list(accumulate(
-            ((mhz / clock.continuous_of(name)) ** WORK_PER_CLOCK * step if who == name else 0.0
-             for _, mhz, who in clock.trace), initial=0.0))
+        done = list(accumulate(clock.step_work(name), initial=0.0))
         t = start
         while t + width <= end + 1e-9:
             last = len(done) - 1  # (the trace's steps add up to a hair under its end)
