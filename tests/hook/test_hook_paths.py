@@ -5,6 +5,7 @@ streams; the memory limit holds on every allocation path; tokens expire and are 
 from __future__ import annotations
 
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -164,8 +165,11 @@ def test_small_kernels_among_large_ones_are_held_to_the_token(fake_env, pm):
     quotas = pm.of_type(RequestType.QUOTA)
     assert len(quotas) >= 22, [q.args for q in quotas]  # 15 x 80.8 ms: 24 tokens of 50 ms
     # (the first burst runs past its token: the cost is learnt from it; the second request
-    # reports that)
-    assert max(q.args[0] for q in quotas[2:]) < 10.0, [q.args for q in quotas]
+    # reports that).  Before, every token ran 30 ms past; now 0.3-0.9 ms, and a loaded machine
+    # reads one token of 20 at 12-14 ms now and then.
+    later = [q.args[0] for q in quotas[2:]]
+    assert statistics.median(later) < 2.0, [q.args for q in quotas]
+    assert sum(x >= 10.0 for x in later) <= 2, [q.args for q in quotas]
 
 
 def test_work_past_the_token_that_no_marker_shows_is_charged_from_the_sync(fake_env, pm):

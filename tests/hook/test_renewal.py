@@ -183,8 +183,11 @@ def test_the_last_launch_of_a_token_goes_if_half_of_it_fits(fake_env, pm, quota_
     if quota_ms > 30:  # 640 ms of work: 20 tokens of eight replays (of seven: 23)
         assert len(overuse) <= 21, overuse
         assert 0.5 <= statistics.median(later) <= 2.0, overuse
-    else:  # (an eighth would end 3 ms past; a loaded machine read 1.01 once)
-        assert max(later) < 2.0, overuse
+    else:  # an eighth would end 3 ms past, in every token; an idle machine reads 0 in all
+        # (a loaded one read 1.01 once, and 2.06 once in CI: a launch the host stopped at the
+        # token's end, in one token of 20)
+        assert statistics.median(later) < 1.0, overuse
+        assert sum(x >= 2.0 for x in later) <= 2, overuse
 
 
 def test_a_burst_longer_than_a_token_runs_on_what_is_left(fake_env, pm):
@@ -234,12 +237,12 @@ def test_a_sync_empties_the_queue_estimate(fake_env, pm):
     assert busy > 0.8, (busy, r.stats)
 
 
-def interactive(bursts: int) -> list[str]:
-    """Short bursts with 30 ms of idle after each, in 20 ms tokens: every burst finds its
-    token gone."""
+def interactive(bursts: int, idle_ms: float = 30) -> list[str]:
+    """Short bursts with `idle_ms` of idle after each (in tokens shorter than that, every burst
+    finds its token gone)."""
     return [prog("gem_client"), "work", "--kernel-ms", "0.2", "--burst", "1", "--sync", "stream",
-            "--idle-ms", "30", "--bursts", str(bursts), "--allocs", "1", "--bytes", str(1 << 20),
-            "--report-every", "0.001"]
+            "--idle-ms", str(idle_ms), "--bursts", str(bursts), "--allocs", "1",
+            "--bytes", str(1 << 20), "--report-every", "0.001"]
 
 
 @pytest.mark.parametrize("flags", [0, wire.QUOTA_FLAG_ALONE])
@@ -258,10 +261,12 @@ def test_only_a_token_granted_alone_lets_a_launch_go_on_credit(fake_env, pm, fla
 def test_a_launch_on_credit_does_not_wait_for_the_answer(fake_env, pm):
     """Alone, a burst that comes after the token ran out during idle does not wait for the
     round trip: it runs while the answer is held; the one after it waits (the credit is a
-    tail's worth of work)."""
-    pm.quota_ms, pm.quota_flags = 20.0, wire.QUOTA_FLAG_ALONE
+    tail's worth of work).  The token is 100 ms: the first burst's launch must look before
+    the token's tail (with 20 ms, a host that stopped it for 15 ms made it ask there, the
+    answer was held, and no burst went again: seen once in CI)."""
+    pm.quota_ms, pm.quota_flags = 100.0, wire.QUOTA_FLAG_ALONE
     pm.hold_quota_after = 1  # the first burst's token, then every answer waits
-    proc = fake_env.start(interactive(1000))
+    proc = fake_env.start(interactive(1000, idle_ms=150))
     try:
         kernels = 0
         while kernels < 2:  # the second burst is the credit's (stuck at 1: it waited)

@@ -25,6 +25,11 @@ def used(system) -> int:
         return int(probe.call(RequestType.MEM_LIMIT)[0].values[0])
 
 
+def log_tail(daemon) -> list[str]:
+    daemon.mark()  # (takes in the lines not read yet)
+    return daemon.log[-12:]
+
+
 def first_line(proc) -> dict:
     return dict(json.loads(proc.stdout.readline()))
 
@@ -63,10 +68,12 @@ def test_a_neighbour_that_cannot_answer_costs_a_refusal_after_the_timeout(system
     system.backend(CONFIG)
     idle = system.client("a", "alloc", "--bytes", str(MiB), "--hold", env=LEASE)
     assert first_line(idle)["rc"] == 0
+    assert used(system) == 33 * MiB  # its 32 MiB lease is out
     idle.send_signal(signal.SIGSTOP)  # its watcher cannot answer either
     try:
         big = system.client("a", "alloc", "--bytes", str(40 * MiB), env=LEASE)
-        assert first_line(big)["rc"] == 2
+        # (read 0 once in a full `make test`, cause unknown: the pod manager's log says why)
+        assert first_line(big)["rc"] == 2, log_tail(system.pmgrs["a"])
         system.pmgrs["a"].wait_for("1 process.* did not give their leases back")
     finally:
         idle.send_signal(signal.SIGCONT)
