@@ -52,6 +52,11 @@ class Daemon:
             self.log.append(self.lines.get())
         return len(self.log)
 
+    def tail(self, lines: int = 20) -> str:
+        """Its latest log lines (for an assertion's message)."""
+        self.mark()  # (takes in the lines not read yet)
+        return "".join(self.log[-lines:])
+
     def wait_for(
         self, pattern: str, timeout: float = STARTUP_TIMEOUT_S, since: int = 0
     ) -> re.Match[str]:

@@ -25,11 +25,6 @@ def used(system) -> int:
         return int(probe.call(RequestType.MEM_LIMIT)[0].values[0])
 
 
-def log_tail(daemon) -> list[str]:
-    daemon.mark()  # (takes in the lines not read yet)
-    return daemon.log[-12:]
-
-
 def first_line(proc) -> dict:
     return dict(json.loads(proc.stdout.readline()))
 
@@ -73,7 +68,7 @@ def test_a_neighbour_that_cannot_answer_costs_a_refusal_after_the_timeout(system
     try:
         big = system.client("a", "alloc", "--bytes", str(40 * MiB), env=LEASE)
         # (read 0 once in a full `make test`, cause unknown: the pod manager's log says why)
-        assert first_line(big)["rc"] == 2, log_tail(system.pmgrs["a"])
+        assert first_line(big)["rc"] == 2, system.pmgrs["a"].tail()
         system.pmgrs["a"].wait_for("1 process.* did not give their leases back")
     finally:
         idle.send_signal(signal.SIGCONT)
