@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,3 +24,14 @@ def fake() -> Iterator[Any]:
     lib = ffi.dlopen(str(fake_driver_dir() / "libcuda.so.1"))
     yield lib
     ffi.dlclose(lib)
+
+
+@pytest.fixture
+def fake_gpu_segment() -> Iterator[str]:
+    """A fake GPU of the test's own (GEMINI_FAKE_GPU: its shared-memory segment's name),
+    removed afterwards.  A GPU shared with an earlier test runs what that test left queued
+    before the kernels of this one (and two test sessions at once ran each other's), and a
+    segment left behind keeps its 250 KB of /dev/shm."""
+    name = f"/gemini-test-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    yield name
+    Path("/dev/shm", name.lstrip("/")).unlink(missing_ok=True)

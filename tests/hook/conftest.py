@@ -122,15 +122,18 @@ def hook_env(hook_lib, mini, pm, tmp_path) -> HookEnv:
 
 
 @pytest.fixture
-def fake_env(hook_lib, pm, tmp_path) -> HookEnv:
-    """The hook over the fake driver (`make build`), for its test clients (prog())."""
+def fake_env(hook_lib, pm, tmp_path, fake_gpu_segment) -> HookEnv:
+    """The hook over the fake driver (`make build`), for its test clients (prog()), on a fake
+    GPU of the test's own."""
     try:
         driver = fake_driver_dir()
         for p in PROGRAMS:
             program_path(p)
     except NativeBuildMissing as exc:
         pytest.skip(str(exc))
-    return HookEnv(hook_lib, driver, pm, tmp_path)
+    env = HookEnv(hook_lib, driver, pm, tmp_path)
+    env.env["GEMINI_FAKE_GPU"] = fake_gpu_segment
+    return env
 
 
 def prog(name: str) -> str:

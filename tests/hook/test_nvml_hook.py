@@ -6,9 +6,7 @@ in tests/system/test_nvml_view.py."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +24,7 @@ CARD = 16 * GiB  # the fake GPU's memory
 
 
 @pytest.fixture
-def nvml_env(hook_lib, pm, tmp_path) -> Iterator[HookEnv]:
+def nvml_env(hook_lib, pm, tmp_path, fake_gpu_segment) -> Iterator[HookEnv]:
     try:
         driver = fake_driver_dir()
         for p in ("nvml_probe", "gem_client"):
@@ -36,10 +34,8 @@ def nvml_env(hook_lib, pm, tmp_path) -> Iterator[HookEnv]:
     except NativeBuildMissing as exc:
         pytest.skip(str(exc))
     env = HookEnv(hook_lib, driver, pm, tmp_path)
-    segment = f"gemini-nvml-hook-{os.getpid()}-{tmp_path.name}"[:200]
-    env.env["GEMINI_FAKE_GPU"] = "/" + segment
+    env.env["GEMINI_FAKE_GPU"] = fake_gpu_segment
     yield env
-    Path("/dev/shm", segment).unlink(missing_ok=True)
 
 
 def probe(env: HookEnv, *argv: str, **extra: str) -> dict:

@@ -42,10 +42,10 @@ print(json.dumps({
 """
 
 
-def test_each_variant_gets_its_own_wrapper(tmp_path):
+def test_each_variant_gets_its_own_wrapper(tmp_path, fake_gpu_segment):
     stats = tmp_path / "stats.json"
     env = {**os.environ, "LD_LIBRARY_PATH": str(fake_driver_dir()),
-           "LD_PRELOAD": str(hook_library_path()), "GEMINI_FAKE_GPU": f"/gemini-gpa-{os.getpid()}",
+           "LD_PRELOAD": str(hook_library_path()), "GEMINI_FAKE_GPU": fake_gpu_segment,
            "GEMINI_HOOK_STATS": str(stats)}
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
                          timeout=30)

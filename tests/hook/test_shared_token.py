@@ -4,9 +4,6 @@ its share of the token queued, not the whole of it."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from .conftest import prog
@@ -23,8 +20,7 @@ def test_a_process_that_shares_its_token_queues_only_its_part_of_it(
     """A program that never syncs, 1 ms kernels, 100 ms tokens: alone it queues up to the
     whole token ahead of the GPU; told that 4 processes share the token, a quarter of it (the
     other three may queue as much).  The fake GPU's queue end is read while it runs."""
-    segment = f"/gemini-shared-token-{os.getpid()}-{tmp_path.name}"[:200]
-    fake_env.env["GEMINI_FAKE_GPU"] = segment
+    segment = fake_env.env["GEMINI_FAKE_GPU"]
     pm.quota_ms = TOKEN_MS
     pm.sharers = sharers
     proc = fake_env.start([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "1",
@@ -37,7 +33,6 @@ def test_a_process_that_shares_its_token_queues_only_its_part_of_it(
             ahead_ms = max(ahead_ms, (fake.fake_busy_until(0) - fake.fake_now_ns()) / 1e6)
     finally:
         proc.kill()
-        Path("/dev/shm", segment[1:]).unlink(missing_ok=True)
     assert proc.popen.returncode == 0
     if most_ms is not None:
         assert ahead_ms <= most_ms, ahead_ms

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -123,16 +122,8 @@ def agent(short_tmp, kubelet, api):
         stop_process(proc, TIMEOUT_S)
 
 
-@pytest.fixture
-def segment():
-    """The fake GPU's shared-memory segment, removed afterwards."""
-    name = f"/gemini-k8s-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    yield name
-    Path(f"/dev/shm{name}").unlink(missing_ok=True)
-
-
 def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubelet, api,
-                                                                     short_tmp, segment):
+                                                                     short_tmp, fake_gpu_segment):
     proc, log, base = agent
     kubelet.wait_registered(2)
     assert len(kubelet.devices(SHARE)) == 100 and len(kubelet.devices(MEMORY)) == 1024
@@ -142,7 +133,7 @@ def test_two_pods_get_their_shares_and_a_deleted_one_leaves_nothing(agent, kubel
         api.add_pod("ns", name, {"main": asks}, annotations={LIMIT: f"{asks[SHARE] / 100}"})
         got = kubelet.admit("ns", name, {"main": asks})["main"]
         log.until(rf"{got.envs['POD_NAME']}\] pod manager listening on unix:")
-        env[name] = container_env(got, segment)
+        env[name] = container_env(got, fake_gpu_segment)
     client = {name: env[name]["POD_NAME"] for name in pods}
     state = short_tmp / "state"
     config = parse_text((state / "resource-config.txt").read_text())

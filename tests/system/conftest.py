@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -15,7 +14,6 @@ from tests.procs import Daemon, start_pod_manager, start_scheduler
 
 KERNEL_MS = 5.0
 FAST = ("-q", "100", "-m", "50", "-w", "2000", "--grace", "20")
-_gpus = itertools.count()
 
 
 def with_tmpdir(tmp: Path) -> dict[str, str]:
@@ -38,10 +36,10 @@ def gpu_share(*results: dict, kernel_ms: float = KERNEL_MS) -> float:
 
 
 @pytest.fixture
-def system(tmp_path):
+def system(tmp_path, fake_gpu_segment):
     started: list = []
     procs: list[subprocess.Popen[str]] = []
-    gpu = f"/gemini-test-{os.getpid()}-{next(_gpus)}"
+    gpu = fake_gpu_segment
 
     class System:
         segment = gpu  # the fake GPU's shared-memory segment (for fake_attach)
