@@ -57,8 +57,12 @@ def test_solo_ab_runs_a_capped_client_beside_bare_runs(tmp_path: Path) -> None:
     assert set(result["runs"]) == {"bare", "cap"}
     assert (result["cap"], result["cap_seconds"]) == (0.25, 0.4)
     assert all(len(r) == 2 and min(r) > 0 for r in result["runs"].values())
-    # each capped run over the bare run of its round; the cpu kind launches nothing to hold
-    assert result["cap_over_bare"]["median"] == pytest.approx(1.0, abs=0.3)
+    # each capped run over the bare run of its round
+    ratios = [a / b for a, b in zip(result["runs"]["cap"], result["runs"]["bare"], strict=True)]
+    assert result["cap_over_bare"]["median"] == pytest.approx(statistics.median(ratios), abs=1e-4)
+    # The cpu kind launches nothing to hold: not held to 0.25.  (Over 0.3 s runs the host moves
+    # the rates, both ways: two test sessions at once read 1.95.)
+    assert result["cap_over_bare"]["median"] > 0.6, result["runs"]
     assert "solo_over_bare" not in result
 
 
