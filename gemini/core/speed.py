@@ -375,9 +375,11 @@ class SpeedMeter:
         grants = f"{1e3 * cost:.1f}" if cost > 0.0 else "not measured"
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
         unit = "graph launch" if clocks.graphs else "launch"
-        if shared:
-            return (f"beside others: {grants} us per {unit} in its grants (median), alone in "
-                    f"the latest tails {costs}; waited on the GPU in {wait} of its grants")
+        if shared:  # (a tail its hook measured less than MIN_TAIL_RUN_MS of is not kept)
+            alone = f"alone in the latest tails {costs}" if clocks.tail_costs else \
+                "no tail measured long enough yet"
+            return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "
+                    f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "

@@ -174,6 +174,17 @@ def test_beside_others_a_speed_is_one_until_its_hook_measured_both():
     assert meter.measured("a") and meter.speed("a", 0.5, shared=True) == 1.0  # (no UNKNOWN_SPEED)
 
 
+def test_beside_others_the_log_says_when_no_tail_was_kept():
+    meter = SpeedMeter()
+    meter.ran("a", 20.0, 100, calibrating=False, shared=True)
+    assert "no tail measured long enough yet" in meter.describe("a", shared=True)
+    meter.calibrating("a", 1.0)
+    meter.ran("a", 5.0, 25, calibrating=True, shared=True)  # 5 ms of a tail: too short to keep
+    assert "no tail measured long enough yet" in meter.describe("a", shared=True)
+    meter.ran("a", 20.0, 100, calibrating=True, shared=True)
+    assert "alone in the latest tails 200.0;" in meter.describe("a", shared=True)
+
+
 def test_beside_others_a_client_is_calibrated_twice_then_when_its_cost_moves():
     meter = SpeedMeter()
     meter.seen("a", 0.0)
