@@ -15,7 +15,7 @@ TOKEN_MS = 100.0
 
 @pytest.mark.parametrize(("sharers", "most_ms", "least_ms"), [(1, None, 60.0), (4, 30.0, None)])
 def test_a_process_that_shares_its_token_queues_only_its_part_of_it(
-    fake_env, fake, pm, tmp_path, sharers, most_ms, least_ms
+    fake_env, fake, pm, sharers, most_ms, least_ms
 ):
     """A program that never syncs, 1 ms kernels, 100 ms tokens: alone it queues up to the
     whole token ahead of the GPU; told that 4 processes share the token, a quarter of it (the
