@@ -65,16 +65,19 @@ class Sampler:
 
     def over(self, a: float, b: float) -> dict:
         inside = [s for s in self.samples if a <= s[0] <= b]
-        if not inside:
-            return {}
-        out = {"n": len(inside)}
-        for i, key in ((1, "mhz"), (2, "w_instant"), (3, "w_avg")):
-            vals = sorted(s[i] for s in inside if not math.isnan(s[i]))
-            if vals:
-                out[key] = round(statistics.median(vals), 1)
-                out[key + "_p10_p90"] = [round(vals[len(vals) // 10], 1),
-                                         round(vals[(9 * len(vals)) // 10], 1)]
-        return out
+        return {"n": len(inside), **medians(inside)} if inside else {}
+
+
+def medians(samples: list[tuple[float, float, float, float]]) -> dict:
+    """The median clock and powers of `samples`, with their 10th and 90th percentiles."""
+    out: dict = {}
+    for i, key in ((1, "mhz"), (2, "w_instant"), (3, "w_avg")):
+        vals = sorted(s[i] for s in samples if not math.isnan(s[i]))
+        if vals:
+            out[key] = round(statistics.median(vals), 1)
+            out[key + "_p10_p90"] = [round(vals[len(vals) // 10], 1),
+                                     round(vals[(9 * len(vals)) // 10], 1)]
+    return out
 
 
 def run_for(work, seconds: float) -> int:
@@ -109,15 +112,8 @@ def turns(light, heavy, sampler: Sampler, seconds: float, light_ms: float, heavy
         busy = sum(b - a for a, b, _ in spans)
         inside = [s for s in sampler.samples
                   if any(a + skip_ms / 1000 <= s[0] <= b for a, b, _ in spans)]
-        stats = {}
-        for i, key in ((1, "mhz"), (2, "w_instant"), (3, "w_avg")):
-            vals = sorted(s[i] for s in inside if not math.isnan(s[i]))
-            if vals:
-                stats[key] = round(statistics.median(vals), 1)
-                stats[key + "_p10_p90"] = [round(vals[len(vals) // 10], 1),
-                                           round(vals[(9 * len(vals)) // 10], 1)]
         out[name] = {"rate_in_turns": sum(n for *_, n in spans) / busy, "turns": len(spans),
-                     "samples": len(inside), **stats}
+                     "samples": len(inside), **medians(inside)}
     return out
 
 
