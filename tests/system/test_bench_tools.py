@@ -104,8 +104,14 @@ def test_duty_cycle_reports_the_rate_while_working(tmp_path: Path) -> None:
     result = json.loads(path.read_text())
     assert [(c["on_ms"], c["off_ms"], c["off"]) for c in result["cycles"]] == [
         (10.0, 15.0, "sleep"), (10.0, 15.0, "spin")]
-    # one millisecond asleep per step: working, it runs at its continuous rate
-    assert all(c["ratio"] == pytest.approx(1.0, abs=0.3) for c in result["cycles"])
+    # the rate while working over the continuous run before the cycles
+    bare = result["continuous_rate"][0]
+    assert all(c["ratio"] == pytest.approx(c["rate_while_on"] / bare, abs=1e-3)
+               for c in result["cycles"]), (bare, result["cycles"])
+    # One millisecond asleep per step: working, it runs at about its continuous rate, not at
+    # the 0.4 it would read over the whole period.  (Over 0.3 s runs a loaded host moves the
+    # rates, both ways: a full `make test` read one ratio outside 1.0 +- 0.3.)
+    assert all(c["ratio"] > 0.6 for c in result["cycles"]), (bare, result["cycles"])
 
 
 @pytest.mark.system
