@@ -8,7 +8,6 @@ import json
 import os
 import re
 import subprocess
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,9 +100,9 @@ class FakeGpu:
 
 
 @pytest.fixture
-def gpu(control: Any) -> Iterator[FakeGpu]:
+def gpu(control: Any, fake_gpu_segment: str) -> Iterator[FakeGpu]:
     ffi, lib = control
-    segment = f"/gemini-fake-test-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    segment = fake_gpu_segment
     assert lib.fake_attach(segment.encode()) == 0
     lib.fake_reset()
     env = {
