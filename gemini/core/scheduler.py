@@ -631,7 +631,7 @@ class SchedulerCore:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
-            if spec.capped:
+            else:
                 self._shared_speeds.pop(spec.name, None)  # (charged in its windows now)
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
