@@ -52,13 +52,7 @@ from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pick, targets
-from gemini.core.speed import (
-    CALIBRATION_S,
-    CALIBRATION_SETTLE_S,
-    SHARED_CALIBRATION_S,
-    SHARED_SETTLE_S,
-    SpeedMeter,
-)
+from gemini.core.speed import CALIBRATION_S, SpeedMeter, calibration
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
@@ -345,7 +339,7 @@ class SchedulerCore:
         calibrating = standing is not None and standing.need > 0.0
         if calibrating:
             assert standing is not None
-            length = max(length, min(self._calibration_s(client), standing.remaining))
+            length = max(length, min(calibration(client.spec.capped).length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
         interval.calibrating = calibrating
@@ -379,45 +373,58 @@ class SchedulerCore:
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
                run: tuple[float, int, bool]) -> list[Action]:
-        """Charge an ended grant at its client's speed: a second of it did `speed` seconds of
-        the client's continuous work (a capped client's, or an uncapped one's beside others:
-        gemini.core.speed).  A calibration grant runs continuously: it is charged its time,
-        but for its first CALIBRATION_SETTLE_S, which run as fast as an ordinary grant before
-        the limiter settles (H100, torch eager and CUDA graphs: 1.03-1.06 of the bare rate over
-        a whole calibration, 2026-11-25).  `gpu_wait_ms`: how long the client waited on the GPU
-        since its last request, in this grant (None: not said); `run`: the GPU time (ms) and
-        launches (or graph launches) its hook measured in the grant before
-        (wire.quota_run)."""
+        """An ended grant: what its hook measured goes to the speed meter, and the grant is
+        charged at its client's speed (a capped client's, or an uncapped one's beside others:
+        gemini.core.speed).  `gpu_wait_ms`: how long the client waited on the GPU since its
+        last request, in this grant (None: not said); `run`: the GPU time (ms) and launches
+        (or graph launches) its hook measured in the grant before (wire.quota_run)."""
         grant.weighed = True
         capped = client.spec.capped
         if not capped and not self.timing.shared_speed:
             return []
+        out = self._record_run(client, grant, run)
+        if not capped:
+            if not grant.shared:  # alone and uncapped: nothing to charge
+                return out
+            self.speed.seen(grant.name, grant.start)  # (a capped one's clock says when)
+        if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
+            self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
+        self._charge_speed(client, grant)
+        return out
+
+    def _record_run(self, client: ClientState, grant: Interval,
+                    run: tuple[float, int, bool]) -> list[Action]:
+        """The run its hook measured in the grant before this one (a calibration's tail, if
+        that one calibrated) goes to the speed meter."""
         run_ms, run_count, run_graphs = run
+        capped = client.spec.capped
         if capped or client.shared_before:  # (alone and uncapped: nothing to weigh)
             self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
                            shared=not capped)
         out = self._said_calibrated(client, grant.name, run_count)
         client.calibrated_before, client.shared_before = grant.calibrating, grant.shared
-        if not capped:
-            if not grant.shared:
-                return out
-            self.speed.seen(grant.name, grant.start)  # (a capped one's clock says when)
-        if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
-            self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
-        fast_s = grant.end - grant.start  # how long it ran faster than continuously
-        if grant.calibrating:  # until the limiter settles, as an ordinary grant does
-            fast_s = min(fast_s, CALIBRATION_SETTLE_S if capped else SHARED_SETTLE_S)
-        speed = self._speed(grant.name, grant.end)
-        if not capped:
-            self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
-        extra = (speed - 1.0) * fast_s
-        if capped and extra > 1e-6:
-            self._charge(grant.name, grant.end, extra)
-            client.speed_charge_s += extra
-        elif not capped:  # in its credit only: it has no cap for windows to hold
-            self.credits.spend(grant.name, extra)
-            client.speed_charge_s += extra
         return out
+
+    def _charge_speed(self, client: ClientState, grant: Interval) -> None:
+        """A second of the grant did `speed` seconds of the client's continuous work: the
+        difference is charged, to a capped client in its windows, credit and pace, to an
+        uncapped one in its credit only (it has no cap for windows to hold).  A calibration
+        runs continuously: it is charged its time, but for its first `settle_s`, which run as
+        fast as an ordinary grant before the limiter settles (H100, torch eager and CUDA
+        graphs: 1.03-1.06 of the bare rate over a whole calibration, 2026-11-25)."""
+        fast_s = grant.end - grant.start  # how long it ran faster than continuously
+        if grant.calibrating:
+            fast_s = min(fast_s, calibration(client.spec.capped).settle_s)
+        speed = self._speed(grant.name, grant.end)
+        extra = (speed - 1.0) * fast_s
+        if client.spec.capped:
+            if extra > 1e-6:
+                self._charge(grant.name, grant.end, extra)
+                client.speed_charge_s += extra
+            return
+        self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
+        self.credits.spend(grant.name, extra)
+        client.speed_charge_s += extra
 
     def _said_calibrated(self, client: ClientState, name: str, run_count: int) -> list[Action]:
         """What an uncapped client's calibration read, once its hook said (a capped one's is
@@ -433,10 +440,6 @@ class SchedulerCore:
         if client is None:
             return 1.0
         return self.speed.speed(name, now, shared=not client.spec.capped)
-
-    @staticmethod
-    def _calibration_s(client: ClientState) -> float:
-        return CALIBRATION_S if client.spec.capped else SHARED_CALIBRATION_S
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, or an uncapped one beside
@@ -569,7 +572,7 @@ class SchedulerCore:
         for n in names:
             # (0.9: as for any capped grant, a little under will do; see _select)
             due = self._calibration_due(n, alone, now)
-            need = 0.9 * self._calibration_s(self.clients[n]) if due else 0.0
+            need = 0.9 * calibration(self.clients[n].spec.capped).length_s if due else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
             room = math.inf if resting else self._room(n, long_size, now, far)
