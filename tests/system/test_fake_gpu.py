@@ -50,8 +50,8 @@ def test_processes_of_a_capped_client_use_its_cap_together(system):
     syncs, counts the others' work.  The three now do 0.357-0.390 on a loaded 2-core machine
     (2026-11-25, 12 runs and 3 full `make test`; judged after their first second, lower still:
     0.347-0.384), which no longer sets them clearly apart from that bug: what is left is the
-    docs/shares.md's "A client of several processes".  So this checks the cap and most of it
-    used."""
+    bench/SHARES-issue12.md's "A client of several processes".  So this checks the cap and most
+    of it used."""
     system.backend("1\nsolo 0.1 0.4 1GiB\n", "-w", "10000")
     rs = [result(p) for p in [system.work("solo", 6) for _ in range(3)]]
     assert 0.34 <= gpu_share(*rs) <= 0.435, rs
