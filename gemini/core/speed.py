@@ -139,23 +139,6 @@ SHARED_RANGE = (0.5, 2.0)  # beside others a program may well run slower than al
 SHARED_CALIBRATION_S = 0.12
 SHARED_SETTLE_S = 0.08
 
-
-@dataclass(frozen=True)
-class Calibration:
-    """A calibration grant's shape: how long it is, and how much of its start runs as fast as
-    an ordinary grant (the scheduler charges that part at the client's speed, the rest at 1)."""
-
-    length_s: float
-    settle_s: float
-
-
-CAPPED_CALIBRATION = Calibration(CALIBRATION_S, CALIBRATION_SETTLE_S)
-SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
-
-
-def calibration(capped: bool) -> Calibration:
-    """A capped client's calibration, or an uncapped one's beside others."""
-    return CAPPED_CALIBRATION if capped else SHARED_CALIBRATION
 # ...and only twice at first (SHARED_SECOND_S apart: two tails to take the median of), then
 # again once its shared grants' cost per launch has moved this much since the latest (its
 # program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in the seconds
@@ -182,6 +165,24 @@ RECENT_RUN_TAILS = 8
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A calibration grant's shape: how long it is, and how much of its start runs as fast as
+    an ordinary grant (the scheduler charges that part at the client's speed, the rest at 1)."""
+
+    length_s: float
+    settle_s: float
+
+
+CAPPED_CALIBRATION = Calibration(CALIBRATION_S, CALIBRATION_SETTLE_S)
+SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
+
+
+def calibration(capped: bool) -> Calibration:
+    """A capped client's calibration, or an uncapped one's beside others."""
+    return CAPPED_CALIBRATION if capped else SHARED_CALIBRATION
 
 
 @dataclass
