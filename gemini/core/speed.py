@@ -138,7 +138,6 @@ SHARED_RANGE = (0.5, 2.0)  # beside others a program may well run slower than al
 # hook measures its last 40 ms (wire.RUN_MEASURE_MS), after SHARED_SETTLE_S.
 SHARED_CALIBRATION_S = 0.12
 SHARED_SETTLE_S = 0.08
-
 # ...and only twice at first (SHARED_SECOND_S apart: two tails to take the median of), then
 # again once its shared grants' cost per launch has moved this much since the latest (its
 # program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in the seconds
