@@ -308,12 +308,25 @@ class Cupy:
 
 
 class Cpu:
-    """No GPU: a 1 ms sleep per step (dry runs of bench/paths.py's orchestration).  A sleep,
-    not a spin: processes run side by side then each go their own rate on a loaded 2-core
-    machine (two spinning ones did 1.3 times one's work together there, not 2)."""
+    """No GPU: a step per millisecond of the clock, slept to (dry runs of bench/paths.py's
+    orchestration).  Slept, not spun: processes run side by side then each go their own rate
+    on a loaded 2-core machine (two spinning ones did 1.3 times one's work together there, not
+    2).  Paced by the clock, not by each sleep's length: two processes that slept 1 ms a step
+    did 0.50 and 0.52 of their bare rate once in a full `make test`, as if each sleep had
+    lasted 2 ms (not seen again in 8 runs beside 2-3 busy loops; cause unknown).  A step late
+    by up to CATCH_UP_S is made up at once; a longer pause (a duty cycle's rest, the wait
+    between runs) is not."""
+
+    CATCH_UP_S = 0.005
+
+    def __init__(self) -> None:
+        self.due = 0.0
 
     def step(self) -> None:
-        time.sleep(0.001)
+        now = time.monotonic()
+        self.due = max(self.due, now - self.CATCH_UP_S) + 0.001
+        if self.due > now:
+            time.sleep(self.due - now)
 
     def sync(self) -> None:
         pass
