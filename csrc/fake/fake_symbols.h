@@ -61,6 +61,8 @@
     X(cuStreamSynchronize_ptsz, cuStreamSynchronize, 7000, P)                       \
     X(cuStreamQuery, cuStreamQuery, 2000, D)                                        \
     X(cuStreamQuery_ptsz, cuStreamQuery, 7000, P)                                   \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, 10000, D)                                 \
+    X(cuLaunchHostFunc_ptsz, cuLaunchHostFunc, 10000, P)                            \
     X(cuStreamWaitEvent, cuStreamWaitEvent, 3020, D)                                \
     X(cuStreamWaitEvent_ptsz, cuStreamWaitEvent, 7000, P)                           \
     X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, D)                      \

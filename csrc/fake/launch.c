@@ -466,6 +466,71 @@ CUresult cuStreamQuery_ptsz(CUstream hStream)
     return stream_query(hStream, 1);
 }
 
+/* A host function runs on a thread of the driver's once the work queued before it has run.
+ * (Simplified: the stream's later work does not wait for it to return.) */
+struct host_call {
+    CUhostFn fn;
+    void *data;
+    uint64_t at;
+};
+
+static void *host_call_main(void *arg)
+{
+    struct host_call *c = arg;
+    fake_sleep_until(c->at);
+    c->fn(c->data);
+    free(c);
+    return NULL;
+}
+
+static CUresult launch_host_func(CUstream h, int per_thread, CUhostFn fn, void *data)
+{
+    struct CUstream_st *s;
+    CUresult rc = stream_get(h, per_thread, &s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (fn == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&s->mu);
+    uint64_t at = s->tail;
+    int capturing = s->capture != NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (capturing) /* (not simulated: a host node in the graph) */
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (s->legacy) {
+        uint64_t all = fake_proc_tail_blocking(s->dev);
+        if (all > at)
+            at = all;
+    }
+    struct host_call *c = malloc(sizeof(*c));
+    if (c == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *c = (struct host_call){fn, data, at};
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int err = pthread_create(&t, &attr, host_call_main, c);
+    pthread_attr_destroy(&attr);
+    if (err != 0) {
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+    FAKE_ENTER(cuLaunchHostFunc);
+    return launch_host_func(hStream, 0, fn, userData);
+}
+
+CUresult cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+    FAKE_ENTER(cuLaunchHostFunc_ptsz);
+    return launch_host_func(hStream, 1, fn, userData);
+}
+
 static CUresult stream_wait_event(CUstream h, CUevent e, int per_thread)
 {
     struct CUstream_st *s;

@@ -277,6 +277,8 @@ int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
 /* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded), the GPU having
  * run what it waited for by `ran_by_ns` (gem_inflight_waited). */
 void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok);
+/* `ns` more waited on the GPU, seen other than in a sync (a host function: sync.c). */
+void gem_token_note_waited(int dev, int64_t ns);
 void gem_token_reset_after_fork(void);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */

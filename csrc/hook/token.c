@@ -733,6 +733,14 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
                 "more than the markers showed)", (double)(to_ns - t->end_ns) / 1e6, more);
 }
 
+void gem_token_note_waited(int dev, int64_t ns)
+{
+    if (dev < 0 || ns <= 0)
+        return;
+    pthread_once(&tokens_once, tokens_init);
+    atomic_fetch_add_explicit(&tokens[dev].gpu_wait_ns, ns, memory_order_relaxed);
+}
+
 void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok)
 {
     if (dev < 0)

@@ -30,7 +30,10 @@ def test_two_clients_get_their_shares(system):
 def test_a_limit_caps_a_client_alone(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n")
     r = result(system.work("solo", 6))
-    assert gpu_share(r) == pytest.approx(0.4, abs=0.06), r
+    # The cap is the upper bound; the lower one only guards against starving.  A host that
+    # stops a capped client loses that time for good (the window does not give it back): 0.38
+    # beside two busy loops, 0.324 once in a full `make test`.
+    assert 0.25 <= gpu_share(r) <= 0.46, r
 
 
 def test_processes_of_one_client_share_its_token(system):
@@ -229,6 +232,27 @@ def test_the_hook_says_how_long_its_program_waited_on_the_gpu(system):
              for c in query_status("127.0.0.1", system.schd.port)["clients"]}
     assert waits["heavy"] > GPU_BOUND, waits
     assert waits["light"] < GPU_BOUND / 2, waits
+
+
+def test_a_program_that_waits_for_a_host_function_waits_on_the_gpu(system):
+    """XLA's block_until_ready waits for a host function (cuLaunchHostFunc) that the driver runs
+    once the GPU gets there, not in a sync: the hook times each host function from its queueing
+    (or the run of the one before) to its run, when no launch came meanwhile.  A program of
+    short bursts, each waited for that way, waits on the GPU for most of its grants; the same
+    program, not waiting at all (its queue held by the gate at each token's end only), for
+    little.  (Before, both read like the second: JAX on the H100, 9-18 %.)"""
+    system.backend("2\nwaits 0.1 0.4 1GiB\nruns 0.1 0.4 1GiB\n", *FAST)
+    waits = system.client("waits", "work", "--kernel-ms", "0.5", "--burst", "4", "--sync",
+                          "hostfn", "--seconds", "3")
+    runs = system.client("runs", "work", "--kernel-ms", "0.5", "--burst", "4", "--sync",
+                         "none", "--idle-ms", "2", "--seconds", "3")
+    rw, rr = result(waits), result(runs)
+    assert rw["rc"] == 0 and rw["kernels"] > 0, rw
+    assert rr["rc"] == 0, rr
+    shares = {c["name"]: c["gpu_wait"]
+              for c in query_status("127.0.0.1", system.schd.port)["clients"]}
+    assert shares["waits"] > 2 * GPU_BOUND, shares
+    assert shares["runs"] < shares["waits"] / 2, shares
 
 
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):

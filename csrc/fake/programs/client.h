@@ -5,8 +5,9 @@
  *
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
- *        [--sync stream|ctx|event|none] (none: never waits; the queue grows as deep as the
- *        driver lets it) [--idle-ms F] (sleep after each burst's sync: an interactive client)
+ *        [--sync stream|ctx|event|hostfn|none] (none: never waits; the queue grows as deep as
+ *        the driver lets it; hostfn: waits for a host function queued after the burst to run,
+ *        as XLA's block_until_ready does) [--idle-ms F] (sleep after each burst's sync: an interactive client)
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
@@ -43,6 +44,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,6 +89,7 @@
     X(StreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz, "cuStreamSynchronize",   \
       2000, 7000)                                                                                \
     X(StreamQuery, cuStreamQuery, cuStreamQuery_ptsz, "cuStreamQuery", 2000, 7000)               \
+    X(LaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz, "cuLaunchHostFunc", 10000, 10000) \
     X(StreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz,                 \
       "cuStreamBeginCapture", 10010, 10010)                                                      \
     X(StreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz, "cuStreamEndCapture",       \
@@ -378,6 +381,11 @@ struct worker {
     pthread_t tid;
 };
 
+static void post_done(void *sem)
+{
+    sem_post(sem);
+}
+
 /* Capture one burst of kernels into a graph (global mode) and instantiate it. */
 static void capture(struct worker *w, CUstream st, CUgraph *g, CUgraphExec *ge, double gap_ms)
 {
@@ -404,6 +412,8 @@ static void *work_thread(void *arg)
     const char *how = graph ? "kernel" : o->launch;
     CUstream st = NULL; /* --stream null: the default stream (per-thread one with --ptsz) */
     CUevent ev0 = NULL, ev1 = NULL;
+    sem_t done_sem; /* --sync hostfn */
+    sem_init(&done_sem, 0, 0);
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
     uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
@@ -456,6 +466,10 @@ static void *work_thread(void *arg)
             /* never wait: only the driver's queue limits how far ahead this runs */
         } else if (strcmp(o->sync, "ctx") == 0) {
             CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
+        } else if (strcmp(o->sync, "hostfn") == 0) {
+            CHECK(w, s->a.LaunchHostFunc(st, post_done, &done_sem), "cuLaunchHostFunc");
+            while (w->rc == 0 && sem_wait(&done_sem) != 0 && errno == EINTR)
+                ;
         } else if (ev1 != NULL) {
             CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");
             CHECK(w, s->a.EventSynchronize(ev1), "cuEventSynchronize");
@@ -490,6 +504,7 @@ static void *work_thread(void *arg)
         s->a.EventDestroy(ev1);
     if (st != NULL)
         s->a.StreamDestroy(st);
+    sem_destroy(&done_sem);
     return NULL;
 }
 
@@ -845,6 +860,13 @@ static int cmd_all_paths(const struct opts *o)
     float ms = 0;
     note(&c, "cuEventElapsedTime", s.a.EventElapsedTime(&ms, e0, e1));
     note(&c, "cuEventElapsedTime_v2", s.a.EventElapsedTime2(&ms, e0, e1));
+    sem_t ran;
+    sem_init(&ran, 0, 0);
+    CUresult hf = s.a.LaunchHostFunc(st, post_done, &ran);
+    note(&c, "cuLaunchHostFunc", hf);
+    if (hf == CUDA_SUCCESS)
+        sem_wait(&ran);
+    sem_destroy(&ran);
     note(&c, "cuStreamSynchronize", s.a.StreamSynchronize(st));
     note(&c, "cuCtxSynchronize", s.a.CtxSynchronize());
     note(&c, "cuCtxSynchronize_v2", s.a.CtxSynchronizeV2(s.ctx));
