@@ -1,14 +1,15 @@
 """Which wait and poll calls each kind of program makes under the hook (issue 12: JAX's
 block_until_ready adds nothing to the wait its hook measures).  An exploration, not gemini:
 
-  mkdir -p /tmp/probe && git archive HEAD csrc bench/build_hook.sh | tar -x -C /tmp/probe
+  mkdir -p /tmp/probe && git archive 8ee6090 csrc bench/build_hook.sh | tar -x -C /tmp/probe
   (cd /tmp/probe && patch -p1 < $OLDPWD/bench/probe_wait_calls/hook.patch)
   sh /tmp/probe/bench/build_hook.sh /tmp/probehook
   GEMINI_BENCH_HOOK=/tmp/probehook/libgemhook.so.1 \\
       python3 bench/probe_wait_calls/run.py OUT_DIR jax torch-compile torch-eager launch-bound
 
-The patch adds pass-through rows for cuEventQuery, cuStreamQuery(_ptsz) and
-cuLaunchHostFunc(_ptsz) to the hook's table (so that they are counted in GEMINI_HOOK_STATS), and
+The patch (against 8ee6090: since 884e573 the hook wraps cuLaunchHostFunc itself) adds
+pass-through rows for cuEventQuery, cuStreamQuery(_ptsz) and cuLaunchHostFunc(_ptsz) to the
+hook's table (so that they are counted in GEMINI_HOOK_STATS), and
 times the not-ready answers of the two queries.  (A plain LD_PRELOAD library sees none of
 these: the CUDA runtime and XLA get the driver's functions through cuGetProcAddress.)  Each
 program runs 3 s alone under the hook (limit 1.0), syncing every 10 ms; prints its counts."""
