@@ -405,7 +405,9 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-static CUresult stream_sync(CUstream h, int per_thread)
+/* When the work queued on stream `h` so far has run (*at): what a sync waits for, and when a
+ * host function queued now runs.  Not while it captures. */
+static CUresult stream_done_at(CUstream h, int per_thread, uint64_t *at)
 {
     struct CUstream_st *s;
     CUresult rc = stream_get(h, per_thread, &s);
@@ -422,8 +424,17 @@ static CUresult stream_sync(CUstream h, int per_thread)
         if (all > t)
             t = all;
     }
-    fake_sleep_until(t);
+    *at = t;
     return CUDA_SUCCESS;
+}
+
+static CUresult stream_sync(CUstream h, int per_thread)
+{
+    uint64_t t;
+    CUresult rc = stream_done_at(h, per_thread, &t);
+    if (rc == CUDA_SUCCESS)
+        fake_sleep_until(t);
+    return rc;
 }
 
 CUresult cuStreamSynchronize(CUstream hStream)
@@ -485,23 +496,12 @@ static void *host_call_main(void *arg)
 
 static CUresult launch_host_func(CUstream h, int per_thread, CUhostFn fn, void *data)
 {
-    struct CUstream_st *s;
-    CUresult rc = stream_get(h, per_thread, &s);
+    uint64_t at;
+    CUresult rc = stream_done_at(h, per_thread, &at); /* (in a capture: a host node, not simulated) */
     if (rc != CUDA_SUCCESS)
         return rc;
     if (fn == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&s->mu);
-    uint64_t at = s->tail;
-    int capturing = s->capture != NULL;
-    pthread_mutex_unlock(&s->mu);
-    if (capturing) /* (not simulated: a host node in the graph) */
-        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    if (s->legacy) {
-        uint64_t all = fake_proc_tail_blocking(s->dev);
-        if (all > at)
-            at = all;
-    }
     struct host_call *c = malloc(sizeof(*c));
     if (c == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;

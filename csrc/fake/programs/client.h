@@ -7,7 +7,8 @@
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
  *        [--sync stream|ctx|event|hostfn|none] (none: never waits; the queue grows as deep as
  *        the driver lets it; hostfn: waits for a host function queued after the burst to run,
- *        as XLA's block_until_ready does) [--idle-ms F] (sleep after each burst's sync: an interactive client)
+ *        as XLA's block_until_ready does) [--idle-ms F] (sleep after each burst's sync: an
+ *        interactive client)
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
@@ -386,6 +387,19 @@ static void post_done(void *sem)
     sem_post(sem);
 }
 
+/* Queue a host function on `st` and wait for the driver to run it (as XLA's block_until_ready
+ * waits for its work). */
+static CUresult wait_host_fn(struct session *s, CUstream st)
+{
+    sem_t ran;
+    sem_init(&ran, 0, 0);
+    CUresult r = s->a.LaunchHostFunc(st, post_done, &ran);
+    while (r == CUDA_SUCCESS && sem_wait(&ran) != 0 && errno == EINTR)
+        ;
+    sem_destroy(&ran);
+    return r;
+}
+
 /* Capture one burst of kernels into a graph (global mode) and instantiate it. */
 static void capture(struct worker *w, CUstream st, CUgraph *g, CUgraphExec *ge, double gap_ms)
 {
@@ -412,8 +426,6 @@ static void *work_thread(void *arg)
     const char *how = graph ? "kernel" : o->launch;
     CUstream st = NULL; /* --stream null: the default stream (per-thread one with --ptsz) */
     CUevent ev0 = NULL, ev1 = NULL;
-    sem_t done_sem; /* --sync hostfn */
-    sem_init(&done_sem, 0, 0);
     CUgraph g = NULL;
     CUgraphExec ge = NULL;
     uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
@@ -467,9 +479,7 @@ static void *work_thread(void *arg)
         } else if (strcmp(o->sync, "ctx") == 0) {
             CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
         } else if (strcmp(o->sync, "hostfn") == 0) {
-            CHECK(w, s->a.LaunchHostFunc(st, post_done, &done_sem), "cuLaunchHostFunc");
-            while (w->rc == 0 && sem_wait(&done_sem) != 0 && errno == EINTR)
-                ;
+            CHECK(w, wait_host_fn(s, st), "cuLaunchHostFunc");
         } else if (ev1 != NULL) {
             CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");
             CHECK(w, s->a.EventSynchronize(ev1), "cuEventSynchronize");
@@ -504,7 +514,6 @@ static void *work_thread(void *arg)
         s->a.EventDestroy(ev1);
     if (st != NULL)
         s->a.StreamDestroy(st);
-    sem_destroy(&done_sem);
     return NULL;
 }
 
@@ -860,13 +869,7 @@ static int cmd_all_paths(const struct opts *o)
     float ms = 0;
     note(&c, "cuEventElapsedTime", s.a.EventElapsedTime(&ms, e0, e1));
     note(&c, "cuEventElapsedTime_v2", s.a.EventElapsedTime2(&ms, e0, e1));
-    sem_t ran;
-    sem_init(&ran, 0, 0);
-    CUresult hf = s.a.LaunchHostFunc(st, post_done, &ran);
-    note(&c, "cuLaunchHostFunc", hf);
-    if (hf == CUDA_SUCCESS)
-        sem_wait(&ran);
-    sem_destroy(&ran);
+    note(&c, "cuLaunchHostFunc", wait_host_fn(&s, st));
     note(&c, "cuStreamSynchronize", s.a.StreamSynchronize(st));
     note(&c, "cuCtxSynchronize", s.a.CtxSynchronize());
     note(&c, "cuCtxSynchronize_v2", s.a.CtxSynchronizeV2(s.ctx));
