@@ -735,20 +735,20 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
 
 void gem_token_note_waited(int dev, int64_t ns)
 {
-    if (dev < 0 || ns <= 0)
+    if (dev < 0)
         return;
     pthread_once(&tokens_once, tokens_init);
-    atomic_fetch_add_explicit(&tokens[dev].gpu_wait_ns, ns, memory_order_relaxed);
+    if (ns > 0)
+        atomic_fetch_add_explicit(&tokens[dev].gpu_wait_ns, ns, memory_order_relaxed);
 }
 
 void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok)
 {
     if (dev < 0)
         return;
-    pthread_once(&tokens_once, tokens_init);
-    struct token *t = &tokens[dev];
     int64_t waited_ns = to_ns - from_ns;
-    atomic_fetch_add_explicit(&t->gpu_wait_ns, waited_ns, memory_order_relaxed);
+    gem_token_note_waited(dev, waited_ns); /* (tokens initialised there) */
+    struct token *t = &tokens[dev];
     int behind = ok && waited_ns >= GEM_SYNC_BEHIND_NS;
     /* (neither: no launch since the last sync, nor a burst cut at a token's end) */
     int bursting = atomic_load_explicit(&t->burst_running, memory_order_relaxed) ||
