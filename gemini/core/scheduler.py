@@ -27,8 +27,9 @@ Rules:
   clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster
   the GPU runs its grants than it runs it continuously, which its idle gaps cause, as far as
   the GPU sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when
-  it next asks; alone, a capped client gets a calibration grant
-  (`speed.CALIBRATION_S`) `speed.FIRST_CALIBRATION_S` after its first reading, every
+  it next asks; alone, a capped client gets a calibration grant (`speed.CALIBRATION_S`, or
+  half what its short window allows it: `_calibration`; none under 0.1 s, as for a cap of
+  0.1) `speed.FIRST_CALIBRATION_S` after its first reading, every
   `speed.SETTLING_EVERY_S` for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S`
   after that, once it has the room for it.
 - With `Timing.shared_speed`, shares of uncapped clients beside each other hold by work too:
@@ -52,7 +53,13 @@ from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pick, targets
-from gemini.core.speed import CALIBRATION_S, SpeedMeter, calibration
+from gemini.core.speed import (
+    CALIBRATION_S,
+    SHARED_CALIBRATION,
+    Calibration,
+    SpeedMeter,
+    capped_calibration,
+)
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
@@ -247,8 +254,10 @@ class SchedulerCore:
             client = self.clients.get(interval.name)
             if interval.extra or t >= interval.end or client is None or not client.spec.capped:
                 continue
+            cal = self._calibration(client.spec)
             self.speed.sample(interval.name, mhz, t, t - interval.start,
-                              interval.end - interval.start, interval.calibrating)
+                              interval.end - interval.start, interval.calibrating,
+                              cal.length_s if cal is not None else math.inf)
         return self._calibrated(samples[-1][0]) if samples else []
 
     def _calibrated(self, read_until: float) -> list[Action]:
@@ -339,7 +348,9 @@ class SchedulerCore:
         calibrating = standing is not None and standing.need > 0.0
         if calibrating:
             assert standing is not None
-            length = max(length, min(calibration(client.spec.capped).length_s, standing.remaining))
+            cal = self._calibration(client.spec)
+            assert cal is not None  # (due only where one fits: _calibration_due)
+            length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
         interval.calibrating = calibrating
@@ -413,8 +424,9 @@ class SchedulerCore:
         fast as an ordinary grant before the limiter settles (H100, torch eager and CUDA
         graphs: 1.03-1.06 of the bare rate over a whole calibration, 2026-11-25)."""
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
-        if grant.calibrating:
-            fast_s = min(fast_s, calibration(client.spec.capped).settle_s)
+        cal = self._calibration(client.spec)
+        if grant.calibrating and cal is not None:
+            fast_s = min(fast_s, cal.settle_s)
         speed = self._speed(grant.name, grant.end)
         extra = (speed - 1.0) * fast_s
         if client.spec.capped:
@@ -439,7 +451,18 @@ class SchedulerCore:
         client = self.clients.get(name)
         if client is None:
             return 1.0
-        return self.speed.speed(name, now, shared=not client.spec.capped)
+        spec = client.spec
+        return self.speed.speed(name, now, shared=not spec.capped,
+                                calibrates=self._calibration(spec) is not None)
+
+    def _calibration(self, spec: ClientSpec) -> Calibration | None:
+        """Its calibration grant: an uncapped client's beside others, or a capped one's, as
+        long as its windows allow (None: too little for one; speed.capped_calibration)."""
+        if not spec.capped:
+            return SHARED_CALIBRATION
+        t = self.timing
+        size = min(t.short_window_s, t.window_s) if t.short_window_s > 0 else t.window_s
+        return capped_calibration(self._allowed_s(spec, size))
 
     def _calibration_due(self, name: str, alone: bool, now: float) -> bool:
         """A capped client waiting alone, with the clock read, or an uncapped one beside
@@ -448,7 +471,8 @@ class SchedulerCore:
             return (self.timing.shared_speed and not alone and self.speed.measured(name)
                     and self.speed.due(name, now, True))
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
-        return clocked and alone and self.speed.due(name, now)
+        fits = self._calibration(self.clients[name].spec) is not None
+        return clocked and alone and fits and self.speed.due(name, now)
 
     def _end_early(self, interval: Interval, now: float) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
@@ -572,7 +596,8 @@ class SchedulerCore:
         for n in names:
             # (0.9: as for any capped grant, a little under will do; see _select)
             due = self._calibration_due(n, alone, now)
-            need = 0.9 * calibration(self.clients[n].spec.capped).length_s if due else 0.0
+            cal = self._calibration(self.clients[n].spec) if due else None
+            need = 0.9 * cal.length_s if cal is not None else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
             room = math.inf if resting else self._room(n, long_size, now, far)
@@ -597,14 +622,18 @@ class SchedulerCore:
             # first grant may fill its first short window, and no more.
             short = min(t.short_window_s, t.window_s)
             young = max(long_size, short)
-            # The pace holds the limit on average; each window allows a little more (the most
-            # a window catches of a client on its pace is about one paced grant).
-            edge = WINDOW_EDGE * self._paced_grant_s(spec.limit)
+            # The pace holds the limit on average; each window allows a little more.
             history = self.history
-            room = history.room(name, now, young, spec.limit * young + edge, far)
+            room = history.room(name, now, young, self._allowed_s(spec, young), far)
             if short > 0:
-                room = min(room, history.room(name, now, short, spec.limit * short + edge, far))
+                room = min(room, history.room(name, now, short, self._allowed_s(spec, short), far))
         return room
+
+    def _allowed_s(self, spec: ClientSpec, window_s: float) -> float:
+        """The most a capped client may hold of a window of `window_s`: its limit's part, and a
+        little more (the most a window catches of a client on its pace is about one paced
+        grant: WINDOW_EDGE)."""
+        return spec.limit * window_s + WINDOW_EDGE * self._paced_grant_s(spec.limit)
 
     @property
     def _room_horizon_s(self) -> float:

@@ -8,8 +8,10 @@ and the program does 1.15x its continuous work per second of GPU time (H100, no 
 bench/results/…-211739-duty-cycle-synced.json).  A cap in time then gives 0.46 of the bare work.
 
 So each capped client the GPU paces is calibrated (HOST_PACED: not one its host paces): now and
-then one of its grants is long (`CALIBRATION_S`), and the clock in that grant's last `TAIL_S`,
-when the limiter has caught up, is the clock the client runs at continuously.  The clock in its
+then one of its grants is long (`CALIBRATION_S`, or what its cap's windows leave room for:
+`capped_calibration`; a cap too small for one is charged `UNCALIBRATED_SPEED`), and the clock
+in that grant's last `TAIL_S`, when the limiter has caught up, is the clock the client runs at
+continuously.  The clock in its
 ordinary grants over that is its speed: the scheduler charges each second it grants as `speed`
 seconds (gemini.core.scheduler).  A program the clock does not slow (memory-bound, launch-bound,
 or light) reads the same clock in both and is charged its time.  The clock stands for the work,
@@ -85,6 +87,16 @@ from dataclasses import dataclass, field
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
 CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (scheduler)
+# A capped client's calibration is at most this part of what its short window allows it (a
+# 0.4 cap: 0.43 s of a 1 s window, so 200 ms), and none shorter than MIN_CALIBRATION_S comes:
+# its tail would still read fast.  Below (caps under ~0.19 with the launcher's quotas), it is
+# charged UNCALIBRATED_SPEED (capped_calibration, SpeedMeter.speed).
+CALIBRATION_ALLOWANCE = 0.5
+MIN_CALIBRATION_S = 0.1
+# What a capped client too small to calibrate is charged (as far as the GPU sets its pace):
+# the middle of the speeds seen paced (1.0 for Triton, up to ~1.3 for a matmul loop on a cool
+# card), so that either is off by under a seventh of its cap (1.4 points at 0.1).
+UNCALIBRATED_SPEED = 1.15
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
 # The first calibration waits this long after the client's first reading.  Its tail is not
 # kept: at first the card is cold and the program still starting (H100, 2026-11-25: 1980 MHz
@@ -175,13 +187,20 @@ class Calibration:
     settle_s: float
 
 
-CAPPED_CALIBRATION = Calibration(CALIBRATION_S, CALIBRATION_SETTLE_S)
 SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
 
 
-def calibration(capped: bool) -> Calibration:
-    """A capped client's calibration, or an uncapped one's beside others."""
-    return CAPPED_CALIBRATION if capped else SHARED_CALIBRATION
+def capped_calibration(allowance_s: float) -> Calibration | None:
+    """A capped client's calibration, where its windows allow it `allowance_s` (its limit's
+    part of the short window, and the edge): at most CALIBRATION_ALLOWANCE of that, so that
+    the rest of a 1 s window around it is not starved, and None where that is too short for
+    the clock to settle (MIN_CALIBRATION_S).  A client capped at 0.1 may hold 0.115 s of a
+    1 s window, and waited for room for a 200 ms calibration for ever (simulator: nothing
+    from its first second on; at 0.2 its seconds 0.06-0.21)."""
+    length = min(CALIBRATION_S, CALIBRATION_ALLOWANCE * allowance_s)
+    if length < MIN_CALIBRATION_S:
+        return None
+    return Calibration(length, length / CALIBRATION_S * CALIBRATION_SETTLE_S)
 
 
 @dataclass
@@ -240,6 +259,12 @@ def _clock_speed(clocks: _Clocks) -> float:
     return min(max(clocks.in_grants / clocks.continuous, low) ** WORK_PER_CLOCK, high)
 
 
+def _tail_s(grant_s: float) -> float:
+    """The part of a calibration grant read as the continuous clock: TAIL_S, or half of a
+    short one (capped_calibration)."""
+    return min(TAIL_S, grant_s / 2)
+
+
 def _read_within(clocks: _Clocks, now: float, seconds: float) -> bool:
     """First read less than `seconds` before `now`."""
     return clocks.first_at is not None and now - clocks.first_at < seconds
@@ -262,9 +287,10 @@ class SpeedMeter:
         self._clocks: dict[str, _Clocks] = {}
 
     def sample(self, name: str, mhz: float, at: float, into_grant_s: float, grant_s: float,
-               calibrating: bool) -> None:
+               calibrating: bool, calibration_s: float = CALIBRATION_S) -> None:
         """The SM clock read at `at`, `into_grant_s` after the start of a grant of `grant_s`
-        seconds that `name` held then."""
+        seconds that `name` held then; with `calibrating`, a calibration meant to last
+        `calibration_s` (its tail counts only if it was not cut much shorter)."""
         if mhz <= 0.0:
             return
         clocks = self._clocks.setdefault(name, _Clocks())
@@ -272,7 +298,7 @@ class SpeedMeter:
             clocks.first_at = at
         if not calibrating:
             clocks.in_grants = _mean(clocks.in_grants, mhz, GRANT_WEIGHT)
-        elif grant_s >= CALIBRATION_S * 0.75 and into_grant_s >= grant_s - TAIL_S:
+        elif grant_s >= 0.75 * calibration_s and into_grant_s >= grant_s - _tail_s(grant_s):
             clocks.tail_sum += mhz
             clocks.tail_samples += 1
             if clocks.tail_samples < MIN_TAIL_READINGS:
@@ -359,13 +385,15 @@ class SpeedMeter:
         clocks.in_grants_then = clocks.in_grants
         clocks.cost_then = _grants_cost(clocks, True)  # (for clients beside others)
 
-    def speed(self, name: str, now: float = math.inf, shared: bool = False) -> float:
+    def speed(self, name: str, now: float = math.inf, shared: bool = False,
+              calibrates: bool = True) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
         UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
-        while it settles.  With `shared` (an uncapped client beside others): by work only, 1
-        until measured, and below 1 too."""
+        while it settles; UNCALIBRATED_SPEED for one whose cap is too small to calibrate
+        (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
+        uncapped client beside others): by work only, 1 until measured, and below 1 too."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
@@ -375,7 +403,9 @@ class SpeedMeter:
             fast = 1.0 if work is None else work
         else:
             fast = _clock_speed(clocks) if work is None else work
-            if _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
+            if work is None and not calibrates:
+                fast = UNCALIBRATED_SPEED
+            elif _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
                 fast = max(fast, UNKNOWN_SPEED)
         return 1.0 + (fast - 1.0) * bound
 

@@ -130,11 +130,11 @@ def test_duty_cycle_profiles_the_rate_after_each_pause(tmp_path: Path) -> None:
 
 @pytest.mark.system
 def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: Path) -> None:
-    """bench/paths.py: solo:PATH then cap:PATH in two invocations, merged: each phase's keys
-    (the capped run's gate counters and grants included) stay with their phase, and its
-    report counts the two runs."""
+    """bench/paths.py: solo:PATH then cap:PATH (at a cap of 0.25, --cap) in two invocations,
+    merged: each phase's keys (the capped run's gate counters and grants included) stay with
+    their phase, and its report counts the two runs."""
     dry = ("--solo-runs", "2", "--solo-seconds", "0.3", "--cap-seconds", "2", "--skip-rtt",
-           "--skip-pairs")
+           "--skip-pairs", "--cap", "0.25")
     solo, cap = (result_file(tmp_path / unit[:3], "*-paths.json", "bench/paths.py", "--only",
                              unit, *dry) for unit in ("solo:cpu", "cap:cpu"))
     merged = result_file(tmp_path / "merged", "*-paths.json", "bench/paths.py", "--merge-only",
@@ -142,8 +142,10 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: 
     row = json.loads(merged.read_text())["paths"]["cpu"]
     assert row["solo_over_bare"] > 0 and row["bare"] and row["solo"]
     assert "cap_gate" in row and "cap_granted_share" in row and row["cap_60s"] is not None
-    # the merge's own command measured nothing
-    assert "· 2 invocation(s)" in merged.with_suffix(".md").read_text()
+    assert row["cap_target"] == 0.25
+    report = merged.with_suffix(".md").read_text()
+    assert "capped at 0.25" in report
+    assert "· 2 invocation(s)" in report  # (the merge's own command measured nothing)
 
 
 @pytest.mark.system

@@ -197,6 +197,19 @@ def test_a_cap_holds_by_work_on_a_power_limited_gpu(system):
     assert client["speed_charge_s"] > 0.1, client
 
 
+def test_a_small_cap_is_served_every_second_with_the_clock_read(system):
+    """A client capped at 0.1 may hold 0.14 s of a 1 s window (here); a calibration grant of
+    200 ms never fit there, and once its first came due (1 s after the clock's first reading
+    in its grants) it waited for that room for ever: 0.02-0.03 of the GPU over 6 s.  Now a
+    calibration is sized to what its windows allow, and a cap too small for one has none
+    (gemini.core.speed.capped_calibration).  The boosted fake GPU runs its 50 ms grants 1.2-1.4x
+    as fast as continuously; it is charged speed.UNCALIBRATED_SPEED (1.15)."""
+    system.backend("1\nsmall 0.05 0.1 1GiB\n", *FAST, schd_env=BOOSTED)
+    system.schd.wait_for("SM clock: caps are charged by work")
+    r = result(system.work("small", 6))
+    assert 0.06 <= gpu_share(r) <= 0.15, r
+
+
 def test_the_hook_says_how_fast_the_gpu_ran_its_launches(system):
     """Hook -> pod manager -> scheduler (the QUOTA request's run words): the GPU time and the
     launches of the queue it measured running back to back in a token, from which the

@@ -25,10 +25,13 @@ from gemini.core.speed import (
     SETTLING_EVERY_S,
     SPEED_RANGE,
     TAIL_S,
+    UNCALIBRATED_SPEED,
     UNKNOWN_SPEED,
     UNKNOWN_SPEED_S,
     WORK_PER_CLOCK,
+    Calibration,
     SpeedMeter,
+    capped_calibration,
 )
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType
 from gemini.daemon.clock import feed_clock
@@ -302,6 +305,40 @@ def test_a_capped_client_alone_does_its_cap_of_work_on_a_power_limited_gpu():
     # ...and every second: no lump for the calibration grants
     for t in range(2, 18):
         assert sim.clock.work("capped", t, t + 1.0) <= 0.4 + 0.05, t
+
+
+@pytest.mark.parametrize("limit", [0.1, 0.2, 0.3])
+def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(limit):
+    # A 200 ms calibration fits a 0.4 cap's 1 s window (0.43 s), not a 0.1 cap's (0.115 s):
+    # that client waited for the room for ever from its first calibration on (nothing from
+    # 1 s in), and at 0.2 its seconds read 0.06-0.23, its 10 s windows 0.17-0.20.
+    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002)
+    assert sim.clock is not None
+    for t in range(0, 20):
+        work = sim.clock.work("capped", t, t + 10.0) / 10.0
+        assert work == pytest.approx(limit, abs=0.02), (t, work)
+    for t in range(0, 29 * 4):  # (every 1 s window, sliding by 250 ms)
+        work = sim.clock.work("capped", t / 4, t / 4 + 1.0)
+        assert limit / 2 <= work <= limit + 0.05, (t / 4, work)
+
+
+def test_a_calibration_fits_its_clients_windows_or_none_comes():
+    longest = Calibration(CALIBRATION_S, CALIBRATION_SETTLE_S)
+    assert capped_calibration(0.43) == longest  # a 0.4 cap's 1 s window: 200 ms
+    half = capped_calibration(0.215)  # 0.2's: half its room, half of it to settle
+    assert half is not None
+    assert half.length_s == pytest.approx(0.1075)
+    assert half.settle_s == pytest.approx(half.length_s * CALIBRATION_SETTLE_S / CALIBRATION_S)
+    assert capped_calibration(0.115) is None  # 0.1's: its tail would read a clock unsettled
+
+
+def test_a_client_too_small_to_calibrate_is_charged_the_likely_speed_as_far_as_it_waits():
+    meter = SpeedMeter()
+    in_grant(meter, 1900.0)
+    assert meter.speed("a", calibrates=False) == UNCALIBRATED_SPEED
+    meter.waited("a", GPU_BOUND / 2)
+    assert meter.speed("a", calibrates=False) == pytest.approx(1 + (UNCALIBRATED_SPEED - 1) / 2)
+    assert meter.speed("a") == 1.0  # (one that calibrates: its time until a tail says)
 
 
 def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tells_its_own():
