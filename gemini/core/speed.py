@@ -108,8 +108,9 @@ FIRST_CALIBRATION_S = 1.0
 # JAX).  On an H100 a program's own speed is 1-1.16 (Triton 1.00, matmul loops 1.13-1.16): one
 # at 1 does 0.36 of its bare work for those four seconds, one at 1.16 0.42.
 UNKNOWN_SPEED = 1.1
-# ...for at most this long after its first reading (no calibration comes to a client that is
-# never alone, no tail by work to a name too long for the run words).
+# ...for at most this long after its first reading (no calibration comes to a client that
+# always has an uncapped neighbour, whose work keeps the card at its continuous clock; no tail
+# by work to a name too long for the run words).
 UNKNOWN_SPEED_S = 5.0
 # And while it settles (SETTLE_S), a client whose rests speed it up at all (by more than this)
 # is charged UNKNOWN_SPEED at least: its tails then read fast, as the card is still heating

@@ -24,7 +24,13 @@ from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.speed import WORK_PER_CLOCK
-from gemini.core.wire import RUN_MEASURE_MS, Request, RequestType, Status
+from gemini.core.wire import (
+    QUOTA_FLAG_CALIBRATION,
+    RUN_MEASURE_MS,
+    Request,
+    RequestType,
+    Status,
+)
 
 
 @dataclass
@@ -32,6 +38,7 @@ class SimClient:
     name: str
     conn: int
     busy: list[tuple[float, float]] = field(default_factory=list)  # GPU intervals it ran
+    calibrations: set[int] = field(default_factory=set)  # which of them were calibrations
     req_id: int = 0
 
 
@@ -152,11 +159,13 @@ class Sim:
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _run(self, c: SimClient) -> tuple[float, int]:
-        """What its hook measured of its grant before the latest: GPU time (ms) and launches."""
+        """What its hook measured of its grant before the latest: GPU time (ms) and launches
+        (the whole grant, or a calibration's last RUN_MEASURE_MS)."""
         if not self.launch_s or self.clock is None or len(c.busy) < 2:
             return 0.0, 0
         start, end = c.busy[-2]
-        start = max(start, end - RUN_MEASURE_MS / 1000)
+        if len(c.busy) - 2 in c.calibrations:
+            start = max(start, end - RUN_MEASURE_MS / 1000)
         self.clock.advance(end, self.running)
         return (end - start) * 1000, round(self.clock.work(c.name, start, end) / self.launch_s)
 
@@ -165,7 +174,10 @@ class Sim:
             if isinstance(a, Reply) and a.type is RequestType.QUOTA:
                 self.replies.append(a)
                 if a.response.status is Status.OK:
-                    self._granted(self.by_conn[a.conn], a.response.values[0] / 1000)
+                    c = self.by_conn[a.conn]
+                    if int(a.response.values[1]) & QUOTA_FLAG_CALIBRATION:
+                        c.calibrations.add(len(c.busy))
+                    self._granted(c, a.response.values[0] / 1000)
 
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1

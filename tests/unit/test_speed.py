@@ -322,6 +322,20 @@ def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(li
         assert limit / 2 <= work <= limit + 0.05, (t / 4, work)
 
 
+def test_capped_clients_that_leave_the_gpu_idle_between_them_do_their_caps_of_work():
+    # Neither is ever alone, so neither was calibrated, and each was charged its time while
+    # its grants ran on a card the idle 40 % cooled: 0.32-0.34 of its bare work over 10 s.
+    sim = Sim([("a", 0.1, 0.3), ("b", 0.1, 0.3)], timing=LAUNCHER, burst_ms=5000.0,
+              clock=GpuClock(), launch_s=0.0002)
+    sim.start("a"), sim.start("b")
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    for name in ("a", "b"):
+        for t in range(0, 20):
+            work = sim.clock.work(name, t, t + 10.0) / 10.0
+            assert work == pytest.approx(0.3, abs=0.02), (name, t, work)
+
+
 def test_a_calibration_fits_its_clients_windows_or_none_comes():
     longest = Calibration(CALIBRATION_S, CALIBRATION_SETTLE_S)
     assert capped_calibration(0.43) == longest  # a 0.4 cap's 1 s window: 200 ms
