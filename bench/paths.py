@@ -79,6 +79,7 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # a loop of tiny CUDA graphs (what the gate costs a graph launch)
 OPTIONAL = ["torch-threads", "graph-launch-bound"]
 EXTRA = ["pairs", "rtt"]
+OPTIONAL_EXTRA = ["capped-pairs"]  # (only when named: CAPPED_PAIR_CASES)
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
 CAP_TARGET = 0.4
@@ -86,6 +87,10 @@ PAIR_CASES: dict[str, list[tuple[str, float]]] = {
     "0.3/0.7": [("a", 0.3), ("b", 0.7)],
     "0.2/0.3/0.5": [("a", 0.2), ("b", 0.3), ("c", 0.5)],
 }
+# Clients capped at their targets, run only when named (`--only capped-pairs`): caps that
+# leave the GPU idle between them, as one cap alone does.
+CAPPED_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"capped 0.3+0.3": [("a", 0.3), ("b", 0.3)]}
+ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES}
 PAIR_PATH = "torch-eager"
 BARE_TOGETHER_S = 10.0  # --cap-procs: how long its n processes run bare together
 QUICK_BARE_RUNS = 3  # bare runs made when a unit needs a bare rate this invocation has not got
@@ -453,7 +458,8 @@ def markdown(res: dict) -> str:
     if res.get("pairs"):
         kinds = sorted({str(e.get("path", PAIR_PATH)) for e in res["pairs"]})
         lines += ["", f"Shares, {', '.join(kinds)} clients started together "
-                  "(limit 1.0); worst window after 1 s; aggregate = Σ shares (median over the "
+                  "(limit 1.0, but each capped at its target in the \"capped\" cases); worst "
+                  "window after 1 s; aggregate = Σ shares (median over the "
                   "windows)", "",
                   "(granted: the scheduler's books, the GPU time it gave; MHz: the GPU's median "
                   "SM clock over the run)", "",
@@ -909,10 +915,12 @@ class Bench:
     def unit_pairs(self, procs: Procs, case: str) -> list[dict]:
         """The clients of `case` started together, each running its --pair-path program (the
         list in turn), each judged against its own program's bare rate."""
-        specs = PAIR_CASES[case]
+        specs = ALL_PAIR_CASES[case]
         path_of = {n: pair_path(self.args.pair_path, i) for i, (n, _) in enumerate(specs)}
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
-        backend = Backend(procs, [Client(n, r, 1.0, MEM) for n, r in specs], self.timing(),
+        capped = case in CAPPED_PAIR_CASES
+        backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
+                          self.timing(),
                           tag="paths-pairs")
         tracer = GrantTracer(backend.schd.port)
         try:
@@ -972,7 +980,7 @@ class Bench:
             return starts * st + cold + 2 * a.solo_runs * run + BACKEND_S
         if kind == "cap":
             return quick + BACKEND_S + st + a.cap_seconds + 1
-        n = len(PAIR_CASES[what])
+        n = len(ALL_PAIR_CASES[what])
         return quick + BACKEND_S + st * (1 + 0.3 * n) + a.pair_seconds + 1
 
 
@@ -1000,6 +1008,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
             units.append(("cap", p))
     if "pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in PAIR_CASES]
+    if "capped-pairs" in only and not skip_pairs:
+        units += [("pairs", c) for c in CAPPED_PAIR_CASES]
     return units
 
 
@@ -1059,7 +1069,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--only", default="",
                    help="comma-separated units to run, from: " + ",".join(PATHS + EXTRA)
-                   + " (default: all), and " + ",".join(OPTIONAL) + " (only when named)")
+                   + " (default: all), and " + ",".join(OPTIONAL + OPTIONAL_EXTRA)
+                   + " (only when named)")
     p.add_argument("--solo-runs", type=int, default=5, help="bare and solo runs each, interleaved")
     p.add_argument("--solo-seconds", type=float, default=4.0, help="length of each bare/solo run")
     p.add_argument("--cap-seconds", type=float, default=60.0, help="length of the capped run")
@@ -1105,10 +1116,10 @@ def main(argv: list[str] | None = None) -> int:
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
     unknown = [s for s in only
                if s.removeprefix("cap:").removeprefix("solo:")
-               not in PATHS + OPTIONAL + EXTRA + DRY]
+               not in PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA + DRY]
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} "
-                f"(choose from {', '.join(PATHS + OPTIONAL + EXTRA)})")
+                f"(choose from {', '.join(PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA)})")
     if any(x not in PATHS + DRY for x in pair_paths(args.pair_path)):
         p.error(f"--pair-path: one or more of {', '.join(PATHS)}")
     bench = Bench(args)

@@ -214,6 +214,23 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     assert paths.units_for(["torch-threads"], True, True) == [("solo", "torch-threads"),
                                                                ("cap", "torch-threads")]
     assert paths.units_for(["cap:torch-threads"], True, True) == [("cap", "torch-threads")]
+    # (pairs of capped clients likewise)
+    assert not any(c.startswith("capped") for _, c in paths.units_for(paths.PATHS + paths.EXTRA,
+                                                                      False, True))
+    assert paths.units_for(["capped-pairs"], False, True) == [("pairs", "capped 0.3+0.3")]
+
+
+@pytest.mark.system
+def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> None:
+    """bench/paths.py --only capped-pairs: the case's two clients at 0.3 each (capped there on
+    a GPU; the cpu kind is never gated), judged on their 10 s and 1 s windows."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "capped-pairs",
+                       "--pair-path", "cpu", "--pair-seconds", "2", "--solo-seconds", "0.3",
+                       "--skip-rtt")
+    entries = json.loads(path.read_text())["pairs"]
+    assert [(e["case"], e["window_s"]) for e in entries] == [("capped 0.3+0.3", 10),
+                                                            ("capped 0.3+0.3", 1)]
+    assert all([c["target"] for c in e["clients"]] == [0.3, 0.3] for e in entries)
 
 
 @pytest.mark.system
