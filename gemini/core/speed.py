@@ -98,17 +98,6 @@ MIN_CALIBRATION_S = 0.1
 # card), so that either is off by under a seventh of its cap (1.4 points at 0.1).
 UNCALIBRATED_SPEED = 1.15
 CALIBRATE_EVERY_S = 10.0  # the continuous clock drifts with the card's temperature
-# ...and every STEADY_EVERY_S once its speed by work has held still: the speeds read at its
-# latest STEADY_CALIBRATIONS calibrations, and the one it reads now, within STEADY_SPREAD of
-# each other.  Each calibration is a lump its 1 s windows pay for (on the H100 the seconds
-# beside one read 0.27-0.32 of the bare work at a 0.4 cap), and a program that runs the same
-# kernels gains nothing from more: torch eager, CUDA graphs and Triton read 1.134-1.138,
-# 1.136-1.147 and 1.002-1.004 from their third calibration on (2026-11-26 14:06-14:14).  A
-# speed that moves (its program changed what it runs; its grants' cost moved) brings the
-# shorter period back.
-STEADY_EVERY_S = 30.0
-STEADY_CALIBRATIONS = 3
-STEADY_SPREAD = 1.02
 # The first calibration waits this long after the client's first reading.  Its tail is not
 # kept: at first the card is cold and the program still starting (H100, 2026-11-25: 1980 MHz
 # read "continuously"; by work, CuPy's first tail 2 s in read 180.8 us per launch, its next ones
@@ -232,7 +221,6 @@ class _Clocks:
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
-    speeds: list[float] = field(default_factory=list)  # by work, at its latest calibrations
 
     @property
     def continuous(self) -> float:
@@ -276,15 +264,6 @@ def _tail_s(grant_s: float) -> float:
     """The part of a calibration grant read as the continuous clock: TAIL_S, or half of a
     short one (capped_calibration)."""
     return min(TAIL_S, grant_s / 2)
-
-
-def _steady(clocks: _Clocks) -> bool:
-    """Has a capped client's speed by work held still over its latest calibrations, and now?"""
-    now = _work_speed(clocks)
-    recent = clocks.speeds[-STEADY_CALIBRATIONS:]
-    if now is None or len(recent) < STEADY_CALIBRATIONS:
-        return False
-    return max(*recent, now) <= STEADY_SPREAD * min(*recent, now)
 
 
 def _read_within(clocks: _Clocks, now: float, seconds: float) -> bool:
@@ -397,10 +376,7 @@ class SpeedMeter:
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
         unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
-        every = SETTLING_EVERY_S if settling else self.every_s
-        if not settling and _steady(clocks):
-            every = max(every, STEADY_EVERY_S)
-        return since >= every or unsure
+        return since >= (SETTLING_EVERY_S if settling else self.every_s) or unsure
 
     def calibrating(self, name: str, now: float) -> None:
         """A calibration grant begins: its tail will be the continuous clock."""
@@ -409,8 +385,6 @@ class SpeedMeter:
         clocks.calibrations += 1
         clocks.in_grants_then = clocks.in_grants
         clocks.cost_then = _grants_cost(clocks, True)  # (for clients beside others)
-        work = _work_speed(clocks)  # (not known: not steady, STEADY_EVERY_S)
-        clocks.speeds = [] if work is None else [*clocks.speeds, work][-STEADY_CALIBRATIONS:]
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
               calibrates: bool = True) -> float:

@@ -10,7 +10,6 @@ from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
-    CALIBRATE_EVERY_S,
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
     DRIFT,
@@ -25,7 +24,6 @@ from gemini.core.speed import (
     SETTLE_S,
     SETTLING_EVERY_S,
     SPEED_RANGE,
-    STEADY_EVERY_S,
     TAIL_S,
     UNCALIBRATED_SPEED,
     UNKNOWN_SPEED,
@@ -336,43 +334,6 @@ def test_capped_clients_that_leave_the_gpu_idle_between_them_do_their_caps_of_wo
         for t in range(0, 20):
             work = sim.clock.work(name, t, t + 10.0) / 10.0
             assert work == pytest.approx(0.3, abs=0.02), (name, t, work)
-
-
-def settled_meter(grants_us: float = 200.0, tail_us: float = 230.0) -> tuple[SpeedMeter, float]:
-    """A client calibrated every SETTLING_EVERY_S through its first SETTLE_S, its grants and
-    tails by work as given (speed 1.15); and when its last calibration began."""
-    meter = SpeedMeter()
-    in_grant(meter, 1900.0, 0.0)
-    meter.ran("a", grants_us / 5, 200, calibrating=False)
-    at = FIRST_CALIBRATION_S
-    while at < SETTLE_S:
-        assert meter.due("a", at)
-        meter.calibrating("a", at)
-        meter.ran("a", tail_us / 5, 200, calibrating=True)
-        at += SETTLING_EVERY_S
-    return meter, at - SETTLING_EVERY_S
-
-
-def test_a_client_whose_speed_holds_still_is_calibrated_less_often():
-    meter, last = settled_meter()
-    assert meter.speed("a") == pytest.approx(1.15)
-    assert not meter.due("a", last + CALIBRATE_EVERY_S)
-    assert meter.due("a", last + STEADY_EVERY_S)
-    # its grants now cost 5 % more a launch (its program changed what it runs): every period
-    for _ in range(60):
-        meter.ran("a", 210 / 5, 200, calibrating=False)
-    assert meter.due("a", last + CALIBRATE_EVERY_S)
-
-
-def test_a_steady_capped_client_alone_pays_for_fewer_calibrations():
-    sim = run_capped(GpuClock(), 80.0, launch_s=0.0002)
-    assert sim.clock is not None
-    c = sim.clients["capped"]
-    late = [c.busy[i][0] for i in c.calibrations if c.busy[i][0] > SETTLE_S]
-    assert 1 <= len(late) <= 60 / STEADY_EVERY_S + 1, late  # (every 10 s before: 6)
-    for t in range(int(SETTLE_S), 70):
-        work = sim.clock.work("capped", t, t + 10.0) / 10.0
-        assert work == pytest.approx(0.4, abs=0.02), (t, work)
 
 
 def test_a_calibration_fits_its_clients_windows_or_none_comes():
