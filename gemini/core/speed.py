@@ -11,11 +11,11 @@ So each capped client the GPU paces is calibrated (HOST_PACED: not one its host 
 then one of its grants is long (`CALIBRATION_S`, or what its cap's windows leave room for:
 `capped_calibration`; a cap too small for one is charged `UNCALIBRATED_SPEED`), and the clock
 in that grant's last `TAIL_S`, when the limiter has caught up, is the clock the client runs at
-continuously.  The clock in its
-ordinary grants over that is its speed: the scheduler charges each second it grants as `speed`
-seconds (gemini.core.scheduler).  A program the clock does not slow (memory-bound, launch-bound,
-or light) reads the same clock in both and is charged its time.  The clock stands for the work,
-in part (below; the probe: bench/results/…-212420-clock-probe.json).
+continuously.  The clock in its ordinary grants over that is its speed: the scheduler charges
+each second it grants as `speed` seconds (gemini.core.scheduler).  A program the clock does
+not slow (memory-bound, launch-bound, or light) reads the same clock in both and is charged its
+time.  The clock stands for the work, in part (below; the probe:
+bench/results/…-212420-clock-probe.json).
 
 A calibration can read high, never low: if the program leaves the GPU idle in part of it, or
 the limiter has not caught up (its power average still holds the cool seconds before), the
