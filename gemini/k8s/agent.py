@@ -101,6 +101,7 @@ class Settings:
     watch_interval_s: float = 1.0
     hook: Path | None = None  # the hook to install (default: the package's build)
     backend: BackendArgs = DEFAULT_BACKEND
+    daemon_log: Path | None = None  # where its daemons' lines go (None: its stderr, the pod's log)
 
     @property
     def config(self) -> Path:
@@ -129,7 +130,7 @@ class Agent:
         self.get_pod = get_pod
         secret = str(settings.secret_file) if settings.secret else None
         self.daemons = Daemons(replace(settings.backend, config=str(settings.config),
-                                       secret_file=secret))
+                                       secret_file=secret), settings.daemon_log)
         self.gpus: dict[str, Gpu] = {}  # every GPU seen, by index
         self.present: set[str] = set()
         self.allocations: dict[str, Allocation] = {}

@@ -2,8 +2,8 @@
 planned by gemini.core.launch as launch-backend plans them (same argv and environment), with the
 pod managers on Unix sockets in their clients' directories.
 
-Each child's stderr goes through us, line by line, to ours (the pod's log), so that we can wait
-for its "listening" line instead of guessing when it is up.
+Each child's stderr goes through us, line by line, to ours (the pod's log), or to a file, so
+that we can wait for its "listening" line instead of guessing when it is up.
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TextIO
 
 from gemini.core.launch import BackendArgs, ProcessSpec, plan_pod_manager, plan_scheduler
 
@@ -40,22 +42,27 @@ class Child:
         return self.proc.returncode is None
 
 
-async def _pump(child: Child) -> None:
-    """Copy the child's stderr to ours; set `ready` at its "listening" line."""
+async def _pump(child: Child, out: TextIO | None) -> None:
+    """Copy the child's stderr to `out` (None: ours, as it is when each line comes); set
+    `ready` at its "listening" line."""
     assert child.proc.stderr is not None
     async for raw in child.proc.stderr:
         line = raw.decode(errors="replace")
-        sys.stderr.write(line)
+        (out or sys.stderr).write(line)
         if not child.ready.is_set() and _LISTENING.search(line):
             child.ready.set()
-    sys.stderr.flush()
+    (out or sys.stderr).flush()
 
 
 class Daemons:
-    def __init__(self, args: BackendArgs) -> None:
+    def __init__(self, args: BackendArgs, log_file: Path | None = None) -> None:
+        """`log_file`: where the children's lines go, appended (None: our stderr).  An agent
+        that runs inside another program (the tests) keeps them out of its terminal."""
         self.args = args
         self.schedulers: dict[str, Child] = {}  # by GPU
         self.managers: dict[str, Child] = {}  # by client name
+        self._log_file = log_file
+        self._log: TextIO | None = None
 
     def scheduler_port(self, gpu: str) -> int:
         """GPU i's scheduler listens on base + i: stable whatever GPUs come and go."""
@@ -69,7 +76,9 @@ class Daemons:
         except OSError as exc:
             raise DaemonError(f"cannot start {spec.name} ({spec.argv[0]}): {exc}") from None
         child = Child(spec.name, proc)
-        child.pump = asyncio.ensure_future(_pump(child))
+        if self._log_file is not None and self._log is None:  # (open while children run)
+            self._log = open(self._log_file, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        child.pump = asyncio.ensure_future(_pump(child, self._log))
         return child
 
     async def _until_ready(self, child: Child) -> None:
@@ -144,3 +153,6 @@ class Daemons:
         self.managers.clear()
         self.schedulers.clear()
         await asyncio.gather(*(self._stop(c) for c in children))
+        if self._log is not None:
+            self._log.close()
+            self._log = None

@@ -117,7 +117,8 @@ def start_agent(short_tmp: Path, kubelet: FakeKubelet, api: FakeApiServer
         settings = Settings(state_dir=short_tmp / "state", plugin_dir=kubelet.plugin_dir,
                             pod_resources=kubelet.pod_resources, dev_dir=dev,
                             sync_interval_s=3600.0, watch_interval_s=0.05, hook=hook,
-                            backend=backend, **overrides)
+                            backend=backend, daemon_log=short_tmp / "daemons.log",
+                            **overrides)
 
         def get_pod(namespace: str, name: str) -> dict[str, Any]:
             from gemini.k8s.apiserver import ApiServer

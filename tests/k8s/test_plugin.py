@@ -169,6 +169,9 @@ def test_prestart_makes_the_client_and_a_gone_pod_removes_it(kubelet, start_agen
     assert socket.is_socket()
     assert socket.stat().st_mode & 0o777 == 0o660
     assert agent.agent.daemons.manager_alive(name)
+    # its lines go to the agent's daemon log (here a file: not the terminal pytest runs in)
+    lines = (short_tmp / "daemons.log").read_text().splitlines()
+    assert any(f"[{name}]" in line and "listening on" in line for line in lines), lines
 
     kubelet.remove_pod("team", "train")
     agent.call(agent.agent.sync)  # missing from one list: could still be in flight
