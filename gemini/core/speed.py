@@ -37,8 +37,8 @@ hook times its own launches: the GPU time per launch of the queue segments it sa
 back in each token (in a calibration, flagged as one, those that ran in its last 40 ms;
 wire.quota_run).  A
 capped client's speed is that cost in its calibration tails (the slowest of the latest
-RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (a mean over
-launches, ~10 grants): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
+RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (the median of its
+latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
 (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
 or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
 card, one still heating under the new load), so the first calibration's is not kept, and a
@@ -159,16 +159,20 @@ SHARED_SETTLE_S = 0.08
 SHARED_SECOND_S = 1.0
 SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
-# Beside others, its grants' cost per launch is the median of this many latest grants': on the
-# H100 a torch eager loop's grants read 196-217 us a launch (p10-p90; median 200) beside its
-# twin, and a mean over ~10 of them wandered 201-215 against tails of 195-205 (speeds
-# 0.91-0.99 for the same program; 5 calibrations in 11 s on drift of 5 %).
-SHARED_GRANTS = 16
+# Its grants' cost per launch is the median of this many latest grants': a grant that ran slow
+# for reasons of its own does not move it.  On the H100 a torch eager loop's grants read
+# 196-217 us a launch (p10-p90; median 200) beside its twin, and a mean over ~10 of them
+# wandered 201-215 against tails of 195-205 (speeds 0.91-0.99 for the same program; 5
+# calibrations in 11 s on drift of 5 %).  Capped at 0.4, JAX's grants read a median of
+# 175-179 us in every 5 s, but 21 of 523 read 200-234, some over three times the launches of
+# the others: a mean over launches fading by 0.9 a grant read 185-190 for 20 s, and its speed
+# fell from 1.10 to 1.02 while its work did not change (its highest second 0.475; 2026-11-26
+# 17:36).
+RECENT_GRANTS = 16
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
 # many launches measured, a calibration's from this much of its tail measured.
 MIN_RUN_LAUNCHES = 8
 MIN_TAIL_RUN_MS = 10.0
-RUN_KEEP = 0.9  # each ordinary grant's run fades the older ones by this: a mean over ~10 grants
 # The continuous cost is the slowest of this many latest tails (more than the clock's: on an
 # H100 most tails read fast, 190-201 us per launch for JAX and torch eager, 757-823 for CUDA
 # graphs, against 207 and 822 run bare: the limiter settles more slowly after the rest before
@@ -215,9 +219,7 @@ class _Clocks:
     tail_sum: float = 0.0  # that calibration's tail readings
     tail_samples: int = 0
     gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
-    run_ms: float = 0.0  # its ordinary grants' measured runs, older ones fading: GPU time ...
-    run_launches: float = 0.0  # ... and launches
-    grant_costs: list[float] = field(default_factory=list)  # beside others: ms per launch
+    grant_costs: list[float] = field(default_factory=list)  # ms per launch, the latest grants'
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
@@ -230,8 +232,9 @@ class _Clocks:
 
 def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     """GPU time per launch run continuously over that in its grants (None: not known); with
-    `shared`, of an uncapped client's grants beside others (see the docstring)."""
-    costs, grants = clocks.tail_costs, _grants_cost(clocks, shared)
+    `shared`, an uncapped client's beside others: the median of its tails, below 1 too (see
+    the docstring)."""
+    costs, grants = clocks.tail_costs, _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
     continuous = statistics.median(costs) if shared else max(costs)
@@ -239,17 +242,15 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     return min(max(continuous / grants, low), high)
 
 
-def _grants_cost(clocks: _Clocks, shared: bool = False) -> float:
-    """ms per launch in its ordinary grants (0: not measured); with `shared`, the median of
-    its latest grants' beside others (SHARED_GRANTS)."""
-    if shared:
-        return statistics.median(clocks.grant_costs) if clocks.grant_costs else 0.0
-    return clocks.run_ms / clocks.run_launches if clocks.run_launches > 0.0 else 0.0
+def _grants_cost(clocks: _Clocks) -> float:
+    """ms per launch in its ordinary grants: the median of its latest grants' (RECENT_GRANTS;
+    0: none measured)."""
+    return statistics.median(clocks.grant_costs) if clocks.grant_costs else 0.0
 
 
 def _cost_moved(clocks: _Clocks) -> bool:
     then = clocks.cost_then
-    return then > 0.0 and abs(_grants_cost(clocks, True) - then) > SHARED_DRIFT * then
+    return then > 0.0 and abs(_grants_cost(clocks) - then) > SHARED_DRIFT * then
 
 
 def _clock_speed(clocks: _Clocks) -> float:
@@ -321,7 +322,7 @@ class SpeedMeter:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
         uncapped client until then: it has nothing to compare its tails with.)"""
         clocks = self._clocks.get(name)
-        return clocks is not None and clocks.run_launches > 0.0
+        return clocks is not None and bool(clocks.grant_costs)
 
     def waited(self, name: str, share: float) -> None:
         """An ordinary grant of `name` ended, and its launching threads waited on the GPU for
@@ -346,16 +347,12 @@ class SpeedMeter:
         clocks = self._clocks.setdefault(name, _Clocks())
         if graphs != clocks.graphs:
             clocks.graphs = graphs
-            clocks.run_ms, clocks.run_launches, clocks.tail_costs = 0.0, 0.0, []
-            clocks.grant_costs = []
+            clocks.grant_costs, clocks.tail_costs = [], []
         if calibrating:
             if run_ms >= MIN_TAIL_RUN_MS and (shared or clocks.calibrations > 1):
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             return
-        clocks.run_ms = RUN_KEEP * clocks.run_ms + run_ms
-        clocks.run_launches = RUN_KEEP * clocks.run_launches + launches
-        if shared:
-            clocks.grant_costs = [*clocks.grant_costs, run_ms / launches][-SHARED_GRANTS:]
+        clocks.grant_costs = [*clocks.grant_costs, run_ms / launches][-RECENT_GRANTS:]
 
     def due(self, name: str, now: float, shared: bool = False) -> bool:
         """Is it time for a calibration grant?  (Never for a client its host paces.)  With
@@ -384,7 +381,7 @@ class SpeedMeter:
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
         clocks.calibrations += 1
         clocks.in_grants_then = clocks.in_grants
-        clocks.cost_then = _grants_cost(clocks, True)  # (for clients beside others)
+        clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
               calibrates: bool = True) -> float:
@@ -420,7 +417,7 @@ class SpeedMeter:
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
-        cost = _grants_cost(clocks, shared)
+        cost = _grants_cost(clocks)
         grants = f"{1e3 * cost:.1f}" if cost > 0.0 else "not measured"
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
         unit = "graph launch" if clocks.graphs else "launch"

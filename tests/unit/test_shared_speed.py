@@ -16,11 +16,11 @@ from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
     FIRST_CALIBRATION_S,
     MIN_RUN_LAUNCHES,
+    RECENT_GRANTS,
     SETTLING_EVERY_S,
     SHARED_CALIBRATION_S,
     SHARED_DRIFT,
     SHARED_EVERY_S,
-    SHARED_GRANTS,
     SHARED_RANGE,
     SHARED_SECOND_S,
     SpeedMeter,
@@ -147,7 +147,7 @@ def test_beside_others_a_grants_cost_is_the_median_of_the_latest_so_a_slow_one_m
     assert meter.speed("a", shared=True) == pytest.approx(1.0)
     assert not meter.due("a", 10.0, shared=True)
     meter.calibrating("a", 10.0)
-    for _ in range(SHARED_GRANTS // 2 + 1):  # now most grants cost more: its load changed
+    for _ in range(RECENT_GRANTS // 2 + 1):  # now most grants cost more: its load changed
         meter.ran("a", 250.0 * 100 / 1e3, 100, calibrating=False, shared=True)
     assert meter.speed("a", shared=True) == pytest.approx(0.8)
     assert meter.due("a", 10.0 + SETTLING_EVERY_S, shared=True)
