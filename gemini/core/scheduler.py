@@ -19,7 +19,8 @@ Rules:
   off (Gemini's own quotas).  While others wait, grants are in proportion to the target shares
   (a round of turns lasts about one such grant), so every share holds over the short window.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
-- A new config applies to the next decision; removed clients are refused new tokens, changed
+- A new config applies to the next decision (a lowered cap: its windows count from the edit,
+  not the time used under the old cap); removed clients are refused new tokens, changed
   memory limits (and unified-memory flags) are pushed to the pod managers of that client.
 - Unified-memory clients (gemini.core.um) get their flags in MEM_LIMIT replies and a quota of at
   least the UM minimum, so that migrating their data stays a small part of their time.
@@ -168,7 +169,9 @@ class SchedulerCore:
         self._calibrations: list[Interval] = []
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
-        self._apply_config(config)
+        # When a client's cap was last lowered (or set): its windows count from then (_room).
+        self._capped_since: dict[str, float] = {}
+        self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
 
@@ -235,7 +238,7 @@ class SchedulerCore:
 
     def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
         self._earn(now)
-        return self._apply_config(config) + self._schedule(now)
+        return self._apply_config(config, now) + self._schedule(now)
 
     def on_deadline(self, now: float) -> list[Action]:
         self._earn(now)
@@ -634,6 +637,9 @@ class SchedulerCore:
             # A young window counts as one short window at least, so that a new client's
             # first grant may fill its first short window, and no more.
             short = min(t.short_window_s, t.window_s)
+            since = self._capped_since.get(name)
+            if since is not None:  # (its cap was lowered: the long window counts from then)
+                long_size = min(long_size, max(now - since, short or self._turn_s))
             young = max(long_size, short)
             # The pace holds the limit on average; each window allows a little more.
             history = self.history
@@ -661,7 +667,7 @@ class SchedulerCore:
 
     # ---- config --------------------------------------------------------------------------------
 
-    def _apply_config(self, config: ResourceConfig) -> list[Action]:
+    def _apply_config(self, config: ResourceConfig, now: float) -> list[Action]:
         out: list[Action] = []
         old = self.clients
         self.clients = {}
@@ -674,6 +680,11 @@ class SchedulerCore:
                 continue
             if state.spec != spec:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))
+            if spec.limit < state.spec.limit:
+                # A lower cap holds from now on: the time it used under the old one does not
+                # count against the new (a 0.4 cap lowered to 0.1 had 4 s in its 10 s window
+                # against the 1 s now allowed, and got nothing for 8 s).
+                self._capped_since[spec.name] = now
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
@@ -686,6 +697,7 @@ class SchedulerCore:
             self.clients[spec.name] = state
         for name in old.keys() - self.clients.keys():
             self.credits.forget(name)
+            self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)

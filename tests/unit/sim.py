@@ -143,6 +143,10 @@ class Sim:
     def start(self, name: str, at: float = 0.0) -> None:
         self._wake(name, at)
 
+    def configure(self, config: ResourceConfig) -> None:
+        """A new config, now (as gem-schd reads an edited resource-config.txt)."""
+        self._handle(self.core.on_config(config, self.now))
+
     def _wake(self, name: str, at: float) -> None:
         self._seq += 1
         heapq.heappush(self._wakeups, (at, self._seq, name))

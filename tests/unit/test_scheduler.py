@@ -254,6 +254,21 @@ def test_reload_with_same_config_changes_nothing():
     assert (core.clients["a"].quota_s, core.holder) == before
 
 
+def test_a_lowered_cap_holds_from_the_edit_on_without_a_stall():
+    # A cap of 0.4 lowered to 0.1 while its client runs: its 10 s window held 4 s of use
+    # against the 1 s now allowed, and it got nothing for 8 s.  The new cap counts from the
+    # edit; the time used under the old one is not held against it.
+    sim = Sim([("c", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0)
+    sim.start("c")
+    sim.run_until(12.0)
+    sim.configure(ResourceConfig((ClientSpec("c", 0.05, 0.1, 1 << 30),)))
+    sim.run_until(35.0)
+    for t in range(13, 34):
+        assert sim.share("c", t, t + 1.0) >= 0.05, t
+    for t in range(12, 25):
+        assert sim.share("c", t, t + 10.0) <= 0.1 + 0.02, t
+
+
 def test_adaptive_quota_moves_toward_the_burst():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, short_window_s=0), 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))
