@@ -258,10 +258,12 @@ class SchedulerCore:
             client = self.clients.get(interval.name)
             if interval.extra or t >= interval.end or client is None or not client.spec.capped:
                 continue
-            cal = self._calibration(client.spec)
+            meant_s = 0.0  # (a calibration: how long it was meant to last)
+            if interval.calibrating:
+                cal = self._calibration(client.spec)
+                meant_s = cal.length_s if cal is not None else math.inf
             self.speed.sample(interval.name, mhz, t, t - interval.start,
-                              interval.end - interval.start, interval.calibrating,
-                              cal.length_s if cal is not None else math.inf)
+                              interval.end - interval.start, interval.calibrating, meant_s)
         return self._calibrated(samples[-1][0]) if samples else []
 
     def _calibrated(self, read_until: float) -> list[Action]:
@@ -353,7 +355,7 @@ class SchedulerCore:
         if calibrating:
             assert standing is not None
             cal = self._calibration(client.spec)
-            assert cal is not None  # (due only where one fits: _calibration_due)
+            assert cal is not None  # (due only where one fits: _due_calibration)
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
@@ -468,16 +470,19 @@ class SchedulerCore:
         size = min(t.short_window_s, t.window_s) if t.short_window_s > 0 else t.window_s
         return capped_calibration(self._allowed_s(spec, size))
 
-    def _calibration_due(self, name: str, names: list[str], now: float) -> bool:
-        """A capped client waiting where the GPU idles between its grants (_idles_between),
-        with the clock read, or an uncapped one beside others, its grants measured by its
-        hook, whose calibration is due (`names`: those that want the GPU now)."""
-        if not self.clients[name].spec.capped:
-            return (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
-                    and self.speed.due(name, now, True))
+    def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
+        """The calibration due to a capped client waiting where the GPU idles between its
+        grants (_idles_between), with the clock read, or to an uncapped one beside others,
+        its grants measured by its hook (`names`: those that want the GPU now); None: none."""
+        spec = self.clients[name].spec
+        if not spec.capped:
+            due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
+                   and self.speed.due(name, now, True))
+            return SHARED_CALIBRATION if due else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
-        fits = self._calibration(self.clients[name].spec) is not None
-        return clocked and fits and self._idles_between(names) and self.speed.due(name, now)
+        if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
+            return None
+        return self._calibration(spec)  # (None where none fits its windows)
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so
@@ -611,8 +616,7 @@ class SchedulerCore:
         out = []
         for n in names:
             # (0.9: as for any capped grant, a little under will do; see _select)
-            due = self._calibration_due(n, names, now)
-            cal = self._calibration(self.clients[n].spec) if due else None
+            cal = self._due_calibration(n, names, now)
             need = 0.9 * cal.length_s if cal is not None else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
