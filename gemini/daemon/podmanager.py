@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from typing import cast
 
 from gemini.core.actions import SendUpstream
 from gemini.core.podmanager import PodCore
@@ -43,7 +44,7 @@ class PodManagerDaemon:
             send_upstream=self._send_upstream,
             secret=secret,
         )
-        self._upstream: asyncio.StreamWriter | None = None
+        self._upstream: UpstreamLink | None = None
         self._upstream_task: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         self._refused_logged = False
@@ -65,16 +66,19 @@ class PodManagerDaemon:
         await self.server.close()
 
     def _send_upstream(self, action: SendUpstream) -> None:
-        if self._upstream is not None and not self._upstream.is_closing():
-            self._upstream.write(encode_request(action.request))
+        link = self._upstream
+        if link is not None and link.transport is not None and not link.transport.is_closing():
+            link.transport.write(encode_request(action.request))
 
     async def _keep_upstream(self) -> None:
         """Stay connected to the scheduler, reconnecting with back-off after any failure."""
         delay = RETRY_MIN_S
         name = self.core.name
+        loop = asyncio.get_running_loop()
         while True:
             try:
-                reader, writer = await asyncio.open_connection(*self.scheduler)
+                _, link = await loop.create_connection(lambda: UpstreamLink(self),
+                                                       *self.scheduler)
             except OSError as exc:
                 if delay == RETRY_MIN_S:
                     log.warning("[%s] scheduler %s:%d unreachable (%s); retrying", name,
@@ -82,33 +86,33 @@ class PodManagerDaemon:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
-            if not await self._hello(reader, writer):
-                writer.close()
+            if not await self._hello(link):
+                link.close()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
             delay = RETRY_MIN_S
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
-            self._upstream = writer
+            self._upstream = link
             self.connected.set()
             self.server.run(self.core.on_scheduler_connected(self.server.now()))
-            await self._read_upstream(reader)
+            link.start()
+            await link.lost
             self._upstream = None
             self.connected.clear()
-            writer.close()
+            link.close()
             self.server.run(self.core.on_scheduler_lost(self.server.now()))
 
-    async def _hello(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+    async def _hello(self, link: UpstreamLink) -> bool:
         """Prove the secret before anything else; False (logged once per streak) if refused."""
         if self.secret is None:
             return True
         hello = Request(self.core.name, HELLO_ID, RequestType.HELLO, (self.secret,))
         try:
-            writer.write(encode_request(hello))
-            frame = await asyncio.wait_for(reader.readexactly(RSP_MSG_LEN), HELLO_TIMEOUT_S)
+            frame = await asyncio.wait_for(link.ask_first(encode_request(hello)),
+                                           HELLO_TIMEOUT_S)
             status = decode_response(RequestType.HELLO, frame).status
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError, OSError,
-                WireError):
+        except (asyncio.TimeoutError, ConnectionError, OSError, WireError):
             status = Status.NOT_AUTHORIZED  # a scheduler that closes on us refused the proof
         if status is Status.OK:
             self._refused_logged = False
@@ -119,21 +123,78 @@ class PodManagerDaemon:
             self._refused_logged = True
         return False
 
-    async def _read_upstream(self, reader: asyncio.StreamReader) -> None:
+    def on_upstream_frame(self, frame: bytes) -> bool:
+        """A reply (or notice) from the scheduler; False: bad bytes, drop the connection."""
+        req_type = self.core.upstream_type(int.from_bytes(frame[:4], "little", signed=True))
+        if req_type is None:
+            return True  # a reply to a request we no longer wait for
         try:
-            while True:
-                frame = await reader.readexactly(RSP_MSG_LEN)
-                req_type = self.core.upstream_type(int.from_bytes(frame[:4], "little", signed=True))
-                if req_type is None:
-                    continue  # a reply to a request we no longer wait for
-                try:
-                    rsp = decode_response(req_type, frame)
-                except WireError as exc:
-                    log.warning("[%s] bad reply from the scheduler: %s", self.core.name, exc)
-                    return
-                self.server.run(self.core.on_upstream_response(rsp, self.server.now()))
-        except (asyncio.IncompleteReadError, ConnectionError, OSError):
-            return
+            rsp = decode_response(req_type, frame)
+        except WireError as exc:
+            log.warning("[%s] bad reply from the scheduler: %s", self.core.name, exc)
+            return False
+        self.server.run(self.core.on_upstream_response(rsp, self.server.now()))
+        return True
+
+
+class UpstreamLink(asyncio.Protocol):
+    """The pod manager's connection to the scheduler: each 40-byte reply goes to the daemon
+    as soon as it is in (a protocol, as daemon.server.FrameConnection says why).  Replies that
+    come before `start()` (the scheduler's notices, right after the HELLO) wait for it, so the
+    core hears of the scheduler's connection first."""
+
+    def __init__(self, daemon: PodManagerDaemon) -> None:
+        self.daemon = daemon
+        self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buf = bytearray()
+        self._first: asyncio.Future[bytes] | None = None  # the HELLO's reply, while awaited
+        self._started = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # (uvloop's are not subclasses)
+
+    def ask_first(self, frame: bytes) -> asyncio.Future[bytes]:
+        """Send `frame`; the future is the first reply."""
+        self._first = asyncio.get_running_loop().create_future()
+        assert self.transport is not None
+        self.transport.write(frame)
+        return self._first
+
+    def start(self) -> None:
+        self._started = True
+        self._drain()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        self._drain()
+
+    def _drain(self) -> None:
+        buf = self._buf
+        while len(buf) >= RSP_MSG_LEN:
+            first = self._first
+            if first is None and not self._started:
+                return
+            frame = bytes(buf[:RSP_MSG_LEN])
+            del buf[:RSP_MSG_LEN]
+            if first is not None:
+                self._first = None
+                if not first.done():
+                    first.set_result(frame)
+            elif not self.daemon.on_upstream_frame(frame):
+                buf.clear()
+                self.close()
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._first is not None and not self._first.done():
+            self._first.set_exception(ConnectionError("the scheduler closed the connection"))
+        if not self.lost.done():
+            self.lost.set_result(None)
 
 
 async def serve_pod_manager(

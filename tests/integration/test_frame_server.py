@@ -1,0 +1,178 @@
+"""The daemons' frame server (gemini.daemon.server): requests split or joined any way on the
+wire reach the core whole and in order, bad bytes close only their connection, and a
+connection that never proves the secret is closed, each with its log line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+import gemini.daemon.server as server_mod
+from gemini.core.actions import Action, ConnId, Reply
+from gemini.core.wire import (
+    REQ_MSG_LEN,
+    RSP_MSG_LEN,
+    Request,
+    RequestType,
+    Response,
+    Status,
+    decode_response,
+    encode_request,
+)
+from gemini.daemon.server import FrameServer
+
+SECRET = b"0123456789abcdef"
+
+
+class RecordingCore:
+    """Answers every request with its id as the quota; records requests and disconnects."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[ConnId, Request]] = []
+        self.gone: list[ConnId] = []
+        self.changed = asyncio.Event()
+
+    def next_deadline(self) -> float | None:
+        return None
+
+    def on_deadline(self, now: float) -> list[Action]:
+        return []
+
+    def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        self.requests.append((conn, req))
+        self.changed.set()
+        return [Reply(conn, req.type, Response(req.req_id, Status.OK, (float(req.req_id), 0, 0)))]
+
+    def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
+        self.gone.append(conn)
+        self.changed.set()
+        return []
+
+    async def until(self, predicate) -> None:  # type: ignore[no-untyped-def]
+        while not predicate():
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 5)
+
+
+def quota(req_id: int) -> bytes:
+    return encode_request(Request("a", req_id, RequestType.QUOTA, (0.0, 1.0)))
+
+
+async def serve(secret: bytes | None = None) -> tuple[FrameServer, RecordingCore, int]:
+    core = RecordingCore()
+    srv = FrameServer(core, core.on_request, core.on_disconnect, secret=secret)
+    port = await srv.start("127.0.0.1", 0)
+    return srv, core, port
+
+
+async def read_quotas(reader: asyncio.StreamReader, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        frame = await asyncio.wait_for(reader.readexactly(RSP_MSG_LEN), 5)
+        out.append(decode_response(RequestType.QUOTA, frame).values[0])
+    return out
+
+
+def test_frames_split_and_joined_on_the_wire_reach_the_core_whole_and_in_order():
+    async def main() -> None:
+        srv, core, port = await serve()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        wire = quota(1) + quota(2) + quota(3)
+        writer.write(wire[:30])  # a frame in pieces, then two and a half at once, then the rest
+        await writer.drain()
+        await asyncio.sleep(0)  # (the pieces go out as separate writes)
+        writer.write(wire[30:200])
+        await writer.drain()
+        writer.write(wire[200:])
+        assert await read_quotas(reader, 3) == [1.0, 2.0, 3.0]
+        assert [r.req_id for _, r in core.requests] == [1, 2, 3]
+        writer.close()
+        await core.until(lambda: core.gone)
+        await srv.close()
+
+    asyncio.run(main())
+
+
+def test_garbage_closes_its_connection_only_and_nothing_after_it_is_read(caplog):
+    async def main() -> None:
+        srv, core, port = await serve()
+        r1, w1 = await asyncio.open_connection("127.0.0.1", port)
+        r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+        w1.write(quota(1) + b"\xff" * REQ_MSG_LEN + quota(2))
+        assert await read_quotas(r1, 1) == [1.0]
+        assert await asyncio.wait_for(r1.read(), 5) == b""  # closed after the garbage
+        w2.write(quota(7))  # the other connection is served as before
+        assert await read_quotas(r2, 1) == [7.0]
+        assert [r.req_id for _, r in core.requests] == [1, 7]
+        await core.until(lambda: len(core.gone) == 1)
+        w2.close()
+        await srv.close()
+
+    with caplog.at_level(logging.WARNING, logger="gemini.server"):
+        asyncio.run(main())
+    assert "closing connection: name length" in caplog.text
+
+
+def test_a_message_cut_short_by_the_peer_is_said_and_the_connection_ends(caplog):
+    async def main() -> None:
+        srv, core, port = await serve()
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(1) + quota(2)[:50])
+        writer.write_eof()
+        await core.until(lambda: core.gone)
+        assert [r.req_id for _, r in core.requests] == [1]
+        writer.close()
+        await srv.close()
+
+    with caplog.at_level(logging.WARNING, logger="gemini.server"):
+        asyncio.run(main())
+    assert "closing connection: truncated message" in caplog.text
+
+
+def test_a_connection_that_never_proves_the_secret_is_closed_unheard(caplog, monkeypatch):
+    monkeypatch.setattr(server_mod, "AUTH_TIMEOUT_S", 0.05)
+
+    async def main() -> None:
+        srv, core, port = await serve(SECRET)
+        silent_r, silent_w = await asyncio.open_connection("127.0.0.1", port)
+        assert await asyncio.wait_for(silent_r.read(), 5) == b""  # closed by the server
+        # A request before the proof is refused, echoing its id; the core never hears of it.
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(quota(5))
+        refusal = decode_response(RequestType.QUOTA, await r.readexactly(RSP_MSG_LEN))
+        assert (refusal.req_id, refusal.status) == (5, Status.NOT_AUTHORIZED)
+        assert await asyncio.wait_for(r.read(), 5) == b""
+        # The proof, then requests in the same write: all served.
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        hello = encode_request(Request("a", 0, RequestType.HELLO, (SECRET,)))
+        w.write(hello + quota(8))
+        await r.readexactly(RSP_MSG_LEN)  # the HELLO's OK
+        assert await read_quotas(r, 1) == [8.0]
+        assert [req.req_id for _, req in core.requests] == [8] and core.gone == []
+        for writer in (silent_w, w):
+            writer.close()
+        await srv.close()
+
+    with caplog.at_level(logging.WARNING, logger="gemini.server"):
+        asyncio.run(main())
+    assert "nothing within 0.05 s" in caplog.text
+    assert caplog.text.count("refused: no or wrong secret") == 2
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_replies_go_out_on_either_event_loop(loop):
+    async def main() -> None:
+        srv, _, port = await serve()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(4))
+        assert await read_quotas(reader, 1) == [4.0]
+        writer.close()
+        await srv.close()
+
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
