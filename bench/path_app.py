@@ -3,7 +3,8 @@
   path_app.py PATH --seconds S [--sync-every-ms 50] [--k K] [--no-wait]
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
-torch-compile-graphs, cupy, torch-threads, graph-launch-bound.  Every kind saturates the GPU
+torch-compile-graphs, cupy, torch-threads, graph-launch-bound, torch-eager-spin.  Every kind
+saturates the GPU
 (bf16 where it applies; one step is about 0.5-5 ms on an H100), or its host (the two
 launch-bound ones).  Work is counted in completed steps: the
 program synchronises every k steps, k being calibrated once after warm-up so that k steps take
@@ -32,7 +33,8 @@ import time
 
 # cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
-         "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound", "cpu"]
+         "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound",
+         "torch-eager-spin", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
 
@@ -66,6 +68,16 @@ class TorchEager:
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
+
+
+class TorchEagerSpin(TorchEager):
+    """Torch eager's matmuls, waited for by asking the stream again and again whether it is
+    done (cuStreamQuery) instead of synchronising: a program that waits in no blocking call."""
+
+    def sync(self) -> None:
+        stream = self.torch.cuda.current_stream()
+        while not stream.query():
+            pass
 
 
 def capture(torch, body):  # type: ignore[no-untyped-def]
@@ -337,6 +349,8 @@ def make(path: str):
         return TorchEager()
     if path == "cuda-graph":
         return CudaGraph()
+    if path == "torch-eager-spin":
+        return TorchEagerSpin()
     if path == "torch-threads":
         return TorchThreads()
     if path == "triton":

@@ -77,7 +77,8 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # Run only when named in --only: not among the issue's rows.
 # torch-threads: two launching threads, a stream each (the hook's lanes); graph-launch-bound:
 # a loop of tiny CUDA graphs (what the gate costs a graph launch)
-OPTIONAL = ["torch-threads", "graph-launch-bound"]
+# torch-eager-spin: torch eager waiting by polling its stream (cuStreamQuery), never syncing
+OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin"]
 EXTRA = ["pairs", "rtt"]
 OPTIONAL_EXTRA = ["capped-pairs"]  # (only when named: CAPPED_PAIR_CASES)
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
@@ -100,7 +101,7 @@ PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
 # and, once per invocation, a cold compile/autotune; for --budget and --plan only.
 STARTUP_S = {"torch-eager": 6, "cuda-graph": 7, "triton": 7, "jax": 9, "launch-bound": 6,
              "torch-threads": 6, "graph-launch-bound": 7, "torch-compile": 14,
-             "torch-compile-graphs": 17, "cupy": 5}
+             "torch-compile-graphs": 17, "cupy": 5, "torch-eager-spin": 6}
 COLD_S = {"triton": 5, "jax": 5, "torch-compile": 45, "torch-compile-graphs": 60}
 READY_TIMEOUT_S = {"torch-compile": 300, "torch-compile-graphs": 360}
 SYNC_EVERY_MS = 50.0  # workers sync about this often (path_app's k steps)

@@ -5,9 +5,11 @@
  *
  * Commands (one JSON line on stdout at the end; exit status 0 even when a CUDA call fails):
  *   work --kernel-ms F --burst N (--seconds S | --bursts M) [--launch kernel|ex|coop|graph]
- *        [--sync stream|ctx|event|hostfn|none] (none: never waits; the queue grows as deep as
- *        the driver lets it; hostfn: waits for a host function queued after the burst to run,
- *        as XLA's block_until_ready does) [--idle-ms F] (sleep after each burst's sync: an
+ *        [--sync stream|ctx|event|hostfn|query|none] (none: never waits; the queue grows as
+ *        deep as the driver lets it; hostfn: waits for a host function queued after the burst
+ *        to run, as XLA's block_until_ready does; query: asks cuStreamQuery again and again,
+ *        yielding the CPU between, until the burst has run) [--idle-ms F] (sleep after each
+ *        burst's sync: an
  *        interactive client)
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
@@ -45,6 +47,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -400,6 +403,16 @@ static CUresult wait_host_fn(struct session *s, CUstream st)
     return r;
 }
 
+/* Ask whether `st` has run everything queued on it until it says so (a program that spins
+ * rather than syncs). */
+static CUresult spin_on_stream(struct session *s, CUstream st)
+{
+    CUresult r;
+    while ((r = s->a.StreamQuery(st)) == CUDA_ERROR_NOT_READY)
+        sched_yield();
+    return r;
+}
+
 /* Capture one burst of kernels into a graph (global mode) and instantiate it. */
 static void capture(struct worker *w, CUstream st, CUgraph *g, CUgraphExec *ge, double gap_ms)
 {
@@ -480,6 +493,8 @@ static void *work_thread(void *arg)
             CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
         } else if (strcmp(o->sync, "hostfn") == 0) {
             CHECK(w, wait_host_fn(s, st), "cuLaunchHostFunc");
+        } else if (strcmp(o->sync, "query") == 0) {
+            CHECK(w, spin_on_stream(s, st), "cuStreamQuery");
         } else if (ev1 != NULL) {
             CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");
             CHECK(w, s->a.EventSynchronize(ev1), "cuEventSynchronize");
