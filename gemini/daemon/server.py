@@ -246,8 +246,10 @@ def _peer(transport: asyncio.BaseTransport) -> str:
 class FrameConnection(asyncio.Protocol):
     """One connection of a FrameServer: 80-byte requests, each handed to the core as soon as it
     is in, in the same turn of the event loop.  (A protocol, not a stream reader's coroutine:
-    a stream wakes a task to hand it each frame, one more turn of the loop per message; the
-    echo floor of bench S6 went from 229 to 157 µs paced on the development machine.)
+    a stream wakes a task to hand it each frame, one more turn of the loop per message.  An
+    echo server on uvloop answered in 157 µs paced as a protocol, 229 as a stream, on the
+    development machine; the token round trip on the H100 moved less than its noise:
+    bench/JOURNAL-issue12.md.)
 
     With a secret, the first frame must be a HELLO that carries it, within AUTH_TIMEOUT_S."""
 
