@@ -185,6 +185,21 @@ def run_word(count: int, graphs: bool) -> int:
     return min(max(count, 0), RUN_COUNT_MAX) | (RUN_GRAPHS if graphs else 0)
 
 
+def name_leaves_out(name: str) -> str | None:
+    """What a QUOTA request beside this client name has no room for (None: it carries all):
+    the gpu_wait_ms word beside names over QUOTA_GPU_WAIT_NAME_MAX bytes, the run words over
+    QUOTA_RUN_NAME_MAX.  Said where a config is read (gem-schd), as a capped client's speed
+    is then known less well (gemini.core.speed)."""
+    size = len(name.encode())
+    if size > QUOTA_GPU_WAIT_NAME_MAX:
+        return ("how long its programs wait on the GPU, nor their GPU time per launch: its "
+                "cap is charged the GPU clock's speed-up in full, as if it always waited")
+    if size > QUOTA_RUN_NAME_MAX:
+        return ("its programs' GPU time per launch: a cap's speed-up is read from the GPU's "
+                "clock only, which wanders more")
+    return None
+
+
 def _gpu_wait_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= QUOTA_GPU_WAIT_NAME_MAX
 

@@ -27,6 +27,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
     encode_response,
+    name_leaves_out,
     quota_args,
     quota_run,
     run_word,
@@ -77,6 +78,21 @@ def test_a_quota_requests_run_follows_its_wait_on_the_gpu_where_the_name_leaves_
     v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
     assert quota_run(decode_request(v1)) == (0.0, 0, False)
     assert QUOTA_GPU_WAIT_NAME_MAX - QUOTA_RUN_NAME_MAX == 8
+
+
+@pytest.mark.parametrize("size", [1, QUOTA_RUN_NAME_MAX, QUOTA_RUN_NAME_MAX + 1,
+                                  QUOTA_GPU_WAIT_NAME_MAX, QUOTA_GPU_WAIT_NAME_MAX + 1,
+                                  MAX_NAME_LEN])
+def test_what_a_name_leaves_out_is_what_its_requests_cannot_carry(size):
+    # (2-byte characters: the limits count bytes)
+    name = "é" * (size // 2) + "n" * (size % 2)
+    req = decode_request(encode_request(Request(name, 7, RequestType.QUOTA,
+                                                (0.0, 1.0, 2.0, 38.5, 56))))
+    wait_lost, run_lost = quota_args(req)[2] is None, quota_run(req)[1] == 0
+    said = name_leaves_out(name)
+    assert (said is None) == (not run_lost)
+    if said is not None:
+        assert ("wait on the GPU" in said) == wait_lost
 
 
 def test_a_run_counted_in_graph_launches_says_so_in_its_counts_top_bit():
