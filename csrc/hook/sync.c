@@ -179,18 +179,22 @@ GEM_EXPORT CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void *data)
 }
 
 /* A program may also wait by asking again and again (cuEventQuery, cuStreamQuery) until its
- * work has run, in no call that blocks.  A thread's queries that answer "not ready", with at
- * most GEM_SPIN_WORK_NS of its own CPU time between two, on a device that saw no launch
- * meanwhile, are a spin: when one then answers "ready", the spin counts as waited on the GPU.
- * A thread that queries now and then between other work, or launches meanwhile, was not
- * waiting.  (CPU time, not wall time: a spinning thread that the kernel preempts on a busy
- * host still waits; with wall-time gaps of 1 ms, the fake GPU's test read 0.04 of its grants
- * waited beside two busy loops on two cores, 0.98 without them.) */
+ * work has run, in no call that blocks.  A thread's queries that answer "not ready", each
+ * within GEM_SPIN_GAP_NS of the one before and with at most GEM_SPIN_WORK_NS of the thread's
+ * own CPU time between them, on a device that saw no launch meanwhile, are a spin: when one
+ * then answers "ready", the spin counts as waited on the GPU.  A thread that queries between
+ * other work, or launches meanwhile, was not waiting; nor is one that looks now and then
+ * (a watchdog's thread: NCCL's looks every 100 ms).  (CPU time beside wall time: a spinning
+ * thread that the kernel preempts on a busy host still waits; with wall-time gaps of 1 ms
+ * alone, the fake GPU's test read 0.04 of its grants waited beside two busy loops on its two
+ * cores, 0.98 without them.) */
 #define GEM_SPIN_WORK_NS 1000000 /* 1 ms */
+#define GEM_SPIN_GAP_NS 20000000 /* 20 ms */
 
 static _Thread_local struct {
     int64_t from_ns;   /* its first "not ready"; 0: not spinning */
-    int64_t cpu_ns;    /* the thread's CPU time at its latest */
+    int64_t last_ns;   /* its latest */
+    int64_t cpu_ns;    /* the thread's CPU time then */
     uint64_t launches; /* the device's launches at its first */
     int dev;
 } spin;
@@ -207,19 +211,19 @@ static CUresult queried(CUresult r)
 {
     if (r != CUDA_ERROR_NOT_READY && spin.from_ns == 0)
         return r; /* (the usual answer: ready, and nothing to end) */
-    int64_t cpu = thread_cpu_ns();
+    int64_t now = gem_now_ns(), cpu = thread_cpu_ns();
     int dev = gem_current_dev();
     uint64_t launches = dev >= 0 ? launches_of(dev) : 0;
     int going = spin.from_ns != 0 && dev == spin.dev && launches == spin.launches &&
-                cpu - spin.cpu_ns <= GEM_SPIN_WORK_NS;
+                now - spin.last_ns <= GEM_SPIN_GAP_NS && cpu - spin.cpu_ns <= GEM_SPIN_WORK_NS;
     if (r == CUDA_ERROR_NOT_READY) {
         if (!going)
-            spin.from_ns = gem_now_ns(), spin.launches = launches, spin.dev = dev;
-        spin.cpu_ns = cpu;
+            spin.from_ns = now, spin.launches = launches, spin.dev = dev;
+        spin.last_ns = now, spin.cpu_ns = cpu;
         return r;
     }
     if (going && r == CUDA_SUCCESS)
-        gem_token_note_waited(dev, gem_now_ns() - spin.from_ns);
+        gem_token_note_waited(dev, now - spin.from_ns);
     spin.from_ns = 0;
     return r;
 }

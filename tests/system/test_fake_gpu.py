@@ -272,6 +272,22 @@ def test_a_program_that_waits_in_no_blocking_call_waits_on_the_gpu(system, sync)
     assert shares["runs"] < shares["waits"] / 2, shares
 
 
+def test_a_program_that_looks_at_its_queue_now_and_then_is_not_taken_to_wait(system):
+    """Queries 30 ms apart (a watchdog's thread looks every 100 ms) are no spin: the program
+    sets its own pace between them, and its wait share stays that of a program that never
+    waits, while the same program asking without pause waits for most of its grants."""
+    system.backend("2\nlooks 0.1 0.4 1GiB\nspins 0.1 0.4 1GiB\n", *FAST)
+    looks = system.client("looks", "work", "--kernel-ms", "0.5", "--burst", "4", "--sync",
+                          "query", "--query-every-ms", "30", "--seconds", "3")
+    spins = system.client("spins", "work", "--kernel-ms", "0.5", "--burst", "4", "--sync",
+                          "query", "--seconds", "3")
+    rl, rs = result(looks), result(spins)
+    assert rl["rc"] == 0 and rl["kernels"] > 0 and rs["rc"] == 0, (rl, rs)
+    shares = {c["name"]: c["gpu_wait"]
+              for c in query_status("127.0.0.1", system.schd.port)["clients"]}
+    assert shares["looks"] < GPU_BOUND / 2 < 2 * GPU_BOUND < shares["spins"], shares
+
+
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n")  # the daemons' library path has no NVML
     system.schd.wait_for("clock is not read")

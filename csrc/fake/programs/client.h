@@ -8,8 +8,8 @@
  *        [--sync stream|ctx|event|hostfn|query|none] (none: never waits; the queue grows as
  *        deep as the driver lets it; hostfn: waits for a host function queued after the burst
  *        to run, as XLA's block_until_ready does; query: asks cuStreamQuery again and again,
- *        yielding the CPU between, until the burst has run) [--idle-ms F] (sleep after each
- *        burst's sync: an
+ *        yielding the CPU between, or sleeping --query-every-ms F, until the burst has run)
+ *        [--idle-ms F] (sleep after each burst's sync: an
  *        interactive client)
  *        [--ptsz] [--report-every SEC] [--kernel-name NAME]
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
@@ -170,6 +170,7 @@ struct opts {
     int ptsz;
     double report_every;
     double idle_ms;
+    double query_every_ms; /* --sync query: between two queries (0: yield the CPU only) */
     long warmup_bursts;
     long warmup_launches;
     double warmup_kernel_ms;
@@ -240,6 +241,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->sync = v;
         else if (strcmp(a, "--idle-ms") == 0)
             o->idle_ms = atof(v);
+        else if (strcmp(a, "--query-every-ms") == 0)
+            o->query_every_ms = atof(v);
         else if (strcmp(a, "--warmup-bursts") == 0)
             o->warmup_bursts = atol(v);
         else if (strcmp(a, "--warmup-launches") == 0)
@@ -404,12 +407,17 @@ static CUresult wait_host_fn(struct session *s, CUstream st)
 }
 
 /* Ask whether `st` has run everything queued on it until it says so (a program that spins
- * rather than syncs). */
-static CUresult spin_on_stream(struct session *s, CUstream st)
+ * rather than syncs), yielding the CPU between two questions, or sleeping `every_ms`. */
+static CUresult spin_on_stream(struct session *s, CUstream st, double every_ms)
 {
+    struct timespec pause = {(time_t)(every_ms / 1000), (long)(fmod(every_ms, 1000.0) * 1e6)};
     CUresult r;
-    while ((r = s->a.StreamQuery(st)) == CUDA_ERROR_NOT_READY)
-        sched_yield();
+    while ((r = s->a.StreamQuery(st)) == CUDA_ERROR_NOT_READY) {
+        if (every_ms > 0)
+            nanosleep(&pause, NULL);
+        else
+            sched_yield();
+    }
     return r;
 }
 
@@ -494,7 +502,7 @@ static void *work_thread(void *arg)
         } else if (strcmp(o->sync, "hostfn") == 0) {
             CHECK(w, wait_host_fn(s, st), "cuLaunchHostFunc");
         } else if (strcmp(o->sync, "query") == 0) {
-            CHECK(w, spin_on_stream(s, st), "cuStreamQuery");
+            CHECK(w, spin_on_stream(s, st, o->query_every_ms), "cuStreamQuery");
         } else if (ev1 != NULL) {
             CHECK(w, s->a.EventRecord(ev1, st), "cuEventRecord");
             CHECK(w, s->a.EventSynchronize(ev1), "cuEventSynchronize");
