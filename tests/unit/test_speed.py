@@ -8,7 +8,7 @@ import pytest
 from gemini.core import config as cfg
 from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
-from gemini.core.scheduler import SchedulerCore
+from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.speed import (
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
@@ -320,6 +320,27 @@ def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(li
     for t in range(0, 29 * 4):  # (every 1 s window, sliding by 250 ms)
         work = sim.clock.work("capped", t / 4, t / 4 + 1.0)
         assert limit / 2 <= work <= limit + 0.05, (t / 4, work)
+
+
+@pytest.mark.parametrize(("limit", "timing"), [
+    (0.4, Timing()),  # gem-schd's own defaults (-q 250 -m 100): grants of 100 ms at any cap
+    (0.7, LAUNCHER),  # a high cap: a paced grant of 70 ms
+])
+def test_a_capped_clients_seconds_hold_at_most_four_points_more_by_the_books(limit, timing):
+    # A window allowed three quarters of a paced grant over the cap: 75 ms where the minimum
+    # quota stretches grants to 100 ms (a 0.4 cap's seconds then read up to 0.45-0.475 of its work
+    # here), 52 ms at 0.7 (the H100's highest second at 0.7: 0.750-0.752).  Now at most 40 ms.
+    sim = Sim([("capped", 0.1, limit)], timing=timing, burst_ms=5000.0, clock=GpuClock(),
+              launch_s=0.0002)
+    sim.start("capped")
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    for t in range(4, 29 * 4):  # (every 1 s window after the first, sliding by 250 ms)
+        ran = sim.share("capped", t / 4, t / 4 + 1.0)  # (charged at least that)
+        assert ran <= limit + 0.04 + 1e-9, (t / 4, ran)
+        assert sim.clock.work("capped", t / 4, t / 4 + 1.0) <= limit + 0.045, t / 4
+    for t in range(0, 20):
+        assert sim.clock.work("capped", t, t + 10.0) / 10.0 == pytest.approx(limit, abs=0.02)
 
 
 def test_capped_clients_that_leave_the_gpu_idle_between_them_do_their_caps_of_work():
