@@ -343,6 +343,20 @@ def test_a_capped_clients_seconds_hold_at_most_four_points_more_by_the_books(lim
         assert sim.clock.work("capped", t, t + 10.0) / 10.0 == pytest.approx(limit, abs=0.02)
 
 
+@pytest.mark.parametrize("limit", [0.02, 0.05])
+def test_a_cap_smaller_than_gem_schds_minimum_quota_is_still_served(limit):
+    # With gem-schd's own -m 100 a capped client waits for room for 100 ms in its 1 s window;
+    # capped at 40 ms over its cap, a 0.05 cap's window allowed 90 ms and it never got a grant.
+    sim = Sim([("capped", limit / 2, limit)], timing=Timing(), burst_ms=5000.0,
+              clock=GpuClock(), launch_s=0.0002)
+    sim.start("capped")
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    for t in range(0, 20):
+        work = sim.clock.work("capped", t, t + 10.0) / 10.0
+        assert work == pytest.approx(limit, abs=0.015), (t, work)
+
+
 def test_capped_clients_that_leave_the_gpu_idle_between_them_do_their_caps_of_work():
     # Neither is ever alone, so neither was calibrated, and each was charged its time while
     # its grants ran on a card the idle 40 % cooled: 0.32-0.34 of its bare work over 10 s.
