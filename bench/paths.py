@@ -921,8 +921,7 @@ class Bench:
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
         capped = case in CAPPED_PAIR_CASES
         backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
-                          self.timing(),
-                          tag="paths-pairs")
+                          self.timing(), tag="paths-pairs")
         tracer = GrantTracer(backend.schd.port)
         try:
             t0, workers, each = self.together(

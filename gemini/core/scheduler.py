@@ -438,8 +438,8 @@ class SchedulerCore:
         fast as an ordinary grant before the limiter settles (H100, torch eager and CUDA
         graphs: 1.03-1.06 of the bare rate over a whole calibration, 2026-11-25)."""
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
-        cal = self._calibration(client.spec)
-        if grant.calibrating and cal is not None:
+        cal = self._calibration(client.spec) if grant.calibrating else None
+        if cal is not None:
             fast_s = min(fast_s, cal.settle_s)
         speed = self._speed(grant.name, grant.end)
         extra = (speed - 1.0) * fast_s
