@@ -474,9 +474,7 @@ class SchedulerCore:
         long as its windows allow (None: too little for one; speed.capped_calibration)."""
         if not spec.capped:
             return SHARED_CALIBRATION
-        t = self.timing
-        size = min(t.short_window_s, t.window_s) if t.short_window_s > 0 else t.window_s
-        return capped_calibration(self._allowed_s(spec, size))
+        return capped_calibration(self._allowed_s(spec, self._cap_window_s))
 
     def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
         """The calibration due to a capped client waiting where the GPU idles between its
@@ -572,13 +570,19 @@ class SchedulerCore:
         return max(limit * self._turn_s, self.timing.min_quota_s)
 
     @property
+    def _cap_window_s(self) -> float:
+        """The shortest window a cap holds over: the short one (never longer than the long
+        one), or the long one where there is none (--short-window 0)."""
+        t = self.timing
+        return min(t.short_window_s, t.window_s) if t.short_window_s > 0 else t.window_s
+
+    @property
     def _capped_grant_s(self) -> float:
         """A client at its limit waits until it has room for this much.  Shorter grants cost a
         switch each; longer ones leave the client, on average, half of this below its limit
         over the short window (at most 1 point of it)."""
         t = self.timing
-        short = t.short_window_s if t.short_window_s > 0 else t.window_s
-        return max(t.min_quota_s, min(4 * t.min_quota_s, short / 50))
+        return max(t.min_quota_s, min(4 * t.min_quota_s, self._cap_window_s / 50))
 
     def _window(self, now: float, length: float | None = None) -> tuple[float, float]:
         """(start, size) of the window of `length` (the long one by default) ending now."""
