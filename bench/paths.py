@@ -921,7 +921,7 @@ class Bench:
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
         capped = case in CAPPED_PAIR_CASES
         backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
-                          self.timing(), tag="paths-pairs")
+                          self.timing(), tag="paths-pairs", verbose=self.args.keep_logs)
         tracer = GrantTracer(backend.schd.port)
         try:
             t0, workers, each = self.together(
@@ -931,7 +931,18 @@ class Bench:
         finally:
             grants = tracer.stop()
             backend.stop()
+            daemon_logs = {"schd": backend.schd.drain(),
+                           **{f"pmgr-{n}": backend.pmgrs[n].drain() for n, _ in specs}}
         samples = {w.name: s for w, s in zip(workers, each, strict=True)}
+        if self.args.keep_logs:  # each client's hook log and steps, the grants, the daemons'
+            tag = "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
+            keep_logs(self.logs_archive, {
+                **{f"{tag}-{w.name}.log": read_log(w.log_file) for w in workers},
+                **{f"{tag}-{w.name}-steps.jsonl": "".join(
+                    json.dumps({"t": t, "steps": n}) + "\n" for t, n in samples[w.name])
+                   for w in workers},
+                f"{tag}-grants.json": json.dumps(grants),
+                **{f"{tag}-{name}.log": text for name, text in daemon_logs.items()}})
         t_end = min(s[-1][0] for s in samples.values())
         (one,) = bare if len(bare) == 1 else (None,)  # every client runs the same program
         out = pair_entries(case, samples, dict(specs), t0, t_end,
@@ -1101,7 +1112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-logs", action="store_true",
                    help="copy each capped run's hook log (GEMINI_LOG=debug), its steps "
                         "(time, steps done), the scheduler's grants and both daemons' debug "
-                        "logs to --out, and time each hop of its tokens (cap_token_path)")
+                        "logs to --out, and time each hop of its tokens (cap_token_path); "
+                        "the same of each pairs case, for each of its clients")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
