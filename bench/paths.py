@@ -934,10 +934,11 @@ class Bench:
             daemon_logs = {"schd": backend.schd.drain(),
                            **{f"pmgr-{n}": backend.pmgrs[n].drain() for n, _ in specs}}
         samples = {w.name: s for w, s in zip(workers, each, strict=True)}
+        hook_logs = {w.name: read_log(w.log_file) for w in workers}
         if self.args.keep_logs:  # each client's hook log and steps, the grants, the daemons'
             tag = "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
             keep_logs(self.logs_archive, {
-                **{f"{tag}-{w.name}.log": read_log(w.log_file) for w in workers},
+                **{f"{tag}-{name}.log": text for name, text in hook_logs.items()},
                 **{f"{tag}-{w.name}-steps.jsonl": "".join(
                     json.dumps({"t": t, "steps": n}) + "\n" for t, n in samples[w.name])
                    for w in workers},
@@ -953,7 +954,7 @@ class Bench:
         # client's queue ran past its tokens, where a share differs from its target.
         a = t0 + PAIR_WARM_S
         books = {w.name: {"granted": granted_share(grants, w.name, a, t_end),
-                          **overuse_of(read_log(w.log_file))} for w in workers}
+                          **overuse_of(hook_logs[w.name])} for w in workers}
         clock = self.clock.over(a, t_end)
         for e in out:
             e.update(clock)

@@ -92,8 +92,9 @@ async def serve_scheduler(
                             len(spec.name.encode()), left_out, QUOTA_RUN_NAME_MAX)
 
     def apply(config: ResourceConfig) -> None:
-        warn_long_names(config.for_gpu(gpu))
-        daemon.apply_config(config.for_gpu(gpu))
+        ours = config.for_gpu(gpu)
+        warn_long_names(ours)
+        daemon.apply_config(ours)
 
     config = read_config(config_path)
     validate(config)  # a ConfigError here: gem-schd exits 2
