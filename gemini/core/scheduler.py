@@ -555,8 +555,8 @@ class SchedulerCore:
     def _short_grant_s(self) -> float:
         """The longest grant: a tenth of the short window, so that a share can be right over
         one short window (none without a short window: Gemini's own quotas)."""
-        t = self.timing
-        return max(t.min_quota_s, t.short_window_s / 10) if t.short_window_s > 0 else math.inf
+        short = self._short_window_s
+        return max(self.timing.min_quota_s, short / 10) if short > 0 else math.inf
 
     @property
     def _turn_s(self) -> float:
@@ -570,11 +570,15 @@ class SchedulerCore:
         return max(limit * self._turn_s, self.timing.min_quota_s)
 
     @property
+    def _short_window_s(self) -> float:
+        """The short window as it counts: never longer than the long one; 0: none."""
+        return min(self.timing.short_window_s, self.timing.window_s)
+
+    @property
     def _cap_window_s(self) -> float:
-        """The shortest window a cap holds over: the short one (never longer than the long
-        one), or the long one where there is none (--short-window 0)."""
-        t = self.timing
-        return min(t.short_window_s, t.window_s) if t.short_window_s > 0 else t.window_s
+        """The shortest window a cap holds over: the short one, or the long one where there is
+        none (--short-window 0)."""
+        return self._short_window_s or self.timing.window_s
 
     @property
     def _capped_grant_s(self) -> float:
@@ -649,10 +653,9 @@ class SchedulerCore:
         spec = self.clients[name].spec
         room = math.inf
         if spec.capped:
-            t = self.timing
             # A young window counts as one short window at least, so that a new client's
             # first grant may fill its first short window, and no more.
-            short = min(t.short_window_s, t.window_s)
+            short = self._short_window_s
             since = self._capped_since.get(name)
             if since is not None:  # (its cap was lowered: the long window counts from then)
                 long_size = min(long_size, max(now - since, short or self._turn_s))
@@ -672,8 +675,8 @@ class SchedulerCore:
         cap beside long minimum quotas waits for ever (0.05 with gem-schd's -m 100: 90 ms
         allowed, 100 waited for; on the simulator, not one grant in 30 s)."""
         edge = WINDOW_EDGE * self._paced_grant_s(spec.limit)
-        if self.timing.short_window_s > 0:
-            edge = min(edge, WINDOW_EDGE_MAX * self.timing.short_window_s)
+        if self._short_window_s > 0:
+            edge = min(edge, WINDOW_EDGE_MAX * self._short_window_s)
         return max(spec.limit * window_s + edge, self._capped_grant_s)
 
     @property
