@@ -283,11 +283,24 @@ class FrameReader:
         self._buf = bytearray()
 
     def feed(self, data: bytes) -> list[bytes]:
+        """Take `data` in; every whole frame now in."""
+        self.push(data)
+        return list(iter(self.pop, None))
+
+    def push(self, data: bytes) -> None:
         self._buf += data
-        n = len(self._buf) // self.frame_len * self.frame_len
-        frames = [bytes(self._buf[i : i + self.frame_len]) for i in range(0, n, self.frame_len)]
-        del self._buf[:n]
-        return frames
+
+    def pop(self) -> bytes | None:
+        """The next whole frame, or None until one is in (for a reader that may stop between
+        frames: a connection closing, replies that must wait)."""
+        if len(self._buf) < self.frame_len:
+            return None
+        frame = bytes(self._buf[: self.frame_len])
+        del self._buf[: self.frame_len]
+        return frame
+
+    def clear(self) -> None:
+        self._buf.clear()
 
     @property
     def pending(self) -> int:

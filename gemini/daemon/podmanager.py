@@ -11,6 +11,7 @@ from gemini.core.actions import SendUpstream
 from gemini.core.podmanager import PodCore
 from gemini.core.wire import (
     RSP_MSG_LEN,
+    FrameReader,
     Request,
     RequestType,
     Status,
@@ -147,7 +148,7 @@ class UpstreamLink(asyncio.Protocol):
         self.daemon = daemon
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._buf = bytearray()
+        self._frames = FrameReader(RSP_MSG_LEN)
         self._first: asyncio.Future[bytes] | None = None  # the HELLO's reply, while awaited
         self._started = False
 
@@ -170,23 +171,21 @@ class UpstreamLink(asyncio.Protocol):
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        self._buf += data
+        self._frames.push(data)
         self._drain()
 
     def _drain(self) -> None:
-        buf = self._buf
-        while len(buf) >= RSP_MSG_LEN:
-            first = self._first
-            if first is None and not self._started:
+        frames = self._frames
+        while (first := self._first) is not None or self._started:
+            frame = frames.pop()
+            if frame is None:
                 return
-            frame = bytes(buf[:RSP_MSG_LEN])
-            del buf[:RSP_MSG_LEN]
             if first is not None:
                 self._first = None
                 if not first.done():
                     first.set_result(frame)
             elif not self.daemon.on_upstream_frame(frame):
-                buf.clear()
+                frames.clear()
                 self.close()
                 return
 

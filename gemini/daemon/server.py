@@ -20,6 +20,7 @@ from typing import Protocol, cast
 from gemini.core.actions import Action, Close, ConnId, Log, Reply, SendUpstream
 from gemini.core.wire import (
     REQ_MSG_LEN,
+    FrameReader,
     Request,
     RequestType,
     Response,
@@ -159,7 +160,19 @@ class FrameServer:
     def _connection(self) -> FrameConnection:
         return FrameConnection(self, next(self._ids))
 
-    def _peer_allowed(self, transport: asyncio.BaseTransport, peer: str) -> bool:
+    def connected(self, conn: ConnId) -> None:
+        """A connection is admitted (its secret proven, where there is one)."""
+        if self._on_connect is not None:
+            self.run(self._on_connect(conn, self.now()))
+
+    def received(self, conn: ConnId, req: Request) -> None:
+        self.run(self._on_request(conn, req, self.now()))
+
+    def disconnected(self, conn: ConnId) -> None:
+        """An admitted connection is gone."""
+        self.run(self._on_disconnect(conn, self.now()))
+
+    def peer_allowed(self, transport: asyncio.BaseTransport, peer: str) -> bool:
         creds = _peer_creds(transport)
         if creds is None or creds[1] in self.allowed_uids:
             return True
@@ -175,7 +188,7 @@ class FrameServer:
         proof = req.args[0] if req.args else b""
         return isinstance(proof, bytes) and hmac.compare_digest(proof, self.secret)
 
-    def _answer_hello(self, transport: asyncio.Transport, req: Request, peer: str) -> bool:
+    def answer_hello(self, transport: asyncio.Transport, req: Request, peer: str) -> bool:
         """Reply OK to a good proof; refuse anything else (echoing its id).  True: admitted."""
         ok = self._proof_ok(req)
         status = Status.OK if ok else Status.NOT_AUTHORIZED
@@ -259,7 +272,7 @@ class FrameConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.admitted = False
-        self._buf = bytearray()
+        self._frames = FrameReader(REQ_MSG_LEN)
         self._auth_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -269,7 +282,7 @@ class FrameConnection(asyncio.Protocol):
         # Tracked from the start, so that close() also ends connections still proving themselves.
         server.transports[self.conn] = transport
         self.peer = _peer(transport)
-        if not server._peer_allowed(transport, self.peer):
+        if not server.peer_allowed(transport, self.peer):
             transport.close()
         elif server.secret is None:
             self._admit()
@@ -278,8 +291,7 @@ class FrameConnection(asyncio.Protocol):
 
     def _admit(self) -> None:
         self.admitted = True
-        if self.server._on_connect is not None:
-            self.server.run(self.server._on_connect(self.conn, self.server.now()))
+        self.server.connected(self.conn)
 
     def _auth_timed_out(self) -> None:
         self._auth_timer = None
@@ -288,20 +300,18 @@ class FrameConnection(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
-        self._buf.clear()
+        self._frames.clear()
         if self.transport is not None:
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        while len(buf) >= REQ_MSG_LEN:
+        frames = self._frames
+        frames.push(data)
+        while (frame := frames.pop()) is not None:
             transport = self.transport
             if transport is None or transport.is_closing():
-                buf.clear()
+                frames.clear()
                 return
-            frame = bytes(buf[:REQ_MSG_LEN])
-            del buf[:REQ_MSG_LEN]
             if self.admitted:
                 self._on_frame(transport, frame)
             else:
@@ -316,7 +326,7 @@ class FrameConnection(asyncio.Protocol):
             req = decode_request(frame)
         except WireError:
             req = Request("?", 0, RequestType.HELLO)  # garbage: refused like a wrong secret
-        if self.server._answer_hello(transport, req, self.peer):
+        if self.server.answer_hello(transport, req, self.peer):
             self._admit()
         else:
             self._close()
@@ -331,15 +341,15 @@ class FrameConnection(asyncio.Protocol):
             return
         if req.type is RequestType.HELLO:
             # Answered here, never by a core: a HELLO is about the connection.
-            if not server._answer_hello(transport, req, self.peer):
+            if not server.answer_hello(transport, req, self.peer):
                 self._close()
             return
-        server.run(server._on_request(self.conn, req, server.now()))
+        server.received(self.conn, req)
 
     def eof_received(self) -> bool:
-        if self._buf and self.admitted:
+        if self._frames.pending and self.admitted:
             log.warning("[%s] closing connection: truncated message", self.peer)
-        elif self._buf:  # (a bare connect-and-close, a port probe, is not worth a line)
+        elif self._frames.pending:  # (a bare connect-and-close, a port probe, is not worth a line)
             log.warning("[%s] refused: no or wrong secret", self.peer)
         return False  # the transport closes itself
 
@@ -352,4 +362,4 @@ class FrameConnection(asyncio.Protocol):
         self.transport = None
         if self.admitted:
             self.admitted = False
-            server.run(server._on_disconnect(self.conn, server.now()))
+            server.disconnected(self.conn)
