@@ -72,16 +72,15 @@ def test_charges_count_in_usage_and_room_until_they_slide_out():
 
 
 def _room_by_definition(h: UsageHistory, name: str, now: float, length: float,
-                        allowed: float, rate: float = 1.0) -> float:
+                        allowed: float) -> float:
     """room() from its definition: the first grant g (on a fine grid) after which the window
-    ending at now + g holds more than `allowed` of the client's use (the grant included, each
-    of its seconds counted as `rate`)."""
+    ending at now + g holds more than `allowed` of the client's use (the grant included)."""
     def used_after(g: float) -> float:
         start = now + g - length
         own = sum(max(0.0, min(i.end, now) - max(i.start, start)) for i in h.intervals
                   if i.name == name and not i.extra)
         return own + sum(i.extra for i in h.intervals
-                         if i.name == name and i.extra and start < i.start <= now) + rate * g
+                         if i.name == name and i.extra and start < i.start <= now) + g
 
     # A fine grid, and the instants just before each charge leaves the window: the use peaks
     # there, for as little as a few microseconds, which a grid may step over.
@@ -103,12 +102,10 @@ grants = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(
                             st.sampled_from([0.0, 0.0, 0.02])), max_size=15)
 
 
-@given(grants, st.floats(0, 1.5), st.sampled_from([(1.0, 0.4), (1.0, 0.2), (2.0, 0.6)]),
-       st.sampled_from([1.0, 1.0, 1.15, 1.6]))
-def test_room_is_the_first_grant_that_would_overshoot(items, idle, window, rate):
+@given(grants, st.floats(0, 1.5), st.sampled_from([(1.0, 0.4), (1.0, 0.2), (2.0, 0.6)]))
+def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
     """Grants (some followed by a charge for overuse), then a pause: room() agrees with its
-    definition to the grid's step, whatever the mix of use, gaps and charges, and whatever
-    a second of the grant is charged (`rate`: a capped client's speed)."""
+    definition to the grid's step, whatever the mix of use, gaps and charges."""
     length, allowed = window
     h = UsageHistory()
     t = 0.0
@@ -119,8 +116,8 @@ def test_room_is_the_first_grant_that_would_overshoot(items, idle, window, rate)
         if overuse:
             h.charge(name, t, overuse)
     now = t + idle
-    assert h.room("a", now, length, allowed, rate=rate) == pytest.approx(
-        _room_by_definition(h, "a", now, length, allowed, rate), abs=length / 4000 + 1e-9)
+    assert h.room("a", now, length, allowed) == pytest.approx(
+        _room_by_definition(h, "a", now, length, allowed), abs=length / 4000 + 1e-9)
 
 
 ops = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 0.3),
