@@ -190,11 +190,11 @@ def name_leaves_out(name: str) -> str | None:
     the gpu_wait_ms word beside names over QUOTA_GPU_WAIT_NAME_MAX bytes, the run words over
     QUOTA_RUN_NAME_MAX.  Said where a config is read (gem-schd), as a capped client's speed
     is then known less well (gemini.core.speed)."""
-    size = len(name.encode())
-    if size > QUOTA_GPU_WAIT_NAME_MAX:
+    raw = name.encode()
+    if not _gpu_wait_fits(raw):
         return ("how long its programs wait on the GPU, nor their GPU time per launch: its "
                 "cap is charged the GPU clock's speed-up in full, as if it always waited")
-    if size > QUOTA_RUN_NAME_MAX:
+    if not _run_fits(raw):
         return ("its programs' GPU time per launch: a cap's speed-up is read from the GPU's "
                 "clock only, which wanders more")
     return None

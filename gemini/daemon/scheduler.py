@@ -98,12 +98,13 @@ async def serve_scheduler(
 
     config = read_config(config_path)
     validate(config)  # a ConfigError here: gem-schd exits 2
-    warn_long_names(config.for_gpu(gpu))
+    ours = config.for_gpu(gpu)
+    warn_long_names(ours)
     state = _mps_state(mps_state)
-    if config.for_gpu(gpu).spatial and not state.spatial:
+    if ours.spatial and not state.spatial:
         log.info("the config has partitions and MPS is off (%s): they are time-sliced at their "
                  "size", state.reason)
-    daemon = SchedulerDaemon(config.for_gpu(gpu), timing, secret, um, state.spatial)
+    daemon = SchedulerDaemon(ours, timing, secret, um, state.spatial)
     bound = await daemon.start(host, port)
     guarded = ", clients must prove the secret" if secret is not None else ""
     log.info("scheduler of GPU %s listening on %s:%d, config %s%s", gpu, host, bound,
