@@ -41,9 +41,10 @@ RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (the me
 latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
 (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
 or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
-card, one still heating under the new load), so the first calibration's is not kept, and a
-fresh client is charged UNKNOWN_SPEED at least until a tail is kept, and while it settles if
-its rests speed it up at all (H100, 2026-11-25 08:25-09:09: the highest 1 s window of a 0.4
+card, one still heating under the new load), so the first calibration's is not kept (only
+a floor while the client settles: FIRST_TAIL_MAX), and a fresh client is charged
+UNKNOWN_SPEED at least until a tail is kept, and while it settles if its rests speed it up
+at all (H100, 2026-11-25 08:25-09:09: the highest 1 s window of a 0.4
 cap from 0.442-0.469 to 0.428-0.450; bench/JOURNAL-issue12.md).
 
 The work does not follow the clock in full (memory and launch time do not scale with it):
@@ -112,6 +113,14 @@ UNKNOWN_SPEED = 1.1
 # always has an uncapped neighbour, whose work keeps the card at its continuous clock; no tail
 # by work to a name too long for the run words).
 UNKNOWN_SPEED_S = 5.0
+# The first calibration's tail is not kept, but it is a floor while the client settles: a tail
+# on a cool card reads fast (a speed too low), never slow, so a first tail that reads its
+# program faster in its grants than UNKNOWN_SPEED says is so at least.  H200, 2026-12-01:
+# torch eager's first tail read 199.3 us a launch against 173 in its grants (1.15; its later
+# tails 198-204), while it was charged UNKNOWN_SPEED for 5 s and did 1.17-1.19 of its bare
+# work per granted second (its highest second 0.455).  No higher than FIRST_TAIL_MAX: a
+# program still starting may run a slow kernel in that tail.
+FIRST_TAIL_MAX = 1.3
 # And while it settles (SETTLE_S), a client whose rests speed it up at all (by more than this)
 # is charged UNKNOWN_SPEED at least: its tails then read fast, as the card is still heating
 # under the new load (H100, 2026-11-25, torch eager's second and third tails 189 and 190 us
@@ -223,6 +232,7 @@ class _Clocks:
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
+    first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
 
     @property
     def continuous(self) -> float:
@@ -251,6 +261,14 @@ def _grants_cost(clocks: _Clocks) -> float:
 def _cost_moved(clocks: _Clocks) -> bool:
     then = clocks.cost_then
     return then > 0.0 and abs(_grants_cost(clocks) - then) > SHARED_DRIFT * then
+
+
+def _first_tail_speed(clocks: _Clocks) -> float:
+    """The speed its first calibration's tail says it has at least (1: none measured)."""
+    grants = _grants_cost(clocks)
+    if clocks.first_tail_cost <= 0.0 or grants <= 0.0:
+        return 1.0
+    return min(max(clocks.first_tail_cost / grants, 1.0), FIRST_TAIL_MAX)
 
 
 def _clock_speed(clocks: _Clocks) -> float:
@@ -348,9 +366,14 @@ class SpeedMeter:
         if graphs != clocks.graphs:
             clocks.graphs = graphs
             clocks.grant_costs, clocks.tail_costs = [], []
+            clocks.first_tail_cost = 0.0
         if calibrating:
-            if run_ms >= MIN_TAIL_RUN_MS and (shared or clocks.calibrations > 1):
+            if run_ms < MIN_TAIL_RUN_MS:
+                return
+            if shared or clocks.calibrations > 1:
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
+            else:
+                clocks.first_tail_cost = run_ms / launches
             return
         clocks.grant_costs = [*clocks.grant_costs, run_ms / launches][-RECENT_GRANTS:]
 
@@ -389,7 +412,8 @@ class SpeedMeter:
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
         UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
-        while it settles; UNCALIBRATED_SPEED for one whose cap is too small to calibrate
+        while it settles, and while it settles what its first tail says (FIRST_TAIL_MAX);
+        UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
         uncapped client beside others): by work only, 1 until measured, and below 1 too."""
         clocks = self._clocks.get(name)
@@ -401,10 +425,14 @@ class SpeedMeter:
             fast = 1.0 if work is None else work
         else:
             fast = _clock_speed(clocks) if work is None else work
+            settling = _read_within(clocks, now, SETTLE_S)
             if work is None and not calibrates:
                 fast = UNCALIBRATED_SPEED
-            elif _unknown(clocks, now) or (_read_within(clocks, now, SETTLE_S) and fast > SPED_UP):
-                fast = max(fast, UNKNOWN_SPEED)
+            else:
+                if settling:
+                    fast = max(fast, _first_tail_speed(clocks))
+                if _unknown(clocks, now) or (settling and fast > SPED_UP):
+                    fast = max(fast, UNKNOWN_SPEED)
         return 1.0 + (fast - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:
@@ -420,6 +448,8 @@ class SpeedMeter:
         cost = _grants_cost(clocks)
         grants = f"{1e3 * cost:.1f}" if cost > 0.0 else "not measured"
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
+        if clocks.first_tail_cost > 0.0 and not shared:
+            costs += f" (the first, a floor: {1e3 * clocks.first_tail_cost:.1f})"
         unit = "graph launch" if clocks.graphs else "launch"
         if shared:  # (a tail its hook measured less than MIN_TAIL_RUN_MS of is not kept)
             alone = f"alone in the latest tails {costs}" if clocks.tail_costs else \

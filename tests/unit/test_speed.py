@@ -14,6 +14,7 @@ from gemini.core.speed import (
     CALIBRATION_SETTLE_S,
     DRIFT,
     FIRST_CALIBRATION_S,
+    FIRST_TAIL_MAX,
     GPU_BOUND,
     HOST_PACED,
     MIN_RUN_LAUNCHES,
@@ -435,6 +436,39 @@ def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_spee
             meter.ran("a", 40.0 * measured * (210 / grants_launches), 210, calibrating=True)
         assert meter.speed("a", 5.0) == pytest.approx(settling)
         assert meter.speed("a", SETTLE_S) == pytest.approx(measured)
+
+
+def test_while_it_settles_its_first_tail_is_a_floor_never_a_ceiling():
+    """A first tail reads fast on a cool card (a speed too low), never slow: what it says is
+    the least the client is charged while it settles, and it never lowers a charge (H200,
+    2026-12-01: torch eager's first tail 1.15 while it was charged UNKNOWN_SPEED's 1.1)."""
+    def first_tail(cost_ratio: float, launches: int = 200) -> SpeedMeter:
+        meter = SpeedMeter()
+        in_grant(meter, 1900.0, 0.0)
+        meter.ran("a", 40.0, launches, calibrating=False)  # 0.2 ms a launch
+        meter.calibrating("a", 1.0)
+        meter.ran("a", 40.0 * cost_ratio, launches, calibrating=True)
+        return meter
+
+    assert first_tail(1.15).speed("a", 2.0) == pytest.approx(1.15)  # UNKNOWN_SPEED: 1.1
+    assert first_tail(1.15).speed("a", SETTLE_S - 0.1) == pytest.approx(1.15)
+    assert first_tail(1.15).speed("a", SETTLE_S) == 1.0  # settled: the clock (here 1) says
+    assert first_tail(1.0).speed("a", 2.0) == UNKNOWN_SPEED  # a fast tail lowers nothing
+    assert first_tail(0.9).speed("a", 2.0) == UNKNOWN_SPEED
+    assert first_tail(3.0).speed("a", 2.0) == FIRST_TAIL_MAX  # a slow kernel of its start
+    short = first_tail(1.15, launches=MIN_RUN_LAUNCHES)
+    short.ran("a", MIN_TAIL_RUN_MS - 1, 100, calibrating=True)  # too little to say anything
+    assert short.speed("a", 2.0) == pytest.approx(1.15)
+    meter = first_tail(1.15)  # the hook starts to count graph launches: measured afresh
+    meter.ran("a", 40.0, 58, calibrating=False, graphs=True)
+    assert meter.speed("a", 2.0) == UNKNOWN_SPEED
+    assert "the first, a floor: 230.0" in first_tail(1.15).describe("a")
+    # Once kept tails say more, the first is one floor among them while it settles.
+    meter = first_tail(1.25)
+    meter.calibrating("a", 4.0)
+    meter.ran("a", 40.0 * 1.2, 200, calibrating=True)
+    assert meter.speed("a", 5.0) == pytest.approx(1.25)
+    assert meter.speed("a", SETTLE_S) == pytest.approx(1.2)
 
 
 def test_a_fresh_capped_client_holds_its_cap_over_its_first_seconds():
