@@ -1,0 +1,150 @@
+"""What a capped run's highest seconds are made of (issue 12: "≤ limit + 5 points over any 1 s").
+
+  python3 bench/high_seconds.py RESULTS-paths.json [--logs LOGS.tar[.xz]] [--path P] [--top N]
+
+For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-schd.log`, the
+scheduler's debug lines, and `cap-P-steps.jsonl`, the program's progress; both stamped with
+CLOCK_MONOTONIC), the N highest 1 s windows of work ÷ bare, sliding by 50 ms as paths.py
+slides them, each with what the scheduler granted in it: the grants (how many, and any
+calibration with its length), the seconds granted, the work per granted second, and the speed
+the client was charged then (the latest "calibrated: speed" line).  A window that holds more
+than its cap with the granted seconds at the cap is a speed charged too low; one with more
+granted is the windows' allowance.  The logs default to the paths file's `-logs.tar.xz` (or
+`.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paths import SLIDE_STEP_S, progress
+
+STAMP = r"\[(\d+\.\d+)\] \[([^]]+)\] "
+GRANTED = re.compile(STAMP + r"token granted for ([\d.]+) ms")
+CALIBRATED = re.compile(STAMP + r"calibrated: speed ([\d.]+)")
+
+
+@dataclass(frozen=True)
+class Grant:
+    start: float
+    length_s: float
+
+    @property
+    def end(self) -> float:
+        return self.start + self.length_s
+
+
+def read_schd_log(text: str, client: str = "cap") -> tuple[list[Grant], list[tuple[float, float]]]:
+    """The client's grants, and its speeds as (time, speed), from the scheduler's debug lines.
+    A grant longer than the turn (100 ms) is a calibration: only those are (paths.py's cap
+    runs alone, where no other rule makes a grant that long)."""
+    grants = [Grant(float(m[1]), float(m[3]) / 1000) for m in GRANTED.finditer(text)
+              if m[2] == client]
+    speeds = [(float(m[1]), float(m[3])) for m in CALIBRATED.finditer(text) if m[2] == client]
+    return grants, speeds
+
+
+def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, float]]:
+    """The grants overlapping [lo, hi], each with the seconds of it inside."""
+    return [(g, min(hi, g.end) - max(lo, g.start)) for g in grants if g.end > lo and g.start < hi]
+
+
+def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant],
+                    speeds: list[tuple[float, float]], top: int = 5,
+                    calibration_s: float = 0.1) -> list[dict]:
+    """The `top` highest 1 s windows of work ÷ `bare` (from 1 s after the first sample, sliding
+    by SLIDE_STEP_S as paths.cap_metrics does; at most one a second, so that one lump is not
+    listed twenty times), each with what was granted in it."""
+    t0, t_end = samples[0][0], samples[-1][0]
+    windows = []
+    lo = t0 + 1.0
+    while lo + 1.0 <= t_end + 1e-9:
+        work = (progress(samples, lo + 1.0) - progress(samples, lo)) / bare
+        windows.append((work, lo))
+        lo += SLIDE_STEP_S
+    out: list[dict] = []
+    for work, lo in sorted(windows, reverse=True):
+        if len(out) >= top:
+            break
+        if any(abs(lo - (w["at_s"] + t0)) < 1.0 for w in out):
+            continue
+        inside = granted_in(grants, lo, lo + 1.0)
+        granted = sum(s for _, s in inside)
+        said = [v for t, v in speeds if t <= lo + 1.0]
+        out.append({
+            "at_s": round(lo - t0, 2), "work": round(work, 4), "granted_s": round(granted, 4),
+            "work_per_granted_s": round(work / granted, 3) if granted > 0 else None,
+            "grants": len(inside),
+            "calibrations_ms": [round(g.length_s * 1000, 1) for g, _ in inside
+                                if g.length_s > calibration_s],
+            "calibrated_speed": said[-1] if said else None})
+    return out
+
+
+def _read_logs(tar_path: Path, names: list[str]) -> dict[str, str]:
+    with tarfile.open(tar_path) as tar:
+        found = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
+        out = {}
+        for name in names:
+            member = found.get(name)
+            f = tar.extractfile(member) if member is not None else None
+            if f is not None:
+                out[name] = f.read().decode(errors="replace")
+        return out
+
+
+def _logs_beside(paths_json: Path) -> Path | None:
+    stem = paths_json.name.removesuffix("-paths.json")
+    for suffix in ("-paths-logs.tar.xz", "-paths-logs.tar"):
+        candidate = paths_json.with_name(stem + suffix)
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("paths_json", type=Path)
+    p.add_argument("--logs", type=Path, default=None)
+    p.add_argument("--path", action="append", default=None, help="a path's run (default: all)")
+    p.add_argument("--top", type=int, default=5)
+    args = p.parse_args(argv)
+    results = json.loads(args.paths_json.read_text())
+    logs = args.logs or _logs_beside(args.paths_json)
+    if logs is None:
+        print(f"no logs beside {args.paths_json} (bench/paths.py --keep-logs)", file=sys.stderr)
+        return 2
+    runs = {name: row for name, row in results.get("paths", {}).items()
+            if row.get("cap_bare_rate") and (args.path is None or name in args.path)}
+    texts = _read_logs(logs, [f"cap-{n}-{kind}" for n in runs
+                              for kind in ("schd.log", "steps.jsonl")])
+    report = {}
+    for name, row in runs.items():
+        schd, steps = texts.get(f"cap-{name}-schd.log"), texts.get(f"cap-{name}-steps.jsonl")
+        if schd is None or steps is None:
+            continue
+        samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
+        grants, speeds = read_schd_log(schd)
+        report[name] = highest_windows(samples, row["cap_bare_rate"], grants, speeds, args.top)
+        print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}):")
+        for w in report[name]:
+            cal = f", calibration {w['calibrations_ms']} ms" if w["calibrations_ms"] else ""
+            print(f"  {w['at_s']:6.2f} s: work {w['work']:.3f}, granted {w['granted_s']:.3f} s "
+                  f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of bare work per "
+                  f"granted s, the latest calibration said {w['calibrated_speed']}")
+    if not report:
+        print(f"no capped run with its logs in {logs}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""bench/high_seconds.py: what a capped run's highest 1 s windows are made of, read from the
+scheduler's debug lines and the program's progress (issue 12's bound on every 1 s window)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import high_seconds
+
+SCHD = "".join([
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.000000] [cap] token granted for 40.0 ms\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.050000] [other] token granted for 40.0 ms\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.100000] [cap] token granted for 40.0 ms\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.300000] [cap] token granted for 200.0 ms\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.520000] [cap] calibrated: speed 1.150 (by work)\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [11.600000] [cap] token granted for 40.0 ms\n",
+])
+
+
+def test_the_clients_grants_and_speeds_are_read_from_the_scheduler_log() -> None:
+    grants, speeds = high_seconds.read_schd_log(SCHD)
+    assert [(g.start, g.length_s) for g in grants] == [
+        (10.0, 0.04), (10.1, 0.04), (10.3, 0.2), (11.6, 0.04)]
+    assert speeds == [(10.52, 1.15)]
+
+
+def test_a_window_is_told_with_the_grants_and_calibration_inside_it() -> None:
+    grants, speeds = high_seconds.read_schd_log(SCHD)
+    # 100 steps/s bare; the program runs at 2x bare while it holds a grant, else not at all.
+    samples, steps, t = [], 0.0, 9.0
+    while t <= 13.0 + 1e-9:
+        samples.append([round(t, 3), steps])
+        if any(g.start <= t < g.end for g in grants):
+            steps += 200.0 * 0.01
+        t += 0.01
+    top = high_seconds.highest_windows(samples, 100.0, grants, speeds, top=2)
+    best = top[0]
+    assert best["granted_s"] == pytest.approx(0.28, abs=0.011)  # both 40 ms grants, the 200
+    assert best["work"] == pytest.approx(2 * best["granted_s"], abs=0.03)
+    assert best["work_per_granted_s"] == pytest.approx(2.0, abs=0.1)
+    assert best["calibrations_ms"] == [200.0] and best["grants"] == 3
+    assert best["calibrated_speed"] == 1.15  # (said at 10.52, inside the window)
+    # ...and one lump is listed once: the next window is at least 1 s away
+    assert abs(top[1]["at_s"] - best["at_s"]) >= 1.0
+
+
+def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys) -> None:
+    steps = "".join(json.dumps({"t": 9.0 + i / 100, "steps": 0.8 * i}) + "\n"
+                    for i in range(400))
+    results = tmp_path / "gpu-20261201-000000-paths.json"
+    results.write_text(json.dumps({"paths": {"torch-eager": {
+        "cap_bare_rate": 200.0, "cap_target": 0.4}}}))
+    with tarfile.open(tmp_path / "gpu-20261201-000000-paths-logs.tar.xz", "w:xz") as tar:
+        for name, text in (("cap-torch-eager-schd.log", SCHD),
+                           ("cap-torch-eager-steps.jsonl", steps)):
+            path = tmp_path / name
+            path.write_text(text)
+            tar.add(path, arcname=f"logs/{name}")
+    assert high_seconds.main([str(results), "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "torch-eager (bare 200.0 steps/s, cap 0.4)" in out
+    assert "work 0.400" in out  # 80 steps/s of 200, in every window
+    missing = tmp_path / "other-paths.json"
+    missing.write_text("{}")
+    assert high_seconds.main([str(missing)]) == 2
