@@ -42,7 +42,7 @@ latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for 
 (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
 or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
 card, one still heating under the new load), so the first calibration's is not kept (only
-a floor while the client settles: FIRST_TAIL_MAX), and a fresh client is charged
+a floor until one is kept: FIRST_TAIL_MAX), and a fresh client is charged
 UNKNOWN_SPEED at least until a tail is kept, and while it settles if its rests speed it up
 at all (H100, 2026-11-25 08:25-09:09: the highest 1 s window of a 0.4
 cap from 0.442-0.469 to 0.428-0.450; bench/JOURNAL-issue12.md).
@@ -113,13 +113,14 @@ UNKNOWN_SPEED = 1.1
 # always has an uncapped neighbour, whose work keeps the card at its continuous clock; no tail
 # by work to a name too long for the run words).
 UNKNOWN_SPEED_S = 5.0
-# The first calibration's tail is not kept, but it is a floor while the client settles: a tail
-# on a cool card reads fast (a speed too low), never slow, so a first tail that reads its
-# program faster in its grants than UNKNOWN_SPEED says is so at least.  H200, 2026-12-01:
+# The first calibration's tail is not kept, but until a tail is kept it is a floor on the
+# charge: on a cool card a tail reads fast (a speed too low), so a first tail that reads its
+# program faster in its grants than UNKNOWN_SPEED says is so, near enough.  H200, 2026-12-01:
 # torch eager's first tail read 199.3 us a launch against 173 in its grants (1.15; its later
 # tails 198-204), while it was charged UNKNOWN_SPEED for 5 s and did 1.17-1.19 of its bare
-# work per granted second (its highest second 0.455).  No higher than FIRST_TAIL_MAX: a
-# program still starting may run a slow kernel in that tail.
+# work per granted second (its highest second 0.455).  No higher than FIRST_TAIL_MAX, and
+# only until the next tail is kept (3 s later): a first tail can read slow too (CuPy's 212.1
+# against its kept 207.1-207.3; a program still starting may run a slow kernel in it).
 FIRST_TAIL_MAX = 1.3
 # And while it settles (SETTLE_S), a client whose rests speed it up at all (by more than this)
 # is charged UNKNOWN_SPEED at least: its tails then read fast, as the card is still heating
@@ -412,7 +413,7 @@ class SpeedMeter:
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
         UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
-        while it settles, and while it settles what its first tail says (FIRST_TAIL_MAX);
+        while it settles, and until a tail is kept what its first tail says (FIRST_TAIL_MAX);
         UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
         uncapped client beside others): by work only, 1 until measured, and below 1 too."""
@@ -429,7 +430,7 @@ class SpeedMeter:
             if work is None and not calibrates:
                 fast = UNCALIBRATED_SPEED
             else:
-                if settling:
+                if settling and not clocks.tail_costs:
                     fast = max(fast, _first_tail_speed(clocks))
                 if _unknown(clocks, now) or (settling and fast > SPED_UP):
                     fast = max(fast, UNKNOWN_SPEED)
