@@ -439,9 +439,9 @@ def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_spee
 
 
 def test_until_a_tail_is_kept_the_first_tail_is_a_floor_never_a_ceiling():
-    """A first tail reads fast on a cool card (a speed too low), never slow: what it says is
-    the least the client is charged until a tail is kept, and it never lowers a charge (H200,
-    2026-12-01: torch eager's first tail 1.15 while it was charged UNKNOWN_SPEED's 1.1)."""
+    """A first tail reads fast on a cool card (a speed too low): what it says is the least the
+    client is charged until a tail is kept, and it never lowers a charge (H200, 2026-12-01:
+    torch eager's first tail 1.15 while it was charged UNKNOWN_SPEED's 1.1)."""
     def first_tail(cost_ratio: float, launches: int = 200) -> SpeedMeter:
         meter = SpeedMeter()
         in_grant(meter, 1900.0, 0.0)
