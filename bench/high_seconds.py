@@ -6,10 +6,10 @@ For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-schd.lo
 scheduler's debug lines, and `cap-P-steps.jsonl`, the program's progress; both stamped with
 CLOCK_MONOTONIC), the N highest 1 s windows of work ÷ bare, sliding by 50 ms as paths.py
 slides them, each with what the scheduler granted in it: the grants (how many, and any
-calibration with its length), the seconds granted, the work per granted second, and the speed
-the client was charged then (the latest "calibrated: speed" line).  A window that holds more
-than its cap with the granted seconds at the cap is a speed charged too low; one with more
-granted is the windows' allowance.  The logs default to the paths file's `-logs.tar.xz` (or
+calibration with its length), the seconds granted, the work per granted second, and the
+speed its latest calibration said by then (the scheduler's "calibrated: speed" line).  A
+window over its cap with the granted seconds at the cap is a speed charged too low; one with
+more granted is the windows' allowance.  The logs default to the paths file's `-logs.tar.xz` (or
 `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
 """
 
@@ -43,9 +43,8 @@ class Grant:
 
 
 def read_schd_log(text: str, client: str = "cap") -> tuple[list[Grant], list[tuple[float, float]]]:
-    """The client's grants, and its speeds as (time, speed), from the scheduler's debug lines.
-    A grant longer than the turn (100 ms) is a calibration: only those are (paths.py's cap
-    runs alone, where no other rule makes a grant that long)."""
+    """The client's grants, and the speeds its calibrations said as (time, speed), from the
+    scheduler's debug lines."""
     grants = [Grant(float(m[1]), float(m[3]) / 1000) for m in GRANTED.finditer(text)
               if m[2] == client]
     speeds = [(float(m[1]), float(m[3])) for m in CALIBRATED.finditer(text) if m[2] == client]
@@ -62,7 +61,9 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
                     calibration_s: float = 0.1) -> list[dict]:
     """The `top` highest 1 s windows of work ÷ `bare` (from 1 s after the first sample, sliding
     by SLIDE_STEP_S as paths.cap_metrics does; at most one a second, so that one lump is not
-    listed twenty times), each with what was granted in it."""
+    listed twenty times), each with what was granted in it.  A grant longer than
+    `calibration_s` is a calibration: alone, as in paths.py's capped runs, no other grant is
+    longer than a turn (100 ms)."""
     t0, t_end = samples[0][0], samples[-1][0]
     windows = []
     lo = t0 + 1.0
