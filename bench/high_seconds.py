@@ -9,8 +9,8 @@ slides them, each with what the scheduler granted in it: the grants (how many, a
 calibration with its length), the seconds granted, the work per granted second, and the
 speed its latest calibration said by then (the scheduler's "calibrated: speed" line).  A
 window over its cap with the granted seconds at the cap is a speed charged too low; one with
-more granted is the windows' allowance.  The logs default to the paths file's `-logs.tar.xz` (or
-`.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
+more granted is the windows' allowance.  The logs default to the paths file's
+`-logs.tar.xz` (or `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paths import SLIDE_STEP_S, progress
+from paths import SLIDE_STEP_S, shares, window_list
 
 STAMP = r"\[(\d+\.\d+)\] \[([^]]+)\] "
 GRANTED = re.compile(STAMP + r"token granted for ([\d.]+) ms")
@@ -65,18 +65,17 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
     `calibration_s` is a calibration: alone, as in paths.py's capped runs, no other grant is
     longer than a turn (100 ms)."""
     t0, t_end = samples[0][0], samples[-1][0]
-    windows = []
-    lo = t0 + 1.0
-    while lo + 1.0 <= t_end + 1e-9:
-        work = (progress(samples, lo + 1.0) - progress(samples, lo)) / bare
-        windows.append((work, lo))
-        lo += SLIDE_STEP_S
+    slide = window_list(t0 + 1.0, t_end, 1.0, SLIDE_STEP_S)
+    works = shares(samples, slide, bare)
+    windows = sorted(zip(works, (lo for lo, _ in slide), strict=True), reverse=True)
     out: list[dict] = []
-    for work, lo in sorted(windows, reverse=True):
+    taken: list[float] = []  # the starts of the windows listed
+    for work, lo in windows:
         if len(out) >= top:
             break
-        if any(abs(lo - (w["at_s"] + t0)) < 1.0 for w in out):
+        if any(abs(lo - other) < 1.0 for other in taken):
             continue
+        taken.append(lo)
         inside = granted_in(grants, lo, lo + 1.0)
         granted = sum(s for _, s in inside)
         said = [v for t, v in speeds if t <= lo + 1.0]
