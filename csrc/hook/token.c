@@ -31,10 +31,16 @@
  *    queued work, while the renewer asks; the credit comes off the next token.  An inference
  *    server alone in its partition pays no round trip per request (issue 13's latency case).
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
- *    predicted burst does not fit in what is left of the current one (v1; not when alone), and
- *    the program's latest burst fitted in one token: a burst that outlasts the tokens the
- *    client gets is split whatever it does, and asking early would only add a round trip with
- *    the GPU idle, at every sync (issue 12: a capped client lost 1-2 points of its time so).
+ *    predicted burst does not fit in what is left of the current one (v1; not when alone), the
+ *    program's latest burst fitted in one token, and other processes of the client share its
+ *    token.  A burst that outlasts the tokens the client gets is split whatever it does, and
+ *    asking early would only add a round trip with the GPU idle, at every sync (issue 12: a
+ *    capped client lost 1-2 points of its time so).  A process alone in its client needs no
+ *    early ask either: its launches are held once its queue would outlast the token, so it
+ *    runs its next burst on what is left and asks in the tail.  The early ask handed back the
+ *    rest of each token after each sync and cost a round trip of idle GPU each time (H200,
+ *    torch eager 0.3/0.7 syncing every 50 ms: the pair did 0.982 and 0.991 of the GPU's work
+ *    together with it, 0.999 and 1.000 without, 2026-12-01).
  *    The prediction is the longest burst of the last 3 s that fitted in its token: v1's, the
  *    longest of all, kept a burst that a token's end cut as long as it ran, and for 3 s after
  *    one every short burst handed back what was left of its token (H100, capped at 0.4: 80-90
@@ -142,6 +148,7 @@ struct token {
     int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
     struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */
     int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
+    uint32_t sharers;        /* processes sharing the client's token, as the latest grant said */
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
 };
@@ -466,6 +473,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
     learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
     gem_inflight_set_sharers(dev, sharers);
+    t->sharers = sharers;
     int64_t expires = granted + (int64_t)(quota_ms * 1e6);
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
@@ -613,8 +621,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= ask && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (burst_fit && !t->alone && !t->calibration && !running && !t->long_bursts &&
-                 t->generation == seen &&
+        else if (burst_fit && t->sharers > 1 && !t->alone && !t->calibration && !running &&
+                 !t->long_bursts && t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
                  now + gem_record_keeper_max(&t->fitted, now) >= at)
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
