@@ -25,6 +25,8 @@ PER_CLIENT = [
     ("gemini_tokens", "Tokens granted.", "tokens", "counter"),
     ("gemini_overuse_seconds", "GPU time used past the client's tokens, charged to it.",
      "overuse_s", "counter"),
+    ("gemini_overrun_seconds", "GPU time of the client's tokens that other clients' overuse "
+     "took, given back to it.", "overrun_s", "counter"),
 ]
 
 

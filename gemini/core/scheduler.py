@@ -7,7 +7,8 @@ Rules:
   charges the overuse it reports at that interval's end.  (Gemini extends the last interval,
   `end = min(now, end + overuse)`, which loses the overuse of a token returned early: the
   hook reports a token's overuse with a later request, once measured.)  The hook reports only
-  what ran while the client held no token (csrc/hook/token.c).
+  what ran while the client held no token (csrc/hook/token.c).  The clients granted the GPU
+  while it ran lost that time from their grants: it is given back to them (`overrun_s`).
 - When a quota expires, its holder counts as waiting for `return_grace_s` more: if it is the one
   to serve next, the token waits that long for its request (the decision is otherwise unfair
   to busy clients, whose next request races the expiry).
@@ -129,6 +130,7 @@ class ClientState:
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     overuse_s: float = 0.0  # overuse charged so far
+    overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
     # Was the grant weighed before the latest a calibration, or shared?  A request's run is
     # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
@@ -309,6 +311,7 @@ class SchedulerCore:
             charged = min(overuse_ms / MS, self.timing.window_s)
             self._charge(name, at, charged)
             client.overuse_s += charged
+            self._refund_overrun(name, at, charged)
         waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
         run = quota_run(req)
         run_ms, run_count, run_graphs = run
@@ -395,6 +398,18 @@ class SchedulerCore:
         self.history.charge(name, at, seconds)
         self.credits.spend(name, seconds)
         self._pace(name, seconds)
+
+    def _refund_overrun(self, name: str, at: float, seconds: float) -> None:
+        """`name`'s work ran `seconds` past its token's end at `at` (its overuse): the clients
+        granted the GPU meanwhile did not have it for that long.  Each is given that part of
+        its grant back, as it is charged to `name`; else every overrun is paid twice, once by
+        the client that ran and once by its neighbour."""
+        for grant in self.history.overlapping(at, at + seconds):
+            other = self.clients.get(grant.name)
+            if grant.name != name and other is not None:
+                lost = min(grant.end, at + seconds) - max(grant.start, at)
+                self._charge(grant.name, max(grant.start, at), -lost)
+                other.overrun_s += lost
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
                run: tuple[float, int, bool]) -> list[Action]:
@@ -774,6 +789,7 @@ class SchedulerCore:
                 "connected": bool(c.conns),
                 "tokens": c.tokens,
                 "overuse_s": c.overuse_s,
+                "overrun_s": c.overrun_s,
                 "speed": self._speed(name, now),
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),

@@ -67,6 +67,16 @@ class UsageHistory:
                 return interval
         return None
 
+    def overlapping(self, start: float, end: float) -> list[Interval]:
+        """The grants (not charges) that overlap [start, end], newest first."""
+        out = []
+        for i in reversed(self.intervals):
+            if i.start < start - self._longest:
+                break  # it, and every older one, ended before `start`
+            if not i.extra and i.start < end and i.end > start:
+                out.append(i)
+        return out
+
     def expire(self, window_start: float) -> None:
         """Forget the oldest intervals once they ended before the window.  (One that a late
         charge keeps open stops the sweep; those behind it count zero until it goes.)"""

@@ -11,7 +11,7 @@ SNAPSHOT = {
     "waiting_clients": 1,
     "clients": [
         {"name": "a", "gpu": "1", "share": 0.3, "request": 0.25, "limit": 0.5, "mem_used": 1024,
-         "gpu_mem": 4096, "tokens": 7, "overuse_s": 0.002},
+         "gpu_mem": 4096, "tokens": 7, "overuse_s": 0.002, "overrun_s": 0.001},
         {"name": "b", "gpu": "1", "share": 0.6, "request": 0.5, "limit": 1.0, "mem_used": 0,
          "gpu_mem": 8192, "tokens": 0, "overuse_s": 0.0},
     ],
@@ -36,6 +36,7 @@ def test_every_quantity_of_every_client_with_its_gpu() -> None:
     assert got[("gemini_memory_limit_bytes", a)] == 4096
     assert got[("gemini_tokens_total", a)] == 7
     assert got[("gemini_overuse_seconds_total", a)] == 0.002
+    assert got[("gemini_overrun_seconds_total", a)] == 0.001
     assert got[("gemini_waiting_clients", (("gpu", "1"),))] == 1
     assert got[("gemini_usage_ratio", (("client", "b"), ("gpu", "1")))] == 0.6
 

@@ -101,17 +101,48 @@ def test_limit_caps_usage_in_every_window():
             assert used <= limit * window + WINDOW_EDGE * grant + 1e-9
 
 
-def test_overuse_is_charged_at_the_end_of_the_last_grant():
+def test_overuse_is_charged_at_the_end_of_the_last_grant_and_given_back_to_the_next():
+    """a's work ran 30 ms past its token, into b's: a is charged those 30 ms, and b, which did
+    not have the GPU for them, is given them back (else the overrun is paid twice: by a in its
+    usage, by b in its grant)."""
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)  # granted until 0.25
     core.on_request(2, quota_req("b", 1), 0.1)
     core.on_deadline(0.25)  # a's quota ends; b's starts
+    b_credit = core.credits.of("b")
     core.on_request(1, quota_req("a", 2, overuse=30.0), 0.3)
     first_a = core.history.latest("a")
     assert (first_a.start, first_a.end) == (0.0, 0.25)  # the grant itself is not stretched
     usage = core.history.usage(0.0, 0.3)
     assert usage["a"] == pytest.approx(0.25 + 0.03)
-    assert usage["b"] == pytest.approx(0.05)
+    assert usage["b"] == pytest.approx(0.05 - 0.03)
+    assert core.credits.of("b") - b_credit == pytest.approx(0.03 + 0.5 * 0.05)  # (and earned)
+    b = next(c for c in core.snapshot(0.3)["clients"] if c["name"] == "b")
+    assert b["overrun_s"] == pytest.approx(0.03)
+
+
+def test_an_overrun_is_given_back_to_each_client_granted_meanwhile_as_far_as_it_reached():
+    specs = (("a", 0.3, 1, 1), ("b", 0.3, 1, 1), ("c", 0.3, 1, 1))
+    timing = Timing(base_quota_s=0.01, min_quota_s=0.01, short_window_s=0.0)
+    core = SchedulerCore(config(*specs), timing, 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)  # a until 0.01
+    core.on_request(2, quota_req("b", 1), 0.001)
+    core.on_request(3, quota_req("c", 1), 0.002)
+    core.on_deadline(0.01)  # b until 0.02
+    core.on_deadline(0.02)  # c until 0.03
+    core.on_request(1, quota_req("a", 2, overuse=15.0), 0.025)  # a ran on until 0.025
+    usage = core.history.usage(0.0, 0.025)
+    assert usage["a"] == pytest.approx(0.01 + 0.015)
+    assert usage["b"] == pytest.approx(0.01 - 0.01)  # all of b's grant
+    assert usage["c"] == pytest.approx(0.005 - 0.005)  # c's first 5 ms
+
+
+def test_an_overrun_into_the_clients_own_next_grant_is_not_given_back():
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.2)  # returned early, renewed
+    core.on_request(1, quota_req("a", 3, overuse=30.0), 0.4)
+    assert core.history.usage(0.0, 0.4)["a"] == pytest.approx(0.4 + 0.03)
 
 
 def test_overuse_of_a_token_returned_early_is_charged_too():

@@ -152,3 +152,15 @@ def test_room_up_to_a_horizon_is_the_room_cut_there(items, idle, window, horizon
     if horizon:
         assert h.room("a", now, length, allowed, horizon) == pytest.approx(
             min(exact, horizon), abs=step)
+
+
+def test_the_grants_that_overlap_a_span_newest_first_charges_left_out():
+    h = UsageHistory()
+    h.record("a", 0.0, 1.0)
+    h.charge("a", 1.0, 0.2)
+    h.record("b", 1.0, 1.5)
+    h.record("c", 1.5, 3.0)
+    h.record("a", 3.0, 4.0)
+    assert [i.name for i in h.overlapping(1.0, 1.6)] == ["c", "b"]  # (a's ends at 1.0)
+    assert [i.name for i in h.overlapping(0.5, 3.0)] == ["c", "b", "a"]
+    assert h.overlapping(5.0, 6.0) == []
