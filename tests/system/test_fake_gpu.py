@@ -85,6 +85,21 @@ def test_the_overuse_of_every_process_of_a_capped_client_is_charged(system):
     assert gpu_share(*rs) == pytest.approx(0.4, abs=0.05), rs
 
 
+def test_what_a_clients_overuse_took_from_its_neighbour_is_given_back(system):
+    """Two processes of a that never hand a token back early run past a's tokens into b's (the
+    fake GPU runs one kernel at a time): a is charged that, and b is given it back, which the
+    status says (`overrun_s`)."""
+    system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n")
+    args = ("work", "--kernel-ms", str(KERNEL_MS), "--burst", "4", "--seconds", "4")
+    env = {"GEMINI_HOOK_BURST_FIT": "0"}
+    procs = [system.client("a", *args, env=env) for _ in range(2)] + [system.work("b", 4)]
+    rs = [result(p) for p in procs]
+    assert all(r["rc"] == 0 for r in rs), rs
+    clients = {c["name"]: c for c in query_status("127.0.0.1", system.schd.port)["clients"]}
+    assert clients["a"]["overuse_s"] > 0.0, clients
+    assert 0.0 < clients["b"]["overrun_s"] <= clients["a"]["overuse_s"] + 1e-9, clients
+
+
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "500", "-m", "500", "-w", "4000")
     holder = system.client("a", "alloc", "--path", "alloc", "--bytes", str(256 << 20), "--hold")
