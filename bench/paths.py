@@ -15,6 +15,8 @@ launch-bound, torch-compile, torch-compile-graphs, cupy):
         50 ms, and the overuse the hook logs per token.
 pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.0), each
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
+        Only when named: "capped-pairs" (two clients capped at 0.3) and "procs-pairs" (0.5/0.5,
+        client a of two processes, judged against two bare processes' work together).
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
@@ -80,7 +82,7 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # torch-eager-spin: torch eager waiting by polling its stream (cuStreamQuery), never syncing
 OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin"]
 EXTRA = ["pairs", "rtt"]
-OPTIONAL_EXTRA = ["capped-pairs"]  # (only when named: CAPPED_PAIR_CASES)
+OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs"]  # (only when named: the cases below)
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
 CAP_TARGET = 0.4
@@ -91,7 +93,12 @@ PAIR_CASES: dict[str, list[tuple[str, float]]] = {
 # Clients capped at their targets, run only when named (`--only capped-pairs`): caps that
 # leave the GPU idle between them, as one cap alone does.
 CAPPED_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"capped 0.3+0.3": [("a", 0.3), ("b", 0.3)]}
-ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES}
+# A client of several processes beside a client of one, run only when named (`--only
+# procs-pairs`): the processes share their client's token (README: "Clients of several
+# processes"); a client's work is its processes' together, against what they do bare together.
+PROCS_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.5/0.5 a x2": [("a", 0.5), ("b", 0.5)]}
+PAIR_PROCS: dict[str, dict[str, int]] = {"0.5/0.5 a x2": {"a": 2}}  # (a client not named: one)
+ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES}
 PAIR_PATH = "torch-eager"
 BARE_TOGETHER_S = 10.0  # --cap-procs: how long its n processes run bare together
 QUICK_BARE_RUNS = 3  # bare runs made when a unit needs a bare rate this invocation has not got
@@ -742,9 +749,8 @@ class Bench:
         """--cap-procs: the same n processes bare, together.  Contexts that run at once share
         the GPU by time-slicing, which costs work of its own: the client's cap is judged against
         what its n processes do bare, beside what one does."""
-        n, seconds = self.args.cap_procs, min(self.args.cap_seconds, BARE_TOGETHER_S)
-        r = self.run_together(procs, path, self.env(), seconds, bare["k"], n)
-        together = sum(r["process_shares"])  # (each one's work ÷ one bare process's)
+        seconds = min(self.args.cap_seconds, BARE_TOGETHER_S)
+        together = self.together_share(procs, path, self.args.cap_procs, seconds)
         return {"cap_bare_together": rnd(together),  # n bare processes' work ÷ one's
                 "cap_60s_vs_together": rnd(cap_share / together) if cap_share else None}
 
@@ -915,46 +921,53 @@ class Bench:
 
     def unit_pairs(self, procs: Procs, case: str) -> list[dict]:
         """The clients of `case` started together, each running its --pair-path program (the
-        list in turn), each judged against its own program's bare rate."""
+        list in turn) in as many processes as PAIR_PROCS says, each judged against its own
+        program's bare rate (of that many processes together)."""
         specs = ALL_PAIR_CASES[case]
         path_of = {n: pair_path(self.args.pair_path, i) for i, (n, _) in enumerate(specs)}
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
+        nprocs = {n: PAIR_PROCS.get(case, {}).get(n, 1) for n, _ in specs}
+        client_of = {(n if k == 1 else f"{n}{i}"): n for n, k in nprocs.items() for i in range(k)}
         capped = case in CAPPED_PAIR_CASES
         backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
                           self.timing(), tag="paths-pairs", verbose=self.args.keep_logs)
         tracer = GrantTracer(backend.schd.port)
         try:
             t0, workers, each = self.together(
-                procs, {n: (path_of[n], self.env(backend.hook_env(n), debug=True),
-                            bare[path_of[n]]["k"]) for n, _ in specs},
+                procs, {w: (path_of[n], self.env(backend.hook_env(n), debug=True),
+                            bare[path_of[n]]["k"]) for w, n in client_of.items()},
                 self.args.pair_seconds, "pair")
         finally:
             grants = tracer.stop()
             backend.stop()
             daemon_logs = {"schd": backend.schd.drain(),
                            **{f"pmgr-{n}": backend.pmgrs[n].drain() for n, _ in specs}}
-        samples = {w.name: s for w, s in zip(workers, each, strict=True)}
+        by_worker = {w.name: s for w, s in zip(workers, each, strict=True)}
         hook_logs = {w.name: read_log(w.log_file) for w in workers}
-        if self.args.keep_logs:  # each client's hook log and steps, the grants, the daemons'
+        if self.args.keep_logs:  # each process's hook log and steps, the grants, the daemons'
             tag = "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
             keep_logs(self.logs_archive, {
                 **{f"{tag}-{name}.log": text for name, text in hook_logs.items()},
-                **{f"{tag}-{w.name}-steps.jsonl": "".join(
-                    json.dumps({"t": t, "steps": n}) + "\n" for t, n in samples[w.name])
-                   for w in workers},
+                **{f"{tag}-{name}-steps.jsonl": "".join(
+                    json.dumps({"t": t, "steps": n}) + "\n" for t, n in series)
+                   for name, series in by_worker.items()},
                 f"{tag}-grants.json": json.dumps(grants),
                 **{f"{tag}-{name}.log": text for name, text in daemon_logs.items()}})
-        t_end = min(s[-1][0] for s in samples.values())
-        (one,) = bare if len(bare) == 1 else (None,)  # every client runs the same program
+        t_end = min(s[-1][0] for s in by_worker.values())
+        samples = {n: by_worker[n] if nprocs[n] == 1 else
+                   summed([s for w, s in by_worker.items() if client_of[w] == n], t0, t_end)
+                   for n in nprocs}
+        bare_of = {n: self.bare_of_processes(procs, path_of[n], nprocs[n]) for n in nprocs}
+        (one,) = bare if len(bare) == 1 and max(nprocs.values()) == 1 else (None,)
         out = pair_entries(case, samples, dict(specs), t0, t_end,
-                           bare[one]["median"] if one else
-                           {n: bare[p]["median"] for n, p in path_of.items()},
+                           bare[one]["median"] if one else bare_of,
                            path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
-        # client's queue ran past its tokens, where a share differs from its target.
+        # client's queue ran past its tokens (its first process's), where a share differs.
         a = t0 + PAIR_WARM_S
-        books = {w.name: {"granted": granted_share(grants, w.name, a, t_end),
-                          **overuse_of(hook_logs[w.name])} for w in workers}
+        books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
+                     **overuse_of(hook_logs[next(w for w, c in client_of.items() if c == n)])}
+                 for n in nprocs}
         clock = self.clock.over(a, t_end)
         for e in out:
             e.update(clock)
@@ -963,6 +976,17 @@ class Bench:
                 c.update({f"bare_{k}": bare[path_of[c["name"]]][k] for k in clock
                           if k in bare[path_of[c["name"]]]})
         return out
+
+    def together_share(self, procs: Procs, path: str, n: int, seconds: float) -> float:
+        """`n` bare processes of `path` run together for `seconds`: their work ÷ one's."""
+        r = self.run_together(procs, path, self.env(), seconds, self.bare[path]["k"], n)
+        return sum(r["process_shares"])
+
+    def bare_of_processes(self, procs: Procs, path: str, n: int) -> float:
+        """The bare rate of `n` processes of `path` together (one: its median bare rate)."""
+        one = self.bare[path]["median"]
+        seconds = min(self.args.pair_seconds, BARE_TOGETHER_S)
+        return one if n == 1 else one * self.together_share(procs, path, n, seconds)
 
     def unit_rtt(self, procs: Procs) -> dict:
         import scenarios as sc
@@ -992,8 +1016,9 @@ class Bench:
             return starts * st + cold + 2 * a.solo_runs * run + BACKEND_S
         if kind == "cap":
             return quick + BACKEND_S + st + a.cap_seconds + 1
-        n = len(ALL_PAIR_CASES[what])
-        return quick + BACKEND_S + st * (1 + 0.3 * n) + a.pair_seconds + 1
+        n = sum(PAIR_PROCS.get(what, {}).get(c, 1) for c, _ in ALL_PAIR_CASES[what])
+        together = st + min(a.pair_seconds, BARE_TOGETHER_S) if what in PAIR_PROCS else 0.0
+        return quick + together + BACKEND_S + st * (1 + 0.3 * n) + a.pair_seconds + 1
 
 
 def pair_paths(text: str) -> list[str]:
@@ -1022,6 +1047,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
         units += [("pairs", c) for c in PAIR_CASES]
     if "capped-pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in CAPPED_PAIR_CASES]
+    if "procs-pairs" in only and not skip_pairs:
+        units += [("pairs", c) for c in PROCS_PAIR_CASES]
     return units
 
 

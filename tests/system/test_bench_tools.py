@@ -218,6 +218,7 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     assert not any(c.startswith("capped") for _, c in paths.units_for(paths.PATHS + paths.EXTRA,
                                                                       False, True))
     assert paths.units_for(["capped-pairs"], False, True) == [("pairs", "capped 0.3+0.3")]
+    assert paths.units_for(["procs-pairs"], False, True) == [("pairs", "0.5/0.5 a x2")]
 
 
 @pytest.mark.system
@@ -231,6 +232,28 @@ def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> Non
     assert [(e["case"], e["window_s"]) for e in entries] == [("capped 0.3+0.3", 10),
                                                             ("capped 0.3+0.3", 1)]
     assert all([c["target"] for c in e["clients"]] == [0.3, 0.3] for e in entries)
+
+
+@pytest.mark.system
+def test_paths_procs_pairs_judge_a_client_of_two_processes_by_their_work_together(
+        tmp_path: Path) -> None:
+    """bench/paths.py --only procs-pairs: client a runs two processes, whose work is added up
+    and set against what the two do bare together (the cpu kind is never gated, so each client
+    does its whole bare work, and a's bare rate is twice b's)."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "procs-pairs",
+                       "--pair-path", "cpu", "--pair-seconds", "2", "--solo-seconds", "0.3",
+                       "--skip-rtt", "--keep-logs")
+    entries = json.loads(path.read_text())["pairs"]
+    assert [(e["case"], e["window_s"]) for e in entries] == [("0.5/0.5 a x2", 10),
+                                                            ("0.5/0.5 a x2", 1)]
+    (one_s,) = (e for e in entries if e["window_s"] == 1)
+    a, b = one_s["clients"]
+    assert (a["name"], a["processes"], b["name"], b["processes"]) == ("a", 2, "b", 1)
+    assert a["bare_rate"] == pytest.approx(2 * b["bare_rate"], rel=0.35)
+    assert a["mean"] == pytest.approx(1.0, abs=0.3) and b["mean"] == pytest.approx(1.0, abs=0.3)
+    with tarfile.open(next(tmp_path.glob("*-paths-logs.tar"))) as tar:
+        assert {"pairs-0.5-0.5ax2-a0-steps.jsonl", "pairs-0.5-0.5ax2-a1-steps.jsonl",
+                "pairs-0.5-0.5ax2-b-steps.jsonl"} <= set(tar.getnames())
 
 
 @pytest.mark.system
