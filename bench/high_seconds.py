@@ -2,12 +2,13 @@
 
   python3 bench/high_seconds.py RESULTS-paths.json [--logs LOGS.tar[.xz]] [--path P] [--top N]
 
-For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-schd.log`, the
-scheduler's debug lines, and `cap-P-steps.jsonl`, the program's progress; both stamped with
-CLOCK_MONOTONIC), the N highest 1 s windows of work ÷ bare, sliding by 50 ms as paths.py
-slides them, each with what the scheduler granted in it: the grants (how many, and any
-calibration with its length), the seconds granted, the work per granted second, and the
-speed its latest calibration said by then (the scheduler's "calibrated: speed" line).  A
+For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-grants.json`, the
+scheduler's grants as they ran, each to its real end; `cap-P-schd.log`, its debug lines; and
+`cap-P-steps.jsonl`, the program's progress; all stamped with CLOCK_MONOTONIC), the N highest
+1 s windows of work ÷ bare, sliding by 50 ms as paths.py slides them, each with what the
+scheduler granted in it: the grants (how many, and any calibration with its length), the
+seconds granted, the work per granted second, and the speed its latest calibration said by
+then (the scheduler's "calibrated: speed" line).  A
 window over its cap with the granted seconds at the cap is a speed charged too low; one with
 more granted is the windows' allowance.  The logs default to the paths file's
 `-logs.tar.xz` (or `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
@@ -27,9 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from paths import SLIDE_STEP_S, shares, window_list
 
-STAMP = r"\[(\d+\.\d+)\] \[([^]]+)\] "
-GRANTED = re.compile(STAMP + r"token granted for ([\d.]+) ms")
-CALIBRATED = re.compile(STAMP + r"calibrated: speed ([\d.]+)")
+CALIBRATED = re.compile(r"\[(\d+\.\d+)\] \[([^]]+)\] calibrated: speed ([\d.]+)")
 
 
 @dataclass(frozen=True)
@@ -42,13 +41,15 @@ class Grant:
         return self.start + self.length_s
 
 
-def read_schd_log(text: str, client: str = "cap") -> tuple[list[Grant], list[tuple[float, float]]]:
-    """The client's grants, and the speeds its calibrations said as (time, speed), from the
-    scheduler's debug lines."""
-    grants = [Grant(float(m[1]), float(m[3]) / 1000) for m in GRANTED.finditer(text)
-              if m[2] == client]
-    speeds = [(float(m[1]), float(m[3])) for m in CALIBRATED.finditer(text) if m[2] == client]
-    return grants, speeds
+def read_grants(text: str, client: str = "cap") -> list[Grant]:
+    """The client's grants from paths.py's `-grants.json` ([name, start, end] each)."""
+    return [Grant(start, end - start) for name, start, end in json.loads(text) if name == client]
+
+
+def read_speeds(text: str, client: str = "cap") -> list[tuple[float, float]]:
+    """The speeds the client's calibrations said, as (time, speed), from the scheduler's debug
+    lines."""
+    return [(float(m[1]), float(m[3])) for m in CALIBRATED.finditer(text) if m[2] == client]
 
 
 def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, float]]:
@@ -124,16 +125,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     runs = {name: row for name, row in results.get("paths", {}).items()
             if row.get("cap_bare_rate") and (args.path is None or name in args.path)}
-    texts = _read_logs(logs, [f"cap-{n}-{kind}" for n in runs
-                              for kind in ("schd.log", "steps.jsonl")])
+    kinds = ("grants.json", "schd.log", "steps.jsonl")
+    texts = _read_logs(logs, [f"cap-{n}-{kind}" for n in runs for kind in kinds])
     report = {}
     for name, row in runs.items():
-        schd, steps = texts.get(f"cap-{name}-schd.log"), texts.get(f"cap-{name}-steps.jsonl")
-        if schd is None or steps is None:
+        grants, schd, steps = (texts.get(f"cap-{name}-{kind}") for kind in kinds)
+        if grants is None or schd is None or steps is None:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
-        grants, speeds = read_schd_log(schd)
-        report[name] = highest_windows(samples, row["cap_bare_rate"], grants, speeds, args.top)
+        report[name] = highest_windows(samples, row["cap_bare_rate"], read_grants(grants),
+                                       read_speeds(schd), args.top)
         print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}):")
         for w in report[name]:
             cal = f", calibration {w['calibrations_ms']} ms" if w["calibrations_ms"] else ""

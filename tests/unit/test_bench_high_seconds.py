@@ -1,5 +1,6 @@
 """bench/high_seconds.py: what a capped run's highest 1 s windows are made of, read from the
-scheduler's debug lines and the program's progress (issue 12's bound on every 1 s window)."""
+scheduler's grants and debug lines and the program's progress (issue 12's bound on every 1 s
+window)."""
 
 from __future__ import annotations
 
@@ -14,25 +15,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import high_seconds
 
+# As paths.py keeps them: each grant to its real end (the one at 10.1 returned 10 ms early).
+GRANTS = json.dumps([["cap", 10.0, 10.04], ["other", 10.05, 10.09], ["cap", 10.1, 10.13],
+                     ["cap", 10.3, 10.5], ["cap", 11.6, 11.64]])
 SCHD = "".join([
-    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.000000] [cap] token granted for 40.0 ms\n",
-    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.050000] [other] token granted for 40.0 ms\n",
-    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.100000] [cap] token granted for 40.0 ms\n",
     "2026-12-01 21:21:00.746 gem-schd DEBUG [10.300000] [cap] token granted for 200.0 ms\n",
     "2026-12-01 21:21:00.746 gem-schd DEBUG [10.520000] [cap] calibrated: speed 1.150 (by work)\n",
-    "2026-12-01 21:21:00.746 gem-schd DEBUG [11.600000] [cap] token granted for 40.0 ms\n",
+    "2026-12-01 21:21:00.746 gem-schd DEBUG [10.530000] [other] calibrated: speed 1.020 (x)\n",
 ])
 
 
-def test_the_clients_grants_and_speeds_are_read_from_the_scheduler_log() -> None:
-    grants, speeds = high_seconds.read_schd_log(SCHD)
-    assert [(g.start, g.length_s) for g in grants] == [
-        (10.0, 0.04), (10.1, 0.04), (10.3, 0.2), (11.6, 0.04)]
-    assert speeds == [(10.52, 1.15)]
+def test_the_clients_grants_and_speeds_are_read_from_what_paths_keeps() -> None:
+    grants = high_seconds.read_grants(GRANTS)
+    assert [(g.start, round(g.length_s, 6)) for g in grants] == [
+        (10.0, 0.04), (10.1, 0.03), (10.3, 0.2), (11.6, 0.04)]
+    assert high_seconds.read_speeds(SCHD) == [(10.52, 1.15)]
 
 
 def test_a_window_is_told_with_the_grants_and_calibration_inside_it() -> None:
-    grants, speeds = high_seconds.read_schd_log(SCHD)
+    grants, speeds = high_seconds.read_grants(GRANTS), high_seconds.read_speeds(SCHD)
     # 100 steps/s bare; the program runs at 2x bare while it holds a grant, else not at all.
     samples, steps, t = [], 0.0, 9.0
     while t <= 13.0 + 1e-9:
@@ -42,7 +43,7 @@ def test_a_window_is_told_with_the_grants_and_calibration_inside_it() -> None:
         t += 0.01
     top = high_seconds.highest_windows(samples, 100.0, grants, speeds, top=2)
     best = top[0]
-    assert best["granted_s"] == pytest.approx(0.28, abs=0.011)  # both 40 ms grants, the 200
+    assert best["granted_s"] == pytest.approx(0.27, abs=0.011)  # the 40, the 30 and the 200
     assert best["work"] == pytest.approx(2 * best["granted_s"], abs=0.03)
     assert best["work_per_granted_s"] == pytest.approx(2.0, abs=0.1)
     assert best["calibrations_ms"] == [200.0] and best["grants"] == 3
@@ -58,7 +59,8 @@ def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys)
     results.write_text(json.dumps({"paths": {"torch-eager": {
         "cap_bare_rate": 200.0, "cap_target": 0.4}}}))
     with tarfile.open(tmp_path / "gpu-20261201-000000-paths-logs.tar.xz", "w:xz") as tar:
-        for name, text in (("cap-torch-eager-schd.log", SCHD),
+        for name, text in (("cap-torch-eager-grants.json", GRANTS),
+                           ("cap-torch-eager-schd.log", SCHD),
                            ("cap-torch-eager-steps.jsonl", steps)):
             path = tmp_path / name
             path.write_text(text)
