@@ -1,5 +1,12 @@
 /* The simulated GPU's kernel queue: kernels run one at a time on one timeline per device, in
- * CLOCK_MONOTONIC nanoseconds, shared by every process through the segment (shm.c). */
+ * CLOCK_MONOTONIC nanoseconds, shared by every process through the segment (shm.c).
+ * Unlike a GPU, which time-slices between the contexts of several processes, the timeline runs
+ * their kernels in the order they were queued: a process's kernel waits behind all that the
+ * others queued before it.  So the processes of one client, each bounding its own queue (the
+ * hook's drain factor counts the others as sharing the GPU evenly), run further past its
+ * tokens here than on a GPU: two processes of 5 ms kernels about 10 ms past most tokens, where
+ * two torch eager processes on an H200 ran p50 0.2 ms, p99 3 ms past (2026-12-02,
+ * bench/JOURNAL-issue12.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
