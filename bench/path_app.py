@@ -3,10 +3,10 @@
   path_app.py PATH --seconds S [--sync-every-ms 50] [--k K] [--no-wait]
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
-torch-compile-graphs, cupy, torch-threads, graph-launch-bound, torch-eager-spin.  Every kind
-saturates the GPU
-(bf16 where it applies; one step is about 0.5-5 ms on an H100), or its host (the two
-launch-bound ones).  Work is counted in completed steps: the
+torch-compile-graphs, cupy, torch-threads, graph-launch-bound, torch-eager-spin,
+torch-eager-long.  Every kind saturates the GPU
+(bf16 where it applies; one step is about 0.5-5 ms on an H100, 11 ms for torch-eager-long), or
+its host (the two launch-bound ones).  Work is counted in completed steps: the
 program synchronises every k steps, k being calibrated once after warm-up so that k steps take
 about --sync-every-ms (or given with --k, so that bare and hooked runs measure the same way).
 
@@ -34,9 +34,10 @@ import time
 # cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound",
-         "torch-eager-spin", "cpu"]
+         "torch-eager-spin", "torch-eager-long", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
+LONG_N = 16384  # torch-eager-long's: 2 x 16384^3 flop, ~11 ms per matmul on an H200
 
 
 def emit(obj: dict) -> None:
@@ -50,13 +51,13 @@ def emit(obj: dict) -> None:
 class TorchEager:
     """4 matmuls 4096x4096 bf16 per step, on the default stream."""
 
-    def __init__(self) -> None:
+    def __init__(self, n: int = N) -> None:
         import torch
 
         self.torch = torch
         torch.manual_seed(0)
-        self.a = torch.randn(N, N, device="cuda", dtype=torch.bfloat16)
-        self.b = torch.randn(N, N, device="cuda", dtype=torch.bfloat16) / 64
+        self.a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+        self.b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16) / 64
         self.c = [torch.empty_like(self.a) for _ in range(2)]
 
     def step(self) -> None:
@@ -68,6 +69,18 @@ class TorchEager:
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
+
+
+class TorchEagerLong(TorchEager):
+    """One matmul 16384x16384 bf16 per step: a program of long kernels, whose last kernel in a
+    token may run far past it (what the hook's early request is kept for where several
+    processes share a token)."""
+
+    def __init__(self) -> None:
+        super().__init__(LONG_N)
+
+    def step(self) -> None:
+        self.torch.mm(self.a, self.b, out=self.c[0])
 
 
 class TorchEagerSpin(TorchEager):
@@ -351,6 +364,8 @@ def make(path: str):
         return CudaGraph()
     if path == "torch-eager-spin":
         return TorchEagerSpin()
+    if path == "torch-eager-long":
+        return TorchEagerLong()
     if path == "torch-threads":
         return TorchThreads()
     if path == "triton":

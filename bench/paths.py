@@ -80,7 +80,8 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # torch-threads: two launching threads, a stream each (the hook's lanes); graph-launch-bound:
 # a loop of tiny CUDA graphs (what the gate costs a graph launch)
 # torch-eager-spin: torch eager waiting by polling its stream (cuStreamQuery), never syncing
-OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin"]
+# torch-eager-long: one 16384^2 matmul a step (~11 ms on an H200), a program of long kernels
+OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin", "torch-eager-long"]
 EXTRA = ["pairs", "rtt"]
 OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs"]  # (only when named: the cases below)
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
@@ -108,7 +109,8 @@ PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
 # and, once per invocation, a cold compile/autotune; for --budget and --plan only.
 STARTUP_S = {"torch-eager": 6, "cuda-graph": 7, "triton": 7, "jax": 9, "launch-bound": 6,
              "torch-threads": 6, "graph-launch-bound": 7, "torch-compile": 14,
-             "torch-compile-graphs": 17, "cupy": 5, "torch-eager-spin": 6}
+             "torch-compile-graphs": 17, "cupy": 5, "torch-eager-spin": 6,
+             "torch-eager-long": 6}
 COLD_S = {"triton": 5, "jax": 5, "torch-compile": 45, "torch-compile-graphs": 60}
 READY_TIMEOUT_S = {"torch-compile": 300, "torch-compile-graphs": 360}
 SYNC_EVERY_MS = 50.0  # workers sync about this often (path_app's k steps)
@@ -1160,8 +1162,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} "
                 f"(choose from {', '.join(PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA)})")
-    if any(x not in PATHS + DRY for x in pair_paths(args.pair_path)):
-        p.error(f"--pair-path: one or more of {', '.join(PATHS)}")
+    if any(x not in PATHS + OPTIONAL + DRY for x in pair_paths(args.pair_path)):
+        p.error(f"--pair-path: one or more of {', '.join(PATHS + OPTIONAL)}")
     bench = Bench(args)
     units = units_for(only, args.skip_pairs, args.skip_rtt)
     if args.plan:

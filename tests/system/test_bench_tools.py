@@ -221,6 +221,21 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     assert paths.units_for(["procs-pairs"], False, True) == [("pairs", "0.5/0.5 a x2")]
 
 
+def test_paths_pairs_may_run_an_optional_path(capsys) -> None:
+    """bench/paths.py --pair-path takes the paths run only when named (torch-eager-long, a
+    program of long kernels, for procs-pairs), and still refuses one it does not know."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import paths
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    assert paths.main(["--plan", "--only", "procs-pairs", "--pair-path", "torch-eager-long"]) == 0
+    assert "0.5/0.5 a x2" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        paths.main(["--plan", "--only", "pairs", "--pair-path", "torch-eager-longer"])
+    assert refused.value.code == 2
+
+
 @pytest.mark.system
 def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> None:
     """bench/paths.py --only capped-pairs: the case's two clients at 0.3 each (capped there on
