@@ -8,7 +8,8 @@ Rules:
   `end = min(now, end + overuse)`, which loses the overuse of a token returned early: the
   hook reports a token's overuse with a later request, once measured.)  The hook reports only
   what ran while the client held no token (csrc/hook/token.c).  The clients granted the GPU
-  while it ran lost that time from their grants: it is given back to them (`overrun_s`).
+  while it ran lost that time from their grants: it is given back to them (`overrun_s`), to
+  the next grant too where it was reported before that grant was made.
 - When a quota expires, its holder counts as waiting for `return_grace_s` more: if it is the one
   to serve next, the token waits that long for its request (the decision is otherwise unfair
   to busy clients, whose next request races the expiry).
@@ -170,6 +171,9 @@ class SchedulerCore:
         self.holder: Grant | None = None
         self._recheck_at: float | None = None  # set when every waiting client is capped
         self._grace: tuple[str, float] | None = None  # expired holder, until when
+        # A client's overrun that no grant covered yet when it was reported: (its client,
+        # from, until); the next grant to another client within it was partly taken by it.
+        self._overrun: tuple[str, float, float] | None = None
         # Enough to owe a waiting client what one whole grant of another costs it.
         self.credits = Credits(2 * self._turn_s, now)
         self.pacer = Pacer()
@@ -370,6 +374,7 @@ class SchedulerCore:
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
+        self._refund_pending_overrun(interval)
         interval.calibrating = calibrating
         interval.shared = standing is not None and (
             bool(self.candidates) or self._grace is not None)
@@ -404,12 +409,29 @@ class SchedulerCore:
         granted the GPU meanwhile did not have it for that long.  Each is given that part of
         its grant back, as it is charged to `name`; else every overrun is paid twice, once by
         the client that ran and once by its neighbour."""
+        covered = at  # (how far the grants made so far reach into it)
         for grant in self.history.overlapping(at, at + seconds):
-            other = self.clients.get(grant.name)
-            if grant.name != name and other is not None:
-                lost = min(grant.end, at + seconds) - max(grant.start, at)
-                self._charge(grant.name, max(grant.start, at), -lost)
-                other.overrun_s += lost
+            covered = max(covered, grant.end)
+            self._refund(grant, at, at + seconds, name)
+        self._overrun = (name, covered, at + seconds) if covered < at + seconds else None
+
+    def _refund_pending_overrun(self, grant: Interval) -> None:
+        """A new grant: the part of it that the latest reported overrun still takes (it was
+        reported before the grant was made: a hook reports its overuse with the request that
+        hands its token back, or a later one) is given back, as in _refund_overrun."""
+        if self._overrun is not None:
+            name, start, until = self._overrun
+            self._refund(grant, start, until, name)
+            self._overrun = None
+
+    def _refund(self, grant: Interval, start: float, until: float, overran: str) -> None:
+        """`grant` did not have the GPU over its part of [start, until], where `overran`'s
+        work ran: given back to it (a grant of `overran` itself loses nothing to another)."""
+        other = self.clients.get(grant.name)
+        lost = min(grant.end, until) - max(grant.start, start)
+        if grant.name != overran and other is not None and lost > 0.0:
+            self._charge(grant.name, max(grant.start, start), -lost)
+            other.overrun_s += lost
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
                run: tuple[float, int, bool]) -> list[Action]:

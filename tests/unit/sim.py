@@ -40,6 +40,8 @@ class SimClient:
     busy: list[tuple[float, float]] = field(default_factory=list)  # GPU intervals it ran
     calibrations: set[int] = field(default_factory=set)  # which of them were calibrations
     req_id: int = 0
+    ran: list[tuple[float, float]] = field(default_factory=list)  # with overrun_s: its work
+    overuse_s: float = 0.0  # past its latest grant, to be reported with its next request
 
 
 class GpuClock:
@@ -119,12 +121,18 @@ class Sim:
         clock: GpuClock | None = None,
         gpu_wait: float | None = None,
         launch_s: float = 0.0,
+        overrun_s: dict[str, float] | None = None,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
         of one launch run continuously; its hook then says how many launches ran in the last
-        wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none)."""
+        wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none).
+        `overrun_s`: how long some clients' work runs past each of their grants (a queue the
+        hook let through), reported as overuse with their next request; the next holder's work
+        waits for it (`ran`, `ran_share`)."""
         self.launch_s = launch_s
+        self.overrun_s = overrun_s or {}
+        self._gpu_free = 0.0  # (with overrun_s) when the work queued so far runs out
         self.now = 0.0
         self.gpu_wait = gpu_wait
         config = ResourceConfig(tuple(ClientSpec(n, r, lim, 1 << 30) for n, r, lim in specs))
@@ -158,8 +166,9 @@ class Sim:
         if self.gpu_wait is not None:
             start, end = c.busy[-1] if c.busy else (0.0, 0.0)
             gpu_wait_ms = self.gpu_wait * (end - start) * 1000
+        overuse_ms, c.overuse_s = c.overuse_s * 1000, 0.0
         req = Request(name, c.req_id, RequestType.QUOTA,
-                      (0.0, self.burst_ms, gpu_wait_ms, *self._run(c)))
+                      (overuse_ms, self.burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _run(self, c: SimClient) -> tuple[float, int]:
@@ -186,8 +195,26 @@ class Sim:
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
         back = self.now + max(quota_s + self._rng.uniform(-0.0025, 0.002), 0.0)
-        c.busy.append((self.now, min(back, self.now + quota_s)))
+        end = min(back, self.now + quota_s)
+        c.busy.append((self.now, end))
+        if self.overrun_s:
+            self._run_work(c, end)
         self._wake(c.name, back)
+
+    def _run_work(self, c: SimClient, end: float) -> None:
+        """Its work in a grant that ends at `end`: from when the work queued before it runs
+        out, on past the end by its overrun_s."""
+        start = max(self.now, self._gpu_free)
+        over = self.overrun_s.get(c.name, 0.0)
+        finish = max(end + over, start) if start < end else start
+        c.ran.append((start, finish))
+        c.overuse_s = max(finish - end, 0.0)
+        self._gpu_free = finish
+
+    def ran_share(self, name: str, start: float, end: float) -> float:
+        """Fraction of [start, end] the client's work ran (with overrun_s)."""
+        total = sum(max(0.0, min(e, end) - max(s, start)) for s, e in self.clients[name].ran)
+        return total / (end - start)
 
     FEED_S = 0.05
 

@@ -137,6 +137,41 @@ def test_an_overrun_is_given_back_to_each_client_granted_meanwhile_as_far_as_it_
     assert usage["c"] == pytest.approx(0.005 - 0.005)  # c's first 5 ms
 
 
+def test_an_overrun_reported_before_the_next_grant_is_given_back_to_that_grant():
+    """a hands its token back with 30 ms of overuse (its queue still runs): b's grant, made
+    just after, loses those 30 ms to it.  No grant covered them when they were reported, so
+    b was given nothing back."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1), 0.0)  # granted until 0.25
+    core.on_request(2, quota_req("b", 1), 0.1)
+    core.on_request(1, quota_req("a", 2, overuse=30.0), 0.2)  # returned early; b's turn
+    assert core.holder is not None and core.holder.interval.name == "b"
+    usage = core.history.usage(0.0, 0.3)
+    assert usage["a"] == pytest.approx(0.2 + 0.03)
+    assert usage["b"] == pytest.approx(0.1 - 0.03)
+    b = next(c for c in core.snapshot(0.3)["clients"] if c["name"] == "b")
+    assert b["overrun_s"] == pytest.approx(0.03)
+    # ... once: b's next grant, or a later one of another client, is not given it again
+    core.on_request(2, quota_req("b", 2), 0.3)
+    core.on_request(1, quota_req("a", 3), 0.35)
+    assert core.history.usage(0.0, 0.3)["b"] == pytest.approx(0.1 - 0.03)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_client_whose_work_runs_past_every_token_takes_its_share_not_more(seed):
+    """a's queue runs 10 ms past each of its tokens, into b's turn, and a reports it with its
+    next request: charged to a and given back to b, the GPU's work splits as the shares say
+    (on the simulator a did 0.522-0.526 of it while the refund missed the grants made after a
+    reported, and a client of two processes on the fake GPU 0.52-0.53)."""
+    sim = Sim([("a", 0.5, 1.0), ("b", 0.5, 1.0)], timing=LAUNCHER, seed=seed,
+              overrun_s={"a": 0.010})
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(20.0)
+    assert sim.ran_share("a", 2.0, 20.0) == pytest.approx(0.5, abs=0.01)
+    assert sim.ran_share("b", 2.0, 20.0) == pytest.approx(0.5, abs=0.01)
+
+
 def test_an_overrun_into_the_clients_own_next_grant_is_not_given_back():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)
