@@ -375,8 +375,10 @@ def test_invariants_under_random_operations(operations):
     core = SchedulerCore(full, Timing(0.1, 0.05, 2.0), 0.0)
     now, req_id = 0.0, 0
     conns = {n: i + 1 for i, n in enumerate(names)}
+    charged = given = 0.0  # overuse charged, and other clients' overrun given back, so far
     for op, who, dt in operations:
         name = names[who]
+        before = {n: (c, c.overuse_s, c.overrun_s) for n, c in core.clients.items()}
         if op == "request":
             if any(c.conn == conns[name] for c in core.candidates):
                 continue  # a pod manager has one request in flight at a time
@@ -394,6 +396,12 @@ def test_invariants_under_random_operations(operations):
             actions = core.on_config(config(*keep) if dt < 0.2 else full, now)
         granted = grants(actions)
         assert len([g for g in granted if g.response.status is Status.OK]) <= 1
+        # An overrun is given back at most once, however its grants and reports interleave.
+        for n, c in core.clients.items():
+            same, overuse, overrun = before.get(n, (None, 0.0, 0.0))
+            charged += c.overuse_s - (overuse if same is c else 0.0)
+            given += c.overrun_s - (overrun if same is c else 0.0)
+        assert given <= charged + 1e-9
         live = {c for c in conns.values()}
         assert all(c.conn in live for c in core.candidates)
         if core.holder is not None:
