@@ -621,6 +621,15 @@ static double wall_factor(const struct inflight *f)
     return f->drain_factor > sharers ? f->drain_factor : sharers;
 }
 
+int64_t gem_inflight_launch_ns(int dev)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    double per = f->kernel.per > f->graph.per ? f->kernel.per : f->graph.per;
+    pthread_mutex_unlock(&f->m);
+    return (int64_t)per;
+}
+
 void gem_inflight_set_sharers(int dev, uint32_t sharers)
 {
     if (sharers > MAX_SHARERS) /* (a peer that sent garbage would hold every launch) */

@@ -241,6 +241,9 @@ int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t fro
 void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_t *graphs);
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
 void gem_inflight_set_sharers(int dev, uint32_t sharers);
+/* The GPU time of one launch: the longer of a kernel launch's and a graph launch's learnt cost
+ * (0: neither known yet). */
+int64_t gem_inflight_launch_ns(int dev);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch (within MARK_GAP_NS of the last marker only if GEM_MARK_ALWAYS), or, with

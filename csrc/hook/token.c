@@ -32,8 +32,8 @@
  *    server alone in its partition pays no round trip per request (issue 13's latency case).
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
  *    predicted burst does not fit in what is left of the current one (v1; not when alone), the
- *    program's latest burst fitted in one token, and other processes of the client share its
- *    token.  A burst that outlasts the tokens the client gets is split whatever it does, and
+ *    program's latest burst fitted in one token, other processes of the client share its
+ *    token, and one launch of each of them costs more than the hand-over (early_ask_pays).  A burst that outlasts the tokens the client gets is split whatever it does, and
  *    asking early would only add a round trip with the GPU idle, at every sync (issue 12: a
  *    capped client lost 1-2 points of its time so).  A process alone in its client needs no
  *    early ask either: its launches are held once its queue would outlast the token, so it
@@ -94,6 +94,11 @@
  * ms past it (H100, 2026-11-25).  Ahead by this much, the GPU never runs dry between looks
  * (HOLD_LOOK_NS), and a cost 15 % low costs 1.5 ms. */
 #define MEASURE_AHEAD_NS 10000000
+/* What handing a token back costs the GPU: the round trip to the next holder and its first
+ * launch (H200, a torch eager pair: its first step ended 1.2-1.6 ms into a grant, a step 0.84
+ * ms; the round trip p50 0.55-0.7 ms).  v1's early request is made only where one launch of
+ * each process sharing the token costs more (early_ask_pays). */
+#define HANDOVER_NS 1000000
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
  * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
@@ -599,6 +604,20 @@ static inline int before_go_until(struct token *t)
     return gem_now_ns() < atomic_load_explicit(&t->go_until_ns, memory_order_acquire);
 }
 
+/* Is v1's early request worth its hand-over?  Without it, each process sharing the token lets
+ * up to about one launch of its queue run past the token's end (one goes if half of it fits,
+ * and the queue drains as many times slower as processes share it), charged as overuse.  With
+ * it, the rest of the token goes back with the GPU idle for HANDOVER_NS.  Two torch eager
+ * processes (a launch 0.17 ms) beside one on an H200 did 0.984-0.987 of the GPU's work
+ * together with it and 0.992 without, their shares alike; two processes of 5 ms kernels on
+ * the fake GPU, which runs them in queue order, took 0.512-0.516 of a 0.5/0.5 GPU without
+ * it and 0.492-0.496 with it (2026-12-02).  A cost not learnt yet: asked, as before. */
+static int early_ask_pays(const struct token *t, int dev)
+{
+    int64_t launch = gem_inflight_launch_ns(dev);
+    return launch == 0 || launch * (int64_t)t->sharers >= HANDOVER_NS;
+}
+
 /* GEM_GATE_* bits. */
 static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy)
 {
@@ -624,7 +643,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         else if (burst_fit && t->sharers > 1 && !t->alone && !t->calibration && !running &&
                  !t->long_bursts && t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
-                 now + gem_record_keeper_max(&t->fitted, now) >= at)
+                 now + gem_record_keeper_max(&t->fitted, now) >= at && early_ask_pays(t, dev))
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;

@@ -67,23 +67,27 @@ def test_launches_go_on_while_the_next_token_is_asked_for(fake_env, pm):
         proc.kill()
 
 
-@pytest.mark.parametrize(("burst_fit", "sharers"), [("1", 2), ("0", 2), ("1", 1), ("1", 0)])
+@pytest.mark.parametrize(("burst_fit", "sharers", "kernel_ms"),
+                         [("1", 2, 5.0), ("0", 2, 5.0), ("1", 1, 5.0), ("1", 0, 5.0), ("1", 2, 0.2)])
 def test_a_burst_that_does_not_fit_asks_early_where_processes_share_the_token(
-    fake_env, pm, burst_fit, sharers
+    fake_env, pm, burst_fit, sharers, kernel_ms
 ):
     """v1 asks for a new token at the start of a burst that does not fit in what is left, where
-    other processes of the client share its token (each bounds only its own queue).  A process
-    alone in its client, or with the rule off, runs the burst on (its launches are held once
-    its queue would outlast the token) and asks for the next token in the tail: an early ask
-    hands back the rest of the token with the GPU idle for a round trip (H200, a 0.3/0.7 pair
-    of torch eager: 0.982-0.991 of the GPU's work together with it, 0.999-1.000 without)."""
+    other processes of the client share its token (each bounds only its own queue) and a launch
+    of each costs more than handing the token over.  A process alone in its client, with the
+    rule off, or of short launches, runs the burst on (its launches are held once its queue
+    would outlast the token) and asks for the next token in the tail: an early ask hands back
+    the rest of the token with the GPU idle for a round trip (H200, a 0.3/0.7 pair of torch
+    eager: 0.982-0.991 of the GPU's work together with it, 0.999-1.000 without; two processes
+    of it beside one: 0.984-0.987 with it, 0.992 without)."""
     pm.quota_ms = 30.0
     pm.sharers = sharers
-    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "5", "--burst", "4",
-                      "--sync", "ctx", "--bursts", "12"], GEMINI_HOOK_BURST_FIT=burst_fit)
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", str(kernel_ms), "--burst",
+                      str(round(20 / kernel_ms)), "--sync", "ctx", "--bursts", "12"],
+                     GEMINI_HOOK_BURST_FIT=burst_fit)
     assert r.out[-1]["rc"] == 0, r.stderr
     # 20 ms bursts in 30 ms tokens: every other burst starts with 10 ms left
-    if burst_fit == "1" and sharers > 1:
+    if burst_fit == "1" and sharers > 1 and kernel_ms > 1.0:
         assert r.stats["gate.fetch_burst"] >= 3, r.stats
     else:
         assert r.stats["gate.fetch_burst"] == 0, r.stats
