@@ -33,7 +33,8 @@
  *  - At the start of a burst (first launch after a sync point), ask for a token early when the
  *    predicted burst does not fit in what is left of the current one (v1; not when alone), the
  *    program's latest burst fitted in one token, other processes of the client share its
- *    token, and one launch of each of them costs more than the hand-over (early_ask_pays).  A burst that outlasts the tokens the client gets is split whatever it does, and
+ *    token, and one launch of each of them costs more than the hand-over (early_ask_pays).
+ *    A burst that outlasts the tokens the client gets is split whatever it does, and
  *    asking early would only add a round trip with the GPU idle, at every sync (issue 12: a
  *    capped client lost 1-2 points of its time so).  A process alone in its client needs no
  *    early ask either: its launches are held once its queue would outlast the token, so it

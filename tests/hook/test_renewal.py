@@ -67,8 +67,10 @@ def test_launches_go_on_while_the_next_token_is_asked_for(fake_env, pm):
         proc.kill()
 
 
-@pytest.mark.parametrize(("burst_fit", "sharers", "kernel_ms"),
-                         [("1", 2, 5.0), ("0", 2, 5.0), ("1", 1, 5.0), ("1", 0, 5.0), ("1", 2, 0.2)])
+@pytest.mark.parametrize(
+    ("burst_fit", "sharers", "kernel_ms"),
+    [("1", 2, 5.0), ("0", 2, 5.0), ("1", 1, 5.0), ("1", 0, 5.0), ("1", 2, 0.2)],
+)
 def test_a_burst_that_does_not_fit_asks_early_where_processes_share_the_token(
     fake_env, pm, burst_fit, sharers, kernel_ms
 ):
