@@ -965,10 +965,10 @@ class Bench:
                            bare[one]["median"] if one else bare_of,
                            path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
-        # client's queue ran past its tokens (its first process's), where a share differs.
+        # client's queues ran past its tokens (all its processes' lines), where a share differs.
         a = t0 + PAIR_WARM_S
         books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
-                     **overuse_of(hook_logs[next(w for w, c in client_of.items() if c == n)])}
+                     **overuse_of("\n".join(t for w, t in hook_logs.items() if client_of[w] == n))}
                  for n in nprocs}
         clock = self.clock.over(a, t_end)
         for e in out:
