@@ -6,6 +6,10 @@ from collections.abc import Iterable
 from typing import Any
 
 Interval = tuple[str, float, float]  # client, start s, end s (scheduler uptime)
+# A trace's resolution: slices are in microseconds to a tenth (chrome_trace).  A grant shorter
+# than this was handed back the instant it came (the holder's next request already queued:
+# tens of nanoseconds under load), and would be a slice of no length.
+RESOLUTION_S = 1e-7
 
 
 class TraceRecorder:
@@ -20,8 +24,9 @@ class TraceRecorder:
             self._ends[(str(name), round(float(start), 6))] = float(end)
 
     def intervals(self) -> list[Interval]:
-        """The grants, by start; a grant handed back the instant it came (no time) is left out."""
-        kept = ((n, s, e) for (n, s), e in self._ends.items() if e > s)
+        """The grants, by start; a grant handed back the instant it came (shorter than
+        RESOLUTION_S) is left out."""
+        kept = ((n, s, e) for (n, s), e in self._ends.items() if e - s >= RESOLUTION_S)
         return sorted(kept, key=lambda i: i[1])
 
 

@@ -16,6 +16,12 @@ def test_a_grant_handed_back_at_once_is_no_slice():
     rec = TraceRecorder()
     rec.add([["a", 0.0, 0.1], ["b", 0.1, 0.1], ["b", 0.2, 0.3]])
     assert rec.intervals() == [("a", 0.0, 0.1), ("b", 0.2, 0.3)]
+    # ... nor one handed back 30 ns after it came (a slice of 0.0 us: `gemini trace` wrote one
+    # under a loaded `make test`)
+    rec.add([["a", 0.3, 0.30000003]])
+    assert rec.intervals() == [("a", 0.0, 0.1), ("b", 0.2, 0.3)]
+    assert all(e["dur"] > 0 for e in chrome_trace(rec.intervals())["traceEvents"]
+               if e["ph"] == "X")
 
 
 def test_chrome_trace_has_one_track_per_client():
