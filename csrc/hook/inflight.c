@@ -621,6 +621,11 @@ static double wall_factor(const struct inflight *f)
     return f->drain_factor > sharers ? f->drain_factor : sharers;
 }
 
+uint32_t gem_inflight_sharers(int dev)
+{
+    return atomic_load_explicit(&flight(dev)->sharers, memory_order_relaxed);
+}
+
 int64_t gem_inflight_launch_ns(int dev)
 {
     struct inflight *f = flight(dev);

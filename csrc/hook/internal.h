@@ -241,6 +241,7 @@ int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t fro
 void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_t *graphs);
 /* How many processes of the client share its token (the latest grant said; 0 or 1: this one). */
 void gem_inflight_set_sharers(int dev, uint32_t sharers);
+uint32_t gem_inflight_sharers(int dev);
 /* The GPU time of one launch: the longer of a kernel launch's and a graph launch's learnt cost
  * (0: neither known yet). */
 int64_t gem_inflight_launch_ns(int dev);

@@ -154,7 +154,6 @@ struct token {
     int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
     struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */
     int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
-    uint32_t sharers;        /* processes sharing the client's token, as the latest grant said */
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
 };
@@ -479,7 +478,6 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
     learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
     gem_inflight_set_sharers(dev, sharers);
-    t->sharers = sharers;
     int64_t expires = granted + (int64_t)(quota_ms * 1e6);
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
@@ -613,10 +611,10 @@ static inline int before_go_until(struct token *t)
  * together with it and 0.992 without, their shares alike; two processes of 5 ms kernels on
  * the fake GPU, which runs them in queue order, took 0.512-0.516 of a 0.5/0.5 GPU without
  * it and 0.492-0.496 with it (2026-12-02).  A cost not learnt yet: asked, as before. */
-static int early_ask_pays(const struct token *t, int dev)
+static int early_ask_pays(int dev)
 {
     int64_t launch = gem_inflight_launch_ns(dev);
-    return launch == 0 || launch * (int64_t)t->sharers >= HANDOVER_NS;
+    return launch == 0 || launch * (int64_t)gem_inflight_sharers(dev) >= HANDOVER_NS;
 }
 
 /* GEM_GATE_* bits. */
@@ -641,10 +639,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
             need = GEM_STAT_FETCH_EXPIRED;
         else if (now >= ask && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
-        else if (burst_fit && t->sharers > 1 && !t->alone && !t->calibration && !running &&
-                 !t->long_bursts && t->generation == seen &&
+        else if (burst_fit && gem_inflight_sharers(dev) > 1 && !t->alone && !t->calibration &&
+                 !running && !t->long_bursts && t->generation == seen &&
                  !(out & GEM_GATE_FETCHED) &&
-                 now + gem_record_keeper_max(&t->fitted, now) >= at && early_ask_pays(t, dev))
+                 now + gem_record_keeper_max(&t->fitted, now) >= at && early_ask_pays(dev))
             need = GEM_STAT_FETCH_BURST; /* v1: the next burst does not fit */
         else
             need = 0;
