@@ -13,16 +13,24 @@ daemons once it has gone cold (left when everyone polls).  Beside them, the same
 between C processes that block in read() (bench/echo_floor.c: one echo server, and a relay in
 front of it as the pod manager is in front of the scheduler): what any daemon that sleeps
 between messages pays on this host, whatever its language.
+
+--cpu-latency-us N holds a PM QoS request on /dev/cpu_dma_latency for the whole run (the
+kernel keeps every CPU out of idle states that take longer than N us to leave, and drops the
+request when the file is closed): it tells how much of a paced round trip is CPUs waking from
+deep idle.  It needs write access to that file (root); the run says whether it was held.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import struct
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -49,6 +57,38 @@ def _series(call: Callable[[], object], n: int, pace_s: float, spin_pace: bool) 
         out.append((time.perf_counter_ns() - t) / 1000)
     out.sort()
     return [round(out[len(out) // 2], 1), round(out[int(len(out) * 0.9)], 1)]
+
+
+@contextlib.contextmanager
+def cpu_latency_held(us: int | None) -> Iterator[str]:
+    """Hold /dev/cpu_dma_latency at `us` while the block runs; yields what was done."""
+    if us is None:
+        yield "not asked"
+        return
+    try:
+        fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
+    except OSError as e:
+        yield f"not held: {e}"
+        return
+    try:
+        os.write(fd, struct.pack("i", us))
+        yield f"held at {us} us"
+    finally:
+        os.close(fd)
+
+
+def idle_states() -> list[dict[str, str]]:
+    """cpu0's idle states (name, exit latency in us, disabled), as the kernel lists them."""
+    out = []
+    for d in sorted(Path("/sys/devices/system/cpu/cpu0/cpuidle").glob("state*")):
+        def read(name: str, d: Path = d) -> str:
+            try:
+                return (d / name).read_text().strip()
+            except OSError:
+                return "?"
+        out.append({"name": read("name"), "latency_us": read("latency"),
+                    "disabled": read("disable")})
+    return out
 
 
 def measure(procs: Procs) -> dict:
@@ -108,14 +148,21 @@ def c_echo_floor(paced: int = 200, back_to_back: int = 2000) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--cpu-latency-us", type=int, default=None,
+                   help="hold /dev/cpu_dma_latency at this many microseconds during the run")
     args = p.parse_args(argv)
-    with Procs() as procs:
-        res = measure(procs)
-    res["c_processes_sleeping"] = c_echo_floor()
+    with cpu_latency_held(args.cpu_latency_us) as held:
+        with Procs() as procs:
+            res = measure(procs)
+        res["c_processes_sleeping"] = c_echo_floor()
     out = {"device": gpu_name(), "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/rtt_floor.py " + " ".join(argv or sys.argv[1:]),
-           "unit": "[p50, p90] microseconds per round trip", **res}
-    print_and_write(out, args.out, "rtt-floor")
+           "unit": "[p50, p90] microseconds per round trip", "cpu_latency": held,
+           "cpu0_idle_states": idle_states(), **res}
+    kind = "rtt-floor"
+    if args.cpu_latency_us is not None:
+        kind += f"-cpu-latency-{args.cpu_latency_us}"
+    print_and_write(out, args.out, kind)
     return 0
 
 
