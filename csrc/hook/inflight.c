@@ -668,8 +668,10 @@ struct gem_launch_count gem_inflight_count(int dev)
     return count_of(flight(dev));
 }
 
-int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, int graph)
+int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, int graph,
+                               int64_t *half_ns)
 {
+    *half_ns = 0;
     struct inflight *f = flight(dev);
     struct lane_slot *l = lane_slot(f, lane_of(canonical(s, pts)));
     pthread_mutex_lock(&f->m);
@@ -687,16 +689,22 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
      * cost known. */
     int cost_known = some_cost(f) && (upto.graphs <= f->done_graphs || f->graph.per > 0.0);
     if (cost_known) {
-        queued = estimate_with(f, upto, now, wall_factor(f));
-        if (queued == 0 && pending > 0) {
-            /* By the estimate the GPU has run out of our work: count from here (this launch,
-             * counted at the gate, is not queued yet).  Else the time it then sat idle (the
-             * program waited for a token, or did host work) would be taken off the next
-             * launches as work done, and a whole burst would read as an empty queue. */
+        struct gem_launch_count ahead = {.launches = upto.launches - 1,
+                                         .graphs = upto.graphs - (graph != 0)};
+        if (pending > 0 && estimate_with(f, ahead, now, wall_factor(f)) == 0) {
+            /* By the estimate the GPU has run out of the work ahead of this launch (counted
+             * at the gate, not queued yet): count from here.  Else the time it then sat idle
+             * (the program waited for a token, or did host work) would be taken off this
+             * launch and the next as work done, and a whole burst would read as an empty
+             * queue.  Only once that time outlasted this launch too was it counted from here:
+             * a kernel of 200 ms launched after a sync and a wait of 50 ms for the token read
+             * as 150 ms, and the next one went where it did not fit (fake GPU); kernels of 11
+             * ms ran past their tokens by up to one (H200, 2026-12-02). */
             f->done_launches += pending - 1;
-            f->done_graphs = upto.graphs - (graph != 0);
+            f->done_graphs = ahead.graphs;
             f->done_seen_ns = now;
         }
+        queued = estimate_with(f, upto, now, wall_factor(f));
         /* Up to the middle of the launch at the gate: it goes if half of it fits.  Held
          * unless all of it fitted, the last replay of a token was held whenever it would end
          * past the token, and the GPU idled for half a replay on average before each token's
@@ -705,6 +713,7 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
          * and as far as it stopped short, and what runs past is charged as overuse. */
         double half = (graph ? f->graph.per : f->kernel.per) * wall_factor(f) / 2;
         queued = (double)queued > half ? queued - (int64_t)half : 0;
+        *half_ns = (int64_t)half;
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
@@ -830,12 +839,10 @@ int64_t gem_inflight_next_done_ns(int dev)
 }
 
 /* Launches that each keep the queue busy `cost` ns (> 0) in half of room_ns: look again before
- * it is full; at least `least`. */
-static uint64_t launches_in(int64_t room_ns, double cost, uint64_t least)
+ * it is full. */
+static uint64_t launches_in(int64_t room_ns, double cost)
 {
     double n = (double)room_ns / cost / 2;
-    if (n < (double)least)
-        return least;
     return n > 256.0 ? 256 : (uint64_t)n;
 }
 
@@ -848,11 +855,14 @@ void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
-    /* Until its cost is known every graph launch looks; one that may cost ms looks near the
-     * token's end too, and goes if half of it fits. */
-    *graphs = graph > 0.0 ? launches_in(room_ns, graph, 0) : 0;
+    /* Until its cost is known every graph launch looks.  Near the token's end a launch that
+     * may cost ms looks, graph launch or kernel, and goes if half of it fits: an allowance of
+     * one kernel at least let one more go after each look than fitted, and kernels of 11 ms
+     * ran 20-60 ms past their tokens, two clients' overruns slowing each other's next turns
+     * (H200, 2026-12-02: a 0.3/0.7 pair 5.7 / 7.7 points off over 10 s). */
+    *graphs = graph > 0.0 ? launches_in(room_ns, graph) : 0;
     if (kernel > 0.0) {
-        *kernels = launches_in(room_ns, kernel, 1);
+        *kernels = launches_in(room_ns, kernel);
     } else if (markers_out) { /* the next launch goes slow and gets a marker */
         *kernels = 0;
     } else {

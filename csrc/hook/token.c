@@ -535,8 +535,15 @@ static void hold_for(int64_t ns)
 }
 
 /* Wait (no lock held) until the queued work fits in what is left of the token, or the time
- * to ask for the next one (`ask`) comes.  Returns the room left for more work (> 0: go), or 0
- * (look again).  Before the first hold of a launch (`*marked` 0) a marker goes at the end of
+ * to ask for the next one (`*ask`) comes.  Returns the room left for more work (> 0: go), or 0
+ * (look again).  A launch held as it does not fit moves `*ask` to `lead` before the queue
+ * ahead of it runs dry, where that comes first (lead < 0: not): a launch of ms goes if half
+ * of it fits, so the queue may run dry up to half a launch before the token's end, and asked
+ * for in the tail, the next token (ours, or another client's) came after the GPU had sat
+ * idle that long: a program of 11 ms kernels capped at 0.4 did 0.354 of its bare work, its
+ * 40 ms tokens each 5.3 ms short of their end, and alone 0.947 (H200, 2026-12-02).  Asking
+ * hands the rest of the token back.  Before the first hold of a launch (`*marked` 0) a
+ * marker goes at the end of
  * its stream's queue: the estimate may be long (hot-path launches since the newest marker,
  * counted at the cost times the processes sharing the token), and a hold then ends when the
  * GPU has really run the queue, not when the estimate says so.  Held for their estimates, two
@@ -544,9 +551,10 @@ static void hold_for(int64_t ns)
  * H100, capped at 0.4, two torch eager processes did 0.394 of one bare process without the
  * marker and 0.406 with it (Triton: 0.334 and 0.348; 2026-11-24). */
 static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now, int64_t at,
-                            int64_t ask, int *marked)
+                            int64_t whole, int64_t lead, int64_t *ask, int *marked)
 {
-    int64_t queued = gem_inflight_queued_ns(dev, s, pts, now, graph);
+    int64_t half = 0;
+    int64_t queued = gem_inflight_queued_ns(dev, s, pts, now, graph, &half);
     if (queued == GEM_INFLIGHT_UNKNOWN) { /* learning what a launch costs: look again soon */
         gem_stat_add(GEM_STAT_UNKNOWN_HOLDS, 1);
         hold_for(MIN_HOLD_NS);
@@ -555,6 +563,11 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now
     int64_t room = at - now - queued;
     if (room > 0)
         return room;
+    int64_t dry = now + queued - half; /* (held: the queue reaches past this launch's middle) */
+    if (dry - now < MIN_HOLD_NS && half >= whole)
+        return 1; /* it fits in no token this long: it goes once the queue ahead ran dry */
+    if (lead >= 0 && dry - lead < *ask)
+        *ask = dry - lead;
     /* The queue ends after the token does, and waiting does not change that (both move with
      * the clock): hold until the tail, looking again when the next marker should finish (the
      * estimate counts from when a marker was seen finished: seen late, it reads long, and the
@@ -563,7 +576,7 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now
         gem_inflight_mark(dev, s, pts, now, GEM_MARK_BEFORE_LAUNCH | GEM_MARK_QUEUE_END);
         *marked = 1;
     }
-    int64_t hold = ask - now;
+    int64_t hold = *ask - now;
     if (hold > HOLD_LOOK_NS)
         hold = HOLD_LOOK_NS;
     int64_t next_done = gem_inflight_next_done_ns(dev);
@@ -626,6 +639,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         return 0;
     int out = GEM_GATE_MARK;
     int marked = 0; /* the queue's end, before a hold */
+    int64_t held_at = 0, held_ask = 0; /* a hold's time to ask (room_or_hold), in token held_at */
     gem_stat_add(GEM_STAT_SLOW, 1);
     pthread_mutex_lock(&t->m);
     uint64_t seen = t->generation;
@@ -633,6 +647,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t now = gem_now_ns();
         int64_t at = atomic_load_explicit(&t->expires_at_ns, memory_order_relaxed);
         int64_t ask = ask_at(t, at);
+        if (held_at == at && held_ask < ask)
+            ask = held_ask;
         int running = atomic_load_explicit(&t->burst_running, memory_order_relaxed);
         int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
@@ -681,11 +697,17 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
                                                                         : at;
         uint64_t looks = t->looks;
+        int64_t lead = t->calibration ? -1 : at - ask_at(t, at); /* (the tail, and early) */
+        const struct recent_token *r = recent_of(t, t->generation);
+        int64_t whole = r != NULL ? at - r->granted_ns : 0;
         pthread_mutex_unlock(&t->m);
-        int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, ask, &marked);
+        int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, whole, lead, &ask, &marked);
         pthread_mutex_lock(&t->m);
-        if (room == 0)
+        if (room == 0) {
+            held_at = at;
+            held_ask = ask;
             continue;
+        }
         /* Another thread's look was set meanwhile: this room was read before it, and counts
          * the launches that went on that look's allowance as room again.  Set over the newer
          * look, it let two threads of tiny graphs queue the room twice at a token's end (fake

@@ -2,11 +2,11 @@
 
 It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers`
 (`quota_delay_s` late, as a capped client waits for its turn; or holds the answers until
-`release()`, or after `hold_quota_after` of them; `quota_answered` says when, on
-time.monotonic()), answers MEM_UPDATE with the real pod manager's ledger rule (refuse
-what would pass `limit`), and, like the real one, gives a connection's bytes back when it
-closes, and takes back what a RECALL gives.  `recall()` sends every connection an unsolicited
-RECALL.
+`release()`, or after `hold_quota_after` of them; `quota_asked` and `quota_answered` say
+when each came and went, on time.monotonic()), answers MEM_UPDATE with the real pod
+manager's ledger rule (refuse what would pass `limit`), and, like the real one, gives a
+connection's bytes back when it closes, and takes back what a RECALL gives.  `recall()` sends
+every connection an unsolicited RECALL.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class FakePodManager:
     quota_delay_s: float = 0.0
     requests: list[Request] = field(default_factory=list)
     quota_answered: list[float] = field(default_factory=list)  # when each QUOTA was answered
+    quota_asked: list[float] = field(default_factory=list)  # ... and when each came
     used: int = 0
     connections: int = 0
 
@@ -141,6 +142,8 @@ class FakePodManager:
     def _handle(self, conn: socket.socket, key: int, req: Request) -> None:
         with self._lock:
             self.requests.append(req)
+            if req.type is RequestType.QUOTA:
+                self.quota_asked.append(time.monotonic())
             self._lock.notify_all()
             if req.name != self.name:
                 reply = (Status.UNKNOWN_CLIENT, ())

@@ -181,16 +181,22 @@ def test_replays_among_light_kernels_are_queued_at_their_own_cost(fake_env, pm, 
     assert max(overuse) < 5.0, overuse
 
 
+@pytest.mark.parametrize("launch", ["graph", "kernel"])
 @pytest.mark.parametrize("quota_ms", [31.0, 29.0])
-def test_the_last_launch_of_a_token_goes_if_half_of_it_fits(fake_env, pm, quota_ms):
-    """Replays of 4 ms, never a sync, in tokens answered 50 ms late: seven fill 28 ms.  In a
-    31 ms token the eighth ends 1 ms past it (a quarter of it), and goes; it used to be held,
-    and the GPU idled for the token's last 3 ms (on the H100, half a replay a token on average:
-    time granted and not used).  In a 29 ms token it would end 3 ms past, and is held."""
+def test_the_last_launch_of_a_token_goes_if_half_of_it_fits(fake_env, pm, quota_ms, launch):
+    """Replays of 4 ms (or kernels of 4 ms), never a sync, in tokens answered 50 ms late: seven
+    fill 28 ms.  In a 31 ms token the eighth ends 1 ms past it (a quarter of it), and goes; it
+    used to be held, and the GPU idled for the token's last 3 ms (on the H100, half a replay a
+    token on average: time granted and not used).  In a 29 ms token it would end 3 ms past, and
+    is held.  Kernels of 4 ms used to go one more than fitted after each look (the hot path's
+    allowance was one at least): on the H200 kernels of 11 ms ran 20-60 ms past their tokens
+    (2026-12-02)."""
     pm.quota_ms = quota_ms
     pm.quota_delay_s = 0.05  # paced, as a capped client is: the queue runs out between tokens
-    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "1",
-                      "--burst", "4", "--sync", "none", "--bursts", "160"])
+    shape = ["--kernel-ms", "1", "--burst", "4"] if launch == "graph" else [
+        "--kernel-ms", "4", "--burst", "1"]
+    r = fake_env.run([prog("gem_client"), "work", "--launch", launch, *shape, "--sync", "none",
+                      "--bursts", "160"])
     assert r.out[-1]["rc"] == 0, r.stderr
     overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
     later = overuse[3:]  # (the first tokens learn what a replay costs)
@@ -340,6 +346,31 @@ def test_alone_the_hook_asks_as_much_sooner_as_its_round_trips_take(fake_env, pm
         assert busy >= 0.94, (busy, stats)
     else:
         assert busy <= 0.93, (busy, stats)
+
+
+def test_a_held_launch_of_ms_asks_a_tail_before_the_queue_runs_dry(fake_env, pm):
+    """Bursts of two 200 ms kernels, a sync after each, in 290 ms tokens each answered 50 ms
+    after it was asked for (a capped client's turns), the tail 20 ms (scaled up from kernels of
+    11 ms and the 1 ms tail): one kernel runs, the next does not fit (it would go if half of it
+    did), and the GPU runs dry 90 ms before the token's end.  Asking in the token's tail
+    handed the token back 270 ms into it, the GPU idle for the last 70 ms of that (on the
+    H200 a client capped at 0.4 did 0.354 of its bare work so); now the held launch asks a
+    tail before the queue ahead of it runs dry: 180-200 ms into the token.  Before that, the
+    50 ms wait for the token was taken off the first kernel's estimate as work done, and the
+    second went too, 110 ms past every token."""
+    pm.quota_ms, pm.quota_delay_s = 290.0, 0.05
+    r = fake_env.run(
+        [prog("gem_client"), "work", "--kernel-ms", "200", "--burst", "2", "--bursts", "8",
+         "--sync", "stream"], GEMINI_HOOK_TAIL_US="20000")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    # how far into each token the next was asked for (each answer, and the request after it)
+    into = [(asked - granted) * 1000
+            for granted, asked in zip(pm.quota_answered, pm.quota_asked[1:], strict=False)]
+    assert len(into) >= 8, into
+    later = into[2:]  # (the first tokens learn what a kernel costs)
+    assert statistics.median(later) <= 230, into
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)][3:]
+    assert statistics.median(overuse) < 20.0, overuse
 
 
 @pytest.mark.parametrize("ticks", ["auto", "0"])
