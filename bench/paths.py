@@ -790,6 +790,7 @@ class Bench:
         backend: Backend | None = None
         backend_error = ""
         solo_stats = self.tmp / f"{path}-solo-stats.json"
+        solo_logs: set[Path] = set()  # the hooked workers' stderr (--keep-logs)
 
         def one(variant: str, env: dict[str, str], i: int) -> dict:
             if fresh or variant not in workers:
@@ -820,16 +821,17 @@ class Bench:
                 if backend is None and not backend_error:
                     try:
                         backend = Backend(procs, [Client("solo", 1.0, 1.0, MEM)],
-                                          tag="paths-solo")
+                                          tag="paths-solo", verbose=a.keep_logs)
                     except Exception as exc:
                         backend_error = f"daemons did not start: {exc}"[:1500]
                 if backend is None:
                     solo.append({"error": backend_error})
                     continue
                 try:
-                    env = self.env(backend.hook_env("solo"))
+                    env = self.env(backend.hook_env("solo"), debug=a.keep_logs)
                     env["GEMINI_HOOK_STATS"] = str(solo_stats)
                     solo.append(one("solo", env, i))
+                    solo_logs.add(workers["solo"].log_file)
                 except WorkerError as exc:
                     solo.append({"error": str(exc)[:600]})
                     if (w := workers.pop("solo", None)) is not None:
@@ -839,6 +841,12 @@ class Bench:
                 w.close()
             if backend is not None:
                 backend.stop()
+        if a.keep_logs and backend is not None:  # the hooked runs' logs, and the daemons'
+            keep_logs(self.logs_archive, {
+                **{f"solo-{path}-{log.stem}.log": log.read_text(errors="replace")
+                   for log in sorted(solo_logs) if log.exists()},
+                f"solo-{path}-schd.log": backend.schd.drain(),
+                f"solo-{path}-pmgr.log": backend.pmgrs["solo"].drain()})
         # What the launch gate did over the solo runs (the last process's, with fresh ones).
         gate = gate_stats(solo_stats)
         bare_rates = [r["rate"] for r in bare if r.get("rate")]
@@ -1143,7 +1151,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="copy each capped run's hook log (GEMINI_LOG=debug), its steps "
                         "(time, steps done), the scheduler's grants and both daemons' debug "
                         "logs to --out, and time each hop of its tokens (cap_token_path); "
-                        "the same of each pairs case, for each of its clients")
+                        "the same of each pairs case, for each of its clients; and the solo "
+                        "runs' hook and daemon logs (the solo runs then log at debug level)")
     p.add_argument("--merge", type=Path, action="append", default=[],
                    help="an earlier paths.json to update (repeatable; later files win)")
     p.add_argument("--merge-only", action="store_true",
