@@ -14,7 +14,9 @@
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
  *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
  *    is left (design-notes §1); in a calibration token, while it would run more than
- *    MEASURE_AHEAD_NS ahead.  Each slow-path launch is followed by a marker event.
+ *    MEASURE_AHEAD_NS ahead.  Each slow-path launch is followed by a marker event.  A launch
+ *    held so asks for the next token a tail before the queue ahead of it runs dry, where that
+ *    comes before the token's own tail (a launch of ms: room_or_hold).
  *  - In the token's tail (its last `tail` of time) the next launch asks for the next token,
  *    without draining the queue: when no one else waits the scheduler renews it at once, and
  *    the queued tail keeps the GPU busy over the round trip.  When another client gets the
@@ -699,7 +701,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         uint64_t looks = t->looks;
         int64_t lead = t->calibration ? -1 : at - ask_at(t, at); /* (the tail, and early) */
         const struct recent_token *r = recent_of(t, t->generation);
-        int64_t whole = r != NULL ? at - r->granted_ns : 0;
+        int64_t whole = r != NULL ? at - r->granted_ns : INT64_MAX;
         pthread_mutex_unlock(&t->m);
         int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, whole, lead, &ask, &marked);
         pthread_mutex_lock(&t->m);
