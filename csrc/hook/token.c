@@ -544,14 +544,15 @@ static void hold_for(int64_t ns)
  * for in the tail, the next token (ours, or another client's) came after the GPU had sat
  * idle that long: a program of 11 ms kernels capped at 0.4 did 0.354 of its bare work, its
  * 40 ms tokens each 5.3 ms short of their end, and alone 0.947 (H200, 2026-12-02).  Asking
- * hands the rest of the token back.  Before the first hold of a launch (`*marked` 0) a
- * marker goes at the end of
- * its stream's queue: the estimate may be long (hot-path launches since the newest marker,
- * counted at the cost times the processes sharing the token), and a hold then ends when the
- * GPU has really run the queue, not when the estimate says so.  Held for their estimates, two
- * processes of a client that never sync left the fake GPU idle a fifth of their tokens; on the
- * H100, capped at 0.4, two torch eager processes did 0.394 of one bare process without the
- * marker and 0.406 with it (Triton: 0.334 and 0.348; 2026-11-24). */
+ * hands the rest of the token back.  A launch longer than twice the whole token (`whole`)
+ * fits in none: it goes once the queue ahead of it ran dry.  Before the first hold of a
+ * launch (`*marked` 0) a marker goes at the end of its stream's queue: the estimate may be
+ * long (hot-path launches since the newest marker, counted at the cost times the processes
+ * sharing the token), and a hold then ends when the GPU has really run the queue, not when
+ * the estimate says so.  Held for their estimates, two processes of a client that never sync
+ * left the fake GPU idle a fifth of their tokens; on the H100, capped at 0.4, two torch eager
+ * processes did 0.394 of one bare process without the marker and 0.406 with it (Triton:
+ * 0.334 and 0.348; 2026-11-24). */
 static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now, int64_t at,
                             int64_t whole, int64_t lead, int64_t *ask, int *marked)
 {
