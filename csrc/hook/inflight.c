@@ -705,15 +705,7 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->done_seen_ns = now;
         }
         queued = estimate_with(f, upto, now, wall_factor(f));
-        /* Up to the middle of the launch at the gate: it goes if half of it fits.  Held
-         * unless all of it fitted, the last replay of a token was held whenever it would end
-         * past the token, and the GPU idled for half a replay on average before each token's
-         * end, time granted and not used: 0.55 ms of every 40 ms token of torch.compile with
-         * CUDA graphs (H100, a replay 0.67 ms, 2026-11-26).  Now it runs past the end as often
-         * and as far as it stopped short, and what runs past is charged as overuse. */
-        double half = (graph ? f->graph.per : f->kernel.per) * wall_factor(f) / 2;
-        queued = (double)queued > half ? queued - (int64_t)half : 0;
-        *half_ns = (int64_t)half;
+        *half_ns = (int64_t)((graph ? f->graph.per : f->kernel.per) * wall_factor(f) / 2);
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in

@@ -227,10 +227,10 @@ struct gem_launch_count {
 struct gem_launch_count gem_inflight_count(int dev);
 #define GEM_INFLIGHT_UNKNOWN (-1) /* gem_inflight_queued_ns: not known yet, hold briefly */
 #define GEM_SYNC_BEHIND_NS 200000 /* a host wait this long at a sync: the GPU was behind */
-/* The estimate of the queue up to the middle of the launch at the gate (a graph launch:
- * `graph`): the launch goes where that fits.  As of the caller's time `asked_ns` (however
- * long ago: what ran since is not taken off).  *half_ns: half the launch's own estimate (0
- * where no cost is known).  Polls, never waits. */
+/* The estimate of the queue up to the end of the launch at the gate (a graph launch:
+ * `graph`), as of the caller's time `asked_ns` (however long ago: what ran since is not taken
+ * off), and in *half_ns half the launch's own estimate (0 where no cost is known): the token
+ * gate lets it go where its middle fits (token.c).  Polls, never waits. */
 int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, int graph,
                                int64_t *half_ns);
 /* The host waited for the GPU (any sync point) from `from` until `now`, the launches in
