@@ -689,9 +689,10 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
      * cost known. */
     int cost_known = some_cost(f) && (upto.graphs <= f->done_graphs || f->graph.per > 0.0);
     if (cost_known) {
+        double factor = wall_factor(f);
         struct gem_launch_count ahead = {.launches = upto.launches - 1,
                                          .graphs = upto.graphs - (graph != 0)};
-        if (pending > 0 && estimate_with(f, ahead, now, wall_factor(f)) == 0) {
+        if (pending > 0 && estimate_with(f, ahead, now, factor) == 0) {
             /* By the estimate the GPU has run out of the work ahead of this launch (counted
              * at the gate, not queued yet): count from here.  Else the time it then sat idle
              * (the program waited for a token, or did host work) would be taken off this
@@ -704,8 +705,8 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->done_graphs = ahead.graphs;
             f->done_seen_ns = now;
         }
-        queued = estimate_with(f, upto, now, wall_factor(f));
-        *half_ns = (int64_t)((graph ? f->graph.per : f->kernel.per) * wall_factor(f) / 2);
+        queued = estimate_with(f, upto, now, factor);
+        *half_ns = (int64_t)((graph ? f->graph.per : f->kernel.per) * factor / 2);
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in

@@ -711,7 +711,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t fill_to = t->calibration && at > now + MEASURE_AHEAD_NS ? now + MEASURE_AHEAD_NS
                                                                         : at;
         uint64_t looks = t->looks;
-        int64_t lead = t->calibration ? -1 : at - ask_at(t, at); /* (the tail, and early) */
+        int64_t lead = t->calibration ? -1 : tail_ns + t->early_ns; /* (as ask_at asks) */
         const struct recent_token *r = recent_of(t, t->generation);
         int64_t whole = r != NULL ? at - r->granted_ns : INT64_MAX;
         pthread_mutex_unlock(&t->m);
