@@ -180,9 +180,13 @@ SHARED_EVERY_S = 60.0
 # 17:36).
 RECENT_GRANTS = 16
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
-# many launches measured, a calibration's from this much of its tail measured.
+# many launches measured, or this much GPU time; a calibration's from this much of its tail
+# measured.  By launches alone, 11 ms matmuls (2-3 to a 40 ms grant, and to a tail) were never
+# measured, and a client capped at 0.4 was charged by the clock, 1.22, where its work ran 1.12
+# times faster: it did 0.375 of its bare work (H200, 2026-12-02 04:34; its tails read 12.7 ms a
+# launch against 11.4 in its grants).
 MIN_RUN_LAUNCHES = 8
-MIN_TAIL_RUN_MS = 10.0
+MIN_RUN_MS = 10.0
 # The continuous cost is the slowest of this many latest tails (more than the clock's: on an
 # H100 most tails read fast, 190-201 us per launch for JAX and torch eager, 757-823 for CUDA
 # graphs, against 207 and 822 run bare: the limiter settles more slowly after the rest before
@@ -361,7 +365,8 @@ class SpeedMeter:
         in launches is forgotten: costs per launch and per replay do not compare.  `shared`:
         an uncapped client's, beside others; its first tail is kept (the card was busy
         before it, not cold)."""
-        if launches < MIN_RUN_LAUNCHES or not math.isfinite(run_ms) or run_ms <= 0.0:
+        if not math.isfinite(run_ms) or run_ms <= 0.0 or launches < 1 or (
+                launches < MIN_RUN_LAUNCHES and run_ms < MIN_RUN_MS):
             return
         clocks = self._clocks.setdefault(name, _Clocks())
         if graphs != clocks.graphs:
@@ -369,7 +374,7 @@ class SpeedMeter:
             clocks.grant_costs, clocks.tail_costs = [], []
             clocks.first_tail_cost = 0.0
         if calibrating:
-            if run_ms < MIN_TAIL_RUN_MS:
+            if run_ms < MIN_RUN_MS:
                 return
             if shared or clocks.calibrations > 1:
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
@@ -452,7 +457,7 @@ class SpeedMeter:
         if clocks.first_tail_cost > 0.0 and not shared:
             costs += f" (the first, a floor: {1e3 * clocks.first_tail_cost:.1f})"
         unit = "graph launch" if clocks.graphs else "launch"
-        if shared:  # (a tail its hook measured less than MIN_TAIL_RUN_MS of is not kept)
+        if shared:  # (a tail its hook measured less than MIN_RUN_MS of is not kept)
             alone = f"alone in the latest tails {costs}" if clocks.tail_costs else \
                 "no tail measured long enough yet"
             return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "

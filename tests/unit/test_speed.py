@@ -18,8 +18,8 @@ from gemini.core.speed import (
     GPU_BOUND,
     HOST_PACED,
     MIN_RUN_LAUNCHES,
+    MIN_RUN_MS,
     MIN_TAIL_READINGS,
-    MIN_TAIL_RUN_MS,
     RECENT_TAILS,
     RUN_SPREAD_MAX,
     SETTLE_S,
@@ -457,7 +457,7 @@ def test_until_a_tail_is_kept_the_first_tail_is_a_floor_never_a_ceiling():
     assert first_tail(0.9).speed("a", 2.0) == UNKNOWN_SPEED
     assert first_tail(3.0).speed("a", 2.0) == FIRST_TAIL_MAX  # a slow kernel of its start
     short = first_tail(1.15, launches=MIN_RUN_LAUNCHES)
-    short.ran("a", MIN_TAIL_RUN_MS - 1, 100, calibrating=True)  # too little to say anything
+    short.ran("a", MIN_RUN_MS - 1, 100, calibrating=True)  # too little to say anything
     assert short.speed("a", 2.0) == pytest.approx(1.15)
     meter = first_tail(1.15)  # the hook starts to count graph launches: measured afresh
     meter.ran("a", 40.0, 58, calibrating=False, graphs=True)
@@ -518,11 +518,30 @@ def test_the_speed_by_work_is_the_slowest_latest_tail_over_the_grants_cost_per_l
     meter.ran("a", 80.0, 360, calibrating=True)  # 0.222: read before the GPU slowed
     assert meter.speed("a") == pytest.approx(1.25)
     # Too little of a tail, or too few launches, say nothing.
-    meter.ran("a", MIN_TAIL_RUN_MS - 1, 100, calibrating=True)
-    meter.ran("a", 40.0, MIN_RUN_LAUNCHES - 1, calibrating=False)
+    meter.ran("a", MIN_RUN_MS - 1, 100, calibrating=True)
+    meter.ran("a", MIN_RUN_MS - 1, MIN_RUN_LAUNCHES - 1, calibrating=False)
     meter.ran("a", math.nan, 100, calibrating=False)
+    meter.ran("a", 0.0, 100, calibrating=False)
     assert meter.speed("a") == pytest.approx(1.25)
     assert "by work: 200.0 us per launch in its grants" in meter.describe("a")
+
+
+def test_a_few_long_launches_tell_the_speed_by_their_gpu_time():
+    """11 ms matmuls run 2-3 to a 40 ms grant and to a calibration's tail: too few launches to
+    count, they left the speed to the clock, which said 1.22 where the work ran 1.12 times
+    faster (H200, 2026-12-02: the client capped at 0.4 did 0.375 of its bare work).  Enough of
+    their GPU time counts as a run."""
+    meter = SpeedMeter()
+    in_grant(meter, 1845.0)
+    tail(meter, 1453.0)
+    assert meter.speed("a") == pytest.approx(speed(1845.0, 1453.0))  # by the clock
+    for _ in range(5):
+        meter.ran("a", 22.7, 2, calibrating=False)  # 11.35 ms a launch
+        meter.ran("a", 11.4, 1, calibrating=False)
+    for at in (0.0, 3.0, 6.0):  # (the first tail is a floor only)
+        meter.calibrating("a", at)
+        meter.ran("a", 25.4, 2, calibrating=True)  # 12.7 ms a launch
+    assert meter.speed("a") == pytest.approx(12.7 / 11.4, rel=0.01)
 
 
 def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
