@@ -85,7 +85,8 @@ struct mark {
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
                         * unknown time later, so no cost is learnt from the segment it starts */
-    int before_graph;  /* recorded just before a graph launch (GEM_MARK_BEFORE_GRAPH) */
+    int alone;         /* recorded just before a launch measured alone (GEM_MARK_ALONE,
+                        * GEM_MARK_BEFORE_GRAPH) */
 };
 
 /* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
@@ -401,8 +402,8 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * costs, held step by step (fake GPU: 6,290 holds a second, a run window of 8 us). */
         uint64_t n = done->launches - prev->launches;
         int after_gap = prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
-        int graph_alone = prev->before_graph && n == 1;
-        if (after_gap && !graph_alone)
+        int launch_alone = prev->alone && n == 1;
+        if (after_gap && !launch_alone)
             return gap(f, prev, done, elapsed);
         float ms = 0.0f;
         if (n == 0)
@@ -982,7 +983,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
-    m->before_graph = (how & GEM_MARK_BEFORE_GRAPH) != 0;
+    m->alone = (how & (GEM_MARK_BEFORE_GRAPH | GEM_MARK_ALONE)) != 0;
     m->seq = ++f->seq;
     f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
     f->last_lane = m->lane;

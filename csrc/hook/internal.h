@@ -251,12 +251,15 @@ int64_t gem_inflight_launch_ns(int dev);
 int64_t gem_inflight_next_done_ns(int dev);
 /* After a launch (within MARK_GAP_NS of the last marker only if GEM_MARK_ALWAYS), or, with
  * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet).  GEM_MARK_BEFORE_GRAPH:
- * just before a graph launch, and only while no graph launch's cost is known. */
+ * just before a graph launch, and only while no graph launch's cost is known.  Either that or
+ * GEM_MARK_ALONE (just before a launch, with a marker after it): the launch is measured alone,
+ * even where the GPU ran dry before it. */
 enum {
     GEM_MARK_BEFORE_LAUNCH = 1,
     GEM_MARK_ALWAYS = 2,
     GEM_MARK_QUEUE_END = 4,
-    GEM_MARK_BEFORE_GRAPH = 8
+    GEM_MARK_BEFORE_GRAPH = 8,
+    GEM_MARK_ALONE = 16
 };
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
@@ -273,8 +276,9 @@ void gem_inflight_reset_after_fork(void);
 
 /* ---- token.c ----------------------------------------------------------------------------- */
 /* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's
- * measured part: token.c). */
-enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4 };
+ * measured part: token.c).  GEM_GATE_MARK_BEFORE: mark just before the launch too, to measure
+ * it alone (a token's first: token.c). */
+enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4, GEM_GATE_MARK_BEFORE = 8 };
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the

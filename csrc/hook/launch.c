@@ -2,8 +2,9 @@
  * With a valid token inside a running burst the gate is a clock read and a few atomics.
  * When the gate took its slow path, a marker event follows the launch on the same stream, so
  * that inflight.c sees how far the GPU has got on every stream the process launches on.
- * Until a graph launch's cost is known, a marker also goes just before each graph launch, so
- * that the GPU time of that launch alone is measured even where the GPU had run dry before it.
+ * Until a graph launch's cost is known, a marker also goes just before each graph launch, and
+ * one goes before each token's first launch, so that the GPU time of that launch alone is
+ * measured even where the GPU had run dry before it.
  * When the gate fetched a new token, a unified-memory client's memory is prefetched and the
  * launch's stream ordered after it (um.c); `pts`: a per-thread-default-stream entry point. */
 #include "internal.h"
@@ -13,7 +14,9 @@ static inline int gate(int pts, CUstream s, int dev, int heavy)
     int g = gem_token_acquire(dev, s, pts, heavy);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(dev, s, pts);
-    if (heavy && (g & GEM_GATE_MARK)) /* (recorded only until a graph launch's cost is known) */
+    if (g & GEM_GATE_MARK_BEFORE)
+        gem_inflight_mark(dev, s, pts, gem_now_ns(), GEM_MARK_BEFORE_LAUNCH | GEM_MARK_ALONE);
+    else if (heavy && (g & GEM_GATE_MARK)) /* (recorded only until a graph's cost is known) */
         gem_inflight_mark(dev, s, pts, gem_now_ns(),
                           GEM_MARK_BEFORE_LAUNCH | GEM_MARK_BEFORE_GRAPH);
     return g;
@@ -25,7 +28,9 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, 
         gem_inflight_graph_launch(dev, s, pts);
     if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
         gem_inflight_mark(dev, s, pts, gem_now_ns(),
-                          heavy || (g & GEM_GATE_MARK_ALWAYS) ? GEM_MARK_ALWAYS : 0);
+                          heavy || (g & (GEM_GATE_MARK_ALWAYS | GEM_GATE_MARK_BEFORE))
+                              ? GEM_MARK_ALWAYS
+                              : 0);
     return rc;
 }
 

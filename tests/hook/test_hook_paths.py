@@ -290,3 +290,26 @@ def test_graph_replays_between_light_kernels_stay_within_the_token(fake_env, pm)
     # The worst but one (a loaded machine may be late once) under one replay's 10 ms: alone on
     # this machine the runs read 1.2-3.4 ms, a full `make test` once 5.3 (2026-11-25).
     assert overuse[-2] <= 8.0, overuse
+
+
+def test_a_cost_learnt_from_light_kernels_is_learnt_again_where_every_token_starts_idle(
+        fake_env, pm):
+    """Two 0.6 ms kernels of the set-up, then bursts of four 14 ms kernels, a sync after each,
+    in 40 ms tokens answered 60 ms late (a capped client's turns).  The GPU runs dry before
+    every token, so no segment between the markers ran without a gap, and four launches are too
+    few for a sync's wait to raise the cost: at the set-up's cost every burst went whole, 16 ms
+    past every token (H200, 11 ms matmuls capped at 0.4: 4-5 ms past each token for 1.6 s, then
+    233 ms past a calibration, 2026-12-02).  Each token's first launch is now measured alone,
+    from a marker just before it: here the ninth token's burst is cut (the third kernel ends
+    2 ms past the token, the fourth is held); a cost learnt from one light launch comes right
+    sooner, from more later."""
+    pm.quota_ms = 40.0
+    pm.quota_delay_s = 0.06
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "14", "--burst", "4",
+                      "--warmup-bursts", "1", "--warmup-launches", "2",
+                      "--warmup-kernel-ms", "0.6", "--sync", "stream", "--bursts", "20"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    later = overuse[14:]  # (on this machine: 16 ms each of the first 9, 0-5 ms after)
+    assert len(later) >= 8, overuse
+    assert statistics.median(later) < 6.0, overuse
