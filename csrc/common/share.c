@@ -9,7 +9,11 @@ void gem_share_set(struct gem_share *s, struct gem_share_use *setter, uint64_t a
     /* the threads that launched on the share now ending, the setter among them */
     uint64_t threads = __atomic_exchange_n(&s->threads, 1, __ATOMIC_RELAXED) +
                        (setter->look != look);
-    uint64_t part = allowance / (threads > 0 ? threads : 1);
+    if (s->lately > 0 && (look + 1) % GEM_SHARE_FORGET_LOOKS == 0)
+        s->lately--;
+    if (threads > s->lately)
+        s->lately = (uint32_t)threads;
+    uint64_t part = allowance / (s->lately > 0 ? s->lately : 1);
     if (part > GEM_SHARE_PART_MAX)
         part = GEM_SHARE_PART_MAX;
     look++;

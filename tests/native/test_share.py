@@ -66,6 +66,28 @@ def test_a_thread_that_looks_without_having_launched_on_the_share_is_counted_too
     assert [take_all(share, u) for u in uses] == [10, 10, 10]
 
 
+def test_threads_the_host_stopped_for_a_few_looks_still_have_their_part_counted():
+    """Three threads launch; two are stopped while the third looks twice on its own.  Counted
+    by the previous share alone, its parts grew to the whole allowance, and the two came back
+    to a whole allowance each (fake GPU: three threads of tiny graphs ran 6.5-19 ms past a
+    50 ms token, a run in five on a loaded machine).  Lately counted, they share one."""
+    share, uses = new_share(), new_uses(3)
+    lib.gem_share_set(share, uses[0], 30)
+    for u in uses:
+        lib.gem_share_take(share, u)
+    for _ in range(2):  # thread 0 alone, its part used up each time
+        lib.gem_share_set(share, uses[0], 30)
+        take_all(share, uses[0])
+    lib.gem_share_set(share, uses[0], 30)
+    assert [take_all(share, u) for u in uses] == [10, 10, 10]
+    # Once a thread is alone for long enough, its part is the whole allowance again.
+    for _ in range(3 * lib.GEM_SHARE_FORGET_LOOKS):
+        lib.gem_share_set(share, uses[0], 30)
+        take_all(share, uses[0])
+    lib.gem_share_set(share, uses[0], 30)
+    assert take_all(share, uses[0]) == 30
+
+
 def test_the_part_is_bounded_by_what_the_word_holds():
     share, (use,) = new_share(), new_uses(1)
     lib.gem_share_set(share, use, 10 * lib.GEM_SHARE_PART_MAX)

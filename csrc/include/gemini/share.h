@@ -8,11 +8,16 @@
  *
  * How: a look (gem_share_set, serialised by the caller) splits its allowance into equal parts
  * for the threads that launched on the previous share (the setting one among them; at least
- * one).  Each thread goes its part (gem_share_take); the first to use it up looks again, which
- * starts the next share for all.  A thread that begins to launch meanwhile takes a part too, so
- * a share may pass its allowance by one part per such thread, until the next look.  More
- * threads than launches allowed: parts of 0, and every launch looks (a look costs a few
- * microseconds; a launch past the room could cost the next client's time).
+ * one), or on the shares before it (the most of them lately: one fewer every
+ * GEM_SHARE_FORGET_LOOKS looks).  Each thread goes its part (gem_share_take); the first to use
+ * it up looks again, which starts the next share for all.  A thread that begins to launch
+ * meanwhile takes a part too, so a share may pass its allowance by one part per such thread,
+ * until the next look.  Counted by the previous share alone, a thread the host stopped for a
+ * few looks came back to a part as large as the whole allowance, and so did each other one:
+ * three threads of tiny graphs on a loaded 2-core machine went three allowances, a token's
+ * half each time, and ran 6.5-19 ms past a 50 ms token in a run of five (fake GPU,
+ * 2026-12-02).  More threads than launches allowed: parts of 0, and every launch looks (a look
+ * costs a few microseconds; a launch past the room could cost the next client's time).
  *
  * Also fed to cffi's cdef: declarations and integer #defines only. */
 #ifndef GEMINI_SHARE_H
@@ -24,10 +29,12 @@
  * GEM_SHARE_PART_BITS */
 #define GEM_SHARE_PART_BITS 16
 #define GEM_SHARE_PART_MAX 65535
+#define GEM_SHARE_FORGET_LOOKS 16
 
 struct gem_share {
     uint64_t word;    /* the look's number << GEM_SHARE_PART_BITS | each thread's part */
     uint32_t threads; /* threads that launched on this share */
+    uint32_t lately;  /* the most that launched on a share lately (the setter's to read) */
 };
 
 struct gem_share_use { /* one thread's */
