@@ -278,7 +278,12 @@ void gem_inflight_reset_after_fork(void);
 /* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's
  * measured part: token.c).  GEM_GATE_MARK_BEFORE: mark just before the launch too, to measure
  * it alone (a token's first: token.c). */
-enum { GEM_GATE_FETCHED = 1, GEM_GATE_MARK = 2, GEM_GATE_MARK_ALWAYS = 4, GEM_GATE_MARK_BEFORE = 8 };
+enum {
+    GEM_GATE_FETCHED = 1,
+    GEM_GATE_MARK = 2,
+    GEM_GATE_MARK_ALWAYS = 4,
+    GEM_GATE_MARK_BEFORE = 8
+};
 /* GEM_GATE_* bits: a new token was fetched; mark after launch.  s, per_thread: the stream the
  * launch goes to (a token handed back is marked on it first). */
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
