@@ -14,7 +14,8 @@
  *  - The queue bound (inflight.c): a launch waits while the GPU work already queued would
  *    outlast the token, so that at expiry at most the tail (GEMINI_HOOK_TAIL_US, 1 ms) of work
  *    is left (design-notes §1); in a calibration token, while it would run more than
- *    MEASURE_AHEAD_NS ahead.  Each slow-path launch is followed by a marker event.  A launch
+ *    MEASURE_AHEAD_NS ahead.  Each slow-path launch is followed by a marker event, and a
+ *    token's first (unless held for the token) has one just before it too.  A launch
  *    held so asks for the next token a tail before the queue ahead of it runs dry, where that
  *    comes before the token's own tail (a launch of ms: room_or_hold).
  *  - In the token's tail (its last `tail` of time) the next launch asks for the next token,
