@@ -292,3 +292,19 @@ def test_continuous_cost_runs_a_program_bare_then_alone_under_the_hook(tmp_path:
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     said = {line.split()[0]: line for line in p.stdout.splitlines()[1:]}
     assert said["bare"].endswith("steps/s") and said["solo"].endswith("steps/s"), p.stdout
+
+
+@pytest.mark.system
+def test_hook_ab_fake_holds_two_builds_of_the_hook_to_the_cap(tmp_path: Path) -> None:
+    """bench/hook_ab_fake.py builds the hook of a revision and of the working tree and runs the
+    fake GPU's client bare and capped under each (here both are HEAD's, where the tree has no
+    change to the hook)."""
+    path = result_file(tmp_path, "*-hook-ab-fake.json", "bench/hook_ab_fake.py", "--old", "HEAD",
+                       "--rounds", "1", "--seconds", "1.5", "--cap", "0.4")
+    result = json.loads(path.read_text())
+    assert set(result["shares"]) == {"old", "new"}
+    assert len(result["bare_kernels"]) == 1 and result["bare_kernels"][0] > 0
+    # a host-paced loop capped at 0.4 (0.39 over 3 s runs on this machine; 1.5 s here, with
+    # its first token's wait in it)
+    for name, (share,) in result["shares"].items():
+        assert 0.2 < share < 0.5, (name, result)
