@@ -18,7 +18,6 @@ capped at 0.4, and the run after a bare one 0.23, behind its backlog): give it -
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import PY, ROOT, Backend, Client, Procs, base_env, fake_env, print_and_write
+from common import (
+    PY,
+    ROOT,
+    Backend,
+    Client,
+    Procs,
+    base_env,
+    fake_env,
+    print_and_write,
+    run_app,
+)
 
 FAKE_GPU = "NVIDIA H100 80GB HBM3"
 
@@ -53,12 +62,12 @@ def build_hooks(old: str, tmp: Path) -> dict[str, Path]:
     return hooks
 
 
-def kernels(argv: list[str], env: dict[str, str]) -> int:
-    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-    lines = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
-    if p.returncode != 0 or not lines or "kernels" not in lines[-1]:
-        raise RuntimeError(f"{argv[0]} failed: rc {p.returncode}\n{p.stderr[-2000:]}")
-    return int(lines[-1]["kernels"])
+def kernels(procs: Procs, argv: list[str], env: dict[str, str], name: str) -> int:
+    """The kernels the client launched, from its last JSON line (common.run_app)."""
+    result = run_app(procs, argv, env, name, timeout=120)
+    if result.get("rc") != 0 or "kernels" not in result:
+        raise RuntimeError(f"{name} failed: {result}")
+    return int(result["kernels"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,12 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gem-hook-ab-") as tmp, Procs() as procs:
         hooks = build_hooks(args.old, Path(tmp))
         for i in range(args.rounds):
-            bare.append(kernels(app, env))
+            bare.append(kernels(procs, app, env, "bare"))
             for name in (("old", "new") if i % 2 == 0 else ("new", "old")):
                 backend = Backend(procs, [Client("cap", args.cap, args.cap)], tag="hook-ab")
                 try:
                     run_env = {**env, **backend.hook_env("cap"), "LD_PRELOAD": str(hooks[name])}
-                    shares[name].append(round(kernels(app, run_env) / bare[-1], 4))
+                    shares[name].append(round(kernels(procs, app, run_env, name) / bare[-1],
+                                              4))
                 finally:
                     backend.stop()
             print(f"round {i}: bare {bare[-1]} kernels, shares old {shares['old'][-1]} "
