@@ -151,12 +151,13 @@ struct inflight {
         uint64_t launches;      /* ... and launches (graphs: of which graph launches, and */
         uint64_t graphs;        /* graph_ns: the GPU time of the segments with one) */
         double graph_ns;
-        /* Segments left out, after a gap (the GPU may have idled: their GPU time then measured
-         * for the debug log only) and at a hold of a process of several lanes: their launches
-         * count in all that the window let go (gem_inflight_measured) */
+        /* For the debug log only: segments left out, after a gap (the GPU may have idled:
+         * their GPU time then measured anyway) and at a hold of a process of several lanes */
         double gap_ns;
         uint64_t gap_launches, gap_graphs, hold_launches, hold_graphs;
+        struct gem_launch_count all; /* every launch let go in the token, measured or not */
     } run[2];
+    struct gem_launch_count at_token; /* the launches so far when the latest token came */
     uint64_t seq; /* markers recorded so far */
     /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
      * leaves the ring once a later one has finished, and under load the launching threads see
@@ -329,8 +330,8 @@ static __typeof__(&cuEventElapsedTime) elapsed_fn(void)
     return elapsed != NULL ? elapsed : REAL_AUX(cuEventElapsedTime);
 }
 
-/* A segment from `prev` to `done`, `ms` long (for the debug log), left out of run window w
- * after a gap: its launches still count in all the window let go. */
+/* For the debug log: a segment from `prev` to `done`, `ms` long, left out of run window w after
+ * a gap. */
 static void note_gap(struct run_window *w, const struct mark *prev, const struct mark *done,
                      float ms)
 {
@@ -339,18 +340,15 @@ static void note_gap(struct run_window *w, const struct mark *prev, const struct
     w->gap_graphs += done->graphs - prev->graphs;
 }
 
-/* A segment after a gap: counted, and left out of the run window it began in (about when `done`
- * was recorded: `prev` had run out by then).  Its GPU time, for the debug log only.  NULL.
- * f->m held. */
+/* A segment after a gap: counted, and for the debug log, left out of the run window it began
+ * in (about when `done` was recorded: `prev` had run out by then).  NULL.  f->m held. */
 static const struct mark *gap(struct inflight *f, const struct mark *prev,
                               const struct mark *done, __typeof__(&cuEventElapsedTime) elapsed)
 {
     gem_stat_add(GEM_STAT_COST_GAPS, 1);
-    struct run_window *w = run_window_of(f, done->host_ns);
+    struct run_window *w = GEM_LOG_DEBUG <= gem_log_level ? run_window_of(f, done->host_ns) : NULL;
     float ms = 0.0f;
-    if (w != NULL && GEM_LOG_DEBUG <= gem_log_level)
-        elapsed(&ms, prev->ev, done->ev);
-    if (w != NULL)
+    if (w != NULL && elapsed(&ms, prev->ev, done->ev) == CUDA_SUCCESS)
         note_gap(w, prev, done, ms);
     return NULL;
 }
@@ -1010,9 +1008,14 @@ void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
+    struct gem_launch_count so_far = count_of(f);
     f->run[1] = f->run[0];
-    if (f->run[1].from_ns != 0)
+    if (f->run[1].from_ns != 0) {
         f->run[1].to_ns = now;
+        f->run[1].all = (struct gem_launch_count){so_far.launches - f->at_token.launches,
+                                                  so_far.graphs - f->at_token.graphs};
+    }
+    f->at_token = so_far;
     f->run[0] = (struct run_window){.from_ns = from_ns};
     pthread_mutex_unlock(&f->m);
 }
@@ -1042,14 +1045,12 @@ void gem_inflight_measured(int dev, struct gem_run *run)
     run->gpu_ms = w->ns / 1e6;
     run->count = f->graph_unit ? w->graphs : w->launches;
     run->graphs = f->graph_unit;
-    /* Every launch that began to run in the window, measured or not: at the measured cost per
-     * launch, how busy the GPU was (wire.h).  Not said for a process of several lanes: its
-     * lanes' segments overlap on the GPU, and each counts its own launches only (H200, two
-     * threads capped at 0.4: 169 launches a 40 ms token at 196 us a launch measured, 33 ms,
-     * where the GPU ran the program for 38). */
-    uint64_t all = w->launches + w->gap_launches + w->hold_launches;
-    uint64_t all_graphs = w->graphs + w->gap_graphs + w->hold_graphs;
-    run->all = f->many_streams ? 0 : f->graph_unit ? all_graphs : all;
+    /* Every launch let go, for how busy the token kept the GPU, at the measured cost per launch
+     * (wire.h).  Not said for a process of several lanes: its lanes' segments overlap on the
+     * GPU, and each counts its own launches only (H200, two threads capped at 0.4: 169
+     * launches a 40 ms token at 196 us a launch measured, 33 ms, where the GPU ran the
+     * program for 38). */
+    run->all = f->many_streams ? 0 : f->graph_unit ? w->all.graphs : w->all.launches;
     if (w->from_ns != 0)
         GEM_LOG(GEM_LOG_DEBUG, "measured %.3f ms over %llu launches (%llu graphs, %.3f ms); left "
                 "out: %llu launches (%llu graphs) after gaps, %.3f ms, %llu (%llu) after holds",

@@ -267,7 +267,7 @@ uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)
  * that began to run from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
  * gem_inflight_measured says (once) those of the token before the latest, whose queue has run,
- * and every launch that began to run there (0: not said; wire.h's run words). */
+ * and every launch let go in that token (0: not said; wire.h's run words). */
 struct gem_run {
     double gpu_ms;
     uint64_t count, all; /* launches, or graph launches (graphs) */

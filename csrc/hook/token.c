@@ -443,7 +443,7 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
     int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
-    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms, of %llu in all)",
+    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms, of %llu let go)",
             blocking ? "the launch waits" : "renewer", (unsigned long long)run.count,
             run.graphs ? "graph launches" : "launches", run.gpu_ms, (unsigned long long)run.all);
     for (;;) {

@@ -110,7 +110,7 @@ class PodCore:
         self.run_ms = 0.0  # the processes' runs in this token (wire.quota_run)
         self.run_count = 0
         self.run_graphs = False
-        self.run_all: int | None = 0  # all the launches that ran (wire.quota_run_all; None: a
+        self.run_all: int | None = 0  # every launch they let go (wire.quota_run_all; None: a
         # process that measured a run did not say it, so the sum would not hold them all)
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
@@ -236,8 +236,8 @@ class PodCore:
         return [*self._fetch_when_free(now), *self._maybe_report(now)]
 
     def _add_run_all(self, run_all: int, measured: bool, same_unit: bool) -> None:
-        """Sum all the launches each process ran (in the run's unit); a process that measured
-        a run but does not say how many ran in all (0) leaves the sum unsaid for this fetch."""
+        """Sum what each process let go (in the run's unit); a process that measured a run but
+        does not say how many it let go (0) leaves the sum unsaid for this fetch."""
         if self.run_all is None or not same_unit:
             return
         if measured and run_all == 0:

@@ -85,8 +85,6 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from gemini.core.wire import RUN_MEASURE_MS
-
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
 TAIL_S = 0.08  # its last part, read as the client's continuous clock
 CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (scheduler)
@@ -197,20 +195,15 @@ RECENT_RUN_TAILS = 8
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
-# How busy its grants kept the GPU, against how busy it keeps it run continuously.  The speed
-# by work is read from back-to-back segments, so it is the GPU's speed-up while busy; a
-# grant's first launch goes a round trip after it is granted and its last only if half of it
-# fits, and charged over that idle too the speed-up cost a capped client 1-2 points of a cap
-# of 0.4 (H200, 2026-12-02 06:37: CuPy's 40 ms grants held 211 launches of 185.4 us, 0.978
-# of them; it did 0.394).  Busy: every launch that began to run (wire.quota_run_all) at the
-# cost per launch, over the time held, summed over the latest RECENT_FILLS grants (a grant's
-# launches may be told with the next one's: a pod manager sums what its processes say between
-# two of its requests).  Against its calibrations' tails read alike: a program that idles the
-# GPU at its own syncs idles it as much bare (H200, JAX syncing every 10 ms: 202 launches of
-# 176 us a 40 ms grant, 0.89, where it did 1.13 of its bare work per granted second at a
-# speed of 1.14; charged 1.03 for it, it did 0.439 of a cap of 0.4).  Not known until
-# FILL_GRANTS grants and a tail are; no lower than FILL_MIN, as a miscount would let a client
-# past its cap.
+# How busy its grants kept the GPU: every launch they let go (wire.quota_run_all) at their
+# cost per launch, over the time they were held, summed over this many latest grants (a
+# grant's launches may be told with the next one's: a pod manager sums what its processes
+# say between two of its requests).  The speed by work is read from back-to-back segments,
+# so it is the GPU's speed-up while busy; a grant's first launch goes a round trip after it
+# is granted and its last only if half of it fits, and charged over the idle part too the
+# speed-up cost a capped client 1-2 points of a cap of 0.4 (H200, 2026-12-02 06:37: CuPy's
+# 40 ms grants held 211 launches of 185.4 us, 0.978 of them; it did 0.394).  No lower than
+# FILL_MIN, as a miscount would let a client past its cap, and from FILL_GRANTS grants on.
 RECENT_FILLS = 16
 FILL_GRANTS = 4
 FILL_MIN = 0.9
@@ -257,9 +250,7 @@ class _Clocks:
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
-    # the latest grants' launches (all that began to run in each) and how long each was held
-    grants_run: list[tuple[int, float]] = field(default_factory=list)
-    tail_fills: list[float] = field(default_factory=list)  # how busy the latest tails were
+    let_go: list[tuple[int, float]] = field(default_factory=list)  # launches, seconds held
 
     @property
     def continuous(self) -> float:
@@ -280,14 +271,12 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
 
 
 def _fill(clocks: _Clocks) -> float:
-    """How busy its latest grants kept the GPU over how busy its latest tails did, FILL_MIN..1
-    (1: not known; RECENT_FILLS)."""
-    cost, held = _grants_cost(clocks), sum(s for _, s in clocks.grants_run)
-    if cost <= 0.0 or held <= 0.0 or len(clocks.grants_run) < FILL_GRANTS or \
-            not clocks.tail_fills:
+    """How busy its latest grants kept the GPU, FILL_MIN..1 (1: not known; RECENT_FILLS)."""
+    cost, held = _grants_cost(clocks), sum(s for _, s in clocks.let_go)
+    if cost <= 0.0 or held <= 0.0 or len(clocks.let_go) < FILL_GRANTS:
         return 1.0
-    busy = sum(n for n, _ in clocks.grants_run) * cost / 1e3
-    return min(max(busy / held / statistics.median(clocks.tail_fills), FILL_MIN), 1.0)
+    busy = sum(n for n, _ in clocks.let_go) * cost / 1e3
+    return min(max(busy / held, FILL_MIN), 1.0)
 
 
 def _grants_cost(clocks: _Clocks) -> float:
@@ -391,14 +380,13 @@ class SpeedMeter:
         clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
 
     def ran(self, name: str, run_ms: float, launches: int, calibrating: bool,
-            graphs: bool = False, shared: bool = False, all_launches: int = 0,
+            graphs: bool = False, shared: bool = False, let_go: int = 0,
             held_s: float = 0.0) -> None:
         """A grant of `name` ended, and its hook measured `launches` of it (graph launches,
         with `graphs`) run back to back in `run_ms` of GPU time (in a calibration, in its tail:
-        wire.RUN_MEASURE_MS), of `all_launches` that began to run there (0: not said), in the
-        `held_s` it held the grant (an ordinary one).  When the hook starts to count graph
-        launches, what it measured in launches is forgotten: costs per launch and per replay do
-        not compare.
+        wire.RUN_MEASURE_MS), of `let_go` it let go in all (0: not said) in the `held_s` it
+        held the grant (an ordinary one).  When the hook starts to count graph launches, what
+        it measured in launches is forgotten: costs per launch and per replay do not compare.
         `shared`: an uncapped client's, beside others; its first tail is kept (the card was
         busy before it, not cold)."""
         measured = math.isfinite(run_ms) and run_ms > 0.0 and launches >= 1 and (
@@ -409,16 +397,12 @@ class SpeedMeter:
         clocks = self._clocks.setdefault(name, _Clocks())
         if graphs != clocks.graphs and launches > 0:
             clocks.graphs = graphs
-            clocks.grant_costs, clocks.tail_costs, clocks.grants_run = [], [], []
-            clocks.tail_fills = []
+            clocks.grant_costs, clocks.tail_costs, clocks.let_go = [], [], []
             clocks.first_tail_cost = 0.0
-        if not calibrating and not shared and all_launches > 0 and held_s > 0.0:
-            clocks.grants_run = [*clocks.grants_run, (all_launches, held_s)][-RECENT_FILLS:]
+        if not calibrating and not shared and let_go > 0 and held_s > 0.0:
+            clocks.let_go = [*clocks.let_go, (let_go, held_s)][-RECENT_FILLS:]
         if not measured:
             return
-        if calibrating and not shared and all_launches > 0 and run_ms >= MIN_RUN_MS:
-            busy = all_launches * run_ms / launches / RUN_MEASURE_MS  # (the tail's own cost)
-            clocks.tail_fills = [*clocks.tail_fills, busy][-RECENT_RUN_TAILS:]
         if calibrating:
             if run_ms < MIN_RUN_MS:
                 return

@@ -100,14 +100,13 @@ _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40
 # Its sixth word (not in v1), hook -> pod manager -> scheduler: run_all (u32), every launch (or
-# graph launch, as run_launches counts) that began to run in the same token (or calibration
-# tail), measured back to back or not.  At the run's GPU time per launch they say how busy the
-# GPU was: a token's first launch goes a round trip after the scheduler granted it, and its
-# last one only if half of it fits, so a capped client's grants ran 2-3 % idle (H200,
-# 2026-12-02), and its speed-up, read from back-to-back segments, was charged over the idle
-# part too (gemini.core.speed).  Beside a name of up to QUOTA_RUN_ALL_NAME_MAX bytes; 0: not
-# said (v1 peers, longer names, a process that launches on several streams at once, whose
-# segments overlap on the GPU).
+# graph launch, as run_launches counts) the hook let go in that token, measured or not.  At the
+# run's GPU time per launch they say how much of the token the GPU was busy: a token's first
+# launch goes a round trip after the scheduler granted it, and its last one only if half of it
+# fits, so a capped client's grants ran 2-3 % idle (H200, 2026-12-02), and its speed-up, read
+# from back-to-back segments, was charged over the idle part too (gemini.core.speed).  Beside
+# a name of up to QUOTA_RUN_ALL_NAME_MAX bytes; 0: not said (v1 peers, longer names, a process
+# that launches on several streams at once, whose segments overlap on the GPU).
 _QUOTA_RUN_ALL = struct.Struct("<I")
 QUOTA_RUN_ALL_NAME_MAX = QUOTA_RUN_NAME_MAX - _QUOTA_RUN_ALL.size
 RUN_GRAPHS = 1 << 31
@@ -192,8 +191,8 @@ def quota_run(req: Request) -> tuple[float, int, bool]:
 
 
 def quota_run_all(req: Request) -> int:
-    """A QUOTA request's run_all: every launch that began to run where its run was measured,
-    in the run's unit (0: not said)."""
+    """A QUOTA request's run_all: every launch its token let go, in its run's unit (0: not
+    said)."""
     rest = req.args[5:]
     return int(rest[0]) if rest else 0  # type: ignore[arg-type]
 

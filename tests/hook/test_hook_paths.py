@@ -79,7 +79,7 @@ def test_expired_tokens_are_asked_again_and_overuse_is_reported(fake_env, pm):
     # predictor saw bursts longer than a token.  (Two test sessions at once on 2 cores read
     # one token of 20 at 5-20 ms: the host stopped the hook between its look and the launch.)
     assert len(quotas) >= 15
-    assert quotas[0].args == (0.0, 0.0, 0.0, 0.0, 0, 0)
+    assert quotas[0].args == (0.0, 0.0, 0.0, 0.0, 0)
     assert sum(q.args[0] >= 5.0 for q in quotas) <= len(quotas) // 10, [q.args for q in quotas]
     assert max(q.args[1] for q in quotas) >= 20.0
     # ...and it says how long it waited on the GPU (held, here) since its last request.

@@ -123,7 +123,7 @@ class Sim:
         launch_s: float = 0.0,
         overrun_s: dict[str, float] | None = None,
         late_s: float = 0.0,
-        say_all: bool = True,
+        say_let_go: bool = True,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -132,10 +132,10 @@ class Sim:
         `overrun_s`: how long some clients' work runs past each of their grants (a queue the
         hook let through), reported as overuse with their next request; the next holder's work
         waits for it (`ran`, `ran_share`).  `late_s`: how far into each grant its work begins
-        (the token's way to the hook, its first launch); with `say_all`, its hook says how
-        many launches ran in each grant in all (wire.quota_run_all), else not (a long name)."""
+        (the token's way to the hook, its first launch); with `say_let_go`, its hook says how
+        many launches it let go in each grant (wire.quota_run_all), else not (a long name)."""
         self.launch_s = launch_s
-        self.late_s, self.say_all = late_s, say_all
+        self.late_s, self.say_let_go = late_s, say_let_go
         self.overrun_s = overrun_s or {}
         self._gpu_free = 0.0  # (with overrun_s) when the work queued so far runs out
         self.now = 0.0
@@ -178,16 +178,17 @@ class Sim:
 
     def _run(self, c: SimClient) -> tuple[float, int, int]:
         """What its hook measured of its grant before the latest: GPU time (ms) and launches
-        (the whole grant, or a calibration's last RUN_MEASURE_MS), and the launches that began
-        to run there (all measured here; 0: not said)."""
+        (the whole grant, or a calibration's last RUN_MEASURE_MS), and the launches it let go
+        in the whole grant (0: not said)."""
         if not self.launch_s or self.clock is None or len(c.busy) < 2:
             return 0.0, 0, 0
         start, end = c.busy[-2]
+        self.clock.advance(end, self.running)
+        let_go = round(self.clock.work(c.name, start, end) / self.launch_s)
         if len(c.busy) - 2 in c.calibrations:
             start = max(start, end - RUN_MEASURE_MS / 1000)
-        self.clock.advance(end, self.running)
         launches = round(self.clock.work(c.name, start, end) / self.launch_s)
-        return (end - start) * 1000, launches, launches if self.say_all else 0
+        return (end - start) * 1000, launches, let_go if self.say_let_go else 0
 
     def _handle(self, actions: list) -> None:
         for a in actions:

@@ -285,9 +285,9 @@ def test_a_client_with_neighbours_waiting_is_not_calibrated():
 
 def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4,
                gpu_wait: float | None = None, launch_s: float = 0.0, late_s: float = 0.0,
-               say_all: bool = True) -> Sim:
+               say_let_go: bool = True) -> Sim:
     sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock,
-              gpu_wait=gpu_wait, launch_s=launch_s, late_s=late_s, say_all=say_all)
+              gpu_wait=gpu_wait, launch_s=launch_s, late_s=late_s, say_let_go=say_let_go)
     sim.start("capped")
     sim.run_until(seconds)
     return sim
@@ -516,50 +516,44 @@ def test_a_capped_client_is_charged_its_speed_up_where_its_grants_kept_the_gpu_b
         return sim.clock.work("capped", SETTLE_S + 1.0, SETTLE_S + 9.0) / 8.0
 
     seconds = SETTLE_S + 9.0
-    unsaid = run_capped(GpuClock(), seconds, launch_s=0.0002, late_s=0.002, say_all=False)
+    unsaid = run_capped(GpuClock(), seconds, launch_s=0.0002, late_s=0.002, say_let_go=False)
     assert work(unsaid) < 0.4 - 0.015  # charged its speed-up over the idle 2 ms too
     sim = run_capped(GpuClock(), seconds, launch_s=0.0002, late_s=0.002)
     assert work(sim) == pytest.approx(0.4, abs=0.006)
     assert "% busy)" in sim.core.speed.describe("capped")
 
 
-def test_how_busy_a_clients_grants_kept_the_gpu_against_its_tails_is_bounded_and_told_late():
+def test_how_busy_a_clients_grants_kept_the_gpu_is_bounded_and_told_by_enough_of_them():
     meter = SpeedMeter()
     in_grant(meter, 1900.0)
-    for _ in range(FILL_GRANTS):
-        meter.ran("a", 40.0, 200, False, all_launches=190, held_s=0.040)  # 0.95 busy
-    assert meter.speed("a", SETTLE_S) == 1.0  # (no tail yet: the clock's 1900/1900)
-    meter.calibrating("a", 1.0)
-    meter.ran("a", 40.0, 160, calibrating=True, all_launches=160)  # 0.25 ms a launch, all busy
-    meter.calibrating("a", 4.0)  # (the first tail is not kept: its speed; its busy share is)
-    meter.ran("a", 40.0, 160, calibrating=True)  # (said nothing of all that ran)
+    for at in (1.0, 4.0):  # (the first tail is not kept)
+        meter.calibrating("a", at)
+        meter.ran("a", 80.0, 320, calibrating=True)  # 0.25 ms a launch run continuously
+    for _ in range(FILL_GRANTS - 1):
+        meter.ran("a", 40.0, 200, calibrating=False, let_go=190, held_s=0.040)  # 0.95 busy
+    assert meter.speed("a", SETTLE_S) == pytest.approx(1.25)  # (too few grants yet)
+    meter.ran("a", 40.0, 200, calibrating=False, let_go=190, held_s=0.040)
     assert meter.speed("a", SETTLE_S) == pytest.approx(1.25 * 0.95)
-    # A program that idles the GPU as much in its tails (its own syncs) is charged its speed.
-    meter.ran("a", 36.0, 144, calibrating=True, all_launches=152)  # 0.95 busy
-    meter.ran("a", 36.0, 144, calibrating=True, all_launches=152)
-    assert meter.speed("a", SETTLE_S) == pytest.approx(1.25)
-    meter.ran("a", 40.0, 160, calibrating=True, all_launches=160)
-    meter.ran("a", 40.0, 160, calibrating=True, all_launches=160)
-    # A shared grant's let-go is not counted, nor one not said.
-    meter.ran("a", 40.0, 200, False, shared=True, all_launches=20, held_s=0.040)
-    meter.ran("a", 40.0, 200, calibrating=False, all_launches=0, held_s=0.040)
+    # A calibration's or a shared grant's let-go is not counted, nor one not said.
+    meter.ran("a", 80.0, 320, calibrating=True, let_go=10, held_s=0.2)
+    meter.ran("a", 40.0, 200, calibrating=False, let_go=0, held_s=0.040)
     assert meter.speed("a", SETTLE_S) == pytest.approx(1.25 * 0.95)
     # Never idler than FILL_MIN (a miscount must not let a client past its cap by more), and
     # never busier than the time held.
     for _ in range(RECENT_FILLS):
-        meter.ran("a", 40.0, 200, calibrating=False, all_launches=20, held_s=0.040)
+        meter.ran("a", 40.0, 200, calibrating=False, let_go=20, held_s=0.040)
     assert meter.speed("a", SETTLE_S) == pytest.approx(1.25 * FILL_MIN)
     for _ in range(RECENT_FILLS):
-        meter.ran("a", 40.0, 200, calibrating=False, all_launches=2000, held_s=0.040)
+        meter.ran("a", 40.0, 200, calibrating=False, let_go=2000, held_s=0.040)
     assert meter.speed("a", SETTLE_S) == pytest.approx(1.25)
     # ...and a speed-up never falls below 1 for it.
     slow = SpeedMeter()
     in_grant(slow, 1900.0)
     for at in (1.0, 4.0):
         slow.calibrating("a", at)
-        slow.ran("a", 40.0, 200, calibrating=True, all_launches=200)  # 0.2 ms: no speed-up
+        slow.ran("a", 80.0, 400, calibrating=True)  # 0.2 ms: no speed-up
     for _ in range(RECENT_FILLS):
-        slow.ran("a", 40.0, 200, calibrating=False, all_launches=180, held_s=0.040)
+        slow.ran("a", 40.0, 200, calibrating=False, let_go=180, held_s=0.040)
     assert slow.speed("a", SETTLE_S) == 1.0
 
 

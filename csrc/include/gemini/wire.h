@@ -74,9 +74,9 @@ enum gem_status {
 #define GEM_QUOTA_RUN_NAME_MAX 31
 #define GEM_RUN_MEASURE_MS 40
 /* Its sixth word (not in v1): u32 run_all, every launch (or graph launch, as run_launches
- * counts) that began to run in the same token (or calibration tail), measured back to back or
- * not: at the run's GPU time per launch, how busy the GPU was (gemini/core/speed.py).  Beside
- * a name of up to this many bytes; 0: not said (and by a process of several streams). */
+ * counts) the hook let go in that token, measured or not: at the run's GPU time per launch,
+ * how much of the token the GPU was busy (gemini/core/speed.py).  Beside a name of up to this
+ * many bytes; 0: not said. */
 #define GEM_QUOTA_RUN_ALL_NAME_MAX 27
 /* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
  * most of its GPU time, hook/inflight.c), the GPU time every segment's; below it, the count. */
