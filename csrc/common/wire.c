@@ -20,7 +20,7 @@ static int put_head(uint8_t *buf, const char *name, int32_t req_id, int32_t type
 
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
                           double overuse_ms, double burst_ms, double gpu_wait_ms,
-                          float run_ms, uint32_t run_launches, uint32_t run_all)
+                          float run_ms, uint32_t run_launches)
 {
     int off = put_head(buf, name, req_id, GEM_REQ_QUOTA);
     if (off < 0)
@@ -34,8 +34,6 @@ int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
         memcpy(buf + off + 24, &run_ms, 4);
         memcpy(buf + off + 28, &run_launches, 4);
     }
-    if (len <= GEM_QUOTA_RUN_ALL_NAME_MAX)
-        memcpy(buf + off + 32, &run_all, 4);
     return GEM_REQ_MSG_LEN;
 }
 

@@ -155,9 +155,7 @@ struct inflight {
          * their GPU time then measured anyway) and at a hold of a process of several lanes */
         double gap_ns;
         uint64_t gap_launches, gap_graphs, hold_launches, hold_graphs;
-        struct gem_launch_count all; /* every launch let go in the token, measured or not */
     } run[2];
-    struct gem_launch_count at_token; /* the launches so far when the latest token came */
     uint64_t seq; /* markers recorded so far */
     /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
      * leaves the ring once a later one has finished, and under load the launching threads see
@@ -1008,19 +1006,14 @@ void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    struct gem_launch_count so_far = count_of(f);
     f->run[1] = f->run[0];
-    if (f->run[1].from_ns != 0) {
+    if (f->run[1].from_ns != 0)
         f->run[1].to_ns = now;
-        f->run[1].all = (struct gem_launch_count){so_far.launches - f->at_token.launches,
-                                                  so_far.graphs - f->at_token.graphs};
-    }
-    f->at_token = so_far;
     f->run[0] = (struct run_window){.from_ns = from_ns};
     pthread_mutex_unlock(&f->m);
 }
 
-void gem_inflight_measured(int dev, struct gem_run *run)
+void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs)
 {
     struct inflight *f = flight(dev);
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
@@ -1042,15 +1035,9 @@ void gem_inflight_measured(int dev, struct gem_run *run)
      * in a grant is inside a graph's segment, and marked in a tail it is a segment of its own. */
     if (!f->graph_unit && w->graphs > 0 && 2.0 * w->graph_ns >= w->ns)
         f->graph_unit = 1;
-    run->gpu_ms = w->ns / 1e6;
-    run->count = f->graph_unit ? w->graphs : w->launches;
-    run->graphs = f->graph_unit;
-    /* Every launch let go, for how busy the token kept the GPU, at the measured cost per launch
-     * (wire.h).  Not said for a process of several lanes: its lanes' segments overlap on the
-     * GPU, and each counts its own launches only (H200, two threads capped at 0.4: 169
-     * launches a 40 ms token at 196 us a launch measured, 33 ms, where the GPU ran the
-     * program for 38). */
-    run->all = f->many_streams ? 0 : f->graph_unit ? w->all.graphs : w->all.launches;
+    *gpu_ms = w->ns / 1e6;
+    *count = f->graph_unit ? w->graphs : w->launches;
+    *graphs = f->graph_unit;
     if (w->from_ns != 0)
         GEM_LOG(GEM_LOG_DEBUG, "measured %.3f ms over %llu launches (%llu graphs, %.3f ms); left "
                 "out: %llu launches (%llu graphs) after gaps, %.3f ms, %llu (%llu) after holds",

@@ -182,8 +182,8 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
-                  float run_ms, uint32_t run_launches, uint32_t run_all, double *quota_ms,
-                  uint32_t *flags, uint32_t *sharers);
+                  float run_ms, uint32_t run_launches, double *quota_ms, uint32_t *flags,
+                  uint32_t *sharers);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
@@ -266,15 +266,9 @@ int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go int
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)
  * that began to run from `from_ns` on (a new token: gem_inflight_measure_from, at `now`);
- * gem_inflight_measured says (once) those of the token before the latest, whose queue has run,
- * and every launch let go in that token (0: not said; wire.h's run words). */
-struct gem_run {
-    double gpu_ms;
-    uint64_t count, all; /* launches, or graph launches (graphs) */
-    int graphs;
-};
+ * gem_inflight_measured says (once) those of the token before the latest, whose queue has run. */
 void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now);
-void gem_inflight_measured(int dev, struct gem_run *run);
+void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs);
 /* Waits until the markers recorded up to `seq` have run, on every stream; by when they had
  * (their GPU time bounds a look that came late), or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);

@@ -550,7 +550,7 @@ static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
 struct quota_arg {
     double overuse_ms, burst_ms, gpu_wait_ms;
     float run_ms;
-    uint32_t run_launches, run_all;
+    uint32_t run_launches;
 };
 struct update_arg {
     uint64_t bytes;
@@ -561,7 +561,7 @@ static int enc_quota(uint8_t *buf, int32_t id, const void *arg)
 {
     const struct quota_arg *a = arg;
     return gem_wire_encode_quota(buf, gem_cfg.pod_name, id, a->overuse_ms, a->burst_ms,
-                                 a->gpu_wait_ms, a->run_ms, a->run_launches, a->run_all);
+                                 a->gpu_wait_ms, a->run_ms, a->run_launches);
 }
 
 static int enc_limit(uint8_t *buf, int32_t id, const void *arg)
@@ -583,10 +583,10 @@ static int enc_process(uint8_t *buf, int32_t id, const void *arg)
 }
 
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
-                  float run_ms, uint32_t run_launches, uint32_t run_all, double *quota_ms,
-                  uint32_t *flags, uint32_t *sharers)
+                  float run_ms, uint32_t run_launches, double *quota_ms, uint32_t *flags,
+                  uint32_t *sharers)
 {
-    struct quota_arg a = {overuse_ms, burst_ms, gpu_wait_ms, run_ms, run_launches, run_all};
+    struct quota_arg a = {overuse_ms, burst_ms, gpu_wait_ms, run_ms, run_launches};
     uint8_t rsp[GEM_RSP_MSG_LEN];
     call(dev, enc_quota, &a, rsp);
     *quota_ms = gem_wire_rsp_quota_ms(rsp);

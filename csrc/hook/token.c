@@ -434,21 +434,22 @@ static void fetch(struct token *t, int dev, int64_t now, int blocking)
     pthread_mutex_unlock(&t->m);
     /* (Not under t->m: it may poll the markers, driver calls the launching threads need not
      * wait for; only this thread, the device's fetcher, moves the run windows.) */
-    struct gem_run run = {0};
-    gem_inflight_measured(dev, &run);
-    uint32_t run_launches = gem_wire_run_word(run.count, run.graphs);
-    uint32_t run_all = run.all > GEM_RUN_COUNT_MAX ? GEM_RUN_COUNT_MAX : (uint32_t)run.all;
+    double run_ms = 0.0;
+    uint64_t run_count = 0;
+    int run_graphs = 0;
+    gem_inflight_measured(dev, &run_ms, &run_count, &run_graphs);
+    uint32_t run_launches = gem_wire_run_word(run_count, run_graphs);
 
     double quota_ms = 0.0;
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
     int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
-    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms, of %llu let go)",
-            blocking ? "the launch waits" : "renewer", (unsigned long long)run.count,
-            run.graphs ? "graph launches" : "launches", run.gpu_ms, (unsigned long long)run.all);
+    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms)",
+            blocking ? "the launch waits" : "renewer", (unsigned long long)run_count,
+            run_graphs ? "graph launches" : "launches", run_ms);
     for (;;) {
-        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run.gpu_ms,
-                      run_launches, run_all, &quota_ms, &flags, &sharers);
+        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
+                      run_launches, &quota_ms, &flags, &sharers);
         if (quota_ms > 0.0)
             break;
         GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);

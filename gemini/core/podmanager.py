@@ -45,14 +45,12 @@ from gemini.core.wire import (
     MEM_FREE,
     MEM_LEASE,
     NOTIFY_ID,
-    RUN_COUNT_MAX,
     Request,
     RequestType,
     Response,
     Status,
     quota_args,
     quota_run,
-    quota_run_all,
     run_word,
 )
 
@@ -110,8 +108,6 @@ class PodCore:
         self.run_ms = 0.0  # the processes' runs in this token (wire.quota_run)
         self.run_count = 0
         self.run_graphs = False
-        self.run_all: int | None = 0  # every launch they let go (wire.quota_run_all; None: a
-        # process that measured a run did not say it, so the sum would not hold them all)
         self.fetch_id: int | None = None  # upstream QUOTA in flight
         self.fetch_at: float | None = None  # fetch delayed until others' handed-out time ends
         self.quota_waiters: list[Waiter] = []
@@ -212,12 +208,10 @@ class PodCore:
         # (A process that counts otherwise than the ones before it in this token: its run is
         # left out, as a sum of launches and graph launches counts nothing.)
         same_unit = self.run_count == 0 or run_graphs == self.run_graphs
-        measured = run_count > 0 and math.isfinite(run_ms) and run_ms > 0.0
-        if measured and same_unit:
+        if run_count > 0 and math.isfinite(run_ms) and run_ms > 0.0 and same_unit:
             self.run_ms += run_ms
             self.run_count += run_count
             self.run_graphs = run_graphs
-        self._add_run_all(quota_run_all(w.req), measured, same_unit)
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
         hook.launched = True
@@ -234,16 +228,6 @@ class PodCore:
             return []
         self._report_due = True
         return [*self._fetch_when_free(now), *self._maybe_report(now)]
-
-    def _add_run_all(self, run_all: int, measured: bool, same_unit: bool) -> None:
-        """Sum what each process let go (in the run's unit); a process that measured a run but
-        does not say how many it let go (0) leaves the sum unsaid for this fetch."""
-        if self.run_all is None or not same_unit:
-            return
-        if measured and run_all == 0:
-            self.run_all = None
-        else:
-            self.run_all += run_all
 
     def _fetch_when_free(self, now: float) -> list[Action]:
         busy_until = max((h.running_until for h in self.hooks.values()), default=now)
@@ -264,12 +248,11 @@ class PodCore:
         # but the first one's overuse was lost).
         self.overuse_in_flight = max(self.overuse_in_flight, self.overuse_ms)
         self.overuse_ms = 0.0
-        run = (self.run_ms, run_word(self.run_count, self.run_graphs),
-               min(self.run_all or 0, RUN_COUNT_MAX))
+        run = (self.run_ms, run_word(self.run_count, self.run_graphs))
         send = self._send(RequestType.QUOTA,
                           (self.overuse_in_flight, burst_ms, self.gpu_wait_ms, *run))
         self.gpu_wait_ms = None
-        self.run_ms, self.run_count, self.run_graphs, self.run_all = 0.0, 0, False, 0
+        self.run_ms, self.run_count, self.run_graphs = 0.0, 0, False
         self.fetch_id = send.request.req_id
         asked = f"asked the scheduler for a token ({burst_ms:.3f} ms burst, " \
                 f"{self.overuse_in_flight:.3f} ms overuse)"

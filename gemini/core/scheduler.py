@@ -76,7 +76,6 @@ from gemini.core.wire import (
     Status,
     quota_args,
     quota_run,
-    quota_run_all,
 )
 
 MS = 1000.0
@@ -138,7 +137,6 @@ class ClientState:
     # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
     calibrated_before: bool = False
     shared_before: bool = False
-    held_before_s: float = 0.0  # ... and how long it was held (speed: how busy it kept the GPU)
 
 
 @dataclass
@@ -322,13 +320,11 @@ class SchedulerCore:
         run = quota_run(req)
         run_ms, run_count, run_graphs = run
         unit = "graph launches" if run_graphs else "launches"
-        let_go = quota_run_all(req)
         ran = f", ran {run_count} {unit} in {run_ms:.3f} ms" if run_count else ""
-        ran += f" of {let_go} let go" if let_go else ""
         out: list[Action] = [act.debug(name, f"asks for a token ({burst_ms:.3f} ms burst, "
                                              f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
-            out += self._weigh(client, latest, gpu_wait_ms, run, let_go)
+            out += self._weigh(client, latest, gpu_wait_ms, run)
         if self.holder is not None and self.holder.interval.name == name:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
@@ -438,18 +434,17 @@ class SchedulerCore:
             other.overrun_s += lost
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
-               run: tuple[float, int, bool], let_go: int) -> list[Action]:
+               run: tuple[float, int, bool]) -> list[Action]:
         """An ended grant: what its hook measured goes to the speed meter, and the grant is
         charged at its client's speed (a capped client's, or an uncapped one's beside others:
         gemini.core.speed).  `gpu_wait_ms`: how long the client waited on the GPU since its
         last request, in this grant (None: not said); `run`: the GPU time (ms) and launches
-        (or graph launches) its hook measured in the grant before (wire.quota_run), of
-        `let_go` in all (wire.quota_run_all; 0: not said)."""
+        (or graph launches) its hook measured in the grant before (wire.quota_run)."""
         grant.weighed = True
         capped = client.spec.capped
         if not capped and not self.timing.shared_speed:
             return []
-        out = self._record_run(client, grant, run, let_go)
+        out = self._record_run(client, grant, run)
         if not capped:
             if not grant.shared:  # alone and uncapped: nothing to charge
                 return out
@@ -460,18 +455,16 @@ class SchedulerCore:
         return out
 
     def _record_run(self, client: ClientState, grant: Interval,
-                    run: tuple[float, int, bool], let_go: int) -> list[Action]:
+                    run: tuple[float, int, bool]) -> list[Action]:
         """The run its hook measured in the grant before this one (a calibration's tail, if
-        that one calibrated) goes to the speed meter, with the launches it let go in that
-        grant and how long that was held."""
+        that one calibrated) goes to the speed meter."""
         run_ms, run_count, run_graphs = run
         capped = client.spec.capped
         if capped or client.shared_before:  # (alone and uncapped: nothing to weigh)
             self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
-                           shared=not capped, let_go=let_go, held_s=client.held_before_s)
+                           shared=not capped)
         out = self._said_calibrated(client, grant.name, run_count)
         client.calibrated_before, client.shared_before = grant.calibrating, grant.shared
-        client.held_before_s = grant.end - grant.start
         return out
 
     def _charge_speed(self, client: ClientState, grant: Interval) -> None:

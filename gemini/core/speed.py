@@ -195,18 +195,6 @@ RECENT_RUN_TAILS = 8
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
-# How busy its grants kept the GPU: every launch they let go (wire.quota_run_all) at their
-# cost per launch, over the time they were held, summed over this many latest grants (a
-# grant's launches may be told with the next one's: a pod manager sums what its processes
-# say between two of its requests).  The speed by work is read from back-to-back segments,
-# so it is the GPU's speed-up while busy; a grant's first launch goes a round trip after it
-# is granted and its last only if half of it fits, and charged over the idle part too the
-# speed-up cost a capped client 1-2 points of a cap of 0.4 (H200, 2026-12-02 06:37: CuPy's
-# 40 ms grants held 211 launches of 185.4 us, 0.978 of them; it did 0.394).  No lower than
-# FILL_MIN, as a miscount would let a client past its cap, and from FILL_GRANTS grants on.
-RECENT_FILLS = 16
-FILL_GRANTS = 4
-FILL_MIN = 0.9
 
 
 @dataclass(frozen=True)
@@ -250,7 +238,6 @@ class _Clocks:
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
-    let_go: list[tuple[int, float]] = field(default_factory=list)  # launches, seconds held
 
     @property
     def continuous(self) -> float:
@@ -268,15 +255,6 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     continuous = statistics.median(costs) if shared else max(costs)
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
-
-
-def _fill(clocks: _Clocks) -> float:
-    """How busy its latest grants kept the GPU, FILL_MIN..1 (1: not known; RECENT_FILLS)."""
-    cost, held = _grants_cost(clocks), sum(s for _, s in clocks.let_go)
-    if cost <= 0.0 or held <= 0.0 or len(clocks.let_go) < FILL_GRANTS:
-        return 1.0
-    busy = sum(n for n, _ in clocks.let_go) * cost / 1e3
-    return min(max(busy / held, FILL_MIN), 1.0)
 
 
 def _grants_cost(clocks: _Clocks) -> float:
@@ -380,29 +358,21 @@ class SpeedMeter:
         clocks.gpu_wait = share if old is None else old + WAIT_WEIGHT * (share - old)
 
     def ran(self, name: str, run_ms: float, launches: int, calibrating: bool,
-            graphs: bool = False, shared: bool = False, let_go: int = 0,
-            held_s: float = 0.0) -> None:
+            graphs: bool = False, shared: bool = False) -> None:
         """A grant of `name` ended, and its hook measured `launches` of it (graph launches,
         with `graphs`) run back to back in `run_ms` of GPU time (in a calibration, in its tail:
-        wire.RUN_MEASURE_MS), of `let_go` it let go in all (0: not said) in the `held_s` it
-        held the grant (an ordinary one).  When the hook starts to count graph launches, what
-        it measured in launches is forgotten: costs per launch and per replay do not compare.
-        `shared`: an uncapped client's, beside others; its first tail is kept (the card was
-        busy before it, not cold)."""
-        measured = math.isfinite(run_ms) and run_ms > 0.0 and launches >= 1 and (
-            launches >= MIN_RUN_LAUNCHES or run_ms >= MIN_RUN_MS)
-        clocks = self._clocks.get(name)
-        if clocks is None and not measured:
+        wire.RUN_MEASURE_MS).  When the hook starts to count graph launches, what it measured
+        in launches is forgotten: costs per launch and per replay do not compare.  `shared`:
+        an uncapped client's, beside others; its first tail is kept (the card was busy
+        before it, not cold)."""
+        if not math.isfinite(run_ms) or run_ms <= 0.0 or launches < 1 or (
+                launches < MIN_RUN_LAUNCHES and run_ms < MIN_RUN_MS):
             return
         clocks = self._clocks.setdefault(name, _Clocks())
-        if graphs != clocks.graphs and launches > 0:
+        if graphs != clocks.graphs:
             clocks.graphs = graphs
-            clocks.grant_costs, clocks.tail_costs, clocks.let_go = [], [], []
+            clocks.grant_costs, clocks.tail_costs = [], []
             clocks.first_tail_cost = 0.0
-        if not calibrating and not shared and let_go > 0 and held_s > 0.0:
-            clocks.let_go = [*clocks.let_go, (let_go, held_s)][-RECENT_FILLS:]
-        if not measured:
-            return
         if calibrating:
             if run_ms < MIN_RUN_MS:
                 return
@@ -457,8 +427,6 @@ class SpeedMeter:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks, shared)
-        if work is not None and not shared:  # (the speed-up counts where the GPU was busy)
-            work = max(work * _fill(clocks), 1.0)
         if shared:
             fast = 1.0 if work is None else work
         else:
@@ -495,9 +463,7 @@ class SpeedMeter:
             return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "
                     f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
-        busy = f" ({_fill(clocks):.1%} busy)" if _fill(clocks) < 1.0 else ""
-        return (f"by {by}: {grants} us per {unit} in its grants{busy}, in the latest tails "
-                f"{costs}; "
+        return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")

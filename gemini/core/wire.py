@@ -40,7 +40,7 @@ class WireError(ValueError):
 
 class RequestType(enum.IntEnum):
     # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms[, gpu_wait_ms[, run_ms,
-    # run_launches[, run_all]]] -> quota_ms, flags, sharers
+    # run_launches]] -> quota_ms, flags, sharers
     QUOTA = 0
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
     MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
@@ -99,16 +99,6 @@ QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40
-# Its sixth word (not in v1), hook -> pod manager -> scheduler: run_all (u32), every launch (or
-# graph launch, as run_launches counts) the hook let go in that token, measured or not.  At the
-# run's GPU time per launch they say how much of the token the GPU was busy: a token's first
-# launch goes a round trip after the scheduler granted it, and its last one only if half of it
-# fits, so a capped client's grants ran 2-3 % idle (H200, 2026-12-02), and its speed-up, read
-# from back-to-back segments, was charged over the idle part too (gemini.core.speed).  Beside
-# a name of up to QUOTA_RUN_ALL_NAME_MAX bytes; 0: not said (v1 peers, longer names, a process
-# that launches on several streams at once, whose segments overlap on the GPU).
-_QUOTA_RUN_ALL = struct.Struct("<I")
-QUOTA_RUN_ALL_NAME_MAX = QUOTA_RUN_NAME_MAX - _QUOTA_RUN_ALL.size
 RUN_GRAPHS = 1 << 31
 RUN_COUNT_MAX = RUN_GRAPHS - 1
 
@@ -190,13 +180,6 @@ def quota_run(req: Request) -> tuple[float, int, bool]:
     return float(rest[0]), word & RUN_COUNT_MAX, bool(word & RUN_GRAPHS)  # type: ignore[arg-type]
 
 
-def quota_run_all(req: Request) -> int:
-    """A QUOTA request's run_all: every launch its token let go, in its run's unit (0: not
-    said)."""
-    rest = req.args[5:]
-    return int(rest[0]) if rest else 0  # type: ignore[arg-type]
-
-
 def run_word(count: int, graphs: bool) -> int:
     """The run_launches word for `count` launches, or graph launches."""
     return min(max(count, 0), RUN_COUNT_MAX) | (RUN_GRAPHS if graphs else 0)
@@ -214,9 +197,6 @@ def name_leaves_out(name: str) -> str | None:
     if not _run_fits(raw):
         return ("its programs' GPU time per launch: a cap's speed-up is read from the GPU's "
                 "clock only, which wanders more")
-    if not _run_all_fits(raw):
-        return ("how many launches its grants held: a cap's speed-up is charged over the "
-                "idle edges of its grants too (some 2 points under a cap of 0.4)")
     return None
 
 
@@ -228,14 +208,9 @@ def _run_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= QUOTA_RUN_NAME_MAX
 
 
-def _run_all_fits(raw_name: bytes) -> bool:
-    return len(raw_name) <= QUOTA_RUN_ALL_NAME_MAX
-
-
 def encode_request(req: Request) -> bytes:
-    """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches[,
-    run_all]]]); gpu_wait_ms None or beside a long name is not sent, nor is the run beside a
-    longer one, nor run_all beside a longer one still."""
+    """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]);
+    gpu_wait_ms None or beside a long name is not sent, nor is the run beside a longer one."""
     raw = check_name(req.name)
     args = req.args
     extra = b""
@@ -245,8 +220,6 @@ def encode_request(req: Request) -> bytes:
             extra = _QUOTA_GPU_WAIT.pack(rest[0])
             if len(rest) >= 3 and _run_fits(raw):
                 extra += _QUOTA_RUN.pack(rest[1], rest[2])
-                if len(rest) >= 4 and _run_all_fits(raw):
-                    extra += _QUOTA_RUN_ALL.pack(rest[3])
     payload = _REQ_PAYLOAD[req.type].pack(*args) + extra
     msg = _HEAD.pack(len(raw)) + raw + b"\0" + _IDS.pack(req.req_id, int(req.type)) + payload
     return msg.ljust(REQ_MSG_LEN, b"\0")
@@ -274,11 +247,8 @@ def decode_request(msg: bytes) -> Request:
     args = layout.unpack_from(msg, end + 9)
     if req_type == RequestType.QUOTA and _gpu_wait_fits(msg[8:end]):
         args += _QUOTA_GPU_WAIT.unpack_from(msg, end + 9 + layout.size)
-        at = end + 9 + layout.size + _QUOTA_GPU_WAIT.size
         if _run_fits(msg[8:end]):
-            args += _QUOTA_RUN.unpack_from(msg, at)
-        if _run_all_fits(msg[8:end]):
-            args += _QUOTA_RUN_ALL.unpack_from(msg, at + _QUOTA_RUN.size)
+            args += _QUOTA_RUN.unpack_from(msg, end + 9 + layout.size + _QUOTA_GPU_WAIT.size)
     return Request(name, req_id, req_type, tuple(args))
 
 

@@ -13,7 +13,7 @@ from gemini.core.mps import MpsState
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import Timing
 from gemini.core.um import UmPolicy, check_oversubscription
-from gemini.core.wire import QUOTA_RUN_ALL_NAME_MAX, name_leaves_out
+from gemini.core.wire import QUOTA_RUN_NAME_MAX, name_leaves_out
 from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
 from gemini.daemon.server import FrameServer
 
@@ -89,7 +89,7 @@ async def serve_scheduler(
                 warned.add(spec.name)
                 log.warning("[%s] its name is %d bytes: a token request beside it has no room "
                             "for %s (names of up to %d bytes leave room for all)", spec.name,
-                            len(spec.name.encode()), left_out, QUOTA_RUN_ALL_NAME_MAX)
+                            len(spec.name.encode()), left_out, QUOTA_RUN_NAME_MAX)
 
     def apply(config: ResourceConfig) -> None:
         ours = config.for_gpu(gpu)

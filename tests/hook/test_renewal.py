@@ -119,29 +119,6 @@ def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env,
     assert all(ms == pytest.approx(1.0 * n, rel=0.05) and n <= 70 for ms, n in measured), runs
 
 
-def test_each_request_says_every_launch_its_token_before_let_go(fake_env, pm):
-    """At the run's GPU time per launch, the launches a token let go (wire.quota_run_all) say
-    how much of it the GPU was busy: the scheduler charges a cap's speed-up there only.  Not
-    said by a process of several streams, whose streams' segments overlap on the GPU."""
-    pm.quota_ms = 30.0
-    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", "ctx", "--bursts", "60"])
-    assert r.out[-1]["rc"] == 0, r.stderr
-    quotas = pm.of_type(RequestType.QUOTA)
-    runs = [(wire.quota_run(q)[1], wire.quota_run_all(q)) for q in quotas]
-    assert all(let_go >= measured for measured, let_go in runs), runs
-    # All 240 but the last token's and the one before's (30 ms of 1 ms kernels each, at most),
-    # which no request came after to say.
-    assert 240 - 2 * 30 <= sum(let_go for _, let_go in runs) <= 240, runs
-    pm.requests.clear()
-    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", "stream", "--bursts", "30", "--threads", "2"])
-    assert r.out[-1]["rc"] == 0, r.stderr
-    quotas = pm.of_type(RequestType.QUOTA)
-    assert sum(wire.quota_run(q)[1] for q in quotas) > 0
-    assert all(wire.quota_run_all(q) == 0 for q in quotas)
-
-
 @pytest.mark.parametrize("light", [1, 3])
 def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     """Replays of 4 kernels of 1 ms, each followed by light kernels (a compiled model's

@@ -122,8 +122,6 @@ class Sim:
         gpu_wait: float | None = None,
         launch_s: float = 0.0,
         overrun_s: dict[str, float] | None = None,
-        late_s: float = 0.0,
-        say_let_go: bool = True,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -131,11 +129,8 @@ class Sim:
         wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none).
         `overrun_s`: how long some clients' work runs past each of their grants (a queue the
         hook let through), reported as overuse with their next request; the next holder's work
-        waits for it (`ran`, `ran_share`).  `late_s`: how far into each grant its work begins
-        (the token's way to the hook, its first launch); with `say_let_go`, its hook says how
-        many launches it let go in each grant (wire.quota_run_all), else not (a long name)."""
+        waits for it (`ran`, `ran_share`)."""
         self.launch_s = launch_s
-        self.late_s, self.say_let_go = late_s, say_let_go
         self.overrun_s = overrun_s or {}
         self._gpu_free = 0.0  # (with overrun_s) when the work queued so far runs out
         self.now = 0.0
@@ -176,19 +171,16 @@ class Sim:
                       (overuse_ms, self.burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))
 
-    def _run(self, c: SimClient) -> tuple[float, int, int]:
+    def _run(self, c: SimClient) -> tuple[float, int]:
         """What its hook measured of its grant before the latest: GPU time (ms) and launches
-        (the whole grant, or a calibration's last RUN_MEASURE_MS), and the launches it let go
-        in the whole grant (0: not said)."""
+        (the whole grant, or a calibration's last RUN_MEASURE_MS)."""
         if not self.launch_s or self.clock is None or len(c.busy) < 2:
-            return 0.0, 0, 0
+            return 0.0, 0
         start, end = c.busy[-2]
-        self.clock.advance(end, self.running)
-        let_go = round(self.clock.work(c.name, start, end) / self.launch_s)
         if len(c.busy) - 2 in c.calibrations:
             start = max(start, end - RUN_MEASURE_MS / 1000)
-        launches = round(self.clock.work(c.name, start, end) / self.launch_s)
-        return (end - start) * 1000, launches, let_go if self.say_let_go else 0
+        self.clock.advance(end, self.running)
+        return (end - start) * 1000, round(self.clock.work(c.name, start, end) / self.launch_s)
 
     def _handle(self, actions: list) -> None:
         for a in actions:
@@ -204,7 +196,7 @@ class Sim:
         self.grants += 1
         back = self.now + max(quota_s + self._rng.uniform(-0.0025, 0.002), 0.0)
         end = min(back, self.now + quota_s)
-        c.busy.append((min(self.now + self.late_s, end), end))
+        c.busy.append((self.now, end))
         if self.overrun_s:
             self._run_work(c, end)
         self._wake(c.name, back)

@@ -99,33 +99,17 @@ def test_fetch_reports_the_largest_overuse_burst_and_wait_on_the_gpu_and_the_run
     pod.on_hook_request(3, quota(1, gpu_wait=1.0, run=(float("nan"), 7)), 0.07)  # (garbage)
     # Process 2 runs until 0.1 on the time it was handed; then the token goes back.
     [fetch] = fetches(pod.on_deadline(0.1))
-    assert fetch.args == (9.0, 70.0, 30.0, 30.0, 120, 0)  # (none said what it let go)
+    assert fetch.args == (9.0, 70.0, 30.0, 30.0, 120)
     # ...once: the next fetch carries only what was measured since.
     grant(pod, 0.1, 50.0)
     [fetch] = fetches(pod.on_hook_request(2, quota(3, burst=40.0, gpu_wait=2.0), 0.2))
-    assert fetch.args[3:] == (0.0, 0, 0)
-
-
-def test_a_fetch_says_the_launches_its_processes_let_go_summed_if_each_that_ran_said():
-    pod = ready_pod()
-    pod.on_hook_request(2, quota(1, burst=40.0), 0.0)
-    grant(pod, 0.0, 100.0)
-    pod.on_hook_request(2, quota(2, burst=40.0, run=(20.0, 80, 150)), 0.05)
-    pod.on_hook_request(1, quota(1, burst=70.0, run=(0.0, 0, 30)), 0.06)  # (none measured)
-    [fetch] = fetches(pod.on_deadline(0.1))
-    assert fetch.args[3:] == (20.0, 80, 180)
-    grant(pod, 0.1, 100.0)
-    pod.on_hook_request(2, quota(3, burst=40.0, run=(20.0, 80, 150)), 0.15)
-    pod.on_hook_request(1, quota(2, burst=70.0, run=(10.0, 40, 0)), 0.16)  # ran, said none
-    pod.on_hook_request(3, quota(1, burst=70.0, run=(10.0, 40, 60)), 0.17)
-    [fetch] = fetches(pod.on_deadline(0.2))
-    assert fetch.args[3:] == (40.0, 160, 0)  # (a sum without it would hold too few)
+    assert fetch.args[3:] == (0.0, 0)
 
 
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
-    assert fetch.args == (0.0, 10.0, None, 0.0, 0, 0)  # (its name is too long for the word)
+    assert fetch.args == (0.0, 10.0, None, 0.0, 0)  # (its name is too long for the word)
 
 
 def test_an_overuse_reported_while_a_fetch_is_out_goes_with_the_next_fetch():

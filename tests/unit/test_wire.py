@@ -12,7 +12,6 @@ from gemini.core.wire import (
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
     QUOTA_GPU_WAIT_NAME_MAX,
-    QUOTA_RUN_ALL_NAME_MAX,
     QUOTA_RUN_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
@@ -31,7 +30,6 @@ from gemini.core.wire import (
     name_leaves_out,
     quota_args,
     quota_run,
-    quota_run_all,
     run_word,
 )
 
@@ -82,35 +80,19 @@ def test_a_quota_requests_run_follows_its_wait_on_the_gpu_where_the_name_leaves_
     assert QUOTA_GPU_WAIT_NAME_MAX - QUOTA_RUN_NAME_MAX == 8
 
 
-def test_the_launches_a_token_let_go_follow_its_run_where_the_name_leaves_room():
-    name = "n" * QUOTA_RUN_ALL_NAME_MAX
-    args = (1.5, 20.0, 12.5, 30.25, 96, 211)
-    frame = encode_request(Request(name, 7, RequestType.QUOTA, args))
-    assert frame == v1_request(name.encode(), 7, 0, struct.pack("<dddfII", *args))
-    req = decode_request(frame)
-    assert quota_run(req) == (30.25, 96, False) and quota_run_all(req) == 211
-    longer = decode_request(encode_request(Request(name + "n", 7, RequestType.QUOTA, args)))
-    assert quota_run(longer) == (30.25, 96, False) and quota_run_all(longer) == 0
-    assert quota_run_all(decode_request(v1_request(b"c", 7, 0, struct.pack("<dd", 1.5, 2.0)))) == 0
-    assert QUOTA_RUN_NAME_MAX - QUOTA_RUN_ALL_NAME_MAX == 4
-
-
-@pytest.mark.parametrize("size", [1, QUOTA_RUN_ALL_NAME_MAX, QUOTA_RUN_ALL_NAME_MAX + 1,
-                                  QUOTA_RUN_NAME_MAX, QUOTA_RUN_NAME_MAX + 1,
+@pytest.mark.parametrize("size", [1, QUOTA_RUN_NAME_MAX, QUOTA_RUN_NAME_MAX + 1,
                                   QUOTA_GPU_WAIT_NAME_MAX, QUOTA_GPU_WAIT_NAME_MAX + 1,
                                   MAX_NAME_LEN])
 def test_what_a_name_leaves_out_is_what_its_requests_cannot_carry(size):
     # (2-byte characters: the limits count bytes)
     name = "é" * (size // 2) + "n" * (size % 2)
     req = decode_request(encode_request(Request(name, 7, RequestType.QUOTA,
-                                                (0.0, 1.0, 2.0, 38.5, 56, 80))))
+                                                (0.0, 1.0, 2.0, 38.5, 56))))
     wait_lost, run_lost = quota_args(req)[2] is None, quota_run(req)[1] == 0
-    all_lost = quota_run_all(req) == 0
     said = name_leaves_out(name)
-    assert (said is None) == (not all_lost)
+    assert (said is None) == (not run_lost)
     if said is not None:
         assert ("wait on the GPU" in said) == wait_lost
-        assert ("GPU time per launch" in said) == run_lost
 
 
 def test_a_run_counted_in_graph_launches_says_so_in_its_counts_top_bit():
@@ -175,12 +157,11 @@ def test_malformed_requests_raise_wire_error(frame, reason):
 
 
 names = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=6
-)  # (at most 24 bytes: they leave the QUOTA request room for all its words)
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), min_size=1, max_size=7
+)  # (at most 28 bytes: they leave the QUOTA request room for all its words)
 args_by_type = {
     RequestType.QUOTA: st.tuples(*[st.floats(allow_nan=False)] * 3,
-                                 st.floats(allow_nan=False, width=32),
-                                 *[st.integers(0, 2**32 - 1)] * 2),
+                                 st.floats(allow_nan=False, width=32), st.integers(0, 2**32 - 1)),
     RequestType.MEM_LIMIT: st.just(()),
     RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2)),
     RequestType.STATUS: st.just(()),

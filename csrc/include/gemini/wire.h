@@ -73,11 +73,6 @@ enum gem_status {
  * launches: none measured (v1 peers, longer names). */
 #define GEM_QUOTA_RUN_NAME_MAX 31
 #define GEM_RUN_MEASURE_MS 40
-/* Its sixth word (not in v1): u32 run_all, every launch (or graph launch, as run_launches
- * counts) the hook let go in that token, measured or not: at the run's GPU time per launch,
- * how much of the token the GPU was busy (gemini/core/speed.py).  Beside a name of up to this
- * many bytes; 0: not said. */
-#define GEM_QUOTA_RUN_ALL_NAME_MAX 27
 /* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
  * most of its GPU time, hook/inflight.c), the GPU time every segment's; below it, the count. */
 #define GEM_RUN_GRAPHS 2147483648
@@ -89,7 +84,7 @@ uint32_t gem_wire_run_word(uint64_t count, int graphs);
  * or -1 if the name is empty, has a NUL or is longer than GEM_MAX_NAME_LEN. */
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
                           double overuse_ms, double burst_ms, double gpu_wait_ms,
-                          float run_ms, uint32_t run_launches, uint32_t run_all);
+                          float run_ms, uint32_t run_launches);
 int gem_wire_encode_mem_limit(uint8_t *buf, const char *name, int32_t req_id);
 int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
                                uint64_t bytes, int32_t is_allocate);
