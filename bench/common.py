@@ -453,12 +453,14 @@ class ClockSampler:
 
 class GrantTracer:
     """Polls the scheduler's STATUS (every `period` s) in a thread and keeps every grant interval
-    it reports, converted to this machine's CLOCK_MONOTONIC (offset = poll midpoint - uptime)."""
+    it reports, converted to this machine's CLOCK_MONOTONIC (offset = poll midpoint - uptime),
+    and each client's speed charge so far at each poll (`speed_charged`)."""
 
     def __init__(self, port: int, period: float = 0.2) -> None:
         self.port, self.period = port, period
         self._raw: dict[tuple[str, float], float] = {}
         self._offsets: list[float] = []
+        self._charges: list[tuple[float, dict[str, float]]] = []  # (poll midpoint, name: s)
         self._stop = threading.Event()
         self.error = ""
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -473,11 +475,23 @@ class GrantTracer:
                 snap = query_status("127.0.0.1", self.port, timeout=2.0)
                 b = time.monotonic()
                 self._offsets.append((a + b) / 2 - float(snap["uptime_s"]))
+                self._charges.append(((a + b) / 2, {
+                    str(c["name"]): float(c.get("speed_charge_s") or 0.0)
+                    for c in snap.get("clients", [])}))
                 for name, start, end in snap.get("history", []):
                     self._raw[(str(name), round(float(start), 6))] = float(end)
             except Exception as exc:  # a missed poll only loses detail
                 self.error = str(exc)[:200]
             self._stop.wait(self.period)
+
+    def speed_charged(self, name: str, a: float, b: float) -> float | None:
+        """The speed charge `name` was charged between the first poll at or after `a` and the
+        last at or before `b`, scaled to [a, b] (None: fewer than two polls there)."""
+        inside = [(t, c[name]) for t, c in self._charges if a <= t <= b and name in c]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        (t0, c0), (t1, c1) = inside[0], inside[-1]
+        return (c1 - c0) * (b - a) / (t1 - t0)
 
     def stop(self) -> list[tuple[str, float, float]]:
         self._stop.set()

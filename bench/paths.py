@@ -296,6 +296,19 @@ def granted_share(grants: list[tuple[str, float, float]], name: str, a: float,
     return rnd(held / (b - a), 4) if b > a else None
 
 
+def per_granted_second(share: float | None, granted: float | None, speed_charged_s: float | None,
+                       seconds: float) -> dict:
+    """Work done and time charged per second granted (cap_work_per_granted_s: the share of bare
+    work over the share granted; cap_charged_per_granted_s: 1 + the speed charge over the time
+    granted).  Where they differ, the speed was charged wrong (work less than charged: the cap
+    falls short by as much)."""
+    if not share or not granted:
+        return {"cap_work_per_granted_s": None, "cap_charged_per_granted_s": None}
+    charged = None if speed_charged_s is None else 1.0 + speed_charged_s / (granted * seconds)
+    return {"cap_work_per_granted_s": rnd(share / granted),
+            "cap_charged_per_granted_s": None if charged is None else rnd(charged)}
+
+
 def overuse_of(log_text: str) -> dict:
     """parse_overuse over a hook's debug log, on its lines that speak of overuse."""
     return parse_overuse("".join(line for line in log_text.splitlines(keepends=True)
@@ -442,6 +455,10 @@ def markdown(res: dict) -> str:
         target = r.get("cap_target", CAP_TARGET)
         if target != CAP_TARGET:
             note = "; ".join(x for x in (f"capped at {target:g}", note) if x)
+        if r.get("cap_work_per_granted_s") is not None:
+            did = (f"a granted second did {_f(r['cap_work_per_granted_s'])}, charged "
+                   f"{_f(r.get('cap_charged_per_granted_s'))}")
+            note = "; ".join(x for x in (note, did) if x)
         bare = (r.get("bare") or {}).get("median")
         sob = r.get("solo_over_bare")
         sob_s = "—" if sob is None else (
@@ -903,8 +920,10 @@ class Bench:
             out.update(self.bare_together(procs, path, bare, out["cap_60s"]))
         # The scheduler's own books over the measured run, beside the work done: where they
         # differ, the client was charged for time it did not use.
-        out["cap_granted_share"] = granted_share(grants, "cap", r["samples"][0][0],
-                                                 r["samples"][-1][0])
+        a, b = r["samples"][0][0], r["samples"][-1][0]
+        out["cap_granted_share"] = granted_share(grants, "cap", a, b)
+        out.update(per_granted_second(out["cap_60s"], out["cap_granted_share"],
+                                      tracer.speed_charged("cap", a, b), b - a))
         # What the launch gate did (holds, token requests): where a capped launcher's time went.
         # (cap_-prefixed: the solo runs' own "gate" is kept beside it, also when merging)
         out["cap_gate"] = gate_stats(stats)

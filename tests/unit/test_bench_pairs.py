@@ -114,3 +114,27 @@ def test_the_hook_sources_digest_names_the_sources(tmp_path: Path) -> None:
     assert paths.hook_sources_digest(tmp_path) == first
     (tmp_path / "csrc/hook/token.c").rename(tmp_path / "csrc/hook/lease.c")
     assert paths.hook_sources_digest(tmp_path) != first
+
+
+def test_a_capped_runs_work_and_charge_per_granted_second_say_where_its_share_went() -> None:
+    # H200, CuPy capped at 0.4 (2026-12-02 06:37): 0.394 of its bare work, granted 0.340 of
+    # 30 s and charged 0.4 in all: a granted second did 1.160 and was charged 1.178.
+    got = paths.per_granted_second(0.3944, 0.3396, 0.1782 * 0.3396 * 30.0, 30.0)
+    assert got == {"cap_work_per_granted_s": pytest.approx(1.1614, abs=1e-4),
+                   "cap_charged_per_granted_s": pytest.approx(1.1782, abs=1e-4)}
+    assert paths.per_granted_second(0.39, 0.34, None, 30.0)["cap_charged_per_granted_s"] is None
+    assert paths.per_granted_second(0.39, 0.0, 1.0, 30.0)["cap_work_per_granted_s"] is None
+    row = {"cap_60s": 0.3944, "cap_15s": 0.39, **got}
+    assert "a granted second did 1.161, charged 1.178" in paths.markdown({"paths": {"cupy": row}})
+
+
+def test_the_speed_charge_over_a_run_is_read_between_the_polls_inside_it() -> None:
+    from common import GrantTracer
+
+    tracer = GrantTracer(port=1, period=60.0)  # (nothing listens: its one poll fails)
+    tracer.stop()
+    tracer._charges = [(t, {"cap": 0.05 * t}) for t in (0.5, 1.0, 2.0, 3.0, 3.5)]
+    # polls at 1.0 and 3.0 inside [0.8, 3.2]: 0.1 s charged over 2 s, so 0.12 over 2.4
+    assert tracer.speed_charged("cap", 0.8, 3.2) == pytest.approx(0.12)
+    assert tracer.speed_charged("cap", 1.1, 1.9) is None  # (no two polls inside)
+    assert tracer.speed_charged("other", 0.0, 4.0) is None
