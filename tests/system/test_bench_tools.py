@@ -29,10 +29,11 @@ def result_file(out: Path, pattern: str, *argv: str) -> Path:
 
 
 @pytest.mark.system
-def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
+def test_solo_ab_runs_every_variant_in_turn_and_keeps_each_hooked_runs_counts(
+        tmp_path: Path) -> None:
     path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
                        "--rounds", "2", "--seconds", "0.3", "--cpus", "0",
-                       "--variants", "disabled,solo,solo-clock")
+                       "--variants", "disabled,solo,solo-clock", "--stats")
     result = json.loads(path.read_text())
     assert result["cpus"] == "0"
     assert set(result["runs"]) == {"bare", "disabled", "solo", "solo-clock"}
@@ -46,6 +47,12 @@ def test_solo_ab_runs_every_variant_in_turn(tmp_path: Path) -> None:
         assert summary["median"] == pytest.approx(statistics.median(ratios), abs=1e-4)
         assert (summary["min"], summary["max"]) == pytest.approx((min(ratios), max(ratios)),
                                                                  abs=1e-4)
+    # --stats: the hook's counts, one dict per hooked run (bare and disabled: no gate); the
+    # cpu kind launches nothing, so the hook counted no launch
+    assert set(result["stats"]) == {"solo", "solo-clock"}
+    assert all(len(runs) == 2 for runs in result["stats"].values())
+    assert all(isinstance(c, dict) and not any(k.startswith("cuLaunch") for k in c)
+               for runs in result["stats"].values() for c in runs)
 
 
 @pytest.mark.system
@@ -64,19 +71,6 @@ def test_solo_ab_runs_a_capped_client_beside_bare_runs(tmp_path: Path) -> None:
     # the rates, both ways: two test sessions at once read 1.95.)
     assert result["cap_over_bare"]["median"] > 0.6, result["runs"]
     assert "solo_over_bare" not in result
-
-
-@pytest.mark.system
-def test_solo_ab_keeps_the_hooks_counts_of_each_hooked_run(tmp_path: Path) -> None:
-    path = result_file(tmp_path, "*-solo-ab-cpu.json", "bench/solo_ab.py", "--path", "cpu",
-                       "--rounds", "2", "--seconds", "0.3", "--variants", "disabled,solo",
-                       "--stats")
-    result = json.loads(path.read_text())
-    assert set(result["stats"]) == {"solo"}  # (bare and disabled: no gate)
-    # one dict per run; the cpu kind launches nothing, so the hook counted no launch
-    assert len(result["stats"]["solo"]) == 2
-    assert all(isinstance(c, dict) and not any(k.startswith("cuLaunch") for k in c)
-               for c in result["stats"]["solo"])
 
 
 def test_solo_ab_refuses_an_unknown_variant() -> None:
@@ -128,17 +122,26 @@ def test_duty_cycle_profiles_the_rate_after_each_pause(tmp_path: Path) -> None:
     assert stretches[-1]["ratio"] == pytest.approx(1.0, abs=0.3)
 
 
+@pytest.fixture(scope="module")
+def capped_cpu(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """bench/paths.py's capped unit on the cpu kind, once for the tests below (each such run
+    takes some 15 s): two processes, capped at 0.25 (--cap), their logs kept."""
+    return result_file(tmp_path_factory.mktemp("cap-cpu"), "*-paths.json", "bench/paths.py",
+                       "--only", "cap:cpu", "--cap", "0.25", "--cap-procs", "2",
+                       "--cap-seconds", "2", "--solo-seconds", "0.3", "--skip-rtt",
+                       "--skip-pairs", "--keep-logs")
+
+
 @pytest.mark.system
-def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: Path) -> None:
+def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(
+        tmp_path: Path, capped_cpu: Path) -> None:
     """bench/paths.py: solo:PATH then cap:PATH (at a cap of 0.25, --cap) in two invocations,
     merged: each phase's keys (the capped run's gate counters and grants included) stay with
     their phase, and its report counts the two runs."""
-    dry = ("--solo-runs", "2", "--solo-seconds", "0.3", "--cap-seconds", "2", "--skip-rtt",
-           "--skip-pairs", "--cap", "0.25")
-    solo, cap = (result_file(tmp_path / unit[:3], "*-paths.json", "bench/paths.py", "--only",
-                             unit, *dry) for unit in ("solo:cpu", "cap:cpu"))
+    solo = result_file(tmp_path / "solo", "*-paths.json", "bench/paths.py", "--only", "solo:cpu",
+                       "--solo-runs", "2", "--solo-seconds", "0.3", "--skip-rtt", "--skip-pairs")
     merged = result_file(tmp_path / "merged", "*-paths.json", "bench/paths.py", "--merge-only",
-                         "--merge", str(solo), "--merge", str(cap))
+                         "--merge", str(solo), "--merge", str(capped_cpu))
     row = json.loads(merged.read_text())["paths"]["cpu"]
     assert row["solo_over_bare"] > 0 and row["bare"] and row["solo"]
     assert "cap_gate" in row and "cap_granted_share" in row and row["cap_60s"] is not None
@@ -149,18 +152,16 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(tmp_path: 
 
 
 @pytest.mark.system
-def test_paths_cap_procs_adds_up_the_processes_work(tmp_path: Path) -> None:
+def test_paths_cap_procs_adds_up_the_processes_work(capped_cpu: Path) -> None:
     """bench/paths.py --cap-procs 2: the capped client's work is its two processes' together
     (the cpu kind is never gated, so each does its bare rate and the two do twice that), and is
     set beside the same processes' work bare together."""
-    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "cap:cpu",
-                       "--cap-procs", "2", "--cap-seconds", "2", "--solo-seconds", "0.3",
-                       "--skip-rtt", "--skip-pairs", "--keep-logs")
+    path, out = capped_cpu, capped_cpu.parent
     row = json.loads(path.read_text())["paths"]["cpu"]
     # --keep-logs: one archive beside the results, whatever the runs (the device machine sends
     # back at most 8 files)
-    (archive,) = tmp_path.glob("*-paths-logs.tar")
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted(
+    (archive,) = out.glob("*-paths-logs.tar")
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == sorted(
         [path.name, path.with_suffix(".md").name, archive.name])
     with tarfile.open(archive) as tar:
         kept = set(tar.getnames())
