@@ -815,6 +815,8 @@ class Bench:
                 ready_of[variant] = workers[variant].ready
                 startup[variant].append(ready_of[variant]["startup_s"])
             w = workers[variant]
+            if variant == "solo":
+                solo_logs.add(w.log_file)
             try:
                 r = self.measure(w, a.solo_seconds)
             finally:
@@ -848,7 +850,6 @@ class Bench:
                     env = self.env(backend.hook_env("solo"), debug=a.keep_logs)
                     env["GEMINI_HOOK_STATS"] = str(solo_stats)
                     solo.append(one("solo", env, i))
-                    solo_logs.add(workers["solo"].log_file)
                 except WorkerError as exc:
                     solo.append({"error": str(exc)[:600]})
                     if (w := workers.pop("solo", None)) is not None:

@@ -139,7 +139,13 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(
     merged: each phase's keys (the capped run's gate counters and grants included) stay with
     their phase, and its report counts the two runs."""
     solo = result_file(tmp_path / "solo", "*-paths.json", "bench/paths.py", "--only", "solo:cpu",
-                       "--solo-runs", "2", "--solo-seconds", "0.3", "--skip-rtt", "--skip-pairs")
+                       "--solo-runs", "2", "--solo-seconds", "0.3", "--skip-rtt", "--skip-pairs",
+                       "--fresh-processes", "--keep-logs")
+    # (--fresh-processes: each run's process closed after it; its log kept all the same)
+    with tarfile.open(f"{str(solo).removesuffix('.json')}-logs.tar") as tar:
+        names = tar.getnames()
+    assert sorted(n for n in names if n.endswith(("-solo0.log", "-solo1.log"))) == [
+        "solo-cpu-002-cpu-solo0.log", "solo-cpu-004-cpu-solo1.log"], names
     merged = result_file(tmp_path / "merged", "*-paths.json", "bench/paths.py", "--merge-only",
                          "--merge", str(solo), "--merge", str(capped_cpu))
     row = json.loads(merged.read_text())["paths"]["cpu"]
