@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gemini.core import wire
 from gemini.core.wire import RequestType
 
 from .conftest import PROGRAMS, prog
@@ -314,3 +315,21 @@ def test_a_cost_learnt_from_light_kernels_is_learnt_again_where_every_token_star
     later = overuse[14:]  # (on this machine: 16 ms each of the first 9, 0-5 ms after)
     assert len(later) >= 8, overuse
     assert statistics.median(later) < 6.0, overuse
+
+
+def test_a_gpu_idle_while_the_host_works_is_not_learnt_as_gpu_time(fake_env, pm):
+    """Bursts of five 1 ms kernels, never synced, each followed by 300 ms of host work (as
+    torch.compile compiles after its first launches), alone in 100 ms tokens.  No thread looks
+    at the markers while the GPU idles, and the burst's last marker was first seen in the look
+    just before the next burst's marker was recorded: the segment between them read as run
+    back to back, the idle 300 ms as GPU time (here 301 ms over 4-5 launches, in the grants'
+    measurements the scheduler's speed reads; H200, torch.compile alone: 8.5 s over 7
+    launches, and each launch then held for 4 s, 0.12 of its bare speed)."""
+    pm.quota_ms, pm.quota_flags = 100.0, wire.QUOTA_FLAG_ALONE
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "5",
+                      "--sync", "none", "--idle-ms", "300", "--bursts", "6"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    runs = [(q.args[3], q.args[4]) for q in pm.of_type(RequestType.QUOTA)]
+    assert len(runs) >= 5, runs
+    measured = [(ms, n) for ms, n in runs if n > 0]
+    assert measured and all(ms <= 2.0 * n for ms, n in measured), runs
