@@ -296,6 +296,15 @@ def granted_share(grants: list[tuple[str, float, float]], name: str, a: float,
     return rnd(held / (b - a), 4) if b > a else None
 
 
+def granted_per_second(grants: list[tuple[str, float, float]], name: str, a: float,
+                       b: float) -> list[float | None]:
+    """The share granted `name` in each whole second of [a, b] (per_second's bins): where its
+    work per second wanders and these do not, the program's own pace moved under a cap that
+    held (a loop its host paces: H200, 2026-12-02, granted 0.400 of every second while its work
+    read 0.32-0.51 of its bare rate)."""
+    return [granted_share(grants, name, lo, hi) for lo, hi in window_list(a, b, 1.0, 1.0)]
+
+
 def per_granted_second(share: float | None, granted: float | None, speed_charged_s: float | None,
                        seconds: float) -> dict:
     """Work done and time charged per second granted (cap_work_per_granted_s: the share of bare
@@ -459,6 +468,9 @@ def markdown(res: dict) -> str:
             did = (f"a granted second did {_f(r['cap_work_per_granted_s'])}, charged "
                    f"{_f(r.get('cap_charged_per_granted_s'))}")
             note = "; ".join(x for x in (note, did) if x)
+        if granted := [g for g in r.get("cap_granted_per_second") or [] if g is not None]:
+            each = f"granted {_f(min(granted))}–{_f(max(granted))} of each second"
+            note = "; ".join(x for x in (note, each) if x)
         bare = (r.get("bare") or {}).get("median")
         sob = r.get("solo_over_bare")
         sob_s = "—" if sob is None else (
@@ -923,6 +935,7 @@ class Bench:
         # differ, the client was charged for time it did not use.
         a, b = r["samples"][0][0], r["samples"][-1][0]
         out["cap_granted_share"] = granted_share(grants, "cap", a, b)
+        out["cap_granted_per_second"] = granted_per_second(grants, "cap", a, b)
         out.update(per_granted_second(out["cap_60s"], out["cap_granted_share"],
                                       tracer.speed_charged("cap", a, b), b - a))
         # What the launch gate did (holds, token requests): where a capped launcher's time went.

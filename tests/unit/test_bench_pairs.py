@@ -138,3 +138,13 @@ def test_the_speed_charge_over_a_run_is_read_between_the_polls_inside_it() -> No
     assert tracer.speed_charged("cap", 0.8, 3.2) == pytest.approx(0.12)
     assert tracer.speed_charged("cap", 1.1, 1.9) is None  # (no two polls inside)
     assert tracer.speed_charged("other", 0.0, 4.0) is None
+
+
+def test_a_capped_runs_grants_per_second_tell_a_held_cap_from_a_wandering_host() -> None:
+    # 40 ms of every 100 ms for 3 s, the run measured from 0.05 s: whole seconds only.
+    grants = [("cap", 0.1 * i, 0.1 * i + 0.04) for i in range(30)] + [("other", 0.0, 3.0)]
+    got = paths.granted_per_second(grants, "cap", 0.05, 3.0)
+    assert got == [pytest.approx(0.4, abs=1e-3)] * 2
+    assert paths.granted_per_second(grants, "cap", 0.0, 0.5) == []
+    row = {"cap_60s": 0.403, "cap_15s": 0.375, "cap_granted_per_second": [0.366, 0.4, None, 0.411]}
+    assert "granted 0.366–0.411 of each second" in paths.markdown({"paths": {"jax": row}})
