@@ -331,5 +331,6 @@ def test_a_gpu_idle_while_the_host_works_is_not_learnt_as_gpu_time(fake_env, pm)
     assert r.out[-1]["rc"] == 0, r.stderr
     runs = [(q.args[3], q.args[4]) for q in pm.of_type(RequestType.QUOTA)]
     assert len(runs) >= 5, runs
+    # (1 ms a launch, 60 with the idle in it; a loaded host's stalls stay well under 10)
     measured = [(ms, n) for ms, n in runs if n > 0]
-    assert measured and all(ms <= 2.0 * n for ms, n in measured), runs
+    assert measured and all(ms <= 10.0 * n for ms, n in measured), runs
