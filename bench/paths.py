@@ -458,19 +458,16 @@ def markdown(res: dict) -> str:
         r = res.get("paths", {}).get(p)
         if r is None:
             continue
-        note = "; ".join(str(r[k])[:90] for k in ("error", "solo_error", "solo_skipped",
-                                                  "cap_error", "cap_skipped", "overuse_note")
-                         if r.get(k))
         target = r.get("cap_target", CAP_TARGET)
-        if target != CAP_TARGET:
-            note = "; ".join(x for x in (f"capped at {target:g}", note) if x)
+        notes = [f"capped at {target:g}"] if target != CAP_TARGET else []
+        notes += [str(r[k])[:90] for k in ("error", "solo_error", "solo_skipped", "cap_error",
+                                           "cap_skipped", "overuse_note") if r.get(k)]
         if r.get("cap_work_per_granted_s") is not None:
-            did = (f"a granted second did {_f(r['cap_work_per_granted_s'])}, charged "
-                   f"{_f(r.get('cap_charged_per_granted_s'))}")
-            note = "; ".join(x for x in (note, did) if x)
+            notes.append(f"a granted second did {_f(r['cap_work_per_granted_s'])}, charged "
+                         f"{_f(r.get('cap_charged_per_granted_s'))}")
         if granted := [g for g in r.get("cap_granted_per_second") or [] if g is not None]:
-            each = f"granted {_f(min(granted))}–{_f(max(granted))} of each second"
-            note = "; ".join(x for x in (note, each) if x)
+            notes.append(f"granted {_f(min(granted))}–{_f(max(granted))} of each second")
+        note = "; ".join(notes)
         bare = (r.get("bare") or {}).get("median")
         sob = r.get("solo_over_bare")
         sob_s = "—" if sob is None else (
