@@ -425,11 +425,10 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * look just before `done` is recorded, a moment after its `now`: the idle seconds were
          * learnt as GPU time (H200, alone: 8.5 s over 7 launches, every launch then held, 0.12
          * of bare speed for 4 s). */
-        if (!after_gap && (double)ms * 1e6 > (double)(now - done->host_ns + UNSEEN_GAP_SLACK_NS)) {
+        if ((double)ms * 1e6 > (double)(now - done->host_ns + UNSEEN_GAP_SLACK_NS))
             after_gap = 1;
-            if (!launch_alone)
-                return gap(f, prev, done, elapsed);
-        }
+        if (after_gap && !launch_alone) /* (one seen after a gap returned above) */
+            return gap(f, prev, done, elapsed);
         /* ... if the launch call took a small part of it: a thread the host stopped between
          * the two markers put the stop in it (a loaded machine: a 4 ms replay read 47). */
         if (after_gap && (double)(done->host_ns - prev->host_ns) > (double)ms * 1e6 / 8)
