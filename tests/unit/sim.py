@@ -147,9 +147,17 @@ class Sim:
         self.grants = 0
         self.clock = clock
         self._fed_until = 0.0  # clock samples given to the scheduler up to here
+        self._paused: dict[str, float] = {}  # client: when it asks again (inf: not yet)
 
     def start(self, name: str, at: float = 0.0) -> None:
+        if name in self._paused:
+            self._paused[name] = at
         self._wake(name, at)
+
+    def pause(self, name: str) -> None:
+        """The client stops asking, from now until its next start() (its program works on its
+        host, or waits for its input): a grant it holds runs out, and no request follows."""
+        self._paused[name] = math.inf
 
     def configure(self, config: ResourceConfig) -> None:
         """A new config, now (as gem-schd reads an edited resource-config.txt)."""
@@ -160,6 +168,9 @@ class Sim:
         heapq.heappush(self._wakeups, (at, self._seq, name))
 
     def request(self, name: str) -> None:
+        if self.now < self._paused.get(name, -math.inf):
+            return
+        self._paused.pop(name, None)
         c = self.clients[name]
         c.req_id += 1
         gpu_wait_ms = None

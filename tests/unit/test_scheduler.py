@@ -116,7 +116,10 @@ def test_overuse_is_charged_at_the_end_of_the_last_grant_and_given_back_to_the_n
     usage = core.history.usage(0.0, 0.3)
     assert usage["a"] == pytest.approx(0.25 + 0.03)
     assert usage["b"] == pytest.approx(0.05 - 0.03)
-    assert core.credits.of("b") - b_credit == pytest.approx(0.03 + 0.5 * 0.05)  # (and earned)
+    # (and earned: half while a was expected back, within its grace, then all, alone)
+    grace = WHOLE_QUOTAS.return_grace_s
+    earned = 0.5 * grace + 1.0 * (0.05 - grace)
+    assert core.credits.of("b") - b_credit == pytest.approx(0.03 + earned)
     b = next(c for c in core.snapshot(0.3)["clients"] if c["name"] == "b")
     assert b["overrun_s"] == pytest.approx(0.03)
 
@@ -231,10 +234,13 @@ def test_a_token_says_alone_only_when_no_one_else_wants_the_gpu_and_there_is_no_
     # b got the token when a's ran out, with a expected back (the return grace): not alone
     [g] = grants(core.on_deadline(core.next_deadline()))
     assert g.conn == 2 and g.response.values[1] == 0
-    # a asks while b holds it: a's grant comes with b still wanting the GPU (b's grace)
+    # a asks just before b's token runs out, and b is owed more (it waited out a's first
+    # grant; a did not want the GPU while b held it): a waits for b's return grace, and goes
+    # alone when b has not come back
     core.on_request(1, quota_req("a", 2), core.next_deadline() - 0.001)
+    assert grants(core.on_deadline(core.next_deadline())) == []
     [g] = grants(core.on_deadline(core.next_deadline()))
-    assert g.conn == 1 and g.response.values[1] == 0
+    assert g.conn == 1 and g.response.values[1] == QUOTA_FLAG_ALONE
     capped = SchedulerCore(config(("c", 0.3, 0.4, 1)), Timing(), 0.0)
     [g] = grants(capped.on_request(3, quota_req("c", 1), 0.0))
     assert g.response.values[1] == 0  # a capped client alone must still stop at its cap
@@ -549,3 +555,26 @@ def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(timing, 
     assert len(walked_to_a_grant) == len(walked_whole) > 200
     for (n1, s1, e1), (n2, s2, e2) in zip(walked_to_a_grant, walked_whole, strict=True):
         assert (n1, s1, e1) == (n2, pytest.approx(s2, abs=1e-9), pytest.approx(e2, abs=1e-9))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_last_holder_before_an_idle_gpu_is_not_owed_the_idle_time(seed):
+    """Three clients pause one after another (b last, its grant running out with no one
+    waiting) and come back together 0.3 s later, b a moment first.  b counted as waiting,
+    expected back at once, until the next event: 0.3 s later, so it was owed the whole idle
+    time (up to the credit's bound, 0.2 s) and took six 30 ms grants in a row while the others
+    waited (H200, the 0.2/0.3/0.5 trio at the start of its measured run: c 0.569 of a second,
+    a 0.165)."""
+    specs = [("a", 0.2, 1.0), ("b", 0.3, 1.0), ("c", 0.5, 1.0)]
+    sim = Sim(specs, timing=LAUNCHER, burst_ms=50.0, seed=seed)
+    for name, _, _ in specs:
+        sim.start(name)
+    for name, at in (("c", 3.0), ("a", 3.2), ("b", 3.3)):
+        sim.run_until(at)
+        sim.pause(name)
+    for name, at in (("b", 3.6), ("c", 3.6005), ("a", 3.601)):
+        sim.start(name, at=at)
+    sim.run_until(6.0)
+    for name, request, _ in specs:
+        first = sim.share(name, 3.6, 4.6)
+        assert abs(first - request) <= 0.05, (name, first)
