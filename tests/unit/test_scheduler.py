@@ -557,45 +557,44 @@ def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(timing, 
         assert (n1, s1, e1) == (n2, pytest.approx(s2, abs=1e-9), pytest.approx(e2, abs=1e-9))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_the_last_holder_before_an_idle_gpu_is_not_owed_the_idle_time(seed):
-    """Three clients pause one after another (b last, its grant running out with no one
-    waiting) and come back together 0.3 s later, b a moment first.  b counted as waiting,
-    expected back at once, until the next event: 0.3 s later, so it was owed the whole idle
-    time (up to the credit's bound, 0.2 s) and took six 30 ms grants in a row while the others
-    waited (H200, the 0.2/0.3/0.5 trio at the start of its measured run: c 0.569 of a second,
-    a 0.165)."""
-    specs = [("a", 0.2, 1.0), ("b", 0.3, 1.0), ("c", 0.5, 1.0)]
-    sim = Sim(specs, timing=LAUNCHER, burst_ms=50.0, seed=seed)
-    for name, _, _ in specs:
+TRIO = [("a", 0.2, 1.0), ("b", 0.3, 1.0), ("c", 0.5, 1.0)]
+
+
+def trio_back_from_a_pause(seed: int, burst_ms: float, last: str) -> Sim:
+    """The trio, saturating, pauses one after another (`last` last, its grant running out with
+    no one waiting) and comes back 0.3 s later, at 3.6 s, `last` 0.2 ms before the others."""
+    sim = Sim(TRIO, timing=LAUNCHER, burst_ms=burst_ms, seed=seed)
+    for name, _, _ in TRIO:
         sim.start(name)
-    for name, at in (("c", 3.0), ("a", 3.2), ("b", 3.3)):
+    order = sorted((n for n, _, _ in TRIO), key=lambda n: n == last)
+    for name, at in zip(order, (3.0, 3.2, 3.3), strict=True):
         sim.run_until(at)
         sim.pause(name)
-    for name, at in (("b", 3.6), ("c", 3.6005), ("a", 3.601)):
+    for name, at in zip(reversed(order), (3.6, 3.6002, 3.6004), strict=True):
         sim.start(name, at=at)
-    sim.run_until(6.0)
-    for name, request, _ in specs:
+    sim.run_until(7.0)
+    return sim
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_last_holder_before_an_idle_gpu_is_not_owed_the_idle_time(seed):
+    """b counted as waiting, expected back at once, until the next event: its own request 0.3
+    s later, so it was owed the whole idle time (up to the credit's bound, 0.2 s) and took six
+    30 ms grants in a row while the others waited (H200, the 0.2/0.3/0.5 trio at the start of
+    its measured run: c 0.569 of a second, a 0.165)."""
+    sim = trio_back_from_a_pause(seed, burst_ms=50.0, last="b")
+    for name, request, _ in TRIO:
         first = sim.share(name, 3.6, 4.6)
         assert abs(first - request) <= 0.05, (name, first)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_first_back_after_a_pause_takes_its_turn_not_its_whole_burst(seed):
-    """Three clients that ask for 100 ms bursts pause and come back a moment apart.  The first
-    one back was alone for those 0.2 ms and got its whole burst, the others waiting it out,
-    and paid it back over the next second: 5-7 points off over a sliding 1 s window (H200, a
-    trio back from a pause: a 97 ms grant, a 0.17 of the next second for 0.2)."""
-    specs = [("a", 0.2, 1.0), ("b", 0.3, 1.0), ("c", 0.5, 1.0)]
-    sim = Sim(specs, timing=LAUNCHER, burst_ms=100.0, seed=seed)
-    for name, _, _ in specs:
-        sim.start(name)
-    for name, at in (("c", 3.0), ("b", 3.2), ("a", 3.3)):
-        sim.run_until(at)
-        sim.pause(name)
-    for name, at in (("a", 3.6), ("b", 3.6002), ("c", 3.6004)):
-        sim.start(name, at=at)
-    sim.run_until(7.0)
-    for name, request, _ in specs:
+    """Clients that ask for 100 ms bursts.  The first one back was alone for those 0.2 ms and
+    got its whole burst, the others waiting it out, and paid it back over the next second: 5-7
+    points off over a sliding 1 s window (H200, a trio back from a pause: a 97 ms grant, a 0.17
+    of the next second for 0.2).  Here 4.9-6.5 points before, 1.2-3.0 after (seeds 1-5)."""
+    sim = trio_back_from_a_pause(seed, burst_ms=100.0, last="a")
+    for name, request, _ in TRIO:
         seconds = [sim.share(name, 3.6 + k * 0.05, 4.6 + k * 0.05) for k in range(40)]
-        assert max(abs(s - request) for s in seconds) <= 0.05, (name, seconds)
+        assert max(abs(s - request) for s in seconds) <= 0.04, (name, seconds)
