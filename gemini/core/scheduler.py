@@ -605,9 +605,10 @@ class SchedulerCore:
         the short window: its target's part of a turn among them, as if they still wanted it.
         Those that paused together come back a moment apart, and the first one back took its
         whole burst while the others waited it out (H200, a trio back from a pause: a 97 ms
-        grant for a at 0.2, paid back over the next second; the simulator, 100 ms bursts: 5-6.5
-        points off over a sliding 1 s window).  A client alone for a short window goes on at
-        its whole burst; meanwhile it renews more often, without draining (QUOTA_FLAG_ALONE)."""
+        grant for a at 0.2, paid back over the next second; the simulator, 100 ms bursts:
+        4.9-6.5 points off over a sliding 1 s window, 1.2-3.0 now).  A client alone for a short
+        window goes on at its whole burst; meanwhile it renews more often, without draining
+        (QUOTA_FLAG_ALONE)."""
         since = now - self._short_window_s
         recent = {n for n in self.clients if n != name and (i := self.history.latest(n)) is not None
                   and i.end > since}
