@@ -602,14 +602,18 @@ class SchedulerCore:
 
     def _alone_after_others_s(self, name: str, now: float) -> float:
         """The longest grant to a client alone at the moment where others had the GPU within
-        the short window: its target's part of a turn among them, as if they still wanted it.
-        Those that paused together come back a moment apart, and the first one back took its
-        whole burst while the others waited it out (H200, a trio back from a pause: a 97 ms
-        grant for a at 0.2, paid back over the next second; the simulator, 100 ms bursts:
-        4.9-6.5 points off over a sliding 1 s window, 1.2-3.0 now).  A client alone for a short
-        window goes on at its whole burst; meanwhile it renews more often, without draining
-        (QUOTA_FLAG_ALONE)."""
-        since = now - self._short_window_s
+        the window: its target's part of a turn among them, as if they still wanted it.  Those
+        that paused together (a job's epoch end, a file system's stall) come back a moment
+        apart, and the first one back took its whole burst while the others waited it out (H200,
+        a trio back from a pause: a 97 ms grant for a at 0.2, paid back over the next second;
+        the simulator, 100 ms bursts: 4.9-6.5 points off over a sliding 1 s window, 1.2-3.0
+        now).  The long window, not the short one: a pause of seconds did the same (up to 8.8
+        points).  A client alone for a window goes on at its whole burst; until then it renews
+        more often, without draining (QUOTA_FLAG_ALONE).  None without a short window (Gemini's
+        own quotas)."""
+        if self._short_window_s <= 0:
+            return math.inf
+        since = now - self.timing.window_s
         recent = {n for n in self.clients if n != name and (i := self.history.latest(n)) is not None
                   and i.end > since}
         if not recent:

@@ -604,12 +604,12 @@ def test_the_first_back_after_a_pause_takes_its_turn_not_its_whole_burst(seed):
 @pytest.mark.parametrize("seed", range(10))
 def test_clients_back_from_pauses_get_their_shares_second_by_second(seed):
     """Two to four saturating clients (requests and bursts drawn by the seed) pause three
-    times, one after another within 0.2 s (a job between epochs, a notebook's user), and come
-    back 0.05-0.5 s later in another order, a few ms apart.  Every second in the 3 s from
+    times, one after another within 0.2 s (a job between epochs, a file system's stall), and
+    come back 0.05-5 s later in another order, a few ms apart.  Every second in the 3 s from
     each comeback holds each client's share within 6 points: 2.0-4.3 at worst over these
-    seeds (the granularity of 20-100 ms grants in a second), 9.0-15.3 in 9 of the 10 before
-    the last holder's credit stopped at its grace and the first one back stopped taking its
-    whole burst."""
+    seeds (the granularity of 20-100 ms grants in a second).  Before: 8.0-15.3 in all 10, as
+    the last holder's credit ran on past its grace and the first one back took its whole
+    burst; 6.1-6.9 in 3 of them while the first one back looked only 1 s back for others."""
     rng = random.Random(seed)
     requests = [rng.choice([0.1, 0.2, 0.3, 0.4, 0.5]) for _ in range(rng.choice([2, 3, 4]))]
     specs = [(chr(97 + i), round(r / sum(requests) * 0.9, 3), 1.0)
@@ -627,7 +627,7 @@ def test_clients_back_from_pauses_get_their_shares_second_by_second(seed):
             sim.run_until(t)
             sim.pause(name)
             t += rng.uniform(0.0, 0.2)
-        t += rng.uniform(0.05, 0.5)
+        t += rng.uniform(0.05, 5.0)
         rng.shuffle(names)
         for name in names:
             sim.start(name, at=t)
