@@ -727,8 +727,10 @@ class SchedulerCore:
             # first grant may fill its first short window, and no more.
             short = self._short_window_s
             since = self._capped_since.get(name)
-            if since is not None:  # (its cap was lowered: the long window counts from then)
-                long_size = min(long_size, max(now - since, short or self._turn_s))
+            if since is not None:  # its cap was lowered: its windows count from then, both
+                fresh = max(now - since, self._turn_s)
+                long_size = min(long_size, fresh)
+                short = min(short, fresh)
             young = max(long_size, short)
             # The pace holds the limit on average; each window allows a little more.
             history = self.history

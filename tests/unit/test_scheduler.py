@@ -342,6 +342,22 @@ def test_a_lowered_cap_holds_from_the_edit_on_without_a_stall():
         assert sim.share("c", t, t + 10.0) <= 0.1 + 0.02, t
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_lowered_cap_holds_from_the_edit_on_in_its_first_second_too(seed):
+    """b, uncapped at 0.75 beside a, is capped at 0.3.  Its 1 s window still held the 0.75 s
+    it used before the edit, and it waited 0.6 s for that to slide out (0.146 of its first
+    second, a 0.85): only its 10 s window counted from the edit.  Both do now."""
+    sim = Sim([("a", 0.15, 1.0), ("b", 0.75, 1.0)], timing=LAUNCHER, burst_ms=50.0, seed=seed)
+    sim.start("a")
+    sim.start("b")
+    sim.run_until(5.0)
+    sim.configure(config(("a", 0.54, 1.0, 1 << 30), ("b", 0.3, 0.3, 1 << 30)))
+    sim.run_until(9.0)
+    for lo in (5.0 + 0.05 * k for k in range(40)):
+        assert abs(sim.share("b", lo, lo + 1.0) - 0.3) <= 0.05, lo
+        assert abs(sim.share("a", lo, lo + 1.0) - 0.7) <= 0.05, lo
+
+
 def test_adaptive_quota_moves_toward_the_burst():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, short_window_s=0), 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))
