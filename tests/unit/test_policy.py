@@ -67,6 +67,16 @@ def test_credit_is_earned_only_while_wanting_and_spent_when_served():
     assert credits.of("a") == pytest.approx(0.06)
 
 
+def test_a_client_owed_nothing_keeps_what_it_is_ahead_by():
+    credits = Credits(1.0, now=0.0)
+    credits.earn({"a": 1.0, "b": 1.0}, 0.1)
+    credits.spend("b", 0.3)
+    credits.owe_nothing("a")
+    credits.owe_nothing("b")
+    assert credits.of("a") == 0.0
+    assert credits.of("b") == pytest.approx(-0.2)
+
+
 def test_pick_takes_the_one_owed_most_among_those_with_room():
     a = Standing("a", credit=0.05, target=0.3, remaining=0.01)
     b = Standing("b", credit=-0.02, target=0.7)

@@ -538,6 +538,23 @@ def test_time_alone_at_start_up_is_not_paid_back_in_a_lump(specs, starts, burst_
         assert max(abs(s - request) for s in seconds) <= 0.05, (name, seconds)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_client_alone_for_seconds_is_owed_nothing_when_another_comes(seed):
+    """a runs alone for 8 s in 20 ms grants, then b comes.  Alone, a earned credit in every
+    hand-over's gap (its request came up to 2 ms after its grant ran out) and reached the
+    bound; b then waited while a took it back: 8.9-10.2 points off over a sliding 1 s window
+    (seeds 1-5), 1.6-3.5 now."""
+    specs = [("a", 0.4, 1.0), ("b", 0.5, 1.0)]
+    sim = Sim(specs, timing=LAUNCHER, burst_ms=20.0, seed=seed)
+    sim.start("a")
+    sim.start("b", at=8.0)
+    sim.run_until(12.0)
+    expected = promised(specs)
+    for lo in (8.0 + 0.05 * k for k in range(40)):
+        for name in expected:
+            assert abs(sim.share(name, lo, lo + 1.0) - expected[name]) <= 0.05, (name, lo)
+
+
 def test_a_client_back_from_idle_gets_its_share_not_a_lump():
     sim = Sim([("a", 0.5, 1.0), ("b", 0.5, 1.0)], timing=LAUNCHER, burst_ms=50.0)
     sim.start("a")
