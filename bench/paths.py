@@ -15,8 +15,9 @@ launch-bound, torch-compile, torch-compile-graphs, cupy):
         50 ms, and the overuse the hook logs per token.
 pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.0), each
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
-        Only when named: "capped-pairs" (two clients capped at 0.3) and "procs-pairs" (0.5/0.5,
-        client a of two processes, judged against two bare processes' work together).
+        Only when named: "capped-pairs" (two clients capped at 0.3), "procs-pairs" (0.5/0.5,
+        client a of two processes, judged against two bare processes' work together) and
+        "late-pairs" (0.4/0.5, b starting --late-s after a: 1 s bins from b's start on).
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
@@ -83,7 +84,7 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # torch-eager-long: one 16384^2 matmul a step (~11 ms on an H200), a program of long kernels
 OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin", "torch-eager-long"]
 EXTRA = ["pairs", "rtt"]
-OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs"]  # (only when named: the cases below)
+OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs", "late-pairs"]  # (only when named: below)
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
 CAP_TARGET = 0.4
@@ -99,7 +100,12 @@ CAPPED_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"capped 0.3+0.3": [("a"
 # processes"); a client's work is its processes' together, against what they do bare together.
 PROCS_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.5/0.5 a x2": [("a", 0.5), ("b", 0.5)]}
 PAIR_PROCS: dict[str, dict[str, int]] = {"0.5/0.5 a x2": {"a": 2}}  # (a client not named: one)
-ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES}
+# A client that comes while another has run alone, run only when named (`--only late-pairs`):
+# b starts --late-s after a, and the shares are read from b's start on, its first second
+# included (a client alone once earned credit it then took back in one lump).
+LATE_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.4/0.5 b late": [("a", 0.4), ("b", 0.5)]}
+LATE_CLIENTS: dict[str, str] = {"0.4/0.5 b late": "b"}
+ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES}
 PAIR_PATH = "torch-eager"
 BARE_TOGETHER_S = 10.0  # --cap-procs: how long its n processes run bare together
 QUICK_BARE_RUNS = 3  # bare runs made when a unit needs a bare rate this invocation has not got
@@ -739,10 +745,12 @@ class Bench:
                 "startup_s": w.ready["startup_s"], "log": w.log_file}
 
     def together(self, procs: Procs, specs: dict[str, tuple[str, dict[str, str], int]],
-                 seconds: float, tag: str) -> tuple[float, list[Worker], list[list[list[float]]]]:
+                 seconds: float, tag: str, late: dict[str, float] | None = None
+                 ) -> tuple[float, list[Worker], list[list[list[float]]]]:
         """Fresh workers, one per name in `specs` (its program, environment and k), ready and
         then measured together, one run: its start, the workers (closed by then: their ready
-        lines and logs), their samples."""
+        lines and logs), their samples.  `late`: workers that start that long after the others
+        (all end together)."""
         self.runs += 1
         workers: list[Worker] = []
         try:
@@ -753,7 +761,7 @@ class Bench:
                 w.wait_ready(self.ready_timeout(w.path))
             t0 = time.monotonic() + 0.3
             for w in workers:
-                w.go(t0, t0 + seconds)
+                w.go(t0 + (late or {}).get(w.name, 0.0), t0 + seconds)
             return t0, workers, [w.collect(seconds + 60) for w in workers]
         finally:
             for w in workers:
@@ -969,6 +977,8 @@ class Bench:
         nprocs = {n: PAIR_PROCS.get(case, {}).get(n, 1) for n, _ in specs}
         client_of = {(n if k == 1 else f"{n}{i}"): n for n, k in nprocs.items() for i in range(k)}
         capped = case in CAPPED_PAIR_CASES
+        late_s = self.args.late_s if case in LATE_CLIENTS else 0.0
+        late = {w: late_s for w, n in client_of.items() if n == LATE_CLIENTS.get(case)}
         backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
                           self.timing(), tag="paths-pairs", verbose=self.args.keep_logs)
         tracer = GrantTracer(backend.schd.port)
@@ -976,7 +986,7 @@ class Bench:
             t0, workers, each = self.together(
                 procs, {w: (path_of[n], self.env(backend.hook_env(n), debug=True),
                             bare[path_of[n]]["k"]) for w, n in client_of.items()},
-                self.args.pair_seconds, "pair")
+                late_s + self.args.pair_seconds, "pair", late)
         finally:
             grants = tracer.stop()
             backend.stop()
@@ -999,12 +1009,14 @@ class Bench:
                    for n in nprocs}
         bare_of = {n: self.bare_of_processes(procs, path_of[n], nprocs[n]) for n in nprocs}
         (one,) = bare if len(bare) == 1 and max(nprocs.values()) == 1 else (None,)
+        warm = 0.0 if late else PAIR_WARM_S  # (a late client's first second is the point)
+        t0 += late_s
         out = pair_entries(case, samples, dict(specs), t0, t_end,
-                           bare[one]["median"] if one else bare_of,
+                           bare[one]["median"] if one else bare_of, warm=warm,
                            path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
         # client's queues ran past its tokens (all its processes' lines), where a share differs.
-        a = t0 + PAIR_WARM_S
+        a = t0 + warm
         books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
                      **overuse_of("\n".join(t for w, t in hook_logs.items() if client_of[w] == n))}
                  for n in nprocs}
@@ -1058,7 +1070,8 @@ class Bench:
             return quick + BACKEND_S + st + a.cap_seconds + 1
         n = sum(PAIR_PROCS.get(what, {}).get(c, 1) for c, _ in ALL_PAIR_CASES[what])
         together = st + min(a.pair_seconds, BARE_TOGETHER_S) if what in PAIR_PROCS else 0.0
-        return quick + together + BACKEND_S + st * (1 + 0.3 * n) + a.pair_seconds + 1
+        late = a.late_s if what in LATE_CLIENTS else 0.0
+        return quick + together + BACKEND_S + st * (1 + 0.3 * n) + late + a.pair_seconds + 1
 
 
 def pair_paths(text: str) -> list[str]:
@@ -1089,6 +1102,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
         units += [("pairs", c) for c in CAPPED_PAIR_CASES]
     if "procs-pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in PROCS_PAIR_CASES]
+    if "late-pairs" in only and not skip_pairs:
+        units += [("pairs", c) for c in LATE_PAIR_CASES]
     return units
 
 
@@ -1158,6 +1173,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cap-procs", type=int, default=1,
                    help="processes of the capped client, started together (their work added up)")
     p.add_argument("--pair-seconds", type=float, default=30.0, help="length of each pairs case")
+    p.add_argument("--late-s", type=float, default=10.0,
+                   help="late-pairs: how long a runs alone before b starts (then --pair-seconds)")
     p.add_argument("--sync-every-ms", type=float, default=None,
                    help="workers sync every k steps, k steps taking about this long bare "
                    f"(default: {SYNC_EVERY_MS:g}; JAX {SYNC_EVERY_MS_NO_EVENTS:g})")

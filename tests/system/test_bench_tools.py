@@ -257,6 +257,24 @@ def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> Non
 
 
 @pytest.mark.system
+def test_paths_late_pairs_read_the_shares_from_the_late_clients_start(tmp_path: Path) -> None:
+    """bench/paths.py --only late-pairs: b starts --late-s after a, and every 1 s bin counts
+    from b's start (the cpu kind is never gated: b does its whole bare work in its first
+    second, where bins from a's start would read it at half)."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "late-pairs",
+                       "--pair-path", "cpu", "--pair-seconds", "2", "--late-s", "1",
+                       "--solo-seconds", "0.3", "--skip-rtt")
+    entries = json.loads(path.read_text())["pairs"]
+    assert [(e["case"], e["window_s"]) for e in entries] == [("0.4/0.5 b late", 10),
+                                                            ("0.4/0.5 b late", 1)]
+    (one_s,) = (e for e in entries if e["window_s"] == 1)
+    assert one_s["windows"] == 2
+    b = one_s["clients"][1]
+    assert (b["name"], b["target"]) == ("b", 0.5)
+    assert min(b["shares"]) >= 0.7, b  # (its first second whole: 0.5 from a's start)
+
+
+@pytest.mark.system
 def test_paths_procs_pairs_judge_a_client_of_two_processes_by_their_work_together(
         tmp_path: Path) -> None:
     """bench/paths.py --only procs-pairs: client a runs two processes, whose work is added up
