@@ -1009,14 +1009,14 @@ class Bench:
                    for n in nprocs}
         bare_of = {n: self.bare_of_processes(procs, path_of[n], nprocs[n]) for n in nprocs}
         (one,) = bare if len(bare) == 1 and max(nprocs.values()) == 1 else (None,)
+        start = t0 + late_s  # (all clients running from here)
         warm = 0.0 if late else PAIR_WARM_S  # (a late client's first second is the point)
-        t0 += late_s
-        out = pair_entries(case, samples, dict(specs), t0, t_end,
+        out = pair_entries(case, samples, dict(specs), start, t_end,
                            bare[one]["median"] if one else bare_of, warm=warm,
                            path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
         # client's queues ran past its tokens (all its processes' lines), where a share differs.
-        a = t0 + warm
+        a = start + warm
         books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
                      **overuse_of("\n".join(t for w, t in hook_logs.items() if client_of[w] == n))}
                  for n in nprocs}

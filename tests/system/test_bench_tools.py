@@ -258,9 +258,10 @@ def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> Non
 
 @pytest.mark.system
 def test_paths_late_pairs_read_the_shares_from_the_late_clients_start(tmp_path: Path) -> None:
-    """bench/paths.py --only late-pairs: b starts --late-s after a, and every 1 s bin counts
-    from b's start (the cpu kind is never gated: b does its whole bare work in its first
-    second, where bins from a's start would read it at half)."""
+    """bench/paths.py --only late-pairs: b starts --late-s after a, and the 1 s bins count
+    from b's start, its first second included (the cpu kind is never gated: b does its whole
+    bare work in every bin; bins from a's start would hold one where b had not begun, and
+    bins after the other cases' 1 s warm-up would leave b's first second out)."""
     path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "late-pairs",
                        "--pair-path", "cpu", "--pair-seconds", "2", "--late-s", "1",
                        "--solo-seconds", "0.3", "--skip-rtt")
@@ -271,7 +272,7 @@ def test_paths_late_pairs_read_the_shares_from_the_late_clients_start(tmp_path: 
     assert one_s["windows"] == 2
     b = one_s["clients"][1]
     assert (b["name"], b["target"]) == ("b", 0.5)
-    assert min(b["shares"]) >= 0.7, b  # (its first second whole: 0.5 from a's start)
+    assert min(b["shares"]) >= 0.7, b  # (a bin before b began would read 0)
 
 
 @pytest.mark.system
