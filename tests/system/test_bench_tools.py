@@ -142,6 +142,9 @@ def test_paths_merge_keeps_a_paths_solo_runs_under_a_later_capped_run(
                        "--solo-runs", "2", "--solo-seconds", "0.3", "--skip-rtt", "--skip-pairs",
                        "--fresh-processes", "--keep-logs")
     # (--fresh-processes: each run's process closed after it; its log kept all the same)
+    solo_row = json.loads(solo.read_text())["paths"]["cpu"]
+    # (it once failed under load with no logs, and pytest had removed the reason)
+    assert not [k for k in solo_row if k.endswith("error")], solo_row
     with tarfile.open(f"{str(solo).removesuffix('.json')}-logs.tar") as tar:
         names = tar.getnames()
     assert sorted(n for n in names if n.endswith(("-solo0.log", "-solo1.log"))) == [
