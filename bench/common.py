@@ -247,9 +247,8 @@ class Backend:
         self.clients = list(clients)
         t = {**DEFAULT_TIMING, **(timing or {})}
         self.dir = Path(tempfile.mkdtemp(prefix=f"gembench-{tag}-"))
-        cfg = self.dir / "resource-config.txt"
-        cfg.write_text(f"{len(self.clients)}\n" + "".join(
-            f"{c.name} {c.request:g} {c.limit:g} {c.mem}\n" for c in self.clients))
+        cfg = self.config = self.dir / "resource-config.txt"
+        self.write_config(self.clients)
         env = {**base_env(), **(daemon_env or {})}
         v = ["-v"] if verbose else []  # debug lines, with CLOCK_MONOTONIC stamps
         flags = ["-q", f"{t['quota_ms']:g}", "-m", f"{t['min_quota_ms']:g}",
@@ -280,6 +279,15 @@ class Backend:
             self.pmgrs[c.name] = pm
         for pm in self.pmgrs.values():
             pm.wait_for("memory limit", 30)
+
+    def write_config(self, clients: Iterable[Client]) -> None:
+        """The config file (gem-schd applies an edit while it runs): written beside and renamed
+        over it, so the scheduler never reads half a file."""
+        clients = list(clients)
+        tmp = self.config.with_suffix(".new")
+        tmp.write_text(f"{len(clients)}\n" + "".join(
+            f"{c.name} {c.request:g} {c.limit:g} {c.mem}\n" for c in clients))
+        os.replace(tmp, self.config)
 
     def hook_env(self, name: str, stats: Path | None = None) -> dict[str, str]:
         env = {"LD_PRELOAD": str(hook_path()), "POD_NAME": name,

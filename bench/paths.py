@@ -17,7 +17,9 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
         Only when named: "capped-pairs" (two clients capped at 0.3), "procs-pairs" (0.5/0.5,
         client a of two processes, judged against two bare processes' work together) and
-        "late-pairs" (0.4/0.5, b starting --late-s after a: 1 s bins from b's start on).
+        "late-pairs" (0.4/0.5, b starting --late-s after a: 1 s bins from b's start on) and
+        "edit-pairs" (0.25/0.75, b capped at 0.3 by a config edit --edit-s after the start: 1 s
+        bins from the edit on, read against the shares after it, a 0.7 and b 0.3).
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
@@ -50,6 +52,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -84,7 +87,8 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # torch-eager-long: one 16384^2 matmul a step (~11 ms on an H200), a program of long kernels
 OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin", "torch-eager-long"]
 EXTRA = ["pairs", "rtt"]
-OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs", "late-pairs"]  # (only when named: below)
+# (only when named: below)
+OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs", "late-pairs", "edit-pairs"]
 DRY = ["cpu"]  # path_app's GPU-free kind: `--only cpu,pairs,rtt --pair-path cpu` tests the plumbing
 MEM = 16 * GIB
 CAP_TARGET = 0.4
@@ -105,7 +109,17 @@ PAIR_PROCS: dict[str, dict[str, int]] = {"0.5/0.5 a x2": {"a": 2}}  # (a client 
 # included (a client alone once earned credit it then took back in one lump).
 LATE_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.4/0.5 b late": [("a", 0.4), ("b", 0.5)]}
 LATE_CLIENTS: dict[str, str] = {"0.4/0.5 b late": "b"}
-ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES}
+# A cap lowered while its client runs, run only when named (`--only edit-pairs`): the config
+# is edited --edit-s after the start, and the shares are read from the edit on, its first second
+# included (a lowered cap once waited for the client's use under the old one to slide out of
+# its 1 s window: nothing for 0.6 s on the simulator).  EDITS: the clients' (request, limit)
+# after the edit, and the shares they then have.
+EDIT_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
+    "0.25/0.75 b capped 0.3": [("a", 0.25), ("b", 0.75)]}
+EDITS: dict[str, tuple[dict[str, tuple[float, float]], dict[str, float]]] = {
+    "0.25/0.75 b capped 0.3": ({"a": (0.25, 1.0), "b": (0.3, 0.3)}, {"a": 0.7, "b": 0.3})}
+ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES,
+                  **EDIT_PAIR_CASES}
 PAIR_PATH = "torch-eager"
 BARE_TOGETHER_S = 10.0  # --cap-procs: how long its n processes run bare together
 QUICK_BARE_RUNS = 3  # bare runs made when a unit needs a bare rate this invocation has not got
@@ -293,6 +307,15 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
             "aggregate_1s_median": rnd(statistics.median(agg1)) if agg1 else None,
         })
     return out
+
+
+def reload_stamp(schd_log: str, after: float) -> float | None:
+    """When gem-schd applied the first config edit at or after `after` (CLOCK_MONOTONIC, from
+    its debug lines' stamps; None without them)."""
+    for m in re.finditer(r"\[(\d+\.\d+)\] config reloaded", schd_log):
+        if float(m.group(1)) >= after:
+            return float(m.group(1))
+    return None
 
 
 def granted_share(grants: list[tuple[str, float, float]], name: str, a: float,
@@ -657,6 +680,32 @@ class Worker:
             self.proc.stop(signal.SIGKILL)
 
 
+class ConfigEditor:
+    """Edits a running backend's config `after_s` past a run's start (`start`, called with it),
+    from a timer thread, and keeps the moment it wrote the file."""
+
+    def __init__(self, backend: Backend, clients: dict[str, tuple[float, float]],
+                 after_s: float) -> None:
+        self.backend = backend
+        self.clients = [Client(n, r, lim, MEM) for n, (r, lim) in clients.items()]
+        self.after_s = after_s
+        self.written_at: float | None = None
+        self._timer: threading.Timer | None = None
+
+    def start(self, t0: float) -> None:
+        self._timer = threading.Timer(max(0.0, t0 + self.after_s - time.monotonic()), self._edit)
+        self._timer.start()
+
+    def _edit(self) -> None:
+        self.backend.write_config(self.clients)
+        self.written_at = time.monotonic()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer.join()
+
+
 # ---- one invocation ------------------------------------------------------------------------------
 
 class Bench:
@@ -745,12 +794,13 @@ class Bench:
                 "startup_s": w.ready["startup_s"], "log": w.log_file}
 
     def together(self, procs: Procs, specs: dict[str, tuple[str, dict[str, str], int]],
-                 seconds: float, tag: str, late: dict[str, float] | None = None
+                 seconds: float, tag: str, late: dict[str, float] | None = None,
+                 at_start: Callable[[float], None] | None = None
                  ) -> tuple[float, list[Worker], list[list[list[float]]]]:
         """Fresh workers, one per name in `specs` (its program, environment and k), ready and
         then measured together, one run: its start, the workers (closed by then: their ready
         lines and logs), their samples.  `late`: workers that start that long after the others
-        (all end together)."""
+        (all end together).  `at_start`: called with the start once the run is under way."""
         self.runs += 1
         workers: list[Worker] = []
         try:
@@ -762,6 +812,8 @@ class Bench:
             t0 = time.monotonic() + 0.3
             for w in workers:
                 w.go(t0 + (late or {}).get(w.name, 0.0), t0 + seconds)
+            if at_start is not None:
+                at_start(t0)
             return t0, workers, [w.collect(seconds + 60) for w in workers]
         finally:
             for w in workers:
@@ -979,15 +1031,20 @@ class Bench:
         capped = case in CAPPED_PAIR_CASES
         late_s = self.args.late_s if case in LATE_CLIENTS else 0.0
         late = {w: late_s for w, n in client_of.items() if n == LATE_CLIENTS.get(case)}
+        edit_s = self.args.edit_s if case in EDITS else 0.0
         backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
                           self.timing(), tag="paths-pairs", verbose=self.args.keep_logs)
         tracer = GrantTracer(backend.schd.port)
+        editor = ConfigEditor(backend, EDITS[case][0], edit_s) if case in EDITS else None
         try:
             t0, workers, each = self.together(
                 procs, {w: (path_of[n], self.env(backend.hook_env(n), debug=True),
                             bare[path_of[n]]["k"]) for w, n in client_of.items()},
-                late_s + self.args.pair_seconds, "pair", late)
+                late_s + edit_s + self.args.pair_seconds, "pair", late,
+                editor.start if editor else None)
         finally:
+            if editor is not None:
+                editor.cancel()
             grants = tracer.stop()
             backend.stop()
             daemon_logs = {"schd": backend.schd.drain(),
@@ -1011,7 +1068,14 @@ class Bench:
         (one,) = bare if len(bare) == 1 and max(nprocs.values()) == 1 else (None,)
         start = t0 + late_s  # (all clients running from here)
         warm = 0.0 if late else PAIR_WARM_S  # (a late client's first second is the point)
-        out = pair_entries(case, samples, dict(specs), start, t_end,
+        targets = dict(specs)
+        if editor is not None:  # (the edited shares, from the edit on, its first second too)
+            if editor.written_at is None:
+                raise RuntimeError(f"{case}: the run ended before its config edit")
+            # gem-schd applies it after a debounce: from then, where its log says (-v stamps)
+            applied = reload_stamp(daemon_logs["schd"], editor.written_at)
+            start, warm, targets = applied or editor.written_at, 0.0, EDITS[case][1]
+        out = pair_entries(case, samples, targets, start, t_end,
                            bare[one]["median"] if one else bare_of, warm=warm,
                            path=one or "/".join(path_of[n] for n, _ in specs))
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
@@ -1021,6 +1085,9 @@ class Bench:
                      **overuse_of("\n".join(t for w, t in hook_logs.items() if client_of[w] == n))}
                  for n in nprocs}
         clock = self.clock.over(a, t_end)
+        if editor is not None and editor.written_at is not None:
+            clock["edited_at_s"] = rnd(editor.written_at - t0, 3)
+            clock["edit_applied_ms"] = rnd((start - editor.written_at) * 1e3, 1)
         for e in out:
             e.update(clock)
             for c in e["clients"]:
@@ -1071,6 +1138,7 @@ class Bench:
         n = sum(PAIR_PROCS.get(what, {}).get(c, 1) for c, _ in ALL_PAIR_CASES[what])
         together = st + min(a.pair_seconds, BARE_TOGETHER_S) if what in PAIR_PROCS else 0.0
         late = a.late_s if what in LATE_CLIENTS else 0.0
+        late += a.edit_s if what in EDITS else 0.0
         return quick + together + BACKEND_S + st * (1 + 0.3 * n) + late + a.pair_seconds + 1
 
 
@@ -1104,6 +1172,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
         units += [("pairs", c) for c in PROCS_PAIR_CASES]
     if "late-pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in LATE_PAIR_CASES]
+    if "edit-pairs" in only and not skip_pairs:
+        units += [("pairs", c) for c in EDIT_PAIR_CASES]
     return units
 
 
@@ -1175,6 +1245,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pair-seconds", type=float, default=30.0, help="length of each pairs case")
     p.add_argument("--late-s", type=float, default=10.0,
                    help="late-pairs: how long a runs alone before b starts (then --pair-seconds)")
+    p.add_argument("--edit-s", type=float, default=10.0,
+                   help="edit-pairs: how long the clients run before the edit "
+                        "(then --pair-seconds)")
     p.add_argument("--sync-every-ms", type=float, default=None,
                    help="workers sync every k steps, k steps taking about this long bare "
                    f"(default: {SYNC_EVERY_MS:g}; JAX {SYNC_EVERY_MS_NO_EVENTS:g})")

@@ -260,22 +260,33 @@ def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> Non
 
 
 @pytest.mark.system
-def test_paths_late_pairs_read_the_shares_from_the_late_clients_start(tmp_path: Path) -> None:
-    """bench/paths.py --only late-pairs: b starts --late-s after a, and the 1 s bins count
-    from b's start, its first second included (the cpu kind is never gated: b does its whole
-    bare work in every bin; bins from a's start would hold one where b had not begun, and
-    bins after the other cases' 1 s warm-up would leave b's first second out)."""
-    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "late-pairs",
-                       "--pair-path", "cpu", "--pair-seconds", "2", "--late-s", "1",
-                       "--solo-seconds", "0.3", "--skip-rtt")
+def test_paths_late_and_edit_pairs_read_the_shares_from_the_late_start_and_the_edit(
+        tmp_path: Path) -> None:
+    """bench/paths.py --only late-pairs,edit-pairs.  late-pairs: b starts --late-s after a, and
+    the 1 s bins count from b's start, its first second included (the cpu kind is never gated:
+    b does its whole bare work in every bin; bins from a's start would hold one where b had not
+    begun, and bins after the other cases' 1 s warm-up would leave b's first second out).
+    edit-pairs: the config is edited --edit-s after the start, and the bins count from the
+    moment gem-schd applied it, against the shares after it."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only",
+                       "late-pairs,edit-pairs", "--pair-path", "cpu", "--pair-seconds", "2",
+                       "--late-s", "1", "--edit-s", "1", "--solo-seconds", "0.3", "--skip-rtt",
+                       "--keep-logs")
     entries = json.loads(path.read_text())["pairs"]
-    assert [(e["case"], e["window_s"]) for e in entries] == [("0.4/0.5 b late", 10),
-                                                            ("0.4/0.5 b late", 1)]
-    (one_s,) = (e for e in entries if e["window_s"] == 1)
+    late, edit = "0.4/0.5 b late", "0.25/0.75 b capped 0.3"
+    assert [(e["case"], e["window_s"]) for e in entries] == [(late, 10), (late, 1), (edit, 10),
+                                                            (edit, 1)]
+    (one_s,) = (e for e in entries if e["window_s"] == 1 and e["case"] == late)
     assert one_s["windows"] == 2
     b = one_s["clients"][1]
     assert (b["name"], b["target"]) == ("b", 0.5)
     assert min(b["shares"]) >= 0.7, b  # (a bin before b began would read 0)
+    (edited,) = (e for e in entries if e["window_s"] == 1 and e["case"] == edit)
+    assert [(c["name"], c["target"]) for c in edited["clients"]] == [("a", 0.7), ("b", 0.3)]
+    assert edited["edited_at_s"] == pytest.approx(1.0, abs=0.5), edited
+    # gem-schd's log says when it applied the edit, after its debounce (50 ms)
+    assert 0 < edited["edit_applied_ms"] < 1000, edited
+    assert edited["windows"] == 1  # (the second after it; the run ends 2 s after the edit)
 
 
 @pytest.mark.system
