@@ -236,6 +236,15 @@ class Client:
     mem: int = 4 * GIB
 
 
+def promised_shares(clients: Iterable[Client]) -> dict[str, float]:
+    """What gem-schd promises saturating clients: each its request, and what the requests leave
+    shared as evenly as the limits allow (0.4/0.5 uncapped: 0.5 each)."""
+    from gemini.core.policy import targets
+
+    shares = targets({c.name: (c.request, c.limit) for c in clients})
+    return {n: round(x, 4) for n, x in shares.items()}  # (found by bisection: 0.69999...)
+
+
 class Backend:
     """gem-schd + one gem-pmgr per client, as subprocesses on port 0 (the log line names the
     port).  `hook_env(name)` is what an application needs to run under the hook as that client."""

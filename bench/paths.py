@@ -73,6 +73,7 @@ from common import (
     base_env,
     gpu_info,
     pct,
+    promised_shares,
     read_stats,
     slug,
 )
@@ -106,18 +107,19 @@ PROCS_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.5/0.5 a x2": [("a", 0
 PAIR_PROCS: dict[str, dict[str, int]] = {"0.5/0.5 a x2": {"a": 2}}  # (a client not named: one)
 # A client that comes while another has run alone, run only when named (`--only late-pairs`):
 # b starts --late-s after a, and the shares are read from b's start on, its first second
-# included (a client alone once earned credit it then took back in one lump).
+# included (a client alone once earned credit it then took back in one lump).  Uncapped, the
+# two are promised 0.5 each (their requests, and the rest shared evenly: promised_shares).
 LATE_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.4/0.5 b late": [("a", 0.4), ("b", 0.5)]}
 LATE_CLIENTS: dict[str, str] = {"0.4/0.5 b late": "b"}
 # A cap lowered while its client runs, run only when named (`--only edit-pairs`): the config
 # is edited --edit-s after the start, and the shares are read from the edit on, its first second
 # included (a lowered cap once waited for the client's use under the old one to slide out of
 # its 1 s window: nothing for 0.6 s on the simulator).  EDITS: the clients' (request, limit)
-# after the edit, and the shares they then have.
+# after the edit.
 EDIT_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
     "0.25/0.75 b capped 0.3": [("a", 0.25), ("b", 0.75)]}
-EDITS: dict[str, tuple[dict[str, tuple[float, float]], dict[str, float]]] = {
-    "0.25/0.75 b capped 0.3": ({"a": (0.25, 1.0), "b": (0.3, 0.3)}, {"a": 0.7, "b": 0.3})}
+EDITS: dict[str, dict[str, tuple[float, float]]] = {
+    "0.25/0.75 b capped 0.3": {"a": (0.25, 1.0), "b": (0.3, 0.3)}}
 ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES,
                   **EDIT_PAIR_CASES}
 PAIR_PATH = "torch-eager"
@@ -1032,10 +1034,11 @@ class Bench:
         late_s = self.args.late_s if case in LATE_CLIENTS else 0.0
         late = {w: late_s for w, n in client_of.items() if n == LATE_CLIENTS.get(case)}
         edit_s = self.args.edit_s if case in EDITS else 0.0
-        backend = Backend(procs, [Client(n, r, r if capped else 1.0, MEM) for n, r in specs],
-                          self.timing(), tag="paths-pairs", verbose=self.args.keep_logs)
+        clients = [Client(n, r, r if capped else 1.0, MEM) for n, r in specs]
+        backend = Backend(procs, clients, self.timing(), tag="paths-pairs",
+                          verbose=self.args.keep_logs)
         tracer = GrantTracer(backend.schd.port)
-        editor = ConfigEditor(backend, EDITS[case][0], edit_s) if case in EDITS else None
+        editor = ConfigEditor(backend, EDITS[case], edit_s) if case in EDITS else None
         try:
             t0, workers, each = self.together(
                 procs, {w: (path_of[n], self.env(backend.hook_env(n), debug=True),
@@ -1068,13 +1071,14 @@ class Bench:
         (one,) = bare if len(bare) == 1 and max(nprocs.values()) == 1 else (None,)
         start = t0 + late_s  # (all clients running from here)
         warm = 0.0 if late else PAIR_WARM_S  # (a late client's first second is the point)
-        targets = dict(specs)
+        targets = promised_shares(clients)  # (0.4/0.5 uncapped: 0.5 each)
         if editor is not None:  # (the edited shares, from the edit on, its first second too)
             if editor.written_at is None:
                 raise RuntimeError(f"{case}: the run ended before its config edit")
             # gem-schd applies it after a debounce: from then, where its log says (-v stamps)
             applied = reload_stamp(daemon_logs["schd"], editor.written_at)
-            start, warm, targets = applied or editor.written_at, 0.0, EDITS[case][1]
+            start, warm = applied or editor.written_at, 0.0
+            targets = promised_shares(editor.clients)
         out = pair_entries(case, samples, targets, start, t_end,
                            bare[one]["median"] if one else bare_of, warm=warm,
                            path=one or "/".join(path_of[n] for n, _ in specs))
