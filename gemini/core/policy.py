@@ -102,9 +102,9 @@ class Credits:
         """`seconds` of GPU time served to `name` (negative: given back unused)."""
         self.credit[name] = self.credit.get(name, 0.0) - seconds  # (bounded at the next earn)
 
-    def owe_nothing(self, name: str) -> None:
-        """`name` is owed nothing (what it is ahead by, it keeps)."""
-        self.credit[name] = min(self.credit.get(name, 0.0), 0.0)
+    def owe_nothing(self, name: str, ahead_by: float = 0.0) -> None:
+        """`name` is owed nothing, and owes at most `ahead_by` (what it holds unspent)."""
+        self.credit[name] = min(max(self.credit.get(name, 0.0), -ahead_by), 0.0)
 
     def of(self, name: str) -> float:
         return self.credit.get(name, 0.0)

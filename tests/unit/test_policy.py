@@ -67,14 +67,17 @@ def test_credit_is_earned_only_while_wanting_and_spent_when_served():
     assert credits.of("a") == pytest.approx(0.06)
 
 
-def test_a_client_owed_nothing_keeps_what_it_is_ahead_by():
+def test_a_client_owed_nothing_owes_at_most_what_it_holds_unspent():
     credits = Credits(1.0, now=0.0)
-    credits.earn({"a": 1.0, "b": 1.0}, 0.1)
+    credits.earn({"a": 1.0, "b": 1.0, "c": 1.0}, 0.1)
     credits.spend("b", 0.3)
+    credits.spend("c", 0.3)
     credits.owe_nothing("a")
-    credits.owe_nothing("b")
+    credits.owe_nothing("b", ahead_by=0.25)
+    credits.owe_nothing("c", ahead_by=0.1)
     assert credits.of("a") == 0.0
-    assert credits.of("b") == pytest.approx(-0.2)
+    assert credits.of("b") == pytest.approx(-0.2)  # (it is ahead by less than it holds)
+    assert credits.of("c") == pytest.approx(-0.1)
 
 
 def test_pick_takes_the_one_owed_most_among_those_with_room():
