@@ -247,16 +247,18 @@ def test_paths_pairs_may_run_an_optional_path(capsys) -> None:
 
 
 @pytest.mark.system
-def test_paths_capped_pairs_judge_two_clients_at_0_3_each(tmp_path: Path) -> None:
-    """bench/paths.py --only capped-pairs: the case's two clients at 0.3 each (capped there on
-    a GPU; the cpu kind is never gated), judged on their 10 s and 1 s windows."""
+def test_paths_capped_pairs_judge_each_client_against_its_cap(tmp_path: Path) -> None:
+    """bench/paths.py --only capped-pairs: two clients at 0.3 each, and at 0.4 and 0.5 (capped
+    there on a GPU; the cpu kind is never gated), judged on their 10 s and 1 s windows."""
     path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "capped-pairs",
                        "--pair-path", "cpu", "--pair-seconds", "2", "--solo-seconds", "0.3",
                        "--skip-rtt")
     entries = json.loads(path.read_text())["pairs"]
-    assert [(e["case"], e["window_s"]) for e in entries] == [("capped 0.3+0.3", 10),
-                                                            ("capped 0.3+0.3", 1)]
-    assert all([c["target"] for c in e["clients"]] == [0.3, 0.3] for e in entries)
+    assert [(e["case"], e["window_s"]) for e in entries] == [
+        ("capped 0.3+0.3", 10), ("capped 0.3+0.3", 1), ("capped 0.4+0.5", 10),
+        ("capped 0.4+0.5", 1)]
+    assert [[c["target"] for c in e["clients"]] for e in entries] == [[0.3, 0.3]] * 2 + [
+        [0.4, 0.5]] * 2
 
 
 @pytest.mark.system
