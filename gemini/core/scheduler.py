@@ -137,6 +137,7 @@ class ClientState:
     # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
     calibrated_before: bool = False
     shared_before: bool = False
+    calibration: Calibration | None = None  # its latest calibration grant's, as meant
 
 
 @dataclass
@@ -181,6 +182,8 @@ class SchedulerCore:
         self._clock_at: float | None = None  # when clock samples last came in
         # Calibration grants whose readings are not all in yet (said in the log once they are).
         self._calibrations: list[Interval] = []
+        # The calibration due to each client at the latest decision (_standings), granted as is
+        self._due_calibrations: dict[str, Calibration | None] = {}
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -274,7 +277,7 @@ class SchedulerCore:
                 continue
             meant_s = 0.0  # (a calibration: how long it was meant to last)
             if interval.calibrating:
-                cal = self._calibration(client.spec)
+                cal = client.calibration
                 meant_s = cal.length_s if cal is not None else math.inf
             self.speed.sample(interval.name, mhz, t, t - interval.start,
                               interval.end - interval.start, interval.calibrating, meant_s)
@@ -370,7 +373,7 @@ class SchedulerCore:
         calibrating = standing is not None and standing.need > 0.0
         if calibrating:
             assert standing is not None
-            cal = self._calibration(client.spec)
+            cal = client.calibration = self._due_calibrations.get(candidate.name)
             assert cal is not None  # (due only where one fits: _due_calibration)
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
@@ -476,7 +479,7 @@ class SchedulerCore:
         fast as an ordinary grant before the limiter settles (H100, torch eager and CUDA
         graphs: 1.03-1.06 of the bare rate over a whole calibration, 2026-11-25)."""
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
-        cal = self._calibration(client.spec) if grant.calibrating else None
+        cal = client.calibration if grant.calibrating else None
         if cal is not None:
             fast_s = min(fast_s, cal.settle_s)
         speed = self._speed(grant.name, grant.end)
@@ -507,12 +510,14 @@ class SchedulerCore:
         return self.speed.speed(name, now, shared=not spec.capped,
                                 calibrates=self._calibration(spec) is not None)
 
-    def _calibration(self, spec: ClientSpec) -> Calibration | None:
+    def _calibration(self, spec: ClientSpec, beside_capped: bool = False) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as
-        long as its windows allow (None: too little for one; speed.capped_calibration)."""
+        long as its windows allow, and beside capped neighbours as its 1 s windows can pay
+        back both ways (None: too little for one; speed.capped_calibration)."""
         if not spec.capped:
             return SHARED_CALIBRATION
-        return capped_calibration(self._allowed_s(spec, self._cap_window_s))
+        lump_cap = spec.limit if beside_capped else None
+        return capped_calibration(self._allowed_s(spec, self._cap_window_s), lump_cap)
 
     def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
         """The calibration due to a capped client waiting where the GPU idles between its
@@ -526,7 +531,8 @@ class SchedulerCore:
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
-        return self._calibration(spec)  # (None where none fits its windows)
+        # (None where none fits its windows)
+        return self._calibration(spec, beside_capped=len(names) > 1)
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so
@@ -716,9 +722,10 @@ class SchedulerCore:
         rates = self._targets(names)
         far = self._room_horizon_s
         out = []
+        self._due_calibrations = {}
         for n in names:
             # (0.9: as for any capped grant, a little under will do; see _select)
-            cal = self._due_calibration(n, names, now)
+            cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
             need = 0.9 * cal.length_s if cal is not None else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))

@@ -94,6 +94,14 @@ CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (
 # charged UNCALIBRATED_SPEED (capped_calibration, SpeedMeter.speed).
 CALIBRATION_ALLOWANCE = 0.5
 MIN_CALIBRATION_S = 0.1
+# Beside capped neighbours, no longer than its 1 s windows can pay back within this of its cap
+# both ways (a pair's shares are judged both ways; alone, only its highs count).  A lump of L
+# at a cap r puts L (1 - r) more in the windows that hold it; what pays it back falls in the
+# windows either side, and no split keeps both within B unless L (1 - r + B) <= 2 B: 133 ms at
+# 0.3, 154 at 0.4, the whole CALIBRATION_S from 0.55 up.  H200, 2026-12-02, two clients capped
+# at 0.3 with 150-155 ms calibrations: 6.6-8.9 points under over 1 s beside them; 5.2-6.0 with
+# 129 ms ones, which read a little fast alone at 0.4 (172 ms: caps 0.5-0.8 points higher).
+LUMP_BOUND = 0.05
 # What a capped client too small to calibrate is charged (as far as the GPU sets its pace):
 # the middle of the speeds seen paced (1.0 for Triton, up to ~1.3 for a matmul loop on a cool
 # card), so that either is off by under a seventh of its cap (1.4 points at 0.1).
@@ -209,14 +217,17 @@ class Calibration:
 SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
 
 
-def capped_calibration(allowance_s: float) -> Calibration | None:
+def capped_calibration(allowance_s: float, lump_cap: float | None = None) -> Calibration | None:
     """A capped client's calibration, where its windows allow it `allowance_s` (its limit's
     part of the short window, and the edge): at most CALIBRATION_ALLOWANCE of that, so that
-    the rest of a 1 s window around it is not starved, and None where that is too short for
-    the clock to settle (MIN_CALIBRATION_S).  A client capped at 0.1 may hold 0.115 s of a
+    the rest of a 1 s window around it is not starved, with `lump_cap` (beside capped
+    neighbours: its cap) no longer than LUMP_BOUND allows, and None where that is too short
+    for the clock to settle (MIN_CALIBRATION_S).  A client capped at 0.1 may hold 0.115 s of a
     1 s window, and waited for room for a 200 ms calibration for ever (simulator: nothing
     from its first second on; at 0.2 its seconds 0.06-0.21)."""
     length = min(CALIBRATION_S, CALIBRATION_ALLOWANCE * allowance_s)
+    if lump_cap is not None:
+        length = min(length, 2 * LUMP_BOUND / (1.0 - lump_cap + LUMP_BOUND))
     if length < MIN_CALIBRATION_S:
         return None
     return Calibration(length, length / CALIBRATION_S * CALIBRATION_SETTLE_S)
