@@ -508,7 +508,17 @@ class SchedulerCore:
             return 1.0
         spec = client.spec
         return self.speed.speed(name, now, shared=not spec.capped,
-                                calibrates=self._calibration(spec) is not None)
+                                calibrates=self._calibration(spec) is not None,
+                                busy=spec.capped and self._kept_busy(name))
+
+    def _kept_busy(self, name: str) -> bool:
+        """Do the others that want the GPU now keep it busy around `name`'s grants (an uncapped
+        one, or caps that fill it)?  Then they run at the card's continuous clock."""
+        names = {c.name for c in self.candidates} | {name}
+        if self.holder is not None:
+            names.add(self.holder.interval.name)
+        known = [n for n in sorted(names) if n in self.clients]
+        return len(known) > 1 and not self._idles_between(known)
 
     def _calibration(self, spec: ClientSpec, beside_capped: bool = False) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as

@@ -424,7 +424,7 @@ class SpeedMeter:
         clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
-              calibrates: bool = True) -> float:
+              calibrates: bool = True, busy: bool = False) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
@@ -432,7 +432,9 @@ class SpeedMeter:
         while it settles, and until a tail is kept what its first tail says (FIRST_TAIL_MAX);
         UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
-        uncapped client beside others): by work only, 1 until measured, and below 1 too."""
+        uncapped client beside others): by work only, 1 until measured, and below 1 too.  With
+        `busy` (its neighbours keep the card busy: an uncapped one, or caps that fill it): no
+        floor, as its grants run at the card's continuous clock and no calibration comes."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
@@ -443,7 +445,9 @@ class SpeedMeter:
         else:
             fast = _clock_speed(clocks) if work is None else work
             settling = _read_within(clocks, now, SETTLE_S)
-            if work is None and not calibrates:
+            if busy:
+                pass  # (a capped client newly beside an uncapped one was charged 1.1 for 5 s)
+            elif work is None and not calibrates:
                 fast = UNCALIBRATED_SPEED
             else:
                 if settling and not clocks.tail_costs:

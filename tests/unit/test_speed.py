@@ -453,6 +453,35 @@ def test_a_fresh_capped_client_is_charged_a_likely_speed_until_a_calibration_tel
     assert meter.speed("a", 5.5) == 1.0  # its own, once measured
 
 
+def test_a_capped_client_whose_neighbours_keep_the_card_busy_is_charged_no_likely_speed():
+    meter = SpeedMeter()
+    in_grant(meter, 1900.0, 1.0)
+    assert meter.speed("a", 1.5) == UNKNOWN_SPEED
+    assert meter.speed("a", 1.5, busy=True) == 1.0  # (its grants: the card's continuous clock)
+    assert meter.speed("a", 1.5, calibrates=False) == UNCALIBRATED_SPEED
+    assert meter.speed("a", 1.5, calibrates=False, busy=True) == 1.0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_cap_set_beside_an_uncapped_neighbour_holds_from_its_first_seconds(seed):
+    """b, uncapped at 0.75 beside a, capped at 0.3 by a config edit: its neighbour keeps the
+    card busy, so its grants run at the continuous clock, but it was charged UNKNOWN_SPEED for
+    5 s from its first clock reading (H200, 2026-12-02: granted 0.259-0.283 of those seconds,
+    0.280 of its work over 10 s; here 0.284-0.287, and 0.299-0.300 now)."""
+    sim = Sim([("a", 0.25, 1.0), ("b", 0.75, 1.0)], timing=LAUNCHER, burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.0)
+    sim.configure(cfg.ResourceConfig((cfg.ClientSpec("a", 0.25, 1.0, 1 << 30),
+                                      cfg.ClientSpec("b", 0.3, 0.3, 1 << 30))))
+    sim.run_until(20.0)
+    assert sim.clock is not None
+    sim.clock.advance(20.0, sim.running)
+    assert sim.clock.work("b", 10.0, 15.0) / 5.0 == pytest.approx(0.3, abs=0.01)
+    assert sim.clock.work("b", 10.0, 20.0) / 10.0 == pytest.approx(0.3, abs=0.008)
+
+
 def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_speed_at_least():
     # Its tails read fast while the card heats under the new load.
     for grants_launches, measured, settling in ((200, 1.05, UNKNOWN_SPEED), (200, 1.2, 1.2),
