@@ -509,16 +509,19 @@ class SchedulerCore:
         spec = client.spec
         return self.speed.speed(name, now, shared=not spec.capped,
                                 calibrates=self._calibration(spec) is not None,
-                                busy=spec.capped and self._kept_busy(name))
+                                idle=self._idle_share(name) if spec.capped else 1.0)
 
-    def _kept_busy(self, name: str) -> bool:
-        """Do the others that want the GPU now keep it busy around `name`'s grants (an uncapped
-        one, or caps that fill it)?  Then they run at the card's continuous clock."""
+    def _idle_share(self, name: str) -> float:
+        """The share of the GPU that `name` and the others that want it now leave idle: 1 less
+        their caps, or none beside an uncapped one (its grants then run at the card's
+        continuous clock)."""
         names = {c.name for c in self.candidates} | {name}
         if self.holder is not None:
             names.add(self.holder.interval.name)
-        known = [n for n in sorted(names) if n in self.clients]
-        return len(known) > 1 and not self._idles_between(known)
+        specs = [self.clients[n].spec for n in sorted(names) if n in self.clients]
+        if not all(s.capped for s in specs):
+            return 0.0
+        return max(1.0 - sum(s.limit for s in specs), 0.0)
 
     def _calibration(self, spec: ClientSpec, beside_capped: bool = False) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as

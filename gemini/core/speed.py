@@ -136,6 +136,12 @@ FIRST_TAIL_MAX = 1.3
 # per launch, 200 from the fourth on: speed 1.07 for 6 s, windows of 0.453-0.458; JAX 194,
 # then 200-202; its work per granted second over the run 1.12-1.14).
 SPED_UP = 1.03
+# ...in proportion to the GPU's share left idle around its grants, below this: two clients
+# capped at 0.4 and 0.5 (the card idle a tenth of the time) read 1.01-1.06 in their tails and
+# did 1.04-1.06 of their bare work per granted second uncalibrated, but were charged 1.1 for
+# 20 s, 2.1 points under over 10 s (H200, 2026-12-02); alone at 0.4 or 0.3 beside 0.3 (idle
+# 0.6, 0.4) the speeds are 1.13-1.17.
+IDLE_FOR_UNKNOWN = 0.4
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -424,7 +430,7 @@ class SpeedMeter:
         clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
-              calibrates: bool = True, busy: bool = False) -> float:
+              calibrates: bool = True, idle: float = 1.0) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
@@ -432,9 +438,10 @@ class SpeedMeter:
         while it settles, and until a tail is kept what its first tail says (FIRST_TAIL_MAX);
         UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
-        uncapped client beside others): by work only, 1 until measured, and below 1 too.  With
-        `busy` (its neighbours keep the card busy: an uncapped one, or caps that fill it): no
-        floor, as its grants run at the card's continuous clock and no calibration comes."""
+        uncapped client beside others): by work only, 1 until measured, and below 1 too.
+        `idle`: the share of the GPU that it and its neighbours leave idle (0 beside an uncapped
+        one, or caps that fill it: no floor, as its grants run at the card's continuous clock
+        and no calibration comes; under IDLE_FOR_UNKNOWN, a floor that much lower)."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
@@ -445,7 +452,7 @@ class SpeedMeter:
         else:
             fast = _clock_speed(clocks) if work is None else work
             settling = _read_within(clocks, now, SETTLE_S)
-            if busy:
+            if idle <= 0.0:
                 pass  # (a capped client newly beside an uncapped one was charged 1.1 for 5 s)
             elif work is None and not calibrates:
                 fast = UNCALIBRATED_SPEED
@@ -453,7 +460,8 @@ class SpeedMeter:
                 if settling and not clocks.tail_costs:
                     fast = max(fast, _first_tail_speed(clocks))
                 if _unknown(clocks, now) or (settling and fast > SPED_UP):
-                    fast = max(fast, UNKNOWN_SPEED)
+                    likely = min(idle / IDLE_FOR_UNKNOWN, 1.0) * (UNKNOWN_SPEED - 1.0)
+                    fast = max(fast, 1.0 + likely)
         return 1.0 + (fast - 1.0) * bound
 
     def gpu_wait(self, name: str) -> float | None:
