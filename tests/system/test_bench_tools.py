@@ -227,8 +227,12 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     # (pairs of capped clients likewise)
     assert not any(c.startswith("capped") for _, c in paths.units_for(paths.PATHS + paths.EXTRA,
                                                                       False, True))
-    assert paths.units_for(["capped-pairs"], False, True) == [("pairs", "capped 0.3+0.3")]
+    assert paths.units_for(["capped-pairs"], False, True) == [("pairs", "capped 0.3+0.3"),
+                                                              ("pairs", "capped 0.4+0.5")]
     assert paths.units_for(["procs-pairs"], False, True) == [("pairs", "0.5/0.5 a x2")]
+    assert paths.units_for(["edit-pairs"], False, True) == [("pairs", "0.25/0.75 b capped 0.3")]
+    assert ("pairs", "0.25/0.75 b capped 0.3") not in paths.units_for(
+        paths.PATHS + paths.EXTRA, False, True)
 
 
 def test_paths_pairs_may_run_an_optional_path(capsys) -> None:
