@@ -409,19 +409,26 @@ def test_beside_capped_neighbours_a_calibration_is_no_longer_than_its_seconds_ca
     assert capped_calibration(0.215, lump_cap=0.2).length_s == pytest.approx(0.1075)
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibrations(seed):
-    """150 ms calibrations beside a capped neighbour left the seconds on either side 6.6-8.9
-    points under (H200, 2026-12-02); here 6.9-8.2 in 1 s bins (seeds 1-2), 5.0-6.9 with
-    calibrations of 133 ms, alone's staying as they were."""
-    specs = [("a", 0.3, 0.3), ("b", 0.3, 0.3)]
-    sim = Sim(specs, timing=LAUNCHER, burst_ms=5000.0, seed=seed, clock=GpuClock(),
-              launch_s=0.0002)
+def capped_pair_for_30_s(cap_a: float, cap_b: float, seed: int) -> Sim:
+    """Two saturating clients a and b capped at `cap_a` and `cap_b`, for 30 s on the
+    simulator's power-limited GPU, its clock run to the end."""
+    sim = Sim([("a", cap_a, cap_a), ("b", cap_b, cap_b)], timing=LAUNCHER, burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002)
     sim.start("a")
     sim.start("b", 0.001)
     sim.run_until(30.0)
     assert sim.clock is not None
     sim.clock.advance(30.0, sim.running)
+    return sim
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibrations(seed):
+    """150 ms calibrations beside a capped neighbour left the seconds on either side 6.6-8.9
+    points under (H200, 2026-12-02); here 6.9-8.2 in 1 s bins (seeds 1-2), 5.0-6.9 with
+    calibrations of 133 ms, alone's staying as they were."""
+    sim = capped_pair_for_30_s(0.3, 0.3, seed)
+    assert sim.clock is not None
     for name in ("a", "b"):
         c = sim.clients[name]
         lengths = [c.busy[i][1] - c.busy[i][0] for i in c.calibrations]
@@ -472,15 +479,9 @@ def test_caps_that_leave_the_card_idle_a_tenth_of_the_time_hold_over_their_first
     """0.4 + 0.5: charged UNKNOWN_SPEED while they settled, for speeds of 1.01-1.06, they were
     2.1 and 1.3 points under over 10 s (H200, 2026-12-02); here up to 3.5 (12 runs: seeds 1-6,
     two start times), and within 1.3 now (their 1 s windows 3.7-10.3 under, 2.9-8.9 now)."""
-    specs = [("a", 0.4, 0.4), ("b", 0.5, 0.5)]
-    sim = Sim(specs, timing=LAUNCHER, burst_ms=5000.0, seed=seed, clock=GpuClock(),
-              launch_s=0.0002)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(30.0)
+    sim = capped_pair_for_30_s(0.4, 0.5, seed)
     assert sim.clock is not None
-    sim.clock.advance(30.0, sim.running)
-    for name, _, limit in specs:
+    for name, limit in (("a", 0.4), ("b", 0.5)):
         tens = [sim.clock.work(name, t, t + 10.0) / 10.0 for t in range(2, 20)]
         assert max(abs(x - limit) for x in tens) <= 0.015, (name, tens)
 
