@@ -512,16 +512,20 @@ class SchedulerCore:
         spec = client.spec
         return self.speed.speed(name, now, shared=not spec.capped,
                                 calibrates=self._calibration(spec) is not None,
-                                idle=self._idle_share(name) if spec.capped else 1.0)
+                                idle=self._idle_share(sorted(self._wanting() | {name}))
+                                if spec.capped else 1.0)
 
-    def _idle_share(self, name: str) -> float:
-        """The share of the GPU that `name` and the others that want it now leave idle: 1 less
-        their caps, or none beside an uncapped one (its grants then run at the card's
-        continuous clock)."""
-        names = {c.name for c in self.candidates} | {name}
+    def _wanting(self) -> set[str]:
+        """The clients that want the GPU now: those waiting, and the holder."""
+        names = {c.name for c in self.candidates}
         if self.holder is not None:
             names.add(self.holder.interval.name)
-        specs = [self.clients[n].spec for n in sorted(names) if n in self.clients]
+        return names
+
+    def _idle_share(self, names: list[str]) -> float:
+        """The share of the GPU that `names`, wanting it, leave idle: 1 less their caps, or
+        none beside an uncapped one (its work keeps the card at its continuous clock)."""
+        specs = [self.clients[n].spec for n in names if n in self.clients]
         if not all(s.capped for s in specs):
             return 0.0
         return max(1.0 - sum(s.limit for s in specs), 0.0)
@@ -557,10 +561,9 @@ class SchedulerCore:
         its time as no calibration came to either while the other wanted the GPU, did
         0.32-0.34 of their bare work over 10 s on the simulator.)  Beside an uncapped client,
         or caps that add up to the whole GPU, the card is kept busy and the grants run at its
-        continuous speed: no calibration is needed, and its lump would cost the others."""
-        specs = [self.clients[n].spec for n in names]
-        return len(specs) == 1 or (all(s.capped for s in specs)
-                                   and sum(s.limit for s in specs) < 1.0)
+        continuous speed: no calibration is needed, and its lump would cost the others.
+        (`names` hold the capped client asked about.)"""
+        return self._idle_share(names) > 0.0
 
     def _end_early(self, interval: Interval, now: float) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
@@ -578,9 +581,7 @@ class SchedulerCore:
     def _earn(self, now: float) -> None:
         """Credit the clients that wanted the GPU since the last event (holder, waiting, or an
         expired holder expected back) at their target shares."""
-        wanting = {c.name for c in self.candidates}
-        if self.holder is not None:
-            wanting.add(self.holder.interval.name)
+        wanting = self._wanting()
         if self._grace is not None:
             # Until its grace ends only: no event may come before the next request, and an
             # expired holder with no one waiting then earned the whole idle time (alone, up to
