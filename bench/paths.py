@@ -15,11 +15,13 @@ launch-bound, torch-compile, torch-compile-graphs, cupy):
         50 ms, and the overuse the hook logs per token.
 pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.0), each
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
-        Only when named: "capped-pairs" (two clients capped at 0.3; at 0.4 and 0.5),
-        "procs-pairs" (0.5/0.5, client a of two processes, judged against two bare processes'
-        work together), "late-pairs" (0.4/0.5, b starting --late-s after a: 1 s bins from b's
-        start on) and "edit-pairs" (0.25/0.75, b capped at 0.3 by a config edit --edit-s after
-        the start: 1 s bins from the edit on, read against the shares after it, a 0.7, b 0.3).
+        Only when named: "capped-pairs" (two clients capped at 0.3; at 0.4 and 0.5; three
+        at 0.2, 0.3, 0.3), "procs-pairs" (0.5/0.5, client a of two processes, judged against
+        two bare processes' work together), "late-pairs" (0.4/0.5 uncapped, and two capped at
+        0.3, b starting --late-s after a: 1 s bins from b's start on) and "edit-pairs"
+        (0.25/0.75, b capped at 0.3 by a config edit --edit-s after the start: 1 s bins from
+        the edit on, read against the shares after it, a 0.7, b 0.3; and two capped at 0.3, b
+        raised to 0.6).  "pair:CASE" runs one case by its name.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
@@ -101,7 +103,8 @@ PAIR_CASES: dict[str, list[tuple[str, float]]] = {
 # leave the GPU idle between them, as one cap alone does; 0.4+0.5 leaves it idle a tenth of
 # the time only, where each calibration's lump has little idle time around it to go in.
 CAPPED_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
-    "capped 0.3+0.3": [("a", 0.3), ("b", 0.3)], "capped 0.4+0.5": [("a", 0.4), ("b", 0.5)]}
+    "capped 0.3+0.3": [("a", 0.3), ("b", 0.3)], "capped 0.4+0.5": [("a", 0.4), ("b", 0.5)],
+    "capped 0.2+0.3+0.3": [("a", 0.2), ("b", 0.3), ("c", 0.3)]}
 # A client of several processes beside a client of one, run only when named (`--only
 # procs-pairs`): the processes share their client's token (README: "Clients of several
 # processes"); a client's work is its processes' together, against what they do bare together.
@@ -111,17 +114,22 @@ PAIR_PROCS: dict[str, dict[str, int]] = {"0.5/0.5 a x2": {"a": 2}}  # (a client 
 # b starts --late-s after a, and the shares are read from b's start on, its first second
 # included (a client alone once earned credit it then took back in one lump).  Uncapped, the
 # two are promised 0.5 each (their requests, and the rest shared evenly: promised_shares).
-LATE_PAIR_CASES: dict[str, list[tuple[str, float]]] = {"0.4/0.5 b late": [("a", 0.4), ("b", 0.5)]}
-LATE_CLIENTS: dict[str, str] = {"0.4/0.5 b late": "b"}
+LATE_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
+    "0.4/0.5 b late": [("a", 0.4), ("b", 0.5)], "capped 0.3+0.3 b late": [("a", 0.3), ("b", 0.3)]}
+LATE_CLIENTS: dict[str, str] = {"0.4/0.5 b late": "b", "capped 0.3+0.3 b late": "b"}
 # A cap lowered while its client runs, run only when named (`--only edit-pairs`): the config
 # is edited --edit-s after the start, and the shares are read from the edit on, its first second
 # included (a lowered cap once waited for the client's use under the old one to slide out of
 # its 1 s window: nothing for 0.6 s on the simulator).  EDITS: the clients' (request, limit)
 # after the edit.
 EDIT_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
-    "0.25/0.75 b capped 0.3": [("a", 0.25), ("b", 0.75)]}
+    "0.25/0.75 b capped 0.3": [("a", 0.25), ("b", 0.75)],
+    "capped 0.3+0.3 b raised to 0.6": [("a", 0.3), ("b", 0.3)]}
 EDITS: dict[str, dict[str, tuple[float, float]]] = {
-    "0.25/0.75 b capped 0.3": {"a": (0.25, 1.0), "b": (0.3, 0.3)}}
+    "0.25/0.75 b capped 0.3": {"a": (0.25, 1.0), "b": (0.3, 0.3)},
+    "capped 0.3+0.3 b raised to 0.6": {"a": (0.3, 0.3), "b": (0.6, 0.6)}}
+# The cases whose clients start capped at their targets (the others start uncapped).
+CAPPED_CASES = {*CAPPED_PAIR_CASES, "capped 0.3+0.3 b late", "capped 0.3+0.3 b raised to 0.6"}
 ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES,
                   **EDIT_PAIR_CASES}
 PAIR_PATH = "torch-eager"
@@ -1032,7 +1040,7 @@ class Bench:
         bare = {p: self.quick_bare(procs, p) for p in dict.fromkeys(path_of.values())}
         nprocs = {n: PAIR_PROCS.get(case, {}).get(n, 1) for n, _ in specs}
         client_of = {(n if k == 1 else f"{n}{i}"): n for n, k in nprocs.items() for i in range(k)}
-        capped = case in CAPPED_PAIR_CASES
+        capped = case in CAPPED_CASES
         late_s = self.args.late_s if case in LATE_CLIENTS else 0.0
         late = {w: late_s for w, n in client_of.items() if n == LATE_CLIENTS.get(case)}
         edit_s = self.args.edit_s if case in EDITS else 0.0
@@ -1180,6 +1188,8 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
         units += [("pairs", c) for c in LATE_PAIR_CASES]
     if "edit-pairs" in only and not skip_pairs:
         units += [("pairs", c) for c in EDIT_PAIR_CASES]
+    units += [("pairs", c) for c in ALL_PAIR_CASES if f"pair:{c}" in only and not skip_pairs
+              and ("pairs", c) not in units]  # (one case by its name)
     return units
 
 
@@ -1293,7 +1303,8 @@ def main(argv: list[str] | None = None) -> int:
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
     unknown = [s for s in only
                if s.removeprefix("cap:").removeprefix("solo:")
-               not in PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA + DRY]
+               not in PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA + DRY
+               and s.removeprefix("pair:") not in ALL_PAIR_CASES]
     if unknown:
         p.error(f"unknown in --only: {', '.join(unknown)} "
                 f"(choose from {', '.join(PATHS + OPTIONAL + EXTRA + OPTIONAL_EXTRA)})")

@@ -227,10 +227,15 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     # (pairs of capped clients likewise)
     assert not any(c.startswith("capped") for _, c in paths.units_for(paths.PATHS + paths.EXTRA,
                                                                       False, True))
-    assert paths.units_for(["capped-pairs"], False, True) == [("pairs", "capped 0.3+0.3"),
-                                                              ("pairs", "capped 0.4+0.5")]
+    assert paths.units_for(["capped-pairs"], False, True) == [
+        ("pairs", "capped 0.3+0.3"), ("pairs", "capped 0.4+0.5"), ("pairs", "capped 0.2+0.3+0.3")]
     assert paths.units_for(["procs-pairs"], False, True) == [("pairs", "0.5/0.5 a x2")]
-    assert paths.units_for(["edit-pairs"], False, True) == [("pairs", "0.25/0.75 b capped 0.3")]
+    assert paths.units_for(["edit-pairs"], False, True) == [
+        ("pairs", "0.25/0.75 b capped 0.3"), ("pairs", "capped 0.3+0.3 b raised to 0.6")]
+    # (one case by its name, once)
+    assert paths.units_for(["pair:capped 0.3+0.3 b late", "late-pairs"], False, True) == [
+        ("pairs", "0.4/0.5 b late"), ("pairs", "capped 0.3+0.3 b late")]
+    assert paths.units_for(["pair:capped 0.3+0.3 b late"], True, True) == []
     assert ("pairs", "0.25/0.75 b capped 0.3") not in paths.units_for(
         paths.PATHS + paths.EXTRA, False, True)
 
@@ -252,34 +257,37 @@ def test_paths_pairs_may_run_an_optional_path(capsys) -> None:
 
 @pytest.mark.system
 def test_paths_capped_pairs_judge_each_client_against_its_cap(tmp_path: Path) -> None:
-    """bench/paths.py --only capped-pairs: two clients at 0.3 each, and at 0.4 and 0.5 (capped
-    there on a GPU; the cpu kind is never gated), judged on their 10 s and 1 s windows."""
-    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "capped-pairs",
+    """bench/paths.py's capped pairs: two clients at 0.3 each, and three at 0.2, 0.3 and 0.3
+    (capped there on a GPU; the cpu kind is never gated), judged on their 10 s and 1 s
+    windows."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only",
+                       "pair:capped 0.3+0.3,pair:capped 0.2+0.3+0.3",
                        "--pair-path", "cpu", "--pair-seconds", "2", "--solo-seconds", "0.3",
                        "--skip-rtt")
     entries = json.loads(path.read_text())["pairs"]
     assert [(e["case"], e["window_s"]) for e in entries] == [
-        ("capped 0.3+0.3", 10), ("capped 0.3+0.3", 1), ("capped 0.4+0.5", 10),
-        ("capped 0.4+0.5", 1)]
+        ("capped 0.3+0.3", 10), ("capped 0.3+0.3", 1), ("capped 0.2+0.3+0.3", 10),
+        ("capped 0.2+0.3+0.3", 1)]
     assert [[c["target"] for c in e["clients"]] for e in entries] == [[0.3, 0.3]] * 2 + [
-        [0.4, 0.5]] * 2
+        [0.2, 0.3, 0.3]] * 2
 
 
 @pytest.mark.system
 def test_paths_late_and_edit_pairs_read_the_shares_from_the_late_start_and_the_edit(
         tmp_path: Path) -> None:
-    """bench/paths.py --only late-pairs,edit-pairs.  late-pairs: b starts --late-s after a, and
+    """bench/paths.py's late and edit pairs.  Late: b starts --late-s after a, and
     the 1 s bins count from b's start, its first second included (the cpu kind is never gated:
     b does its whole bare work in every bin; bins from a's start would hold one where b had not
     begun, and bins after the other cases' 1 s warm-up would leave b's first second out).
-    edit-pairs: the config is edited --edit-s after the start, and the bins count from the
-    moment gem-schd applied it, against the shares after it."""
+    Edit: the config is edited --edit-s after the start (two clients capped at 0.3, b's cap
+    raised to 0.6), and the bins count from the moment gem-schd applied it, against the shares
+    after it."""
+    late, edit = "0.4/0.5 b late", "capped 0.3+0.3 b raised to 0.6"
     path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only",
-                       "late-pairs,edit-pairs", "--pair-path", "cpu", "--pair-seconds", "2",
+                       f"pair:{late},pair:{edit}", "--pair-path", "cpu", "--pair-seconds", "2",
                        "--late-s", "1", "--edit-s", "1", "--solo-seconds", "0.3", "--skip-rtt",
                        "--keep-logs")
     entries = json.loads(path.read_text())["pairs"]
-    late, edit = "0.4/0.5 b late", "0.25/0.75 b capped 0.3"
     assert [(e["case"], e["window_s"]) for e in entries] == [(late, 10), (late, 1), (edit, 10),
                                                             (edit, 1)]
     (one_s,) = (e for e in entries if e["window_s"] == 1 and e["case"] == late)
@@ -289,7 +297,7 @@ def test_paths_late_and_edit_pairs_read_the_shares_from_the_late_start_and_the_e
     b = one_s["clients"][1]
     assert min(b["shares"]) >= 0.7, b  # (a bin before b began would read 0)
     (edited,) = (e for e in entries if e["window_s"] == 1 and e["case"] == edit)
-    assert [(c["name"], c["target"]) for c in edited["clients"]] == [("a", 0.7), ("b", 0.3)]
+    assert [(c["name"], c["target"]) for c in edited["clients"]] == [("a", 0.3), ("b", 0.6)]
     assert edited["edited_at_s"] == pytest.approx(1.0, abs=0.5), edited
     # gem-schd's log says when it applied the edit, after its debounce (50 ms)
     assert 0 < edited["edit_applied_ms"] < 1000, edited
