@@ -27,18 +27,17 @@ Rules:
 - Unified-memory clients (gemini.core.um) get their flags in MEM_LIMIT replies and a quota of at
   least the UM minimum, so that migrating their data stays a small part of their time.
 - Caps hold by work where the GPU's clock is known (`on_clock`: the shell's samples of the SM
-  clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster
-  the GPU runs its grants than it runs it continuously, which its idle gaps cause, as far as
-  the GPU sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when
-  it next asks; alone (or beside capped clients only that leave the GPU idle between them:
-  `_idles_between`), a capped client gets a calibration grant (`speed.CALIBRATION_S`, or
-  half what its short window allows it: `_calibration`; beside capped neighbours no longer
-  than its 1 s windows can pay back, `speed.LUMP_BOUND`; none under 0.1 s, as for a cap of
-  0.1) `speed.FIRST_CALIBRATION_S` after its first reading, every
-  `speed.SETTLING_EVERY_S` for its first `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S`
-  after that, once it has the room for it.  Until its speed is known it is charged a likely
-  one, scaled down where it and its neighbours leave the card idle less (`_idle_share`: none
-  beside an uncapped client).
+  clock): a capped client's grants are charged at its speed (gemini.core.speed: how much faster the
+  GPU runs its grants than it runs it continuously, which its idle gaps cause, as far as the GPU
+  sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when it next asks;
+  alone (or beside capped clients only that leave the GPU idle between them: `_idles_between`), a
+  capped client gets a calibration grant (`speed.CALIBRATION_S`, or half what its short window
+  allows it: `_calibration`; beside capped neighbours no longer than its 1 s windows can pay back,
+  `speed.LUMP_BOUND`; none under 0.1 s, as for a cap of 0.1, or of 0.2 beside capped neighbours)
+  `speed.FIRST_CALIBRATION_S` after its first reading, every `speed.SETTLING_EVERY_S` for its first
+  `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
+  Until its speed is known it is charged a likely one, scaled down where it and its neighbours leave
+  the card idle less (`_idle_share`: none beside an uncapped client).
 - With `Timing.shared_speed`, shares of uncapped clients beside each other hold by work too:
   the power limiter sets one clock for all, which a light program runs slower at than alone
   and a power-hungry one faster.  Each gets short calibration grants
