@@ -212,6 +212,14 @@ RECENT_RUN_TAILS = 8
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
+# A tail that reads its program more than this much slower than its grants is not kept: no
+# GPU's clock moves that far between a rest and continuous work (matmul loops 1.13-1.19 on
+# the H100 and H200), so something else ran slow in it (a stall, a slow kernel).  H200,
+# 2026-12-02, two CUDA-graph clients capped at 0.3: one tail read 1034 us a graph launch
+# against 703 in its grants and 788-790 in the others'; kept as the slowest, it charged its
+# client 1.47 for 6 s, then, as the tails now disagreed, left its speed to the clock for
+# longer: 4.2 points under over 10 s.  (The first tail's floor is held to FIRST_TAIL_MAX.)
+TAIL_SPEED_MAX = 1.35
 
 
 @dataclass(frozen=True)
@@ -396,6 +404,9 @@ class SpeedMeter:
         if calibrating:
             if run_ms < MIN_RUN_MS:
                 return
+            grants = _grants_cost(clocks)
+            if grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants and not shared:
+                return  # (not believable: see TAIL_SPEED_MAX)
             if shared or clocks.calibrations > 1:
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             else:

@@ -21,6 +21,7 @@ from gemini.core.speed import (
     MIN_RUN_LAUNCHES,
     MIN_RUN_MS,
     MIN_TAIL_READINGS,
+    RECENT_GRANTS,
     RECENT_TAILS,
     RUN_SPREAD_MAX,
     SETTLE_S,
@@ -609,6 +610,19 @@ def test_the_speed_by_work_is_the_slowest_latest_tail_over_the_grants_cost_per_l
     meter.ran("a", 0.0, 100, calibrating=False)
     assert meter.speed("a") == pytest.approx(1.25)
     assert "by work: 200.0 us per launch in its grants" in meter.describe("a")
+
+
+def test_a_tail_far_slower_than_any_clock_could_make_it_is_not_kept():
+    """One CUDA-graph tail read 1034 us a launch against 703 in the grants and 788 in the
+    others (H200, 2026-12-02): kept as the slowest, it charged its client 1.47."""
+    meter = SpeedMeter()
+    for _ in range(RECENT_GRANTS):
+        meter.ran("a", 70.3, 100, calibrating=False)  # 0.703 ms a launch
+    for at, run_ms in ((0.0, 78.8), (3.0, 78.8), (6.0, 103.4), (9.0, 79.0)):
+        meter.calibrating("a", at)  # (the first tail: a floor only)
+        meter.ran("a", run_ms, 100, calibrating=True)
+    assert meter.speed("a") == pytest.approx(0.790 / 0.703)
+    assert "103" not in meter.describe("a")  # (not among its tails)
 
 
 def test_a_few_long_launches_tell_the_speed_by_their_gpu_time():
