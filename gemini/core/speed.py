@@ -405,9 +405,9 @@ class SpeedMeter:
             if run_ms < MIN_RUN_MS:
                 return
             grants = _grants_cost(clocks)
-            if grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants and not shared:
-                return  # (not believable: see TAIL_SPEED_MAX)
             if shared or clocks.calibrations > 1:
+                if not shared and grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants:
+                    return  # (not believable: see TAIL_SPEED_MAX)
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
             else:
                 clocks.first_tail_cost = run_ms / launches
