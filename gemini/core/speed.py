@@ -404,8 +404,8 @@ class SpeedMeter:
         if calibrating:
             if run_ms < MIN_RUN_MS:
                 return
-            grants = _grants_cost(clocks)
             if shared or clocks.calibrations > 1:
+                grants = _grants_cost(clocks)
                 if not shared and grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants:
                     return  # (not believable: see TAIL_SPEED_MAX)
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
