@@ -134,6 +134,15 @@ class Pacer:
         if name in self._pace:
             self._pace[name] += seconds / limit
 
+    def raised(self, name: str, old_limit: float, new_limit: float, now: float) -> None:
+        """Its limit was raised: the rest still due for time served under the old one is what
+        the new one asks for that time (a client raised from 0.3 to 0.6 rested on at the old
+        pace, up to 70 ms after a 30 ms grant, and had 0.49-0.52 of its first half second on
+        the simulator)."""
+        pace = self._pace.get(name)
+        if pace is not None and pace > now and new_limit > old_limit:
+            self._pace[name] = now + (pace - now) * old_limit / new_limit
+
     def ready_in(self, name: str, now: float) -> float:
         """Seconds until it may start its next grant (<= 0: now)."""
         return self._pace.get(name, now) - now

@@ -821,6 +821,8 @@ class SchedulerCore:
                 # count against the new (a 0.4 cap lowered to 0.1 had 4 s in its 10 s window
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
+            if spec.limit > state.spec.limit:
+                self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:

@@ -98,6 +98,19 @@ def test_pace_spreads_a_capped_clients_grants_by_one_over_its_limit():
     assert pacer.ready_in("b", 1.04) == 0.0  # never served: ready
 
 
+def test_a_raised_limit_shortens_the_rest_still_due_a_lowered_one_does_not_lengthen_it():
+    pacer = Pacer()
+    pacer.granted("a", asked=1.0, seconds=0.03, limit=0.3)  # ready at 1.1
+    pacer.raised("a", 0.3, 0.6, 1.03)  # 70 ms of rest left at 0.3: 35 at 0.6
+    assert pacer.ready_in("a", 1.03) == pytest.approx(0.035)
+    pacer.raised("a", 0.6, 0.3, 1.03)  # (not raised: a lower cap counts from its edit)
+    assert pacer.ready_in("a", 1.03) == pytest.approx(0.035)
+    pacer.raised("a", 0.3, 0.6, 2.0)  # long rested: nothing due
+    assert pacer.ready_in("a", 2.0) == pytest.approx(-0.935)  # (as it was)
+    pacer.raised("b", 0.3, 0.6, 2.0)  # never served
+    assert pacer.ready_in("b", 2.0) == 0.0
+
+
 def test_pace_counts_waiting_for_the_gpu_but_not_a_pause():
     pacer = Pacer()
     pacer.granted("a", asked=0.0, seconds=0.1, limit=0.5)  # paced from 0.2 on

@@ -358,6 +358,22 @@ def test_a_lowered_cap_holds_from_the_edit_on_in_its_first_second_too(seed):
         assert abs(sim.share("a", lo, lo + 1.0) - 0.7) <= 0.05, lo
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_raised_cap_holds_from_the_edit_on_in_its_first_half_second(seed):
+    """b, capped at 0.3 beside a capped at 0.3, is raised to 0.6.  It rested on at the old
+    pace after its latest grant (70 ms after a 30 ms grant) and held 0.49-0.52 of its first
+    half second on the simulator (H200, 2026-12-02: 0.48, and 0.517-0.536 of its first second
+    by work)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
+              clock=GpuClock(), launch_s=0.0002)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.0)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(11.0)
+    assert sim.share("b", 10.0, 10.5) >= 0.6 - 0.07
+
+
 def test_adaptive_quota_moves_toward_the_burst():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, short_window_s=0), 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))
