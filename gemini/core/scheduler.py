@@ -806,6 +806,7 @@ class SchedulerCore:
     def _apply_config(self, config: ResourceConfig, now: float) -> list[Action]:
         out: list[Action] = []
         old = self.clients
+        limits_before = {n: c.spec.limit for n, c in old.items()}
         self.clients = {}
         for spec in config.clients:
             state = old.get(spec.name)
@@ -841,6 +842,9 @@ class SchedulerCore:
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
+        if any(limits_before.get(n, c.spec.limit) != c.spec.limit for n, c in self.clients.items()):
+            for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
+                self.speed.duty_changed(name)
         return out
 
     def _push_memory_limit(self, state: ClientState, spec: ClientSpec) -> list[Action]:

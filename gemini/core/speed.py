@@ -505,5 +505,12 @@ class SpeedMeter:
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
 
+    def duty_changed(self, name: str) -> None:
+        """The caps around it changed, so the card idles more or less between its grants: what
+        its grants cost before says nothing of what they cost now (its tails still hold)."""
+        clocks = self._clocks.get(name)
+        if clocks is not None:
+            clocks.grant_costs = []
+
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

@@ -638,6 +638,26 @@ def test_a_tail_far_slower_than_any_clock_could_make_it_is_not_kept():
     assert "103" not in meter.describe("a")  # (not among its tails)
 
 
+def test_a_cap_changed_by_an_edit_leaves_the_grants_costs_of_before_behind():
+    """b capped at 0.3 beside a at 0.3 is raised to 0.6, and the card idles a tenth of the
+    time, not 0.4: a's grants went from 176.5 to 198.6 us a launch, its tails 199-200, and it
+    was charged 1.13 until its latest 16 grants were all after the edit (H200, 2026-12-02)."""
+    core = SchedulerCore(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.3, 0.3, 1 << 30)), LAUNCHER,
+                         0.0)
+    meter = core.speed
+    for name in ("a", "b"):
+        for at in (0.0, 3.0, 6.0):  # (the first tail is a floor only)
+            meter.calibrating(name, at)
+            meter.ran(name, 19.95, 100, calibrating=True)  # 199.5 us a launch
+        for _ in range(RECENT_GRANTS):
+            meter.ran(name, 17.65, 100, calibrating=False)  # 176.5
+        assert meter.speed(name) == pytest.approx(199.5 / 176.5)
+    core.on_config(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)), 10.0)
+    for name in ("a", "b"):
+        meter.ran(name, 19.86, 100, calibrating=False)  # 198.6: its grants after the edit
+        assert meter.speed(name) == pytest.approx(199.5 / 198.6)
+
+
 def test_a_few_long_launches_tell_the_speed_by_their_gpu_time():
     """11 ms matmuls run 2-3 to a 40 ms grant and to a calibration's tail: too few launches to
     count, they left the speed to the clock, which said 1.22 where the work ran 1.12 times
