@@ -103,8 +103,10 @@ def _read_logs(tar_path: Path, names: list[str]) -> dict[str, str]:
 
 
 def _logs_beside(paths_json: Path) -> Path | None:
-    stem = paths_json.name.removesuffix("-paths.json")
-    for suffix in ("-paths-logs.tar.xz", "-paths-logs.tar"):
+    """`X.json`'s `X-logs.tar.xz` (or `.tar`): as paths.py writes them, and as committed with
+    a tag after `-paths`."""
+    stem = paths_json.name.removesuffix(".json")
+    for suffix in ("-logs.tar.xz", "-logs.tar"):
         candidate = paths_json.with_name(stem + suffix)
         if candidate.exists():
             return candidate
