@@ -113,25 +113,39 @@ def _logs_beside(paths_json: Path) -> Path | None:
     return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """A paths results file, its logs, and which paths' capped runs to read."""
     p.add_argument("paths_json", type=Path)
     p.add_argument("--logs", type=Path, default=None)
     p.add_argument("--path", action="append", default=None, help="a path's run (default: all)")
-    p.add_argument("--top", type=int, default=5)
-    args = p.parse_args(argv)
+
+
+def kept_runs(args: argparse.Namespace, suffixes: tuple[str, ...],
+              ) -> dict[str, tuple[dict, tuple[str | None, ...]]] | None:
+    """Each capped run of `args.paths_json` (add_run_arguments) with its `cap-P<suffix>` logs'
+    texts (None: not kept); None, said, where no logs are found (`args.logs` is set to them)."""
     results = json.loads(args.paths_json.read_text())
-    logs = args.logs or _logs_beside(args.paths_json)
-    if logs is None:
+    args.logs = args.logs or _logs_beside(args.paths_json)
+    if args.logs is None:
         print(f"no logs beside {args.paths_json} (bench/paths.py --keep-logs)", file=sys.stderr)
-        return 2
+        return None
     runs = {name: row for name, row in results.get("paths", {}).items()
             if row.get("cap_bare_rate") and (args.path is None or name in args.path)}
-    kinds = ("grants.json", "schd.log", "steps.jsonl")
-    texts = _read_logs(logs, [f"cap-{n}-{kind}" for n in runs for kind in kinds])
+    texts = _read_logs(args.logs, [f"cap-{n}{suffix}" for n in runs for suffix in suffixes])
+    return {n: (row, tuple(texts.get(f"cap-{n}{suffix}") for suffix in suffixes))
+            for n, row in runs.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    add_run_arguments(p)
+    p.add_argument("--top", type=int, default=5)
+    args = p.parse_args(argv)
+    runs = kept_runs(args, ("-grants.json", "-schd.log", "-steps.jsonl"))
+    if runs is None:
+        return 2
     report = {}
-    for name, row in runs.items():
-        grants, schd, steps = (texts.get(f"cap-{name}-{kind}") for kind in kinds)
+    for name, (row, (grants, schd, steps)) in runs.items():
         if grants is None or schd is None or steps is None:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
@@ -144,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of bare work per "
                   f"granted s, the latest calibration said {w['calibrated_speed']}")
     if not report:
-        print(f"no capped run with its logs in {logs}", file=sys.stderr)
+        print(f"no capped run with its logs in {args.logs}", file=sys.stderr)
         return 2
     return 0
 

@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from high_seconds import _logs_beside, _read_logs
+from high_seconds import add_run_arguments, kept_runs
 
 # The hook's debug line at each token's end (csrc/hook/inflight.c).
 MEASURED = re.compile(r"measured [\d.]+ ms over (\d+) launches \((\d+) graphs, [\d.]+ ms\); "
@@ -88,22 +88,13 @@ def speed_parts(row: dict, hook_log: str, schd_log: str, steps: float) -> dict |
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("paths_json", type=Path)
-    p.add_argument("--logs", type=Path, default=None)
-    p.add_argument("--path", action="append", default=None, help="a path's run (default: all)")
+    add_run_arguments(p)
     args = p.parse_args(argv)
-    results = json.loads(args.paths_json.read_text())
-    logs = args.logs or _logs_beside(args.paths_json)
-    if logs is None:
-        print(f"no logs beside {args.paths_json} (bench/paths.py --keep-logs)", file=sys.stderr)
+    runs = kept_runs(args, (".log", "-schd.log", "-steps.jsonl"))
+    if runs is None:
         return 2
-    runs = {name: row for name, row in results.get("paths", {}).items()
-            if row.get("cap_bare_rate") and (args.path is None or name in args.path)}
-    kinds = (".log", "-schd.log", "-steps.jsonl")
-    texts = _read_logs(logs, [f"cap-{n}{kind}" for n in runs for kind in kinds])
     told = 0
-    for name, row in runs.items():
-        hook, schd, steps = (texts.get(f"cap-{name}{kind}") for kind in kinds)
+    for name, (row, (hook, schd, steps)) in runs.items():
         if hook is None or schd is None or steps is None:
             continue
         last = [json.loads(line) for line in steps.splitlines()[-1:]]
@@ -118,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{parts['work_per_granted_s']} a granted second, charged "
               f"{parts['charged_per_granted_s']}")
     if not told:
-        print(f"no capped run measured by work with its logs in {logs}", file=sys.stderr)
+        print(f"no capped run measured by work with its logs in {args.logs}", file=sys.stderr)
         return 2
     return 0
 
