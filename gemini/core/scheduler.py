@@ -806,8 +806,8 @@ class SchedulerCore:
     def _apply_config(self, config: ResourceConfig, now: float) -> list[Action]:
         out: list[Action] = []
         old = self.clients
-        limits_before = {n: c.spec.limit for n, c in old.items()}
         self.clients = {}
+        limit_changed = False
         for spec in config.clients:
             state = old.get(spec.name)
             if state is None:
@@ -824,6 +824,7 @@ class SchedulerCore:
                 self._capped_since[spec.name] = now
             if spec.limit > state.spec.limit:
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
+            limit_changed = limit_changed or spec.limit != state.spec.limit
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
@@ -842,7 +843,7 @@ class SchedulerCore:
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
-        if any(limits_before.get(n, c.spec.limit) != c.spec.limit for n, c in self.clients.items()):
+        if limit_changed:
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         return out
