@@ -5,11 +5,12 @@
  * token gate (token.c) asks this file how long the queue would take and holds launches once
  * it would outlast the token (design-notes §1).
  *
- * How: after some launches (never more often than MARK_GAP_NS apart) the launching thread
- * records a marker event on the stream it launched on, so every stream the process uses is
- * covered (legacy, per-thread default, non-blocking, graph launches).  Markers are polled with
- * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
- * consecutive finished markers of one lane (a stream; each thread's own, where one handle names
+ * How: after some launches (never more often than MARK_GAP_NS of host time apart, unless
+ * MARK_GPU_GAP_NS of GPU work went unmarked) the launching thread records a marker event on
+ * the stream it launched on, so every stream the process uses is covered (legacy, per-thread
+ * default, non-blocking, graph launches).  Markers are polled with cuEventQuery, never waited
+ * for, on the launch path.  The GPU time per launch is learnt from consecutive finished
+ * markers of one lane (a stream; each thread's own, where one handle names
  * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
  * them), for kernel launches and graph launches apart (learn_segment); the queue is the
  * launches after the newest finished marker at their costs, less what ran since that marker
@@ -48,7 +49,8 @@
 #include <string.h>
 
 #define MARKS 64                  /* marker ring per device */
-#define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time */
+#define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time ... */
+#define MARK_GPU_GAP_NS 2000000   /* ... unless this much GPU work went unmarked (see below) */
 #define UNKNOWN_COST_LAUNCHES 2   /* launches past the newest finished marker before a cost */
 #define UNKNOWN_COST_DOUBLING_NS 100000000 /* ... twice as many for each 0.1 s that the oldest
                                              * marker out has been out: a kernel may wait for
@@ -104,7 +106,9 @@ struct lane_slot {
     uint64_t done_seq;      /* ... its seq, */
     uint64_t done_launches; /* its launches on the slot, */
     int64_t done_ns;        /* and its done_ns */
-    int64_t last_mark_ns;   /* when a marker was last due here */
+    int64_t last_mark_ns;   /* when a marker was last due here, */
+    uint64_t mark_launches; /* and the launches, and graph launches, counted here by then */
+    uint64_t mark_graphs;
     uint64_t others;        /* the other slots' launches as of the latest marked launch here */
     uint64_t others_graphs; /* (claim_of), and graph launches, */
     uint64_t looked;        /* ... and as of the latest look here */
@@ -117,6 +121,7 @@ struct cost {
     double ns;       /* GPU time of the launches learnt ... */
     double launches; /* ... and how many, fading alike */
     double per;      /* ns / launches; 0: not known yet */
+    double at_start; /* `per` as of the latest token's start (gem_inflight_measure_from) */
     double logged;   /* `per` as last written to the debug log */
 };
 
@@ -224,12 +229,23 @@ static void learn(struct cost *c, double ns, double n, double memory, int replac
     c->per = c->ns / c->launches;
 }
 
+/* What a launch queued now is taken to cost: its cost, or what it was as of the token's start
+ * if that was more.  A grant queues its whole token early, at the cost learnt so far, and on a
+ * power-limited card a grant that starts after a rest runs its first launches fast: learnt
+ * from them, its queue ran up to 5 ms past the token's end (H200, torch eager capped at 0.8:
+ * overuse p90 2.9 ms against 0.25 while only a grant's end was measured, 2026-12-02).  At the
+ * start the cost is the one its latest grant ended with, the slowest of it. */
+static double queued_cost(const struct cost *c)
+{
+    return c->per > c->at_start ? c->per : c->at_start;
+}
+
 /* The GPU time of `kernels` launches of one kernel and `graphs` graph launches, by the costs.
  * A kernel's cost not known yet counts nothing where a graph launch's is: the kernels between
  * replays were then in the segments it was learnt from, and so are in it. */
 static double gpu_ns(const struct inflight *f, uint64_t kernels, uint64_t graphs)
 {
-    return (double)kernels * f->kernel.per + (double)graphs * f->graph.per;
+    return (double)kernels * queued_cost(&f->kernel) + (double)graphs * queued_cost(&f->graph);
 }
 
 /* Some cost is known: the queue can be estimated. */
@@ -643,7 +659,8 @@ int64_t gem_inflight_launch_ns(int dev)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double per = f->kernel.per > f->graph.per ? f->kernel.per : f->graph.per;
+    double kernel = queued_cost(&f->kernel), graph = queued_cost(&f->graph);
+    double per = kernel > graph ? kernel : graph;
     pthread_mutex_unlock(&f->m);
     return (int64_t)per;
 }
@@ -719,7 +736,7 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->done_seen_ns = now;
         }
         queued = estimate_with(f, upto, now, factor);
-        *half_ns = (int64_t)((graph ? f->graph.per : f->kernel.per) * factor / 2);
+        *half_ns = (int64_t)(queued_cost(graph ? &f->graph : &f->kernel) * factor / 2);
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
@@ -857,7 +874,7 @@ void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     double factor = wall_factor(f);
-    double kernel = f->kernel.per * factor, graph = f->graph.per * factor;
+    double kernel = queued_cost(&f->kernel) * factor, graph = queued_cost(&f->graph) * factor;
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);
@@ -932,6 +949,19 @@ static void claim_of(struct lane_slot *l, struct mark *m, uint64_t lane_graphs, 
     m->claim_graphs = graphs < m->graphs ? graphs : m->graphs;
 }
 
+/* The GPU time of the launches counted in slot l since its latest marker was due, at their
+ * costs.  A host that launches far faster than the GPU runs (CUDA graphs, a C program) put a
+ * marker, MARK_GAP_NS apart, only at the start of a grant's queue, however often it looked: the
+ * segments measured then fell at the grant's end, where a power-limited card has slowed most
+ * (token.c, GRANT_LOOK_GPU_NS).  f->m held. */
+static double unmarked_gpu_ns(const struct inflight *f, struct lane_slot *l)
+{
+    uint64_t n = atomic_load_explicit(&l->launches, memory_order_relaxed) - l->mark_launches;
+    uint64_t graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed) - l->mark_graphs;
+    graphs = graphs < n ? graphs : n;
+    return gpu_ns(f, n - graphs, graphs);
+}
+
 void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
 {
     int before_launch = (how & GEM_MARK_BEFORE_LAUNCH) != 0;
@@ -957,7 +987,8 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
      * Due per lane: due per device, one thread's markers took the turns of another's on its own
      * stream, whose launches then went unmarked for most of a token (two threads stopped by the
      * host across a token's end: the stop was charged, on the fake GPU). */
-    int due = how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS;
+    int due = how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS ||
+              unmarked_gpu_ns(f, l) >= MARK_GPU_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;
@@ -1000,8 +1031,11 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
     f->last_lane = m->lane;
     f->count++;
-    if (!m->queue_end) /* (the launch after a hold is marked as if it had not been) */
+    if (!m->queue_end) { /* (the launch after a hold is marked as if it had not been) */
         l->last_mark_ns = now;
+        l->mark_launches = m->lane_launches + own;
+        l->mark_graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed);
+    }
     pthread_mutex_unlock(&f->m);
 }
 
@@ -1022,6 +1056,8 @@ void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now)
     if (f->run[1].from_ns != 0)
         f->run[1].to_ns = now;
     f->run[0] = (struct run_window){.from_ns = from_ns};
+    f->kernel.at_start = f->kernel.per;
+    f->graph.at_start = f->graph.per;
     pthread_mutex_unlock(&f->m);
 }
 

@@ -98,6 +98,15 @@
  * ms past it (H100, 2026-11-25).  Ahead by this much, the GPU never runs dry between looks
  * (HOLD_LOOK_NS), and a cost 15 % low costs 1.5 ms. */
 #define MEASURE_AHEAD_NS 10000000
+/* In an ordinary grant of a client not alone (capped, or beside others), the hot path goes at
+ * most this much GPU time, at the cost per launch, between looks: the segments measured tell
+ * the scheduler how fast the grant ran (its speed: gemini.core.speed), and with an allowance
+ * of half the room left they fell at each grant's end, where a power-limited card has slowed
+ * most.  An H200 capped at 0.6 and 0.8 read torch eager's grants at 187.5-194 us a launch
+ * where the program's own events said 180-187 (the first 40 ms of an 80 ms grant read none),
+ * charged 1.04-1.09 for 1.08-1.13 of work: 2-3.6 points over (2026-12-02).  A look costs a
+ * few microseconds, at most one per this much of the GPU's work. */
+#define GRANT_LOOK_GPU_NS 2000000
 /* What handing a token back costs the GPU: the round trip to the next holder and its first
  * launch (H200, a torch eager pair: its first step ended 1.2-1.6 ms into a grant, a step 0.84
  * ms; the round trip p50 0.55-0.7 ms).  v1's early request is made only where one launch of
@@ -737,7 +746,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         if (until > ask && now < ask)
             until = ask;
         uint64_t allowance = 0, graphs = 0;
-        gem_inflight_allowance(dev, room, &allowance, &graphs);
+        int64_t spread = t->alone || room < 2 * GRANT_LOOK_GPU_NS ? room : 2 * GRANT_LOOK_GPU_NS;
+        gem_inflight_allowance(dev, spread, &allowance, &graphs);
         if (t->calibration) {
             if (until > now + MEASURE_LOOK_NS)
                 until = now + MEASURE_LOOK_NS;
