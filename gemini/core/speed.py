@@ -37,7 +37,8 @@ hook times its own launches: the GPU time per launch of the queue segments it sa
 back in each token (in a calibration, flagged as one, those that ran in its last 40 ms;
 wire.quota_run).  A
 capped client's speed is that cost in its calibration tails (the slowest of the latest
-RECENT_RUN_TAILS: a tail reads fast, not slow) over its ordinary grants' (the median of its
+RECENT_RUN_TAILS: a tail reads fast, not slow, unless something else ran slow in it:
+LONE_SLOW_TAIL) over its ordinary grants' (the median of its
 latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
 (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
 or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
@@ -220,6 +221,15 @@ RUN_SPREAD_MAX = 1.15
 # client 1.47 for 6 s, then, as the tails now disagreed, left its speed to the clock for
 # longer: 4.2 points under over 10 s.  (The first tail's floor is held to FIRST_TAIL_MAX.)
 TAIL_SPEED_MAX = 1.35
+# Nor does a tail count once LATER_TAILS_FASTER tails after it have each read its program
+# more than this much faster: a card that keeps heating under the same load does not speed up
+# so (a program's kept tails spread 2-3 %: H200 torch eager alone 196.5-198.2 us a launch at
+# 0.8, 201.8-204.0 at 0.6).  Where the slowest is the newest (a card still heating) it counts.
+# H200, 2026-12-02 22:18, two clients capped at 0.4 and 0.5: one of a's tails read 216.9 us a
+# launch, its next five 196.7-202.0; as the slowest of its latest 8 it charged a 1.10-1.12
+# for its grants' 194-198, and a did 2.5 points under its cap over 10 s.
+LONE_SLOW_TAIL = 1.05
+LATER_TAILS_FASTER = 2
 
 
 @dataclass(frozen=True)
@@ -277,12 +287,20 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     """GPU time per launch run continuously over that in its grants (None: not known); with
     `shared`, an uncapped client's beside others: the median of its tails, below 1 too (see
     the docstring)."""
-    costs, grants = clocks.tail_costs, _grants_cost(clocks)
+    costs = clocks.tail_costs if shared else _believable_tails(clocks.tail_costs)
+    grants = _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
     continuous = statistics.median(costs) if shared else max(costs)
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
+
+
+def _believable_tails(costs: list[float]) -> list[float]:
+    """The tails' costs (oldest first) less any that LATER_TAILS_FASTER later tails all read
+    more than LONE_SLOW_TAIL times faster: something else ran slow in it."""
+    return [c for i, c in enumerate(costs)
+            if len(costs) - i - 1 < LATER_TAILS_FASTER or max(costs[i + 1:]) * LONE_SLOW_TAIL >= c]
 
 
 def _grants_cost(clocks: _Clocks) -> float:

@@ -638,6 +638,29 @@ def test_a_tail_far_slower_than_any_clock_could_make_it_is_not_kept():
     assert "103" not in meter.describe("a")  # (not among its tails)
 
 
+def test_a_lone_slow_tail_stops_counting_once_later_tails_read_faster():
+    """H200, two clients capped at 0.4 and 0.5: one of a's tails read 216.9 us a launch, its
+    next five 196.7-202.0 against 194-198 in its grants; kept as the slowest of its latest 8 it
+    charged a 1.10-1.12, and a did 2.5 points under its cap over 10 s.  A card still heating
+    reads its newest tail slowest: that one counts."""
+    meter = SpeedMeter()
+    for _ in range(RECENT_GRANTS):
+        meter.ran("a", 19.6, 100, calibrating=False)  # 196 us a launch
+    tails = (19.83, 21.69, 19.71, 19.85, 20.20)  # (the first: a floor only)
+    for at, run_ms in enumerate(tails):
+        meter.calibrating("a", 3.0 * at)
+        meter.ran("a", run_ms, 100, calibrating=True)
+    assert meter.speed("a") == pytest.approx(0.2020 / 0.196)
+    # One later tail alone does not outvote it: the card may have cooled for a moment.
+    heating = SpeedMeter()
+    for _ in range(RECENT_GRANTS):
+        heating.ran("a", 17.6, 100, calibrating=False)
+    for at, run_ms in enumerate((18.9, 18.9, 19.0, 20.0, 19.0)):
+        heating.calibrating("a", 3.0 * at)
+        heating.ran("a", run_ms, 100, calibrating=True)
+    assert heating.speed("a") == pytest.approx(0.200 / 0.176)
+
+
 def test_a_cap_changed_by_an_edit_leaves_the_grants_costs_of_before_behind():
     """b capped at 0.3 beside a at 0.3 is raised to 0.6, and the card idles a tenth of the
     time, not 0.4: a's grants went from 176.5 to 198.6 us a launch, its tails 199-200, and it
