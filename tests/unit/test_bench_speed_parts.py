@@ -14,6 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import speed_parts
+from high_seconds import Grant
 
 # Two tokens' end lines: 4 launches a step over the run's 250 steps (1000 launches).
 HOOK = "".join([
@@ -55,6 +56,22 @@ def test_a_program_of_graph_replays_is_read_per_replay() -> None:
     assert parts is not None and (parts["unit"], parts["per_step"]) == ("graph replay", 2)
 
 
+def test_the_programs_own_events_time_its_grants_and_tails_whole() -> None:
+    """Steps of 0.72 ms (4 launches: 180 us each) through an 80 ms grant, a sync's 1.5 ms step
+    in it left out, and 0.8 ms steps (200 us) through a calibration's last 80 ms: the speed the
+    hook should read, 200 / 180, where its own segments may fall on a part of each grant."""
+    grants = [Grant(0.0, 0.08), Grant(0.1, 0.2)]
+    ends = [0.001 + 0.00072 * i for i in range(100)]  # ends at 0.0723 ms
+    ends[50:] = [t + 0.0015 for t in ends[50:]]  # (a sync: one long step)
+    ends += [0.215 + 0.0008 * i for i in range(100)]  # the tail: 0.22-0.3 s
+    samples = [(t, float(i + 1)) for i, t in enumerate(ends)]
+    events = speed_parts.event_costs(samples, grants, 4)
+    assert events is not None
+    assert events == (pytest.approx(180.0), pytest.approx(200.0))
+    # Synced every k steps (not timed a step at a time): nothing to read.
+    assert speed_parts.event_costs([(0.0, 0.0), (0.01, 12.0), (0.02, 24.0)], grants, 4) is None
+
+
 def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys) -> None:
     steps = "".join(json.dumps({"t": 1.0 + i / 100, "steps": float(i)}) + "\n"
                     for i in range(251))
@@ -63,8 +80,10 @@ def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys)
         "cap_bare_rate": 1000.0, "cap_target": 0.8, "cap_work_per_granted_s": 1.2,
         "cap_charged_per_granted_s": 1.05}}}))
     with tarfile.open(tmp_path / "gpu-20261202-000000-paths-cap-0.8-logs.tar.xz", "w:xz") as tar:
+        grants = json.dumps([["cap", 1.0, 1.08], ["cap", 1.5, 1.7]])
         for name, text in (("cap-torch-eager.log", HOOK), ("cap-torch-eager-schd.log", SCHD),
-                           ("cap-torch-eager-steps.jsonl", steps)):
+                           ("cap-torch-eager-steps.jsonl", steps),
+                           ("cap-torch-eager-grants.json", grants)):
             path = tmp_path / name
             path.write_text(text)
             tar.add(path, arcname=f"logs/{name}")
@@ -72,6 +91,7 @@ def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "torch-eager, cap 0.8: bare 250.0 us a launch (4 a step)" in out
     assert "beta 1.25" in out
+    assert "by its own events grants 2500.0, tails 2500.0 (speed 1.000)" in out
     missing = tmp_path / "other-paths.json"
     missing.write_text("{}")
     assert speed_parts.main([str(missing)]) == 2
