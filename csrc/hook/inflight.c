@@ -46,6 +46,7 @@
  * mode (relax / unrelax), whichever thread makes it. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define MARKS 64                  /* marker ring per device */
@@ -172,6 +173,7 @@ struct inflight {
     } done_log[DONE_LOG];
     int failure_logged;
     int elapsed_rc_logged; /* 1 + the last cuEventElapsedTime error written to the debug log */
+    struct gem_look look; /* the gate's latest estimate, for the debug log */
 };
 
 static struct inflight flights[GEM_MAX_DEVICES];
@@ -736,7 +738,12 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->done_seen_ns = now;
         }
         queued = estimate_with(f, upto, now, factor);
-        *half_ns = (int64_t)(queued_cost(graph ? &f->graph : &f->kernel) * factor / 2);
+        const struct cost *c = graph ? &f->graph : &f->kernel;
+        *half_ns = (int64_t)(queued_cost(c) * factor / 2);
+        f->look = (struct gem_look){.at_ns = now, .queued_ns = queued,
+                                    .pending = upto.launches - f->done_launches,
+                                    .cost_ns = queued_cost(c), .per_ns = c->per,
+                                    .at_start_ns = c->at_start, .factor = factor};
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
@@ -859,6 +866,23 @@ int64_t gem_inflight_next_done_ns(int dev)
     }
     pthread_mutex_unlock(&f->m);
     return at;
+}
+
+struct gem_look gem_inflight_latest_look(int dev)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    struct gem_look l = f->look;
+    pthread_mutex_unlock(&f->m);
+    return l;
+}
+
+void gem_look_describe(const struct gem_look *l, char *buf, size_t n)
+{
+    snprintf(buf, n, "%.3f ms queued by the estimate, %llu launches at %.1f us (learnt %.1f, "
+             "%.1f at the token's start), drain factor %.2f", (double)l->queued_ns / 1e6,
+             (unsigned long long)l->pending, l->cost_ns / 1e3, l->per_ns / 1e3,
+             l->at_start_ns / 1e3, l->factor);
 }
 
 /* Launches that each keep the queue busy `cost` ns (> 0) in half of room_ns: look again before

@@ -112,6 +112,11 @@
  * ms; the round trip p50 0.55-0.7 ms).  v1's early request is made only where one launch of
  * each process sharing the token costs more (early_ask_pays). */
 #define HANDOVER_NS 1000000
+/* A token's end past which its queue ran this long (more than the tail and half a launch the
+ * gate leaves) has the gate's latest estimate written beside it in the debug log: where an
+ * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02;
+ * not seen on the fake GPU). */
+#define LOOK_LOG_OVERUSE_MS 1.5
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
  * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
@@ -158,6 +163,7 @@ struct token {
     pthread_t tracker;
     uint64_t looks; /* looks set so far (acquire_slow) */
     uint64_t measured_alone; /* the token whose first launch was measured alone (acquire_slow) */
+    struct gem_look go_look; /* the latest look that let a launch go (debug log only) */
     int renew_wanted;     /* the renewer is to ask for the next token ... */
     int64_t renew_asked_ns; /* ... as of this time */
     int renewing;           /* its request is out */
@@ -302,6 +308,7 @@ static void *tracker_main(void *arg)
         int64_t end_ns = t->end_ns;
         uint64_t end_seq = t->end_seq, end_generation = t->end_generation;
         CUcontext ctx = t->ctx;
+        struct gem_look look = t->go_look; /* the latest that let a launch go before the end */
         pthread_mutex_unlock(&t->m);
         int64_t done = gem_inflight_wait_all(dev, end_seq);
         gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
@@ -329,6 +336,12 @@ static void *tracker_main(void *arg)
         else
             GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms charged: what ran "
                     "before our next token, less what a sync charged)", overuse, charged);
+        if (overuse > LOOK_LOG_OVERUSE_MS && look.at_ns != 0) {
+            char said[192];
+            gem_look_describe(&look, said, sizeof(said));
+            GEM_LOG(GEM_LOG_DEBUG, "... the gate's latest look that let a launch go, %.3f ms "
+                    "before the end: %s", (double)(end_ns - look.at_ns) / 1e6, said);
+        }
         pthread_cond_broadcast(&t->cv);
     }
     return NULL;
@@ -727,12 +740,17 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t whole = r != NULL ? at - r->granted_ns : INT64_MAX;
         pthread_mutex_unlock(&t->m);
         int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, whole, lead, &ask, &marked);
+        struct gem_look look = {0};
+        if (room > 0 && gem_log_level >= GEM_LOG_DEBUG)
+            look = gem_inflight_latest_look(dev);
         pthread_mutex_lock(&t->m);
         if (room == 0) {
             held_at = at;
             held_ask = ask;
             continue;
         }
+        if (look.at_ns != 0)
+            t->go_look = look;
         /* Another thread's look was set meanwhile: this room was read before it, and counts
          * the launches that went on that look's allowance as room again.  Set over the newer
          * look, it let two threads of tiny graphs queue the room twice at a token's end (fake

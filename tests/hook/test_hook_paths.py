@@ -154,6 +154,23 @@ def test_the_queue_estimate_ignores_time_spent_waiting_for_the_token(fake_env, p
     assert "was too low" not in r.stderr
 
 
+def test_a_token_overrun_is_logged_with_the_gates_estimate(fake_env, pm):
+    """Where a token's queue ran well past its end, the debug log says what the gate last
+    believed when it let a launch go: how much was queued, over how many launches, at what
+    cost per launch (learnt, and as of the token's start).  A kernel of 40 ms goes where half
+    of it fits in a token of 30 ms, and runs about 10 ms past it.  (The H200 ran 2-3 ms past
+    2.5 % of the tokens of caps of 0.6-0.8, 2026-12-02, with nothing in the log to tell why.)"""
+    pm.quota_ms = 30.0
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "40", "--burst", "2",
+                      "--sync", "stream", "--bursts", "3"], GEMINI_LOG="debug")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    looks = re.findall(r"token end: overuse ([\d.]+) ms .*\n.*the gate's latest look that let "
+                       r"a launch go, -?[\d.]+ ms before the end: [\d.]+ ms queued by the "
+                       r"estimate, \d+ launches at ([\d.]+) us", r.stderr)
+    assert looks, r.stderr
+    assert any(float(cost) == pytest.approx(40000.0, rel=0.05) for _, cost in looks), looks
+
+
 def test_small_kernels_among_large_ones_are_held_to_the_token(fake_env, pm):
     """A compiled model launches small kernels (4 us) among its large ones (2 ms): 40 large and
     200 small a burst, each burst waited for, 1.2 s of work in 50 ms tokens.  A segment
