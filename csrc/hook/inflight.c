@@ -740,10 +740,11 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
         queued = estimate_with(f, upto, now, factor);
         const struct cost *c = graph ? &f->graph : &f->kernel;
         *half_ns = (int64_t)(queued_cost(c) * factor / 2);
-        f->look = (struct gem_look){.at_ns = now, .queued_ns = queued,
-                                    .pending = upto.launches - f->done_launches,
-                                    .cost_ns = queued_cost(c), .per_ns = c->per,
-                                    .at_start_ns = c->at_start, .factor = factor};
+        if (gem_log_level >= GEM_LOG_DEBUG) /* (read for the debug log only) */
+            f->look = (struct gem_look){.at_ns = now, .queued_ns = queued,
+                                        .pending = upto.launches - f->done_launches,
+                                        .per_ns = c->per, .at_start_ns = c->at_start,
+                                        .factor = factor};
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
@@ -881,8 +882,9 @@ void gem_look_describe(const struct gem_look *l, char *buf, size_t n)
 {
     snprintf(buf, n, "%.3f ms queued by the estimate, %llu launches at %.1f us (learnt %.1f, "
              "%.1f at the token's start), drain factor %.2f", (double)l->queued_ns / 1e6,
-             (unsigned long long)l->pending, l->cost_ns / 1e3, l->per_ns / 1e3,
-             l->at_start_ns / 1e3, l->factor);
+             (unsigned long long)l->pending,
+             (l->per_ns > l->at_start_ns ? l->per_ns : l->at_start_ns) / 1e3, /* (queued_cost) */
+             l->per_ns / 1e3, l->at_start_ns / 1e3, l->factor);
 }
 
 /* Launches that each keep the queue busy `cost` ns (> 0) in half of room_ns: look again before

@@ -249,13 +249,14 @@ uint32_t gem_inflight_sharers(int dev);
 int64_t gem_inflight_launch_ns(int dev);
 /* When the oldest marker out should finish, by the estimate (0: none out, or no estimate). */
 int64_t gem_inflight_next_done_ns(int dev);
-/* The gate's estimate of the queue at a look (gem_inflight_queued_ns), for the debug log:
- * when (0: no look with a cost known yet), how long, over how many launches, at what cost
- * (the one learnt, and the one as of the token's start), and the drain factor. */
+/* The gate's estimate of the queue at a look (gem_inflight_queued_ns), kept at debug level
+ * for the debug log: when (0: no look with a cost known yet), how long, over how many
+ * launches, at what cost (the one learnt, and the one as of the token's start: the launches
+ * were taken at the higher), and the drain factor. */
 struct gem_look {
     int64_t at_ns, queued_ns;
     uint64_t pending;
-    double cost_ns, per_ns, at_start_ns, factor;
+    double per_ns, at_start_ns, factor;
 };
 struct gem_look gem_inflight_latest_look(int dev);
 void gem_look_describe(const struct gem_look *l, char *buf, size_t n);
