@@ -35,6 +35,7 @@ int fake_reap(void);                       /* give back memory of dead processes
 uint64_t fake_now_ns(void);                /* CLOCK_MONOTONIC, the timeline's clock */
 uint64_t fake_busy_until(int dev);
 uint64_t fake_busy_since(int dev);          /* when the GPU's current run of kernels began */
+int fake_clock_boosted(uint64_t run_since, uint64_t at); /* its SM clock at peak (timeline.c) */
 uint64_t fake_dev_busy_ns(int dev);        /* all kernel time ever enqueued on the device */
 uint64_t fake_dev_kernels(int dev);
 uint64_t fake_client_gpu_ns(const char *name); /* by POD_NAME */

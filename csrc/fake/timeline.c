@@ -49,21 +49,38 @@ static unsigned env_uint(const char *name, unsigned fallback)
 }
 
 /* A power-limited GPU, as the fake NVML's clock (the same variables): a kernel that starts
- * before its run has lasted GEMINI_FAKE_SM_SETTLE_MS runs at GEMINI_FAKE_SM_PEAK_MHZ, in its
+ * while the clock is boosted (fake_clock_boosted) runs at GEMINI_FAKE_SM_PEAK_MHZ, in its
  * length times GEMINI_FAKE_SM_MHZ / peak (no boost unless asked for), so that a program paced
  * in short grants does more work per second of them than run continuously, as on an H100.
  * Read in the launching process (the segment's lock held: once). */
 static uint64_t boosted(uint64_t dur, uint64_t run_since, uint64_t start)
 {
-    static unsigned settled, peak, settle_ms;
+    static unsigned settled, peak;
     if (settled == 0) {
-        settle_ms = env_uint("GEMINI_FAKE_SM_SETTLE_MS", 50);
         peak = env_uint("GEMINI_FAKE_SM_PEAK_MHZ", env_uint("GEMINI_FAKE_SM_MHZ", 1410));
         settled = env_uint("GEMINI_FAKE_SM_MHZ", 1410);
     }
-    if (peak <= settled || start - run_since >= (uint64_t)settle_ms * 1000000ULL)
+    if (peak <= settled || !fake_clock_boosted(run_since, start))
         return dur;
     return dur * settled / peak;
+}
+
+/* Boosted until a run of kernels has lasted GEMINI_FAKE_SM_SETTLE_MS (50), or, where
+ * GEMINI_FAKE_SM_SWING_MS is set, in every other stretch of that many ms of the clock, busy or
+ * not: an H200's power limiter under matmuls steps its clock 10-17 % up and down within a
+ * grant and across the rests between, not in step with them (bench/JOURNAL-issue12.md). */
+int fake_clock_boosted(uint64_t run_since, uint64_t at)
+{
+    static uint64_t settle_ns, swing_ns;
+    static int read;
+    if (!read) {
+        settle_ns = (uint64_t)env_uint("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
+        swing_ns = fake_env_u64("GEMINI_FAKE_SM_SWING_MS", 0) * 1000000ULL;
+        read = 1;
+    }
+    if (swing_ns > 0)
+        return at / swing_ns % 2 == 0;
+    return at - run_since < settle_ns;
 }
 
 CUresult fake_tl_enqueue(int dev, uint64_t *tail, const uint64_t *durs, size_t n, uint64_t *ends)

@@ -117,6 +117,15 @@
  * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02;
  * not seen on the fake GPU). */
 #define LOOK_LOG_OVERUSE_MS 1.5
+/* A client not alone queues up to its token's end only this much ahead of its estimate: its
+ * queue is taken to take this much longer than its cost per launch says.  A power-limited
+ * card steps its clock within a grant, not in step with grants: an H200 running torch eager
+ * matmuls capped at 0.7 ran nearly every grant's last steps 9-17 % slower than its first
+ * (some grants the other way), and a step down under a queue that reached the token's end ran
+ * it 2-3 ms past in about 2.5 % of tokens (overuse p99 3.1 ms; 2026-12-02).  Where the
+ * estimate was right, the queue runs dry this fraction of the room at the latest look early,
+ * a look every GRANT_LOOK_GPU_NS at most: about 0.2 ms of a token. */
+#define CLOCK_SWING 0.15
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
  * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
@@ -561,8 +570,8 @@ static void hold_for(int64_t ns)
 }
 
 /* Wait (no lock held) until the queued work fits in what is left of the token, or the time
- * to ask for the next one (`*ask`) comes.  Returns the room left for more work (> 0: go), or 0
- * (look again).  A launch held as it does not fit moves `*ask` to `lead` before the queue
+ * to ask for the next one (`*ask`) comes, the queue taken to run `swing` (CLOCK_SWING) longer
+ * than estimated.  Returns the room left for more work (> 0: go), or 0 (look again).  A launch held as it does not fit moves `*ask` to `lead` before the queue
  * ahead of it runs dry, where that comes first (lead < 0: not): a launch of ms goes if half
  * of it fits, so the queue may run dry up to half a launch before the token's end, and asked
  * for in the tail, the next token (ours, or another client's) came after the GPU had sat
@@ -578,7 +587,7 @@ static void hold_for(int64_t ns)
  * processes did 0.394 of one bare process without the marker and 0.406 with it (Triton:
  * 0.334 and 0.348; 2026-11-24). */
 static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now, int64_t at,
-                            int64_t whole, int64_t lead, int64_t *ask, int *marked)
+                            int64_t whole, int64_t lead, double swing, int64_t *ask, int *marked)
 {
     int64_t half = 0;
     int64_t end = gem_inflight_queued_ns(dev, s, pts, now, graph, &half);
@@ -598,16 +607,20 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now
      * under its half over 10 s (1.3 with half fitting, in the same call), the GPU's work 0.968
      * against 0.991 (2026-12-02). */
     int64_t queued = end > half ? end - half : 0;
-    int64_t room = at - now - queued;
+    int64_t room = at - now - queued - (int64_t)(queued * swing);
     if (room > 0)
         return room;
     int64_t dry = now + end - 2 * half; /* (held: the queue ahead of this launch) */
     if (dry - now < MIN_HOLD_NS && queued >= whole)
         return 1; /* it fits in no token this long: it goes once the queue ahead ran dry */
-    if (lead >= 0 && dry - lead < *ask)
+    /* Held by the swing alone, it goes once the queue ahead has run down enough: the token is
+     * not handed back early (asked for as the queue was first held, each grant went back
+     * short by the swing: the fake GPU's card did 4 % less work a second capped at 0.8). */
+    int fits_later = at - dry >= half + (int64_t)(half * swing);
+    if (lead >= 0 && !fits_later && dry - lead < *ask)
         *ask = dry - lead;
-    /* The queue ends after the token does, and waiting does not change that (both move with
-     * the clock): hold until the tail, looking again when the next marker should finish (the
+    /* Else the queue ends after the token does, and waiting does not change that (both move
+     * with the clock): hold until the tail, looking again when the next marker should finish (the
      * estimate counts from when a marker was seen finished: seen late, it reads long, and the
      * GPU would run dry over the next token's round trip), or every HOLD_LOOK_NS. */
     if (!*marked) {
@@ -738,8 +751,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int64_t lead = t->calibration ? -1 : tail_ns + t->early_ns; /* (as ask_at asks) */
         const struct recent_token *r = recent_of(t, t->generation);
         int64_t whole = r != NULL ? at - r->granted_ns : INT64_MAX;
+        double swing = t->alone ? 0.0 : CLOCK_SWING;
         pthread_mutex_unlock(&t->m);
-        int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, whole, lead, &ask, &marked);
+        int64_t room = room_or_hold(dev, s, pts, heavy, now, fill_to, whole, lead, swing, &ask,
+                                    &marked);
         struct gem_look look = {0};
         if (room > 0 && gem_log_level >= GEM_LOG_DEBUG)
             look = gem_inflight_latest_look(dev);

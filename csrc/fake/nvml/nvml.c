@@ -180,9 +180,10 @@ static unsigned int env_mhz(const char *name, unsigned int fallback)
     return v > 0 ? (unsigned int)v : fallback;
 }
 
-/* A power-limited GPU's SM clock, as a step: GEMINI_FAKE_SM_MHZ (1410) while the GPU has run
- * kernels for GEMINI_FAKE_SM_SETTLE_MS (50) without a break, GEMINI_FAKE_SM_PEAK_MHZ (the same
- * clock: no boost unless asked for) otherwise, idle included.  The fake's kernels run faster
+/* A power-limited GPU's SM clock, as a step: GEMINI_FAKE_SM_MHZ (1410) while the GPU runs
+ * kernels with its clock settled (fake_clock_boosted: GEMINI_FAKE_SM_SETTLE_MS into a run, or
+ * by GEMINI_FAKE_SM_SWING_MS), GEMINI_FAKE_SM_PEAK_MHZ (the same clock: no boost unless asked
+ * for) otherwise, idle included.  The fake's kernels run faster
  * so too where the launching process has the same variables (timeline.c); a gap under 1 ms
  * does not end a run.
  * NVML_SUCCESS and the GPU's index and both clocks (MHz), or why not. */
@@ -206,9 +207,8 @@ nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int 
     nvmlReturn_t r = clocks(device, type, clock, &i, &settled, &peak);
     if (r != NVML_SUCCESS)
         return r;
-    uint64_t settle_ns = (uint64_t)env_mhz("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
     uint64_t now = fake_now_ns();
-    int settled_run = fake_busy_until(i) > now && now - fake_busy_since(i) >= settle_ns;
+    int settled_run = fake_busy_until(i) > now && !fake_clock_boosted(fake_busy_since(i), now);
     *clock = settled_run ? settled : peak;
     return NVML_SUCCESS;
 }
