@@ -114,17 +114,17 @@
 #define HANDOVER_NS 1000000
 /* A token's end past which its queue ran this long (more than the tail and half a launch the
  * gate leaves) has the gate's latest estimate written beside it in the debug log: where an
- * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02;
- * not seen on the fake GPU). */
+ * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02:
+ * the card's clock stepping down under a queue to the end, CLOCK_SWING below). */
 #define LOOK_LOG_OVERUSE_MS 1.5
-/* A client not alone queues up to its token's end only this much ahead of its estimate: its
- * queue is taken to take this much longer than its cost per launch says.  A power-limited
- * card steps its clock within a grant, not in step with grants: an H200 running torch eager
- * matmuls capped at 0.7 ran nearly every grant's last steps 9-17 % slower than its first
- * (some grants the other way), and a step down under a queue that reached the token's end ran
- * it 2-3 ms past in about 2.5 % of tokens (overuse p99 3.1 ms; 2026-12-02).  Where the
- * estimate was right, the queue runs dry this fraction of the room at the latest look early,
- * a look every GRANT_LOOK_GPU_NS at most: about 0.2 ms of a token. */
+/* A client not alone takes its queue to run this much longer than its cost per launch says:
+ * a queue that reaches the token's end is held short of it and let go again as it runs.  A
+ * power-limited card steps its clock within a grant, not in step with grants (an H200 under
+ * torch eager matmuls capped at 0.7: the last steps of 146 of 251 grants 9-17 % slower than
+ * the first, 50 faster), and a step down under a queue estimated to reach the end ran it 2-3
+ * ms past (the gate's last look 13-39 ms before the end; overuse p99 2.8 ms, 0.16 with the
+ * swing, the share 0.706 both; 2026-12-03).  Where the estimate was right, the queue runs dry
+ * up to this fraction of the room at the last look early: 0.06 ms a token at p50. */
 #define CLOCK_SWING 0.15
 
 /* A token of the latest few: when it came, and the overuse charged for it so far.  The
