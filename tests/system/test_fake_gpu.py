@@ -365,4 +365,3 @@ def test_a_program_that_looks_at_its_queue_now_and_then_is_not_taken_to_wait(sys
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n")  # the daemons' library path has no NVML
     system.schd.wait_for("clock is not read")
-
