@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -69,15 +70,18 @@ static uint64_t boosted(uint64_t dur, uint64_t run_since, uint64_t start)
  * GEMINI_FAKE_SM_SWING_MS is set, in every other stretch of that many ms of the clock, busy or
  * not: an H200's power limiter under matmuls steps its clock 10-17 % up and down within a
  * grant and across the rests between, not in step with them (bench/JOURNAL-issue12.md). */
+static uint64_t settle_ns, swing_ns;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static void read_clock_env(void)
+{
+    settle_ns = (uint64_t)env_uint("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
+    swing_ns = fake_env_u64("GEMINI_FAKE_SM_SWING_MS", 0) * 1000000ULL;
+}
+
 int fake_clock_boosted(uint64_t run_since, uint64_t at)
 {
-    static uint64_t settle_ns, swing_ns;
-    static int read;
-    if (!read) {
-        settle_ns = (uint64_t)env_uint("GEMINI_FAKE_SM_SETTLE_MS", 50) * 1000000ULL;
-        swing_ns = fake_env_u64("GEMINI_FAKE_SM_SWING_MS", 0) * 1000000ULL;
-        read = 1;
-    }
+    pthread_once(&clock_once, read_clock_env); /* (the fake NVML calls from any thread) */
     if (swing_ns > 0)
         return at / swing_ns % 2 == 0;
     return at - run_since < settle_ns;
