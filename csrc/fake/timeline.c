@@ -66,10 +66,6 @@ static uint64_t boosted(uint64_t dur, uint64_t run_since, uint64_t start)
     return dur * settled / peak;
 }
 
-/* Boosted until a run of kernels has lasted GEMINI_FAKE_SM_SETTLE_MS (50), or, where
- * GEMINI_FAKE_SM_SWING_MS is set, in every other stretch of that many ms of the clock, busy or
- * not: an H200's power limiter under matmuls steps its clock 10-17 % up and down within a
- * grant and across the rests between, not in step with them (bench/JOURNAL-issue12.md). */
 static uint64_t settle_ns, swing_ns;
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
@@ -79,6 +75,10 @@ static void read_clock_env(void)
     swing_ns = fake_env_u64("GEMINI_FAKE_SM_SWING_MS", 0) * 1000000ULL;
 }
 
+/* Boosted until a run of kernels has lasted GEMINI_FAKE_SM_SETTLE_MS (50), or, where
+ * GEMINI_FAKE_SM_SWING_MS is set, in every other stretch of that many ms of the clock, busy or
+ * not: an H200's power limiter under matmuls steps its clock 10-17 % up and down within a
+ * grant and across the rests between, not in step with them (bench/JOURNAL-issue12.md). */
 int fake_clock_boosted(uint64_t run_since, uint64_t at)
 {
     pthread_once(&clock_once, read_clock_env); /* (the fake NVML calls from any thread) */
