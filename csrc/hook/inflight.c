@@ -883,7 +883,7 @@ void gem_look_describe(const struct gem_look *l, char *buf, size_t n)
     snprintf(buf, n, "%.3f ms queued by the estimate, %llu launches at %.1f us (learnt %.1f, "
              "%.1f at the token's start), drain factor %.2f", (double)l->queued_ns / 1e6,
              (unsigned long long)l->pending,
-             (l->per_ns > l->at_start_ns ? l->per_ns : l->at_start_ns) / 1e3, /* (queued_cost) */
+             queued_cost(&(struct cost){.per = l->per_ns, .at_start = l->at_start_ns}) / 1e3,
              l->per_ns / 1e3, l->at_start_ns / 1e3, l->factor);
 }
 
