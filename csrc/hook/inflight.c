@@ -49,6 +49,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "gemini/lanes.h"
+
 #define MARKS 64                  /* marker ring per device */
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time ... */
 #define MARK_GPU_GAP_NS 2000000   /* ... unless this much GPU work went unmarked (see below) */
@@ -71,7 +73,6 @@
                                    * is wrong, not the drain (raised) */
 #define DONE_LOG 256              /* finished markers whose finish the tracker can still read */
 #define LATE_LOOK_NS 2000000      /* a look this long after the one before came late */
-#define LANE_SLOTS 64             /* lanes told apart per device (hashed: lane_slot) */
 #define UNSEEN_GAP_SLACK_NS 100000 /* a look's clock is read just before its queries */
 
 struct mark {
@@ -93,10 +94,9 @@ struct mark {
                         * GEM_MARK_BEFORE_GRAPH) */
 };
 
-/* What is known of the lanes hashed to one slot: their launches, counted together (two lanes
- * of one slot then only ever read "launched since" where nothing was), and the newest finished
- * marker of one of them.  Cache lines of their own (the hot path writes only the first two
- * counts): a program's threads launch on lanes of their own.
+/* What is known of a lane (common/lanes.c gives each its slot; the last, of lanes past them,
+ * is shared): its launches, and its newest finished marker.  Cache lines of their own (the hot
+ * path writes only the first two counts): a program's threads launch on lanes of their own.
  * The device's launches are the sum over the slots, read off the hot path: a count of the
  * device's own, added to by every launching thread, cost four threads launching empty kernels
  * 0.5-1.1 us a launch on the H100 (bench/results/...-1726-s1-per-thread-share.md). */
@@ -128,7 +128,8 @@ struct cost {
 
 struct inflight {
     pthread_mutex_t m;
-    struct lane_slot lanes[LANE_SLOTS];
+    struct gem_lanes lane_keys;            /* which lane has which slot ... */
+    struct lane_slot lanes[GEM_LANES + 1]; /* ... [GEM_LANES]: the lanes past them */
     CUcontext ctx;
     struct mark ring[MARKS]; /* in record order: oldest at head */
     unsigned head, count;
@@ -286,7 +287,13 @@ static uintptr_t lane_of(CUstream c)
 
 static struct lane_slot *lane_slot(struct inflight *f, uintptr_t lane)
 {
-    return &f->lanes[((lane * 0x9E3779B97F4A7C15ull) >> 32) % LANE_SLOTS];
+    return &f->lanes[gem_lanes_slot(&f->lane_keys, lane)];
+}
+
+/* The slot of the lanes past GEM_LANES, which tells none of their launches apart. */
+static int shared_slot(const struct inflight *f, const struct lane_slot *l)
+{
+    return l == &f->lanes[GEM_LANES];
 }
 
 void gem_inflight_launch(int dev, CUstream s, int pts)
@@ -300,7 +307,7 @@ void gem_inflight_launch(int dev, CUstream s, int pts)
 static struct gem_launch_count count_of(struct inflight *f)
 {
     struct gem_launch_count n = {0, 0};
-    for (unsigned i = 0; i < LANE_SLOTS; i++) {
+    for (unsigned i = 0; i <= GEM_LANES; i++) {
         n.launches += atomic_load_explicit(&f->lanes[i].launches, memory_order_relaxed);
         n.graphs += atomic_load_explicit(&f->lanes[i].graphs, memory_order_relaxed);
     }
@@ -936,7 +943,7 @@ static int current_ctx_ok(struct inflight *f)
         f->ring[i].ev = NULL;
     }
     f->head = f->count = f->kept = 0;
-    for (unsigned i = 0; i < LANE_SLOTS; i++)
+    for (unsigned i = 0; i <= GEM_LANES; i++)
         f->lanes[i].done_lane = 0;
     forget_cost(f);
     struct gem_launch_count counted = count_of(f);
@@ -962,9 +969,15 @@ int gem_inflight_capturing(CUstream s, int pts)
  * run (fake GPU, two threads of 50 us graphs: 52 launches claimed 70 us after they were
  * queued; a token's queue went up to 30 ms past it).  A lane's launches on the hot path since
  * its look are claimed by its own markers, and by the other lanes' after their next look.
- * f->m held. */
-static void claim_of(struct lane_slot *l, struct mark *m, uint64_t lane_graphs, int before_launch)
+ * One of a lane past GEM_LANES claims nothing: its slot's counts and looks are its lane's and
+ * others' mixed.  f->m held. */
+static void claim_of(const struct inflight *f, struct lane_slot *l, struct mark *m,
+                     uint64_t lane_graphs, int before_launch)
 {
+    if (shared_slot(f, l)) {
+        m->claim = m->claim_graphs = 0;
+        return;
+    }
     if (!before_launch) { /* after a launch that looked (the slow path marks its launch) */
         l->others = l->looked;
         l->others_graphs = l->looked_graphs;
@@ -1048,7 +1061,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->launches = all.launches - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
     m->graphs = all.graphs;
-    claim_of(l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
+    claim_of(f, l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
