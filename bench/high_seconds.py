@@ -29,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paths import SLIDE_STEP_S, shares, window_list
 
 CALIBRATED = re.compile(r"\[(\d+\.\d+)\] \[([^]]+)\] calibrated: speed ([\d.]+)")
+# A grant this long or longer is a calibration: alone, as in paths.py's capped runs, no other
+# grant is longer than a turn (100 ms, and a little more where its answer came late).
+CALIBRATION_MIN_S = 0.15
 
 
 @dataclass(frozen=True)
@@ -58,13 +61,10 @@ def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, f
 
 
 def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant],
-                    speeds: list[tuple[float, float]], top: int = 5,
-                    calibration_s: float = 0.1) -> list[dict]:
+                    speeds: list[tuple[float, float]], top: int = 5) -> list[dict]:
     """The `top` highest 1 s windows of work ÷ `bare` (from 1 s after the first sample, sliding
     by SLIDE_STEP_S as paths.cap_metrics does; at most one a second, so that one lump is not
-    listed twenty times), each with what was granted in it.  A grant longer than
-    `calibration_s` is a calibration: alone, as in paths.py's capped runs, no other grant is
-    longer than a turn (100 ms)."""
+    listed twenty times), each with what was granted in it, its calibrations apart."""
     t0, t_end = samples[0][0], samples[-1][0]
     slide = window_list(t0 + 1.0, t_end, 1.0, SLIDE_STEP_S)
     works = shares(samples, slide, bare)
@@ -85,7 +85,7 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
             "work_per_granted_s": round(work / granted, 3) if granted > 0 else None,
             "grants": len(inside),
             "calibrations_ms": [round(g.length_s * 1000, 1) for g, _ in inside
-                                if g.length_s > calibration_s],
+                                if g.length_s >= CALIBRATION_MIN_S],
             "calibrated_speed": said[-1] if said else None})
     return out
 

@@ -41,10 +41,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from high_seconds import Grant, add_run_arguments, kept_runs, read_grants
+from high_seconds import CALIBRATION_MIN_S, Grant, add_run_arguments, kept_runs, read_grants
 
 EVENT_TAIL_S = 0.08  # a calibration's tail, as gem-schd reads it (gemini.core.speed.TAIL_S)
-CALIBRATION_MIN_S = 0.15  # a grant this long or longer is a calibration (ordinary: <= 0.1 s)
 SYNC_STEP = 1.5  # a step this many times the median's or longer held a sync or a rest
 
 # The hook's debug line at each token's end (csrc/hook/inflight.c).
