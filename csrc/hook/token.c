@@ -607,15 +607,17 @@ static int64_t room_or_hold(int dev, CUstream s, int pts, int graph, int64_t now
      * more: with 11 ms kernels on an H200 a client of two processes beside one was 4.1 points
      * under its half over 10 s (1.3 with half fitting, in the same call), the GPU's work 0.968
      * against 0.991 (2026-12-02). */
-    int64_t queued = end > half ? end - half : 0;
-    /* (Not the launch's own half, a bet either way already: swung too, the last 4 ms replay
-     * of a token went only on a look within 0.1 ms of the replay ahead of it ending, and in
-     * half the runs of tests/hook/test_renewal.py's half-fit cases some went a token late.) */
-    int64_t room = at - now - queued - (int64_t)((queued - half) * swing);
+    int64_t ahead = end > 2 * half ? end - 2 * half : 0; /* the queue ahead of the launch */
+    int64_t queued = ahead + half;
+    /* (The swing on the queue ahead, not the launch's own half, a bet either way already:
+     * swung too, the last 4 ms replay of a token went only on a look within 0.1 ms of the
+     * replay ahead of it ending, and in half the runs of tests/hook/test_renewal.py's half-fit
+     * cases some went a token late.) */
+    int64_t room = at - now - queued - (int64_t)((double)ahead * swing);
     if (room > 0)
         return room;
-    int64_t dry = now + end - 2 * half; /* (held: the queue ahead of this launch) */
-    if (dry - now < MIN_HOLD_NS && queued >= whole)
+    int64_t dry = now + ahead; /* (held) */
+    if (ahead < MIN_HOLD_NS && queued >= whole)
         return 1; /* it fits in no token this long: it goes once the queue ahead ran dry */
     /* Held by the swing alone, it goes once the queue ahead has run down enough: the token is
      * not handed back early (asked for as the queue was first held, each grant went back
