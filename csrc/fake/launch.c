@@ -428,12 +428,24 @@ static CUresult stream_done_at(CUstream h, int per_thread, uint64_t *at)
     return CUDA_SUCCESS;
 }
 
+static uint64_t sync_late_ns;
+static pthread_once_t sync_late_once = PTHREAD_ONCE_INIT;
+
+static void read_sync_late(void)
+{
+    sync_late_ns = fake_env_u64("GEMINI_FAKE_SYNC_LATE_MS", 0) * 1000000ULL;
+}
+
+/* A stream sync returns GEMINI_FAKE_SYNC_LATE_MS (0) after the stream ran out: a host that
+ * got back to the program late (a loaded machine, a stop), whose sync then says nothing of
+ * when the GPU ran out. */
 static CUresult stream_sync(CUstream h, int per_thread)
 {
+    pthread_once(&sync_late_once, read_sync_late);
     uint64_t t;
     CUresult rc = stream_done_at(h, per_thread, &t);
     if (rc == CUDA_SUCCESS)
-        fake_sleep_until(t);
+        fake_sleep_until(t + sync_late_ns);
     return rc;
 }
 

@@ -1078,6 +1078,17 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     pthread_mutex_unlock(&f->m);
 }
 
+void gem_inflight_mark_unmarked(int dev, CUstream s, int pts, int64_t now)
+{
+    struct inflight *f = flight(dev);
+    pthread_mutex_lock(&f->m);
+    struct lane_slot *l = lane_slot(f, lane_of(canonical(s, pts)));
+    int unmarked = atomic_load_explicit(&l->launches, memory_order_relaxed) != l->mark_launches;
+    pthread_mutex_unlock(&f->m);
+    if (unmarked)
+        gem_inflight_mark(dev, s, pts, now, GEM_MARK_ALWAYS);
+}
+
 uint64_t gem_inflight_seq(int dev)
 {
     struct inflight *f = flight(dev);

@@ -273,6 +273,9 @@ enum {
     GEM_MARK_ALONE = 16
 };
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
+/* A marker on the stream, where launches went on it since its newest one (a sync is about to
+ * wait for them). */
+void gem_inflight_mark_unmarked(int dev, CUstream s, int per_thread, int64_t now);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)
@@ -300,6 +303,8 @@ enum {
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
+/* A stream sync on `s` is called at `now` (before the wait). */
+void gem_token_before_stream_sync(int dev, CUstream s, int per_thread, int64_t now);
 /* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded), the GPU having
  * run what it waited for by `ran_by_ns` (gem_inflight_waited). */
 void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok);

@@ -14,7 +14,7 @@
 /* `call`, then: a burst ended, and inflight.c hears how long the host waited (markers that
  * ran meanwhile prove nothing of the GPU keeping up; a long wait, that the GPU was behind) and,
  * `all_ran` and the call succeeded, that everything launched before it has run. */
-#define WAITED_FOR(call, all_ran)                                                                \
+#define WAITED_FOR(call, all_ran, before_wait)                                                   \
     do {                                                                                         \
         if (GEM_PASS())                                                                          \
             return call;                                                                         \
@@ -23,6 +23,8 @@
         if (dev_ >= 0)                                                                           \
             before_ = gem_inflight_count(dev_);                                                  \
         int64_t from_ = gem_now_ns();                                                            \
+        if (dev_ >= 0)                                                                           \
+            before_wait;                                                                         \
         CUresult r_ = call;                                                                      \
         int64_t to_ = gem_now_ns(), ran_by_ = to_;                                               \
         if (dev_ >= 0)                                                                           \
@@ -31,8 +33,11 @@
         gem_token_note_sync(dev_, from_, to_, ran_by_, r_ == CUDA_SUCCESS);                      \
         return r_;                                                                               \
     } while (0)
-#define SYNCED(call) WAITED_FOR(call, 1)
-#define WAITED(call) WAITED_FOR(call, 0)
+#define SYNCED(call) WAITED_FOR(call, 1, (void)0)
+#define WAITED(call) WAITED_FOR(call, 0, (void)0)
+/* (a stream sync marks its stream first: gem_token_before_stream_sync) */
+#define STREAM_SYNCED(call, s, pts) \
+    WAITED_FOR(call, 1, gem_token_before_stream_sync(dev_, (s), (pts), from_))
 
 GEM_EXPORT CUresult cuCtxSynchronize(void)
 {
@@ -49,13 +54,13 @@ GEM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 GEM_EXPORT CUresult cuStreamSynchronize(CUstream s)
 {
     GEM_ENTER(cuStreamSynchronize);
-    SYNCED(REAL(cuStreamSynchronize)(s));
+    STREAM_SYNCED(REAL(cuStreamSynchronize)(s), s, 0);
 }
 
 GEM_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s)
 {
     GEM_ENTER(cuStreamSynchronize_ptsz);
-    SYNCED(REAL(cuStreamSynchronize_ptsz)(s));
+    STREAM_SYNCED(REAL(cuStreamSynchronize_ptsz)(s), s, 1);
 }
 
 GEM_EXPORT CUresult cuEventSynchronize(CUevent e)
