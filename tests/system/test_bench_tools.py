@@ -317,6 +317,7 @@ def test_paths_procs_pairs_judge_a_client_of_two_processes_by_their_work_togethe
     assert [(e["case"], e["window_s"]) for e in entries] == [("0.5/0.5 a x2", 10),
                                                             ("0.5/0.5 a x2", 1)]
     (one_s,) = (e for e in entries if e["window_s"] == 1)
+    assert "error" not in one_s, one_s  # (a failed case is recorded so; once in a loaded run)
     a, b = one_s["clients"]
     assert (a["name"], a["processes"], b["name"], b["processes"]) == ("a", 2, "b", 1)
     assert a["bare_rate"] == pytest.approx(2 * b["bare_rate"], rel=0.35)
