@@ -1026,8 +1026,10 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
      * Due per lane: due per device, one thread's markers took the turns of another's on its own
      * stream, whose launches then went unmarked for most of a token (two threads stopped by the
      * host across a token's end: the stop was charged, on the fake GPU). */
-    int due = how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS ||
-              unmarked_gpu_ns(f, l) >= MARK_GPU_GAP_NS;
+    int due = how & GEM_MARK_IF_LAUNCHED
+                  ? atomic_load_explicit(&l->launches, memory_order_relaxed) != l->mark_launches
+                  : how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS ||
+                        unmarked_gpu_ns(f, l) >= MARK_GPU_GAP_NS;
     if (!due || !current_ctx_ok(f)) {
         pthread_mutex_unlock(&f->m);
         return;
@@ -1076,17 +1078,6 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         l->mark_graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed);
     }
     pthread_mutex_unlock(&f->m);
-}
-
-void gem_inflight_mark_unmarked(int dev, CUstream s, int pts, int64_t now)
-{
-    struct inflight *f = flight(dev);
-    pthread_mutex_lock(&f->m);
-    struct lane_slot *l = lane_slot(f, lane_of(canonical(s, pts)));
-    int unmarked = atomic_load_explicit(&l->launches, memory_order_relaxed) != l->mark_launches;
-    pthread_mutex_unlock(&f->m);
-    if (unmarked)
-        gem_inflight_mark(dev, s, pts, now, GEM_MARK_ALWAYS);
 }
 
 uint64_t gem_inflight_seq(int dev)

@@ -264,18 +264,17 @@ void gem_look_describe(const struct gem_look *l, char *buf, size_t n);
  * GEM_MARK_BEFORE_LAUNCH, just before one (counted, not queued yet).  GEM_MARK_BEFORE_GRAPH:
  * just before a graph launch, and only while no graph launch's cost is known.  Either that or
  * GEM_MARK_ALONE (just before a launch, with a marker after it): the launch is measured alone,
- * even where the GPU ran dry before it. */
+ * even where the GPU ran dry before it.  GEM_MARK_IF_LAUNCHED: only where launches went on the
+ * stream since its newest marker (a sync is about to wait for them). */
 enum {
     GEM_MARK_BEFORE_LAUNCH = 1,
     GEM_MARK_ALWAYS = 2,
     GEM_MARK_QUEUE_END = 4,
     GEM_MARK_BEFORE_GRAPH = 8,
-    GEM_MARK_ALONE = 16
+    GEM_MARK_ALONE = 16,
+    GEM_MARK_IF_LAUNCHED = 32
 };
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
-/* A marker on the stream, where launches went on it since its newest one (a sync is about to
- * wait for them). */
-void gem_inflight_mark_unmarked(int dev, CUstream s, int per_thread, int64_t now);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */
 /* The GPU time and launches of the segments measured running back to back (the cost's samples)

@@ -866,8 +866,9 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
  * 37.4 ms to the stop's end (fake GPU, a loaded 2-core machine, 1 run in about 100; with every
  * sync 20 ms late, 19.9 ms a token).  So a stream sync marks its stream first where such
  * launches went (the stopped process still read 37.6 ms once in 100 runs after, its cause not
- * read: a debug log changes the timing, 0 in 120 with one).  Not alone: no other client waits on its tokens' ends, and alone under the
- * hook a program pays nothing a sync (a record is a few microseconds). */
+ * read: a debug log changes the timing, 0 in 120 with one).  Not alone: no other client waits
+ * on its tokens' ends, and alone under the hook a program pays nothing a sync (a record is a
+ * few microseconds). */
 void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
 {
     pthread_once(&tokens_once, tokens_init);
@@ -876,7 +877,7 @@ void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
     int alone = t->alone;
     pthread_mutex_unlock(&t->m);
     if (!alone)
-        gem_inflight_mark_unmarked(dev, s, pts, now);
+        gem_inflight_mark(dev, s, pts, now, GEM_MARK_IF_LAUNCHED);
 }
 
 void gem_token_note_waited(int dev, int64_t ns)
