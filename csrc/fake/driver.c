@@ -1,9 +1,12 @@
 /* Exported driver entry points: init, version, devices, contexts, modules, error strings, and
  * cuGetProcAddress(_v2), which answers by base name + version + flags from fake_symbols.h. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fake_internal.h"
 
@@ -532,6 +535,7 @@ CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 struct CUfunc_st {
     uint32_t magic;
     int sleep; /* gem_sleep_kernel: duration in ns = first kernel parameter */
+    _Atomic int launched; /* (fake_function_load) */
     struct CUfunc_st *next;
     char name[FUNC_NAME_LEN];
 };
@@ -619,6 +623,24 @@ CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra, uint6
     }
     *ns = fake_kernel_ns_default();
     return CUDA_SUCCESS;
+}
+
+/* CUDA 12 and later load a module lazily, in the first launch of each of its functions (the
+ * default, CUDA_MODULE_LOADING=LAZY): that launch call holds the host, the GPU idle meanwhile
+ * (2.5 ms on the H200, torch's first `add_`).  Here it takes GEMINI_FAKE_LOAD_MS (0). */
+void fake_function_load(CUfunction f)
+{
+    static _Atomic int64_t load_ns = -1;
+    int64_t ns = atomic_load(&load_ns);
+    if (ns < 0) {
+        ns = (int64_t)fake_env_u64("GEMINI_FAKE_LOAD_MS", 0) * 1000000;
+        atomic_store(&load_ns, ns);
+    }
+    if (ns == 0 || atomic_exchange(&f->launched, 1))
+        return;
+    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
 }
 
 /* ---- error strings -------------------------------------------------------------------------- */

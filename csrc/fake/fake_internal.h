@@ -152,6 +152,7 @@ FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's dev
  * the legacy default stream waits for (blocking: not created with CU_STREAM_NON_BLOCKING). */
 FAKE_HIDDEN void fake_proc_tail_note(int dev, uint64_t end, int blocking);
 FAKE_HIDDEN uint64_t fake_proc_tail_blocking(int dev);
+FAKE_HIDDEN void fake_function_load(CUfunction f); /* its first launch: lazy loading */
 /* A kernel's validity and duration (gem_sleep_kernel: its first parameter, in ns). */
 FAKE_HIDDEN CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra,
                                       uint64_t *ns);

@@ -255,6 +255,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     rc = stream_get(h, per_thread, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
+    fake_function_load(f);
     return enqueue(s, &ns, 1);
 }
 

@@ -92,6 +92,7 @@ struct mark {
                         * unknown time later, so no cost is learnt from the segment it starts */
     int alone;         /* recorded just before a launch measured alone (GEM_MARK_ALONE,
                         * GEM_MARK_BEFORE_GRAPH) */
+    int after_stall;   /* recorded after a launch call that held the host (GEM_MARK_AFTER_STALL) */
 };
 
 /* What is known of a lane (common/lanes.c gives each its slot; the last, of lanes past them,
@@ -124,6 +125,7 @@ struct cost {
     double per;      /* ns / launches; 0: not known yet */
     double at_start; /* `per` as of the latest token's start (gem_inflight_measure_from) */
     double logged;   /* `per` as last written to the debug log */
+    int stalled;     /* learnt from segments with a stall in them only (learn_into) */
 };
 
 struct inflight {
@@ -230,6 +232,26 @@ static void learn(struct cost *c, double ns, double n, double memory, int replac
     c->ns = keep * c->ns + ns;
     c->launches = keep * c->launches + n;
     c->per = c->ns / c->launches;
+}
+
+/* A segment with a launch call in it that held the host (a kernel's first launch, which loads
+ * its module) may hold the GPU's idling too: it teaches a cost only while none is known but
+ * from such segments, and the first segment without one replaces what they taught.  Averaged
+ * in, torch's first `add_` read 2466 us, and a loop of them (launch-bound, whose segments
+ * mostly follow a gap and teach nothing) learnt a few a second: its cost came down to 10 us
+ * over 18 s, held at 0.26-0.36 of bare under a 0.4 cap meanwhile (H200, 2026-12-03).
+ * Returns whether it was learnt.  f->m held. */
+static int learn_into(struct cost *c, double ns, double n, double memory, int stall)
+{
+    if (stall && c->per > 0.0 && !c->stalled)
+        return 0;
+    int replace = c->per <= 0.0 || (c->stalled && !stall);
+    if (replace && c->stalled)
+        GEM_LOG(GEM_LOG_DEBUG, "a cost of %.1f us per launch, read over a stalled launch "
+                "call, is replaced by %.1f us", c->per / 1e3, ns / n / 1e3);
+    learn(c, ns, n, memory, replace);
+    c->stalled = stall;
+    return 1;
 }
 
 /* What a launch queued now is taken to cost: its cost, or what it was as of the token's start
@@ -389,20 +411,23 @@ static const struct mark *gap(struct inflight *f, const struct mark *prev,
  * kernel's cost learnt on heavier ones).  While other processes' work shares the GPU, a
  * segment of a few launches reads long or short by a whole time slice of theirs: each cost is
  * a mean (the drain factor, learnt at syncs, covers the sharing).  f->m held. */
-static void learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t graphs,
-                          int64_t now, float ms)
+static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t graphs,
+                         int64_t now, float ms, int stall)
 {
     graphs = graphs < n ? graphs : n; /* (counted after the launch: another thread's may lag) */
     if (graphs == 0) {
-        learn(&f->kernel, ns, (double)n, COST_MEMORY_LAUNCHES, f->kernel.per <= 0.0);
+        if (!learn_into(&f->kernel, ns, (double)n, COST_MEMORY_LAUNCHES, stall))
+            return 0;
         log_cost(f, &f->kernel, "kernel launch", n, graphs, ms, now);
-        return;
+        return 1;
     }
     double graph_ns = ns - (double)(n - graphs) * f->kernel.per;
     double floor = ns * (double)graphs / (double)n;
-    learn(&f->graph, graph_ns > floor ? graph_ns : floor, (double)graphs, COST_MEMORY_GRAPHS,
-          f->graph.per <= 0.0);
+    if (!learn_into(&f->graph, graph_ns > floor ? graph_ns : floor, (double)graphs,
+                    COST_MEMORY_GRAPHS, stall))
+        return 0;
     log_cost(f, &f->graph, "graph launch", n, graphs, ms, now);
+    return 1;
 }
 
 /* Learn the costs from a finished marker and the previous one of its lane.  Returns
@@ -490,12 +515,12 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * counts in the run window: the speed's measurements, tails and grants alike, read
          * such segments as before (H100, two threads capped at 0.4: left out there, the tails
          * read 255 us a launch against 184 in the grants, and the client was granted 0.30). */
-        if (prev->queue_end || done->claim != done->launches) {
+        if (prev->queue_end || done->claim != done->launches ||
+            !learn_segment(f, (double)ms * 1e6, n, graphs, now, ms, done->after_stall)) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return prev;
         }
         gem_stat_add(GEM_STAT_COSTS, 1);
-        learn_segment(f, (double)ms * 1e6, n, graphs, now, ms);
         return prev;
     }
     return NULL;
@@ -1068,6 +1093,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
     m->alone = (how & (GEM_MARK_BEFORE_GRAPH | GEM_MARK_ALONE)) != 0;
+    m->after_stall = (how & GEM_MARK_AFTER_STALL) != 0;
     m->seq = ++f->seq;
     f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
     f->last_lane = m->lane;

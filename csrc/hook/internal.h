@@ -265,15 +265,18 @@ void gem_look_describe(const struct gem_look *l, char *buf, size_t n);
  * just before a graph launch, and only while no graph launch's cost is known.  Either that or
  * GEM_MARK_ALONE (just before a launch, with a marker after it): the launch is measured alone,
  * even where the GPU ran dry before it.  GEM_MARK_IF_LAUNCHED: only where launches went on the
- * stream since its newest marker (a sync is about to wait for them). */
+ * stream since its newest marker (a sync is about to wait for them).  GEM_MARK_AFTER_STALL:
+ * after a launch call that held the host GEM_STALL_NS or more (the GPU may have idled). */
 enum {
     GEM_MARK_BEFORE_LAUNCH = 1,
     GEM_MARK_ALWAYS = 2,
     GEM_MARK_QUEUE_END = 4,
     GEM_MARK_BEFORE_GRAPH = 8,
     GEM_MARK_ALONE = 16,
-    GEM_MARK_IF_LAUNCHED = 32
+    GEM_MARK_IF_LAUNCHED = 32,
+    GEM_MARK_AFTER_STALL = 64
 };
+#define GEM_STALL_NS 100000 /* a launch call takes microseconds; a module's lazy load, ms */
 void gem_inflight_mark(int dev, CUstream s, int per_thread, int64_t now, int how);
 int gem_inflight_capturing(CUstream s, int per_thread); /* launches there go into a graph */
 uint64_t gem_inflight_seq(int dev); /* markers recorded so far */

@@ -22,15 +22,28 @@ static inline int gate(int pts, CUstream s, int dev, int heavy)
     return g;
 }
 
-static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, int heavy)
+/* When the launch call began, where a marker follows it (else 0: the hot path reads no clock
+ * for it). */
+static inline int64_t call_start(int g)
+{
+    return __builtin_expect(g & GEM_GATE_MARK, 0) ? gem_now_ns() : 0;
+}
+
+/* The marker after a launch says if the call held the host long: the first launch of a
+ * kernel loads its module (CUDA's lazy loading), and the GPU may idle meanwhile, so the
+ * segment it ends teaches no cost (inflight.c, learn_cost). */
+static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, int heavy,
+                              int64_t from)
 {
     if (heavy && rc == CUDA_SUCCESS) /* (counted once queued: a marker before it must not) */
         gem_inflight_graph_launch(dev, s, pts);
-    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS)
-        gem_inflight_mark(dev, s, pts, gem_now_ns(),
-                          heavy || (g & (GEM_GATE_MARK_ALWAYS | GEM_GATE_MARK_BEFORE))
-                              ? GEM_MARK_ALWAYS
-                              : 0);
+    if (__builtin_expect(g & GEM_GATE_MARK, 0) && rc == CUDA_SUCCESS) {
+        int64_t now = gem_now_ns();
+        int how = heavy || (g & (GEM_GATE_MARK_ALWAYS | GEM_GATE_MARK_BEFORE)) ? GEM_MARK_ALWAYS
+                                                                                : 0;
+        gem_inflight_mark(dev, s, pts, now,
+                          now - from >= GEM_STALL_NS ? how | GEM_MARK_AFTER_STALL : how);
+    }
     return rc;
 }
 
@@ -45,7 +58,8 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, 
         if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
             return CUDA_ERROR_INVALID_DEVICE;                                                    \
         int g_ = gate((pts), (stream), dev_, (heavy));                                           \
-        return marked(REAL(sym) call, g_, dev_, (stream), (pts), (heavy));                       \
+        int64_t from_ = call_start(g_);                                                          \
+        return marked(REAL(sym) call, g_, dev_, (stream), (pts), (heavy), from_);                \
     } while (0)
 #define GATED_LAUNCH(sym, pts, stream, call) GATED(sym, pts, 0, stream, call)
 
