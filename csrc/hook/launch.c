@@ -31,7 +31,8 @@ static inline int64_t call_start(int g)
 
 /* The marker after a launch says if the call held the host long: the first launch of a
  * kernel loads its module (CUDA's lazy loading), and the GPU may idle meanwhile, so the
- * segment it ends teaches no cost (inflight.c, learn_cost). */
+ * segment it ends teaches a cost only where none better is known (inflight.c, learn_into).
+ * (A hot-path launch is not timed: a kernel first launched there still teaches its load.) */
 static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, int heavy,
                               int64_t from)
 {
