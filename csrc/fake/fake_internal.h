@@ -113,6 +113,7 @@ FAKE_HIDDEN uint64_t fake_env_u64(const char *name, uint64_t dflt); /* unset, un
 /* ---- timeline.c: the simulated GPU's kernel queue ------------------------------------------ */
 /* fake_now_ns() (exported, fake_extra.h) is the timeline's clock. */
 FAKE_HIDDEN void fake_sleep_until(uint64_t t_ns);
+FAKE_HIDDEN uint64_t fake_sync_late_ns(void); /* GEMINI_FAKE_SYNC_LATE_MS, in ns */
 /* Pure: a kernel of `dur` ns enqueued at `now` behind `busy_until` (GPU) and `tail` (stream). */
 FAKE_HIDDEN uint64_t fake_tl_step(uint64_t now, uint64_t busy_until, uint64_t tail, uint64_t dur);
 /* Enqueue n kernels on device dev behind *tail; ends[i] gets each end (may be NULL); updates

@@ -437,16 +437,21 @@ static void read_sync_late(void)
     sync_late_ns = fake_env_u64("GEMINI_FAKE_SYNC_LATE_MS", 0) * 1000000ULL;
 }
 
-/* A stream sync returns GEMINI_FAKE_SYNC_LATE_MS (0) after the stream ran out: a host that
- * got back to the program late (a loaded machine, a stop), whose sync then says nothing of
- * when the GPU ran out. */
-static CUresult stream_sync(CUstream h, int per_thread)
+/* A stream or context sync returns GEMINI_FAKE_SYNC_LATE_MS (0) after the work it waits for
+ * ran out: a host that got back to the program late (a loaded machine, a stop), whose sync
+ * then says nothing of when the GPU ran out. */
+uint64_t fake_sync_late_ns(void)
 {
     pthread_once(&sync_late_once, read_sync_late);
+    return sync_late_ns;
+}
+
+static CUresult stream_sync(CUstream h, int per_thread)
+{
     uint64_t t;
     CUresult rc = stream_done_at(h, per_thread, &t);
     if (rc == CUDA_SUCCESS)
-        fake_sleep_until(t + sync_late_ns);
+        fake_sleep_until(t + fake_sync_late_ns());
     return rc;
 }
 

@@ -978,12 +978,22 @@ static int current_ctx_ok(struct inflight *f)
     return 1;
 }
 
-int gem_inflight_capturing(CUstream s, int pts)
+/* 1: the stream captures; 0: it does not; -1: not to be had (the legacy default stream while
+ * a blocking stream captures, whose capture a record there would join). */
+static int capture_status(CUstream s, int pts)
 {
     __typeof__(&cuStreamIsCapturing) capturing = REAL_AUX(cuStreamIsCapturing);
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return capturing != NULL && capturing(canonical(s, pts), &st) == CUDA_SUCCESS &&
-           st != CU_STREAM_CAPTURE_STATUS_NONE;
+    if (capturing == NULL)
+        return 0;
+    if (capturing(canonical(s, pts), &st) != CUDA_SUCCESS)
+        return -1;
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+int gem_inflight_capturing(CUstream s, int pts)
+{
+    return capture_status(s, pts) == 1;
 }
 
 /* What m's finish says has run: every launch before it on its lane, and the other lanes'
@@ -1042,8 +1052,11 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
             return;
     }
     CUstream stream = canonical(s, pts);
-    if (gem_inflight_capturing(s, pts))
-        return; /* launched into a graph: nothing runs now */
+    int capture = capture_status(s, pts);
+    /* (launched into a graph: nothing runs now; a sync's marker goes only where it is sure to
+     * join no capture, as no launch of the program's put it there) */
+    if (capture == 1 || (capture < 0 && (how & GEM_MARK_IF_LAUNCHED)))
+        return;
     uintptr_t lane = lane_of(stream);
     pthread_mutex_lock(&f->m);
     struct lane_slot *l = lane_slot(f, lane);

@@ -307,6 +307,7 @@ enum {
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
 /* A stream sync on `s` is called at `now` (before the wait). */
 void gem_token_before_stream_sync(int dev, CUstream s, int per_thread, int64_t now);
+void gem_token_before_ctx_sync(int dev, int64_t now);
 /* A sync point called at `from_ns` returned at `to_ns` (`ok`: it succeeded), the GPU having
  * run what it waited for by `ran_by_ns` (gem_inflight_waited). */
 void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by_ns, int ok);

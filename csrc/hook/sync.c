@@ -33,22 +33,23 @@
         gem_token_note_sync(dev_, from_, to_, ran_by_, r_ == CUDA_SUCCESS);                      \
         return r_;                                                                               \
     } while (0)
-#define SYNCED(call) WAITED_FOR(call, 1, (void)0)
 #define WAITED(call) WAITED_FOR(call, 0, (void)0)
-/* (a stream sync marks its stream first: gem_token_before_stream_sync) */
+/* (a stream sync marks its stream first, a context sync the legacy default stream:
+ * gem_token_before_stream_sync, gem_token_before_ctx_sync) */
 #define STREAM_SYNCED(call, s, pts) \
     WAITED_FOR(call, 1, gem_token_before_stream_sync(dev_, (s), (pts), from_))
+#define CTX_SYNCED(call) WAITED_FOR(call, 1, gem_token_before_ctx_sync(dev_, from_))
 
 GEM_EXPORT CUresult cuCtxSynchronize(void)
 {
     GEM_ENTER(cuCtxSynchronize);
-    SYNCED(REAL(cuCtxSynchronize)());
+    CTX_SYNCED(REAL(cuCtxSynchronize)());
 }
 
 GEM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     GEM_ENTER(cuCtxSynchronize_v2);
-    SYNCED(REAL(cuCtxSynchronize_v2)(ctx));
+    CTX_SYNCED(REAL(cuCtxSynchronize_v2)(ctx));
 }
 
 GEM_EXPORT CUresult cuStreamSynchronize(CUstream s)

@@ -869,15 +869,32 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
  * read: a debug log changes the timing, 0 in 120 with one).  Not alone: no other client waits
  * on its tokens' ends, and alone under the hook a program pays nothing a sync (a record is a
  * few microseconds). */
-void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
+static int alone_on(int dev)
 {
     pthread_once(&tokens_once, tokens_init);
     struct token *t = &tokens[dev];
     pthread_mutex_lock(&t->m);
     int alone = t->alone;
     pthread_mutex_unlock(&t->m);
-    if (!alone)
+    return alone;
+}
+
+void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
+{
+    if (!alone_on(dev))
         gem_inflight_mark(dev, s, pts, now, GEM_MARK_IF_LAUNCHED);
+}
+
+/* A context sync waits for every stream, and returned late it was charged its lateness as a
+ * stream sync was (fake GPU, every sync 20 ms late: 18.3 ms a token).  It marks the legacy
+ * default stream first (PyTorch's default stream, and most programs' only one), not the
+ * program's own streams: one may have been destroyed since it was launched on, and a handle
+ * of a destroyed stream is not to be recorded on.  (Where the program launched on others, the
+ * marker bounds nothing: gem_inflight_waited.) */
+void gem_token_before_ctx_sync(int dev, int64_t now)
+{
+    if (!alone_on(dev))
+        gem_inflight_mark(dev, NULL, 0, now, GEM_MARK_IF_LAUNCHED);
 }
 
 void gem_token_note_waited(int dev, int64_t ns)

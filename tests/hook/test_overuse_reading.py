@@ -85,20 +85,22 @@ def test_two_launching_threads_stopped_across_token_ends_are_mostly_charged_thei
     assert len(charged_the_stop) <= 3, overuse
 
 
-@pytest.mark.parametrize("stream", ["null", "nonblocking"])
+@pytest.mark.parametrize("sync,stream", [("stream", "null"), ("stream", "nonblocking"),
+                                         ("ctx", "null")])
 def test_a_sync_that_returns_late_past_a_token_end_is_charged_the_queue_not_the_lateness(
-        fake_env, pm, stream):
+        fake_env, pm, sync, stream):
     """A stream sync that began before a token's end and returned after it says the work ran
     until it returned, unless a marker says when it ran out.  Where the launches before it went
     on the hot path, after the newest marker, a host that got back late (here every sync 20 ms
     after its stream ran out) was charged the lateness: a process stopped 3 ms before a token's
     end, its queue run out 4.9 ms before it, was charged 37.4 ms (this machine, loaded, 1 run in
     about 100, 2026-12-03).  A sync on a stream with launches since its newest marker now puts
-    a marker on it first, which the GPU's clock bounds."""
+    a marker on it first, which the GPU's clock bounds; a context sync puts one on the legacy
+    default stream (before: 18.3 ms a token)."""
     pm.quota_ms = QUOTA_MS
     pm.quota_delay_s = 0.08
     r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", "stream", "--stream", stream, "--seconds", "1.5"],
+                      "--sync", sync, "--stream", stream, "--seconds", "1.5"],
                      GEMINI_FAKE_SYNC_LATE_MS="20")
     assert r.out[-1]["rc"] == 0, r.stderr
     overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
