@@ -1059,7 +1059,13 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
         return;
     uintptr_t lane = lane_of(stream);
     pthread_mutex_lock(&f->m);
-    struct lane_slot *l = lane_slot(f, lane);
+    unsigned slot = how & GEM_MARK_IF_LAUNCHED ? gem_lanes_find(&f->lane_keys, lane)
+                                               : gem_lanes_slot(&f->lane_keys, lane);
+    if (slot > GEM_LANES) { /* (a sync's, on a lane never launched on) */
+        pthread_mutex_unlock(&f->m);
+        return;
+    }
+    struct lane_slot *l = &f->lanes[slot];
     /* While no cost is known every slow-path launch is marked: the cost is learnt from them.
      * Due per lane: due per device, one thread's markers took the turns of another's on its own
      * stream, whose launches then went unmarked for most of a token (two threads stopped by the

@@ -887,14 +887,17 @@ void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
 
 /* A context sync waits for every stream, and returned late it was charged its lateness as a
  * stream sync was (fake GPU, every sync 20 ms late: 18.3 ms a token).  It marks the legacy
- * default stream first (PyTorch's default stream, and most programs' only one), not the
- * program's own streams: one may have been destroyed since it was launched on, and a handle
- * of a destroyed stream is not to be recorded on.  (Where the program launched on others, the
- * marker bounds nothing: gem_inflight_waited.) */
+ * default stream first (PyTorch's default stream, and most programs' only one) and the
+ * calling thread's per-thread default stream, not the program's own streams: one may have
+ * been destroyed since it was launched on, and a handle of a destroyed stream is not to be
+ * recorded on.  (Where the program launched on others, the markers bound nothing:
+ * gem_inflight_waited.) */
 void gem_token_before_ctx_sync(int dev, int64_t now)
 {
-    if (!alone_on(dev))
-        gem_inflight_mark(dev, NULL, 0, now, GEM_MARK_IF_LAUNCHED);
+    if (alone_on(dev))
+        return;
+    gem_inflight_mark(dev, NULL, 0, now, GEM_MARK_IF_LAUNCHED);
+    gem_inflight_mark(dev, NULL, 1, now, GEM_MARK_IF_LAUNCHED);
 }
 
 void gem_token_note_waited(int dev, int64_t ns)

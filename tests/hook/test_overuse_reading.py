@@ -85,10 +85,13 @@ def test_two_launching_threads_stopped_across_token_ends_are_mostly_charged_thei
     assert len(charged_the_stop) <= 3, overuse
 
 
-@pytest.mark.parametrize("sync,stream", [("stream", "null"), ("stream", "nonblocking"),
-                                         ("ctx", "null")])
+@pytest.mark.parametrize(
+    "sync,shape",
+    [("stream", ("--stream", "null")), ("stream", ("--stream", "nonblocking")),
+     ("ctx", ("--stream", "null")), ("ctx", ("--ptsz", "--stream", "null"))],
+    ids=["stream, null", "stream, non-blocking", "ctx, null", "ctx, per-thread"])
 def test_a_sync_that_returns_late_past_a_token_end_is_charged_the_queue_not_the_lateness(
-        fake_env, pm, sync, stream):
+        fake_env, pm, sync, shape):
     """A stream sync that began before a token's end and returned after it says the work ran
     until it returned, unless a marker says when it ran out.  Where the launches before it went
     on the hot path, after the newest marker, a host that got back late (here every sync 20 ms
@@ -96,11 +99,11 @@ def test_a_sync_that_returns_late_past_a_token_end_is_charged_the_queue_not_the_
     end, its queue run out 4.9 ms before it, was charged 37.4 ms (this machine, loaded, 1 run in
     about 100, 2026-12-03).  A sync on a stream with launches since its newest marker now puts
     a marker on it first, which the GPU's clock bounds; a context sync puts one on the legacy
-    default stream (before: 18.3 ms a token)."""
+    default stream and its thread's per-thread one (before: 18.3 ms a token)."""
     pm.quota_ms = QUOTA_MS
     pm.quota_delay_s = 0.08
     r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", sync, "--stream", stream, "--seconds", "1.5"],
+                      "--sync", sync, "--seconds", "1.5", *shape],
                      GEMINI_FAKE_SYNC_LATE_MS="20")
     assert r.out[-1]["rc"] == 0, r.stderr
     overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]

@@ -44,3 +44,16 @@ def test_each_lane_has_a_slot_of_its_own_until_they_run_out(order):
     assert all(got[lane] == SLOTS for lane in order[SLOTS:])  # the slot they share
     # ... and the same one at every later launch, whatever launches between
     assert slots_of(table, list(reversed(order))) == got
+
+
+@given(st.lists(lanes, unique=True, min_size=1, max_size=3 * SLOTS))
+def test_a_lane_is_found_in_the_slot_it_took_and_finding_takes_none(order):
+    table = ffi.new("struct gem_lanes *")
+    took, never = order[: len(order) // 2], order[len(order) // 2:]
+    got = slots_of(table, took)
+    before = bytes(ffi.buffer(table))
+    assert {lane: lib.gem_lanes_find(table, lane) for lane in took} == got
+    found = [lib.gem_lanes_find(table, lane) for lane in never]
+    # a lane that never took one: none, unless the slots ran out before it (then the shared)
+    assert all(s == (SLOTS if len(took) >= SLOTS else SLOTS + 1) for s in found)
+    assert bytes(ffi.buffer(table)) == before  # finding took no slot

@@ -32,5 +32,9 @@ struct gem_lanes {
 /* The slot of `lane` (a stream handle, or a thread's id xor'd with one: never UINTPTR_MAX), in
  * [0, GEM_LANES]; GEM_LANES: the one all lanes past them share.  Any thread, any time. */
 unsigned gem_lanes_slot(struct gem_lanes *t, uintptr_t lane);
+/* The slot `lane` has, taking none: GEM_LANES + 1 where it never launched (a sync's marker has
+ * nothing to say there, and would take a slot for good); GEM_LANES where the slots ran out
+ * before it may have come.  Any thread, any time. */
+unsigned gem_lanes_find(const struct gem_lanes *t, uintptr_t lane);
 
 #endif
