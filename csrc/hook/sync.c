@@ -34,7 +34,7 @@
         return r_;                                                                               \
     } while (0)
 #define WAITED(call) WAITED_FOR(call, 0, (void)0)
-/* (a stream sync marks its stream first, a context sync the legacy default stream:
+/* (a stream sync marks its stream first, a context sync the default streams:
  * gem_token_before_stream_sync, gem_token_before_ctx_sync) */
 #define STREAM_SYNCED(call, s, pts) \
     WAITED_FOR(call, 1, gem_token_before_stream_sync(dev_, (s), (pts), from_))

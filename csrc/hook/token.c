@@ -858,6 +858,18 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
                 "more than the markers showed)", (double)(to_ns - t->end_ns) / 1e6, more);
 }
 
+/* The latest grant came alone (QUOTA_FLAG_ALONE): no other client waits on its
+ * tokens' ends. */
+static int alone_on(int dev)
+{
+    pthread_once(&tokens_once, tokens_init);
+    struct token *t = &tokens[dev];
+    pthread_mutex_lock(&t->m);
+    int alone = t->alone;
+    pthread_mutex_unlock(&t->m);
+    return alone;
+}
+
 /* The sync's end is read from a marker the GPU's clock bounds where one follows everything it
  * waits for (gem_inflight_waited); else from when it returned, which a host that got back late
  * puts past the work's end, and a sync that began in a token and returned after it charges
@@ -869,16 +881,6 @@ static void sync_seen(struct token *t, int64_t from_ns, int64_t to_ns)
  * read: a debug log changes the timing, 0 in 120 with one).  Not alone: no other client waits
  * on its tokens' ends, and alone under the hook a program pays nothing a sync (a record is a
  * few microseconds). */
-static int alone_on(int dev)
-{
-    pthread_once(&tokens_once, tokens_init);
-    struct token *t = &tokens[dev];
-    pthread_mutex_lock(&t->m);
-    int alone = t->alone;
-    pthread_mutex_unlock(&t->m);
-    return alone;
-}
-
 void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
 {
     if (!alone_on(dev))
