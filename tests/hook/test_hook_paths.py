@@ -370,9 +370,11 @@ def test_a_kernels_first_launch_that_loads_its_module_is_not_its_cost(fake_env, 
                      GEMINI_LOG="debug", GEMINI_FAKE_LOAD_MS="3")
     assert r.out[-1]["rc"] == 0, r.stderr
     # The cost in effect, in the order the debug log says it: a cost learnt (at most once a
-    # second), or one read over the stalled call replaced
-    said = re.findall(r"GPU time per kernel launch ([0-9.]+) us|is replaced by ([0-9.]+) us",
+    # second), or one read over the stalled call replaced.  (Under 200 us: one segment, which
+    # a loaded host may stretch by tens of us.)
+    said = re.findall(r"GPU time per kernel launch ([0-9.]+) us|(is replaced by) ([0-9.]+) us",
                       r.stderr)
-    costs = [float(learnt or replaced) for learnt, replaced in said]
-    assert len(costs) >= 2, r.stderr
-    assert costs[-1] < 50.0, costs
+    replaced = [i for i, (_, replacing, _) in enumerate(said) if replacing]
+    assert replaced and float(said[0][0]) > 2000.0, said  # the load, then its replacement
+    after = [float(learnt or by) for learnt, _, by in said[replaced[0]:]]
+    assert max(after) < 200.0, said
