@@ -1,12 +1,10 @@
 /* Exported driver entry points: init, version, devices, contexts, modules, error strings, and
  * cuGetProcAddress(_v2), which answers by base name + version + flags from fake_symbols.h. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fake_internal.h"
 
@@ -628,19 +626,19 @@ CUresult fake_function_ns(CUfunction f, void **kernelParams, void **extra, uint6
 /* CUDA 12 and later load a module lazily, in the first launch of each of its functions (the
  * default, CUDA_MODULE_LOADING=LAZY): that launch call holds the host, the GPU idle meanwhile
  * (2.5 ms on the H200, torch's first `add_`).  Here it takes GEMINI_FAKE_LOAD_MS (0). */
+static uint64_t load_ns;
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+
+static void read_load(void)
+{
+    load_ns = fake_env_u64("GEMINI_FAKE_LOAD_MS", 0) * 1000000ULL;
+}
+
 void fake_function_load(CUfunction f)
 {
-    static _Atomic int64_t load_ns = -1;
-    int64_t ns = atomic_load(&load_ns);
-    if (ns < 0) {
-        ns = (int64_t)fake_env_u64("GEMINI_FAKE_LOAD_MS", 0) * 1000000;
-        atomic_store(&load_ns, ns);
-    }
-    if (ns == 0 || atomic_exchange(&f->launched, 1))
-        return;
-    struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
-    }
+    pthread_once(&load_once, read_load);
+    if (load_ns != 0 && !atomic_exchange(&f->launched, 1))
+        fake_sleep_until(fake_now_ns() + load_ns);
 }
 
 /* ---- error strings -------------------------------------------------------------------------- */

@@ -245,12 +245,11 @@ static int learn_into(struct cost *c, double ns, double n, double memory, int st
 {
     if (stall && c->per > 0.0 && !c->stalled)
         return 0;
-    int replace = c->per <= 0.0 || (c->stalled && !stall);
-    int replaces_stalled = replace && c->stalled;
+    int replaces_stalled = c->stalled && !stall;
     if (replaces_stalled)
         GEM_LOG(GEM_LOG_DEBUG, "a cost of %.1f us per launch, read over a stalled launch "
                 "call, is replaced by %.1f us", c->per / 1e3, ns / n / 1e3);
-    learn(c, ns, n, memory, replace);
+    learn(c, ns, n, memory, c->per <= 0.0 || replaces_stalled);
     if (replaces_stalled && c->at_start > c->per)
         c->at_start = c->per; /* (queued_cost: else the stalled one holds to the next grant) */
     c->stalled = stall;
