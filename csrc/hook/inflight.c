@@ -68,6 +68,13 @@
 #define COST_MEMORY_LAUNCHES 64.0 /* a kernel's cost is a mean over about this many ... */
 #define COST_MEMORY_GRAPHS 16.0   /* ... a graph launch's over this many */
 #define COST_LOG_GAP_NS 1000000000 /* its debug line at most this often (see below) */
+/* Markers went to more than one lane this recently: other lanes' kernels may run beside a
+ * lane's segment (learn_cost).  Not "ever": PyTorch warms a graph up on a side stream before
+ * its capture, and a CUDA-graph loop's calibration tails, every segment starting at a hold
+ * left out for good, measured 4-13 replays of some 50 (H200, capped at 0.8: its speed by the
+ * clock, 1.05, for 9 s, while it did 1.09-1.10 of its bare work per granted second; its
+ * highest second 0.879, 2026-12-03). */
+#define MANY_LANES_NS 1000000000
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
@@ -150,7 +157,8 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     uintptr_t last_lane; /* the newest marker's lane ... */
-    int many_streams;    /* ... and whether markers went to more than one, ever */
+    int many_streams;    /* ... whether markers went to more than one, ever ... */
+    int64_t lane_switch_ns; /* ... and when one last went to a lane not its predecessor's */
     int graph_unit;      /* its work is counted in graph launches (gem_inflight_measured) */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
@@ -501,7 +509,8 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         uint64_t graphs = done->graphs - prev->graphs;
         if (w != NULL && after_gap) { /* (left out: the debug log) */
             note_gap(w, prev, done, ms);
-        } else if (w != NULL && prev->queue_end && f->many_streams) {
+        } else if (w != NULL && prev->queue_end && f->lane_switch_ns != 0 &&
+                   now - f->lane_switch_ns < MANY_LANES_NS) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
         } else if (w != NULL) {
@@ -1116,7 +1125,10 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->alone = (how & (GEM_MARK_BEFORE_GRAPH | GEM_MARK_ALONE)) != 0;
     m->after_stall = (how & GEM_MARK_AFTER_STALL) != 0;
     m->seq = ++f->seq;
-    f->many_streams |= f->seq > 1 && m->lane != f->last_lane;
+    if (f->seq > 1 && m->lane != f->last_lane) {
+        f->many_streams = 1;
+        f->lane_switch_ns = now;
+    }
     f->last_lane = m->lane;
     f->count++;
     if (!m->queue_end) { /* (the launch after a hold is marked as if it had not been) */

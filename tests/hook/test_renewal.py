@@ -119,6 +119,26 @@ def test_a_calibration_token_is_run_through_and_its_last_part_measured(fake_env,
     assert all(ms == pytest.approx(1.0 * n, rel=0.05) and n <= 70 for ms, n in measured), runs
 
 
+def test_a_warm_up_on_another_stream_leaves_the_calibration_tails_whole(fake_env, pm):
+    """PyTorch warms a graph up on a side stream before it captures it, then replays it on
+    another.  A segment that starts at a hold is left out of a tail where the process launches
+    on several streams (other streams' kernels run beside it), and a calibration holds every
+    few ms: "several" meant ever, and a CUDA-graph loop's tails measured 4-13 replays of some
+    50 (H200, 2026-12-03; here 5-8 of 50, 0.8 ms replays, their warm-up on the legacy stream).
+    Its speed was then read from the clock, 1.05 for 1.09-1.10 of work."""
+    pm.quota_ms = 100.0
+    pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
+    pm.quota_delay_s = 0.02
+    r = fake_env.run([prog("gem_client"), "work", "--launch", "graph", "--kernel-ms", "0.2",
+                      "--burst", "4", "--sync", "none", "--seconds", "2.5",
+                      "--warmup-bursts", "3", "--warmup-kernel-ms", "0.2",
+                      "--warmup-stream", "null"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    runs = [n for _, n, graphs in map(wire.quota_run, pm.of_type(RequestType.QUOTA)) if graphs]
+    # (markers went to the warm-up's stream within the last second: its first tails are short)
+    assert len(runs) >= 12 and all(n >= 30 for n in runs[-5:]), runs
+
+
 @pytest.mark.parametrize("light", [1, 3])
 def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     """Replays of 4 kernels of 1 ms, each followed by light kernels (a compiled model's

@@ -15,6 +15,8 @@
  *        [--warmup-bursts W --warmup-kernel-ms F] (first W synced bursts of kernels of F ms, a
  *        framework's set-up: a different kernel size before the loop, not counted)
  *        [--warmup-launches L] (L kernels in each warm-up burst; default: --burst)
+ *        [--warmup-stream created|null] (the warm-up on a stream of its own, the loop's stream
+ *        then waited for as a context sync: PyTorch's warm-up before a graph capture)
  *        [--threads T] (T threads, each on its own stream, same loop; totals summed)
  *        [--light-kernels N] (N kernels of 4 us after each replay, as a framework's copies
  *        between replays, or after each kernel, as a compiled model's small kernels between
@@ -179,6 +181,7 @@ struct opts {
     const char *path;
     const char *kernel_name;
     const char *stream;
+    const char *warmup_stream;
     int threads;
     unsigned long long bytes;
     int hold;
@@ -259,6 +262,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->threads = atoi(v);
         else if (strcmp(a, "--stream") == 0)
             o->stream = v;
+        else if (strcmp(a, "--warmup-stream") == 0)
+            o->warmup_stream = v;
         else if (strcmp(a, "--kernel-name") == 0)
             o->kernel_name = v;
         else if (strcmp(a, "--path") == 0)
@@ -464,10 +469,15 @@ static void *work_thread(void *arg)
     uint64_t warm_ns = (uint64_t)(o->warmup_kernel_ms * 1e6);
     int late_capture = graph && o->capture_gap_ms > 0;
     long warm_launches = o->warmup_launches > 0 ? o->warmup_launches : o->burst;
+    CUstream warm = o->warmup_stream != NULL ? NULL : st; /* (--warmup-stream null: NULL) */
+    if (w->rc == 0 && o->warmup_stream != NULL && strcmp(o->warmup_stream, "created") == 0)
+        CHECK(w, s->a.StreamCreate(&warm, 0), "cuStreamCreate");
     for (long b = 0; b < o->warmup_bursts && w->rc == 0; b++) {
         for (long i = 0; i < warm_launches && w->rc == 0; i++)
-            CHECK(w, launch_one(s, how, w->f, st, &warm_ns), "launch");
-        if (!late_capture || b + 1 < o->warmup_bursts)
+            CHECK(w, launch_one(s, how, w->f, warm, &warm_ns), "launch");
+        if (warm != st)
+            CHECK(w, s->a.CtxSynchronize(), "cuCtxSynchronize");
+        else if (!late_capture || b + 1 < o->warmup_bursts)
             CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
     }
     if (w->rc == 0 && late_capture)
