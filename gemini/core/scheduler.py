@@ -651,13 +651,17 @@ class SchedulerCore:
         own quotas)."""
         if self._short_window_s <= 0:
             return math.inf
-        since = now - self.timing.window_s
-        recent = {n for n in self.clients if n != name and (i := self.history.latest(n)) is not None
-                  and i.end > since}
+        recent = self._others_within_window(name, now)
         if not recent:
             return math.inf
         target = self._targets(recent | {name})[name]
         return max(target * self._turn_s, self.timing.min_quota_s)
+
+    def _others_within_window(self, name: str, now: float) -> set[str]:
+        """The clients but `name` granted the GPU within the window."""
+        since = now - self.timing.window_s
+        return {n for n in self.clients if n != name and (i := self.history.latest(n)) is not None
+                and i.end > since}
 
     @property
     def _short_grant_s(self) -> float:
@@ -745,7 +749,7 @@ class SchedulerCore:
             need = 0.9 * cal.length_s if cal is not None else 0.0
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
-            room = math.inf if resting else self._room(n, long_size, now, far)
+            room = math.inf if resting else self._room(n, long_size, now, far, cal)
             out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
                                 self.clients[n].spec.limit, need))
         return out
@@ -757,8 +761,11 @@ class SchedulerCore:
         its windows are not walked: with many capped clients, most rest at any decision."""
         return ready_in >= least
 
-    def _room(self, name: str, long_size: float, now: float, far: float) -> float:
-        """How long a grant to `name` may be under its limit, up to `far` (_room_horizon_s)."""
+    def _room(self, name: str, long_size: float, now: float, far: float,
+              cal: Calibration | None = None) -> float:
+        """How long a grant to `name` (a calibration `cal`, where one is due) may be under its
+        limit, up to `far` (_room_horizon_s), each of its seconds weighed at what it will be
+        charged (_charge_rate)."""
         spec = self.clients[name].spec
         room = math.inf
         if spec.capped:
@@ -773,22 +780,42 @@ class SchedulerCore:
             young = max(long_size, short)
             # The pace holds the limit on average; each window allows a little more.
             history = self.history
-            room = history.room(name, now, young, self._allowed_s(spec, young), far)
+            rate = self._charge_rate(name, now, cal)
+            room = history.room(name, now, young, self._allowed_s(spec, young, rate), far, rate)
             if short > 0:
-                room = min(room, history.room(name, now, short, self._allowed_s(spec, short), far))
+                room = min(room, history.room(name, now, short,
+                                              self._allowed_s(spec, short, rate), far, rate))
         return room
 
-    def _allowed_s(self, spec: ClientSpec, window_s: float) -> float:
+    def _charge_rate(self, name: str, now: float, cal: Calibration | None) -> float:
+        """What a second of a capped grant starting now is charged on average (_charge_speed),
+        as far as its room must count it: a calibration's settling part at its speed, spread
+        over it, where no other client had the GPU within the window.  Its room counted its
+        time only, and the windows that held one read highest (H200, 2026-12-03, torch eager
+        alone: 0.445 of its bare work at a 0.4 cap, 0.864 at 0.8 in another sitting; 0.436
+        and 0.847 with it, which cost the simulator's caps of 0.3-0.4 alone 0.3-0.4 points
+        of their work over 30 s).  Not beside others: there a lump
+        is already sized to be paid back both ways (speed.LUMP_BOUND), and waiting longer for
+        its room, the simulator's pairs capped at 0.3 read 1 s windows 1-4 points lower.  An
+        ordinary grant's speed-up is counted in the room of the grants after it only (weighed
+        at it too, the same pairs read as low, and a 0.4 cap did 0.3 points less)."""
+        if cal is None or self._others_within_window(name, now):
+            return 1.0
+        speed = self._speed(name, now)
+        return 1.0 + (speed - 1.0) * min(cal.settle_s / cal.length_s, 1.0)
+
+    def _allowed_s(self, spec: ClientSpec, window_s: float, rate: float = 1.0) -> float:
         """The most a capped client may hold of a window of `window_s`: its limit's part, and a
         little more (the most a window catches of a client on its pace is about one paced
         grant: WINDOW_EDGE; with a short window, no more than WINDOW_EDGE_MAX of it), but never
         less than the room a client at its limit waits for (`_capped_grant_s`): else a small
         cap beside long minimum quotas waits for ever (0.05 with gem-schd's -m 100: 90 ms
-        allowed, 100 waited for; on the simulator, not one grant in 30 s)."""
+        allowed, 100 waited for; on the simulator, not one grant in 30 s), as charged at
+        `rate` (_charge_rate)."""
         edge = WINDOW_EDGE * self._paced_grant_s(spec.limit)
         if self._short_window_s > 0:
             edge = min(edge, WINDOW_EDGE_MAX * self._short_window_s)
-        return max(spec.limit * window_s + edge, self._capped_grant_s)
+        return max(spec.limit * window_s + edge, self._capped_grant_s * rate)
 
     @property
     def _room_horizon_s(self) -> float:

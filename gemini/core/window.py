@@ -92,19 +92,22 @@ class UsageHistory:
         return name in self._own
 
     def room(self, name: str, now: float, length: float, allowed: float,
-             horizon: float = math.inf) -> float:
+             horizon: float = math.inf, rate: float = 1.0) -> float:
         """The longest grant starting now after which `name` has used at most `allowed` seconds
         of any window of `length` seconds ending during the grant, up to `horizon` (the longest
-        the caller may grant: the windows are then walked only that far).  What slides out of
-        a window while the grant runs counts as room, so that a capped client is not kept below
-        its cap.  (Own intervals only: the rare overlaps with others count whole.)
+        the caller may grant: the windows are then walked only that far).  Each second of the
+        grant weighs `rate` (>= 1): a capped client's speed, charged at the grant's end, so
+        that the charge stays in the window too (by time alone, a 0.8 cap's windows held 0.855
+        of its charge, 0.864 of its bare work, H200 2026-12-03).  What slides out of a window
+        while the grant runs counts as room, so that a capped client is not kept below its cap.
+        (Own intervals only: the rare overlaps with others count whole.)
 
         Called on every decision about a capped client, with hundreds of grants and charges in
         a 10 s window: a bisection over them took milliseconds, and a walk over all of them
         ~0.1 ms, on the path of every grant.  With the grant at g, the window is
-        [now + g - length, now + g]: its usage grows by g, less what slides out of its start,
-        which moves over our intervals (flat), the gaps between them (rising) and the charges
-        (a drop as each goes)."""
+        [now + g - length, now + g]: its usage grows by g x rate, less what slides out of its
+        start, which moves over our intervals (rising by rate - 1), the gaps between them
+        (rising by rate) and the charges (a drop as each goes)."""
         start0 = now - length
         end = start0 + min(horizon, length)  # how far the window's start is followed
         used, events = self._window(name, start0, now, end)
@@ -113,19 +116,18 @@ class UsageHistory:
         # The window's start walks from start0 to `end` over the breakpoints, in order (kind 0:
         # an interval begins, 1: it ends, 2: a charge leaves the window).
         events.sort()
+        events.append((end, 3, 0.0))  # (the walk's end)
         pos, inside = start0, 0
         for at, kind, x in events:
-            if not inside:  # in a gap: the usage rises with the grant
-                if used + (at - pos) > allowed:
-                    return pos - start0 + (allowed - used)
-                used += at - pos
+            rise = rate - 1.0 if inside else rate
+            if used + rise * (at - pos) > allowed:
+                return pos - start0 + (allowed - used) / rise
+            used += rise * (at - pos)
             pos = at
             if kind == 2:
                 used -= x
-            else:
+            elif kind < 2:
                 inside += 1 if kind == 0 else -1
-        if not inside and used + (end - pos) > allowed:
-            return pos - start0 + (allowed - used)
         return min(horizon, length)
 
     def _window(self, name: str, start0: float, now: float,

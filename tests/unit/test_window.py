@@ -57,6 +57,18 @@ def test_room_counts_what_slides_out_during_the_grant():
     assert h.room("a", 1.5, 1.0, 0.4) == pytest.approx(0.4, abs=1e-6)
 
 
+def test_room_weighs_each_second_of_the_grant_at_its_rate():
+    h = UsageHistory()
+    h.record("a", 0.0, 0.4)  # 0.4 s used at the start of a 1 s window that allows 0.5
+    assert h.room("a", 1.0, 1.0, 0.5) == pytest.approx(0.5, abs=1e-6)
+    # At 1.5 a second of the grant weighs 1.5 (its speed, charged at its end): while the old
+    # interval slides out the window's use still rises by 0.5 a second, and the 0.1 left is
+    # gone 0.2 s in (the window [0.2, 1.2]: 0.2 of old use, 0.2 x 1.5 of the grant).
+    assert h.room("a", 1.0, 1.0, 0.5, rate=1.5) == pytest.approx(0.2, abs=1e-6)
+    # In a gap it rises by the whole rate: 0.1 s left at 1.25 is 80 ms.
+    assert h.room("a", 0.5, 1.0, 0.5, rate=1.25) == pytest.approx(0.08, abs=1e-6)
+
+
 def test_charges_count_in_usage_and_room_until_they_slide_out():
     h = UsageHistory()
     h.record("a", 0.0, 3.5)
@@ -72,15 +84,16 @@ def test_charges_count_in_usage_and_room_until_they_slide_out():
 
 
 def _room_by_definition(h: UsageHistory, name: str, now: float, length: float,
-                        allowed: float) -> float:
+                        allowed: float, rate: float = 1.0) -> float:
     """room() from its definition: the first grant g (on a fine grid) after which the window
-    ending at now + g holds more than `allowed` of the client's use (the grant included)."""
+    ending at now + g holds more than `allowed` of the client's use (the grant included, each
+    of its seconds weighing `rate`)."""
     def used_after(g: float) -> float:
         start = now + g - length
         own = sum(max(0.0, min(i.end, now) - max(i.start, start)) for i in h.intervals
                   if i.name == name and not i.extra)
         return own + sum(i.extra for i in h.intervals
-                         if i.name == name and i.extra and start < i.start <= now) + g
+                         if i.name == name and i.extra and start < i.start <= now) + g * rate
 
     # A fine grid, and the instants just before each charge leaves the window: the use peaks
     # there, for as little as a few microseconds, which a grid may step over.
@@ -126,12 +139,14 @@ ops = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 
 
 
 @given(ops, st.floats(-0.2, 1.5), st.sampled_from([(1.0, 0.4), (2.0, 0.6), (4.0, 1.5)]),
-       st.sampled_from([0.0, 0.05, 0.2, 0.7]), st.floats(0.0, 3.0))
-def test_room_up_to_a_horizon_is_the_room_cut_there(items, idle, window, horizon, forget):
+       st.sampled_from([0.0, 0.05, 0.2, 0.7]), st.floats(0.0, 3.0),
+       st.sampled_from([1.0, 1.0, 1.13, 1.6]))
+def test_room_up_to_a_horizon_is_the_room_cut_there(items, idle, window, horizon, forget, rate):
     """However the history got where it is (grants cut short when their token came back,
-    charges, the oldest forgotten, a grant still running at `now`), room() agrees with its
-    definition, and with a horizon it is that room cut at the horizon: the running totals and
-    the shorter walks that make a capped decision cheap change nothing."""
+    charges, the oldest forgotten, a grant still running at `now`), and whatever a second of
+    the grant weighs (a capped client's speed), room() agrees with its definition, and with a
+    horizon it is that room cut at the horizon: the running totals and the shorter walks that
+    make a capped decision cheap change nothing."""
     length, allowed = window
     h = UsageHistory()
     t = 0.0
@@ -146,11 +161,11 @@ def test_room_up_to_a_horizon_is_the_room_cut_there(items, idle, window, horizon
             h.charge(name, t, overuse)
     now = t + idle  # (idle < 0: the latest grant still runs)
     h.expire(now - length - forget)
-    exact = _room_by_definition(h, "a", now, length, allowed)
+    exact = _room_by_definition(h, "a", now, length, allowed, rate)
     step = length / 4000 + 1e-9
-    assert h.room("a", now, length, allowed) == pytest.approx(exact, abs=step)
+    assert h.room("a", now, length, allowed, rate=rate) == pytest.approx(exact, abs=step)
     if horizon:
-        assert h.room("a", now, length, allowed, horizon) == pytest.approx(
+        assert h.room("a", now, length, allowed, horizon, rate) == pytest.approx(
             min(exact, horizon), abs=step)
 
 
