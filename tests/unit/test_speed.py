@@ -8,7 +8,7 @@ import pytest
 from gemini.core import config as cfg
 from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
-from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
 from gemini.core.speed import (
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
@@ -800,3 +800,17 @@ def test_the_sampler_reads_as_the_core_wants_it():
 
     assert asyncio.run(feed(False)) == [False]
     assert asyncio.run(feed(True)) == [True]
+
+
+def test_a_lone_capped_clients_calibration_fits_its_windows_by_what_it_is_charged():
+    # Its room counted a calibration's time, while its settling part is charged its speed:
+    # the 1 s windows that held one held 13 ms more than they allow at a 0.4 cap by the
+    # books, and read highest by work (H200, 2026-12-03: 0.445 of its bare work).
+    sim = run_capped(GpuClock(), 12.0, launch_s=0.0002)
+    core, c = sim.core, sim.clients["capped"]
+    allowed = 0.4 * 1.0 + WINDOW_EDGE * 0.04  # (its paced grant: 40 ms)
+    ends = [c.busy[i][1] for i in c.calibrations if c.busy[i][1] > 3.0]  # (kept: the last 10 s)
+    assert len(ends) >= 2, ends
+    for end in ends:
+        used = core.history.usage(end - 1.0, end)["capped"]
+        assert used <= allowed + 1e-3, (end, used)
