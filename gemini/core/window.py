@@ -121,7 +121,9 @@ class UsageHistory:
         for at, kind, x in events:
             rise = rate - 1.0 if inside else rate
             if used + rise * (at - pos) > allowed:
-                return pos - start0 + (allowed - used) / rise
+                # (over already where a refund, a negative charge, left the window: no room
+                # past here, whatever the rise)
+                return pos - start0 + ((allowed - used) / rise if used < allowed else 0.0)
             used += rise * (at - pos)
             pos = at
             if kind == 2:

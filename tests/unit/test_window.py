@@ -69,6 +69,18 @@ def test_room_weighs_each_second_of_the_grant_at_its_rate():
     assert h.room("a", 0.5, 1.0, 0.5, rate=1.25) == pytest.approx(0.08, abs=1e-6)
 
 
+def test_a_refund_that_slides_out_ends_the_room_there():
+    h = UsageHistory()
+    h.record("a", 0.0, 0.4)
+    h.charge("a", 0.2, -0.1)  # given back: another client's overrun took 0.1 s of its grant
+    # At 1.0 the window holds 0.3 of 0.35 allowed; a grant slides the old interval out as it
+    # runs, but once the refund leaves (0.2 s in) the window holds 0.4: no room past that.
+    # (An over-full window met where the use stays flat made the walk divide by zero, and
+    # gem-schd stopped granting: two pods of 0.3 and 0.7 hung, 2026-12-03.)
+    assert h.room("a", 1.0, 1.0, 0.35) == pytest.approx(0.2, abs=1e-9)
+    assert h.room("a", 1.0, 1.0, 0.35, rate=1.2) == pytest.approx(0.2, abs=1e-9)
+
+
 def test_charges_count_in_usage_and_room_until_they_slide_out():
     h = UsageHistory()
     h.record("a", 0.0, 3.5)
@@ -134,7 +146,7 @@ def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
 
 
 ops = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 0.3),
-                         st.sampled_from([0.0, 0.0, 0.02, 0.005]),
+                         st.sampled_from([0.0, 0.0, 0.02, 0.005, -0.01]),
                          st.sampled_from([None, None, 0.0, 0.5])), min_size=1, max_size=40)
 
 
