@@ -143,9 +143,11 @@ SPED_UP = 1.03
 # ...in proportion to the GPU's share left idle around its grants, below this: two clients
 # capped at 0.4 and 0.5 (the card idle a tenth of the time) read 1.01-1.06 in their tails and
 # did 1.04-1.06 of their bare work per granted second uncalibrated, but were charged 1.1 for
-# 20 s, 2.1 points under over 10 s (H200, 2026-12-02); alone at 0.4 or 0.3 beside 0.3 (idle
-# 0.6, 0.4) the speeds are 1.13-1.17.
-IDLE_FOR_UNKNOWN = 0.4
+# 20 s, 2.1 points under over 10 s (H200, 2026-12-02); alone at 0.8 (idle 0.2) torch eager
+# and CUDA graphs did 1.09-1.10 (2026-12-03), at 0.7 1.115, at 0.4 or 0.3 beside 0.3 (idle
+# 0.6, 0.4) 1.13-1.17.  (A CUDA-graph loop capped at 0.8, charged half of it, 1.05, for its
+# first 9 s, while no tail by work was kept, did 0.879 of its bare work in its highest second.)
+IDLE_FOR_UNKNOWN = 0.2
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
