@@ -794,9 +794,9 @@ class SchedulerCore:
         time only, and the windows that held one read highest (H200, 2026-12-03, torch eager
         alone: 0.445 of its bare work at a 0.4 cap, 0.864 at 0.8 in another sitting; 0.436
         and 0.847 with it, which cost the simulator's caps of 0.3-0.4 alone 0.3-0.4 points
-        of their work over 30 s).  Not beside others: there a lump
-        is already sized to be paid back both ways (speed.LUMP_BOUND), and waiting longer for
-        its room, the simulator's pairs capped at 0.3 read 1 s windows 1-4 points lower.  An
+        of their work over 30 s).  Not beside others: there a lump is already sized to be paid
+        back both ways (speed.LUMP_BOUND), and waiting longer for its room, the simulator's
+        pairs capped at 0.3 read 1 s windows 1-4 points lower.  An
         ordinary grant's speed-up is counted in the room of the grants after it only (weighed
         at it too, the same pairs read as low, and a 0.4 cap did 0.3 points less)."""
         if cal is None or self._others_within_window(name, now):

@@ -96,11 +96,10 @@ class UsageHistory:
         """The longest grant starting now after which `name` has used at most `allowed` seconds
         of any window of `length` seconds ending during the grant, up to `horizon` (the longest
         the caller may grant: the windows are then walked only that far).  Each second of the
-        grant weighs `rate` (>= 1): a capped client's speed, charged at the grant's end, so
-        that the charge stays in the window too (by time alone, a 0.8 cap's windows held 0.855
-        of its charge, 0.864 of its bare work, H200 2026-12-03).  What slides out of a window
-        while the grant runs counts as room, so that a capped client is not kept below its cap.
-        (Own intervals only: the rare overlaps with others count whole.)
+        grant weighs `rate` (>= 1): what it will be charged on average, where part of that is
+        charged at its end (a lone client's calibration: scheduler._charge_rate).  What slides
+        out of a window while the grant runs counts as room, so that a capped client is not
+        kept below its cap.  (Own intervals only: the rare overlaps with others count whole.)
 
         Called on every decision about a capped client, with hundreds of grants and charges in
         a 10 s window: a bisection over them took milliseconds, and a walk over all of them
