@@ -157,8 +157,8 @@ struct inflight {
     int64_t unproven_ns;     /* markers recorded before this ran while the host waited (a
                               * sync, a hold): they prove nothing of the GPU keeping up */
     uintptr_t last_lane; /* the newest marker's lane ... */
-    int many_streams;    /* ... whether markers went to more than one, ever ... */
-    int64_t lane_switch_ns; /* ... and when one last went to a lane not its predecessor's */
+    int64_t lane_switch_ns; /* ... and when one last went to a lane not its predecessor's (0:
+                             * never; markers have gone to one lane only) */
     int graph_unit;      /* its work is counted in graph launches (gem_inflight_measured) */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
@@ -885,7 +885,7 @@ int64_t gem_inflight_waited(int dev, struct gem_launch_count before, int64_t fro
         /* The newest finished marker came after them all: they ran by when it did, if they
          * were all on its lane (a context sync waits for every stream, and each thread's
          * per-thread default stream is a lane of its own). */
-        if (f->kept && !f->many_streams && mark_at(f, 0)->launches >= before.launches)
+        if (f->kept && f->lane_switch_ns == 0 && mark_at(f, 0)->launches >= before.launches)
             ran_by = mark_at(f, 0)->done_ns;
         if (before.launches > f->done_launches) {
             f->done_launches = before.launches;
@@ -1047,6 +1047,47 @@ static double unmarked_gpu_ns(const struct inflight *f, struct lane_slot *l)
     return gpu_ns(f, n - graphs, graphs);
 }
 
+/* Is a marker due on lane `l`?  While no cost is known every slow-path launch is marked: the
+ * cost is learnt from them.  Due per lane: due per device, one thread's markers took the turns
+ * of another's on its own stream, whose launches then went unmarked for most of a token (two
+ * threads stopped by the host across a token's end: the stop was charged, on the fake GPU).
+ * f->m held. */
+static int marker_due(struct inflight *f, struct lane_slot *l, int how, int64_t now)
+{
+    if (how & GEM_MARK_IF_LAUNCHED)
+        return atomic_load_explicit(&l->launches, memory_order_relaxed) != l->mark_launches;
+    return how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS ||
+           unmarked_gpu_ns(f, l) >= MARK_GPU_GAP_NS;
+}
+
+/* The slot of `lane` (the stream s's) where a marker is to go now, else GEM_LANES + 1.  Whether
+ * one is due comes first: most slow-path launches need none, and the capture check is a driver
+ * call.  A lane takes its slot only once its stream is known not to capture (one that only
+ * captures would hold it for good), and a sync's marker takes none (gem_lanes_find).  f->m
+ * held. */
+static unsigned marked_slot(struct inflight *f, CUstream s, int pts, uintptr_t lane, int how,
+                            int64_t now)
+{
+    const unsigned none = GEM_LANES + 1;
+    if ((how & GEM_MARK_BEFORE_GRAPH) && f->graph.per > 0.0)
+        return none;
+    unsigned slot = gem_lanes_find(&f->lane_keys, lane);
+    if (slot > GEM_LANES ? (how & GEM_MARK_IF_LAUNCHED) != 0
+                         : !marker_due(f, &f->lanes[slot], how, now))
+        return none;
+    int capture = capture_status(s, pts);
+    /* (launched into a graph: nothing runs now; a sync's marker goes only where it is sure to
+     * join no capture, as no launch of the program's put it there) */
+    if (capture == 1 || (capture < 0 && (how & GEM_MARK_IF_LAUNCHED)))
+        return none;
+    if (slot > GEM_LANES) {
+        slot = gem_lanes_slot(&f->lane_keys, lane);
+        if (!marker_due(f, &f->lanes[slot], how, now))
+            return none;
+    }
+    return current_ctx_ok(f) ? slot : none;
+}
+
 void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
 {
     int before_launch = (how & GEM_MARK_BEFORE_LAUNCH) != 0;
@@ -1055,40 +1096,15 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     __typeof__(&cuEventRecord) record = REAL_AUX(cuEventRecord);
     if (create == NULL || record == NULL)
         return;
-    if (how & GEM_MARK_BEFORE_GRAPH) { /* (before the capture check: a driver call) */
-        pthread_mutex_lock(&f->m);
-        int known = f->graph.per > 0.0;
-        pthread_mutex_unlock(&f->m);
-        if (known)
-            return;
-    }
     CUstream stream = canonical(s, pts);
-    int capture = capture_status(s, pts);
-    /* (launched into a graph: nothing runs now; a sync's marker goes only where it is sure to
-     * join no capture, as no launch of the program's put it there) */
-    if (capture == 1 || (capture < 0 && (how & GEM_MARK_IF_LAUNCHED)))
-        return;
     uintptr_t lane = lane_of(stream);
     pthread_mutex_lock(&f->m);
-    unsigned slot = how & GEM_MARK_IF_LAUNCHED ? gem_lanes_find(&f->lane_keys, lane)
-                                               : gem_lanes_slot(&f->lane_keys, lane);
-    if (slot > GEM_LANES) { /* (a sync's, on a lane never launched on) */
+    unsigned slot = marked_slot(f, s, pts, lane, how, now);
+    if (slot > GEM_LANES) {
         pthread_mutex_unlock(&f->m);
         return;
     }
     struct lane_slot *l = &f->lanes[slot];
-    /* While no cost is known every slow-path launch is marked: the cost is learnt from them.
-     * Due per lane: due per device, one thread's markers took the turns of another's on its own
-     * stream, whose launches then went unmarked for most of a token (two threads stopped by the
-     * host across a token's end: the stop was charged, on the fake GPU). */
-    int due = how & GEM_MARK_IF_LAUNCHED
-                  ? atomic_load_explicit(&l->launches, memory_order_relaxed) != l->mark_launches
-                  : how != 0 || f->kernel.per <= 0.0 || now - l->last_mark_ns >= MARK_GAP_NS ||
-                        unmarked_gpu_ns(f, l) >= MARK_GPU_GAP_NS;
-    if (!due || !current_ctx_ok(f)) {
-        pthread_mutex_unlock(&f->m);
-        return;
-    }
     poll_marks(f);
     if (f->count == MARKS) { /* full: drop the oldest unfinished one (the estimate covers it) */
         f->head = (f->head + 1) % MARKS;
@@ -1125,10 +1141,8 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->alone = (how & (GEM_MARK_BEFORE_GRAPH | GEM_MARK_ALONE)) != 0;
     m->after_stall = (how & GEM_MARK_AFTER_STALL) != 0;
     m->seq = ++f->seq;
-    if (f->seq > 1 && m->lane != f->last_lane) {
-        f->many_streams = 1;
+    if (f->seq > 1 && m->lane != f->last_lane)
         f->lane_switch_ns = now;
-    }
     f->last_lane = m->lane;
     f->count++;
     if (!m->queue_end) { /* (the launch after a hold is marked as if it had not been) */
