@@ -101,14 +101,14 @@ class ClockSampler:
             self._thread.join(1.0)
 
 
-async def feed_clock(sampler: ClockSampler, core, run,  # type: ignore[no-untyped-def]
+async def feed_clock(sampler: ClockSampler, core, feed,  # type: ignore[no-untyped-def]
                      now: Callable[[], float], stop: asyncio.Event) -> None:
-    """Every FEED_S, the samples to `core.on_clock(samples, now)` on the loop's clock, and its
-    actions to `run`; the sampler reads while `core.wants_clock()`."""
+    """Every FEED_S, the samples to `core.on_clock(samples, now)` on the loop's clock, through
+    `feed` (FrameServer.feed); the sampler reads while `core.wants_clock()`."""
     while not stop.is_set():
         sampler.want(core.wants_clock())
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), FEED_S)
         offset = now() - time.monotonic()  # the loop's clock may be another monotonic one
         samples = [(t + offset, mhz) for t, mhz in sampler.drain()]
-        run(core.on_clock(samples, now()))
+        feed("clock", "the SM clock's samples", lambda s=samples: core.on_clock(s, now()))

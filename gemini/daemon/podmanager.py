@@ -96,13 +96,15 @@ class PodManagerDaemon:
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
             self._upstream = link
             self.connected.set()
-            self.server.run(self.core.on_scheduler_connected(self.server.now()))
+            self.server.feed(name, "the scheduler's connection",
+                             lambda: self.core.on_scheduler_connected(self.server.now()))
             link.start()
             await link.lost
             self._upstream = None
             self.connected.clear()
             link.close()
-            self.server.run(self.core.on_scheduler_lost(self.server.now()))
+            self.server.feed(name, "the scheduler's loss",
+                             lambda: self.core.on_scheduler_lost(self.server.now()))
 
     async def _hello(self, link: UpstreamLink) -> bool:
         """Prove the secret before anything else; False (logged once per streak) if refused."""
@@ -134,8 +136,9 @@ class PodManagerDaemon:
         except WireError as exc:
             log.warning("[%s] bad reply from the scheduler: %s", self.core.name, exc)
             return False
-        self.server.run(self.core.on_upstream_response(rsp, self.server.now()))
-        return True
+        # (False on an internal error: the link is dropped, and the token asked again afresh)
+        return self.server.feed(self.core.name, f"the scheduler's {req_type.name} reply",
+                                lambda: self.core.on_upstream_response(rsp, self.server.now()))
 
 
 class UpstreamLink(asyncio.Protocol):

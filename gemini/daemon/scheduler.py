@@ -40,7 +40,8 @@ class SchedulerDaemon:
 
     def apply_config(self, config: ResourceConfig) -> None:
         log.info("config reloaded: %d clients", len(config.clients))
-        self.server.run(self.core.on_config(config, self.server.now()))
+        self.server.feed("config", "the reloaded config",
+                         lambda: self.core.on_config(config, self.server.now()))
 
     def apply_mps(self, state: MpsState) -> None:
         """MPS went up or down: the partitions' clients change token group at once."""
@@ -50,7 +51,8 @@ class SchedulerDaemon:
             log.info("MPS is up: partitions hold their tokens side by side")
         else:
             log.info("MPS is off (%s): partitions are time-sliced at their size", state.reason)
-        self.server.run(self.core.on_mode(state.spatial, self.server.now()))
+        self.server.feed("mps", "MPS's change",
+                         lambda: self.core.on_mode(state.spatial, self.server.now()))
 
     async def close(self) -> None:
         await self.server.close()
@@ -116,7 +118,7 @@ async def serve_scheduler(
         _follow_mps(mps_state, daemon, stop))
     sampler = _clock_sampler(gpu) if clock else None
     feeding = None if sampler is None else asyncio.ensure_future(
-        feed_clock(sampler, daemon.core, daemon.server.run, daemon.server.now, stop))
+        feed_clock(sampler, daemon.core, daemon.server.feed, daemon.server.now, stop))
     metrics = None
     try:
         if metrics_port is not None:

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import struct
+import sys
 from collections.abc import Callable, Iterable
 from typing import Protocol, cast
 
@@ -36,6 +37,9 @@ log = logging.getLogger("gemini.server")
 # connections cannot pile up before anyone knows who they are.
 AUTH_TIMEOUT_S = 10.0
 BUSY_POLL_ENV = "GEMINI_BUSY_POLL_MS"
+# A deadline the core failed on is tried again after 20 ms, 40 ms, ... up to 1 s.
+TIMER_RETRY_S = 0.01
+TIMER_RETRY_MAX_S = 1.0
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 SOCKET_MODE = 0o660
 
@@ -117,6 +121,8 @@ class FrameServer:
         self._ids = itertools.count(1)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
+        self._timer_failures = 0  # deadlines the core failed on in a row
+        self._failures_traced: set[tuple[str, str, type]] = set()
         self.server: asyncio.Server | None = None
         self.busy_poll = BusyPoll(busy_poll_from_env())
         if self.busy_poll.window_s > 0.0:
@@ -160,17 +166,52 @@ class FrameServer:
     def _connection(self) -> FrameConnection:
         return FrameConnection(self, next(self._ids))
 
-    def connected(self, conn: ConnId) -> None:
+    def feed(self, who: str, what: str, event: Callable[[], list[Action]]) -> bool:
+        """Hand the core one event (`event()` returns its actions) and carry the actions out.
+        False: the core failed on it (see `_failed`); the caller ends what fed it."""
+        try:
+            actions = event()
+        except Exception:
+            self._failed(who, what)
+            return False
+        self.run(actions)
+        return True
+
+    def _failed(self, who: str, what: str) -> None:
+        """A core that raises is a bug of ours, and one client's event must not stop the daemon
+        serving the rest: it is logged with `who` the event was about (the traceback the first
+        time, one line after), and the core's timer is re-armed.  (A connection whose request
+        failed is closed by its caller, so that its client comes back afresh.)"""
+        exc = sys.exc_info()[1]
+        key = (who, what, type(exc))
+        if key in self._failures_traced:
+            log.error("[%s] internal error on %s again: %r", who, what, exc)
+        else:
+            self._failures_traced.add(key)
+            log.exception("[%s] internal error on %s; the daemon goes on serving the others "
+                          "(please report this traceback)", who, what)
+        self._rearm()
+
+    def connected(self, conn: ConnId, peer: str) -> bool:
         """A connection is admitted (its secret proven, where there is one)."""
-        if self._on_connect is not None:
-            self.run(self._on_connect(conn, self.now()))
+        on_connect = self._on_connect
+        if on_connect is None:
+            return True
+        return self.feed(peer, "a new connection", lambda: on_connect(conn, self.now()))
 
-    def received(self, conn: ConnId, req: Request) -> None:
-        self.run(self._on_request(conn, req, self.now()))
+    def received(self, conn: ConnId, req: Request) -> bool:
+        """One request to the core; False: the core failed on it (the caller closes)."""
+        try:  # (not through feed: no closure on the hot path)
+            actions = self._on_request(conn, req, self.now())
+        except Exception:
+            self._failed(req.name, f"a {req.type.name} request")
+            return False
+        self.run(actions)
+        return True
 
-    def disconnected(self, conn: ConnId) -> None:
+    def disconnected(self, conn: ConnId, peer: str) -> None:
         """An admitted connection is gone."""
-        self.run(self._on_disconnect(conn, self.now()))
+        self.feed(peer, "a closed connection", lambda: self._on_disconnect(conn, self.now()))
 
     def peer_allowed(self, transport: asyncio.BaseTransport, peer: str) -> bool:
         creds = _peer_creds(transport)
@@ -229,7 +270,16 @@ class FrameServer:
 
     def _on_timer(self) -> None:
         self._timer = self._timer_at = None
-        self.run(self.core.on_deadline(self.now()))
+        if self.feed("timer", "its deadline", lambda: self.core.on_deadline(self.now())):
+            self._timer_failures = 0
+        elif self._timer is not None and self._timer_at is not None \
+                and self._timer_at <= self.now():
+            # A deadline the core keeps failing on would spin the loop: it is tried again after
+            # a pause that doubles, up to TIMER_RETRY_MAX_S, or at the core's next deadline.
+            self._timer.cancel()
+            self._timer_failures += 1
+            pause = min(TIMER_RETRY_S * 2 ** self._timer_failures, TIMER_RETRY_MAX_S)
+            self._timer = self.loop.call_later(pause, self._on_timer)
 
 
 def _peer_creds(transport: asyncio.BaseTransport) -> tuple[int, int, int] | None:
@@ -291,7 +341,8 @@ class FrameConnection(asyncio.Protocol):
 
     def _admit(self) -> None:
         self.admitted = True
-        self.server.connected(self.conn)
+        if not self.server.connected(self.conn, self.peer):
+            self._close()
 
     def _auth_timed_out(self) -> None:
         self._auth_timer = None
@@ -344,7 +395,8 @@ class FrameConnection(asyncio.Protocol):
             if not server.answer_hello(transport, req, self.peer):
                 self._close()
             return
-        server.received(self.conn, req)
+        if not server.received(self.conn, req):
+            self._close()
 
     def eof_received(self) -> bool:
         if self._frames.pending and self.admitted:
@@ -362,4 +414,4 @@ class FrameConnection(asyncio.Protocol):
         self.transport = None
         if self.admitted:
             self.admitted = False
-            server.disconnected(self.conn)
+            server.disconnected(self.conn, self.peer)

@@ -1,10 +1,13 @@
 """The daemons' frame server (gemini.daemon.server): requests split or joined any way on the
 wire reach the core whole and in order, bad bytes close only their connection, and a
-connection that never proves the secret is closed, each with its log line."""
+connection that never proves the secret is closed, and a core that fails on one client's
+event (a bug of ours) is logged with that client's name while the rest are served, each with
+its log line."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 
 import pytest
@@ -176,3 +179,78 @@ def test_replies_go_out_on_either_event_loop(loop):
         uvloop.run(main())
     else:
         asyncio.run(main())
+
+
+class FailingCore(RecordingCore):
+    """A core with a bug: it raises on requests from client "bad", and on its first
+    `deadline_failures` deadlines (armed by any request), after which the deadline answers the
+    requests seen so far with quota 99."""
+
+    def __init__(self, deadline_failures: int = 0) -> None:
+        super().__init__()
+        self.deadline_failures = deadline_failures
+        self.deadline: float | None = None
+        self.deadline_calls: list[float] = []
+
+    def next_deadline(self) -> float | None:
+        return self.deadline
+
+    def on_deadline(self, now: float) -> list[Action]:
+        self.deadline_calls.append(now)
+        self.changed.set()
+        if len(self.deadline_calls) <= self.deadline_failures:
+            raise ZeroDivisionError("float division by zero")
+        self.deadline = None
+        return [Reply(conn, req.type, Response(req.req_id, Status.OK, (99.0, 0, 0)))
+                for conn, req in self.requests]
+
+    def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        if req.name == "bad":
+            raise KeyError(req.name)
+        if self.deadline_failures:
+            self.requests.append((conn, req))
+            self.deadline = now  # answered at the deadline, not here
+            return []
+        return super().on_request(conn, req, now)
+
+
+def test_a_core_that_fails_on_one_clients_request_closes_only_that_connection(caplog):
+    async def main() -> None:
+        core = FailingCore()
+        srv = FrameServer(core, core.on_request, core.on_disconnect)
+        port = await srv.start("127.0.0.1", 0)
+        r_bad, w_bad = await asyncio.open_connection("127.0.0.1", port)
+        r_good, w_good = await asyncio.open_connection("127.0.0.1", port)
+        w_bad.write(encode_request(Request("bad", 1, RequestType.QUOTA, (0.0, 1.0))))
+        assert await asyncio.wait_for(r_bad.read(), 5) == b""  # closed, so it comes back afresh
+        await core.until(lambda: len(core.gone) == 1)  # and the core forgot it
+        w_good.write(quota(2))
+        assert await read_quotas(r_good, 1) == [2.0]  # the others are served as before
+        w_good.close()
+        await srv.close()
+
+    with caplog.at_level(logging.ERROR, logger="gemini.server"):
+        asyncio.run(main())
+    assert "[bad] internal error on a QUOTA request" in caplog.text
+    assert "KeyError: 'bad'" in caplog.text  # the traceback, for the report
+
+
+def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):
+    async def main() -> None:
+        core = FailingCore(deadline_failures=3)
+        srv = FrameServer(core, core.on_request, core.on_disconnect)
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(1))
+        assert await read_quotas(reader, 1) == [99.0]  # answered once the core recovered
+        calls = core.deadline_calls
+        gaps = [b - a for a, b in itertools.pairwise(calls)]
+        pauses = [server_mod.TIMER_RETRY_S * 2 ** n for n in (1, 2, 3)]  # 20, 40, 80 ms
+        assert all(g >= 0.9 * p for g, p in zip(gaps, pauses, strict=True)), gaps
+        writer.close()
+        await srv.close()
+
+    with caplog.at_level(logging.ERROR, logger="gemini.server"):
+        asyncio.run(main())
+    assert caplog.text.count("[timer] internal error on its deadline") == 3
+    assert caplog.text.count("Traceback") == 1  # the first time; a line each time after

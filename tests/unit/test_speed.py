@@ -795,7 +795,8 @@ def test_the_sampler_reads_as_the_core_wants_it():
 
     async def feed(capped: bool) -> list[bool]:
         sampler, stop = Sampler(), asyncio.Event()
-        await feed_clock(sampler, Core(capped, stop), lambda actions: None, lambda: 0.0, stop)
+        await feed_clock(sampler, Core(capped, stop), lambda who, what, event: bool(event()),
+                         lambda: 0.0, stop)
         return sampler.wanted
 
     assert asyncio.run(feed(False)) == [False]
