@@ -1,6 +1,7 @@
 """What a capped run's highest seconds are made of (issue 12: "≤ limit + 5 points over any 1 s").
 
   python3 bench/high_seconds.py RESULTS-paths.json [--logs LOGS.tar[.xz]] [--path P] [--top N]
+                                [--lowest]
 
 For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-grants.json`, the
 scheduler's grants as they ran, each to its real end; `cap-P-schd.log`, its debug lines; and
@@ -61,14 +62,16 @@ def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, f
 
 
 def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant],
-                    speeds: list[tuple[float, float]], top: int = 5) -> list[dict]:
-    """The `top` highest 1 s windows of work ÷ `bare` (from 1 s after the first sample, sliding
-    by SLIDE_STEP_S as paths.cap_metrics does; at most one a second, so that one lump is not
-    listed twenty times), each with what was granted in it, its calibrations apart."""
+                    speeds: list[tuple[float, float]], top: int = 5,
+                    lowest: bool = False) -> list[dict]:
+    """The `top` highest (or `lowest`) 1 s windows of work ÷ `bare` (from 1 s after the first
+    sample, sliding by SLIDE_STEP_S as paths.cap_metrics does; at most one a second, so that
+    one lump is not listed twenty times), each with what was granted in it, its calibrations
+    apart."""
     t0, t_end = samples[0][0], samples[-1][0]
     slide = window_list(t0 + 1.0, t_end, 1.0, SLIDE_STEP_S)
     works = shares(samples, slide, bare)
-    windows = sorted(zip(works, (lo for lo, _ in slide), strict=True), reverse=True)
+    windows = sorted(zip(works, (lo for lo, _ in slide), strict=True), reverse=not lowest)
     out: list[dict] = []
     taken: list[float] = []  # the starts of the windows listed
     for work, lo in windows:
@@ -140,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_run_arguments(p)
     p.add_argument("--top", type=int, default=5)
+    p.add_argument("--lowest", action="store_true", help="the lowest windows instead")
     args = p.parse_args(argv)
     runs = kept_runs(args, ("-grants.json", "-schd.log", "-steps.jsonl"))
     if runs is None:
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
         report[name] = highest_windows(samples, row["cap_bare_rate"], read_grants(grants),
-                                       read_speeds(schd), args.top)
+                                       read_speeds(schd), args.top, args.lowest)
         print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}):")
         for w in report[name]:
             cal = f", calibration {w['calibrations_ms']} ms" if w["calibrations_ms"] else ""

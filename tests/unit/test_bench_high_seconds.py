@@ -50,6 +50,9 @@ def test_a_window_is_told_with_the_grants_and_calibration_inside_it() -> None:
     assert best["calibrated_speed"] == 1.15  # (said at 10.52, inside the window)
     # ...and one lump is listed once: the next window is at least 1 s away
     assert abs(top[1]["at_s"] - best["at_s"]) >= 1.0
+    # The lowest: a window with no grant in it (10.4-11.6 s), after the calibration's end.
+    [low] = high_seconds.highest_windows(samples, 100.0, grants, speeds, top=1, lowest=True)
+    assert low["work"] <= 0.05 and low["grants"] <= 1, low
 
 
 def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys) -> None:
