@@ -32,8 +32,8 @@ Rules:
   sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when it next asks;
   alone (or beside capped clients only that leave the GPU idle between them: `_idles_between`), a
   capped client gets a calibration grant (`speed.CALIBRATION_S`, or half what its short window
-  allows it: `_calibration`; beside capped neighbours no longer than its 1 s windows can pay back,
-  `speed.LUMP_BOUND`; none under 0.1 s, as for a cap of 0.1, or of 0.2 beside capped neighbours)
+  allows it: `_calibration`; no longer than its 1 s windows can pay back, `speed.LUMP_BOUND`;
+  none under 0.1 s, as for a cap of 0.1, or of 0.2 beside capped neighbours)
   `speed.FIRST_CALIBRATION_S` after its first reading, every `speed.SETTLING_EVERY_S` for its first
   `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
   Until its speed is known it is charged a likely one, scaled down where it and its neighbours leave
@@ -529,14 +529,13 @@ class SchedulerCore:
             return 0.0
         return max(1.0 - sum(s.limit for s in specs), 0.0)
 
-    def _calibration(self, spec: ClientSpec, beside_capped: bool = False) -> Calibration | None:
+    def _calibration(self, spec: ClientSpec, alone: bool = True) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as
-        long as its windows allow, and beside capped neighbours as its 1 s windows can pay
-        back both ways (None: too little for one; speed.capped_calibration)."""
+        long as its windows allow and its 1 s windows can pay back both ways (None: too
+        little for one; speed.capped_calibration)."""
         if not spec.capped:
             return SHARED_CALIBRATION
-        lump_cap = spec.limit if beside_capped else None
-        return capped_calibration(self._allowed_s(spec, self._cap_window_s), lump_cap)
+        return capped_calibration(self._allowed_s(spec, self._cap_window_s), spec.limit, alone)
 
     def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
         """The calibration due to a capped client waiting where the GPU idles between its
@@ -551,7 +550,7 @@ class SchedulerCore:
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
         # (None where none fits its windows)
-        return self._calibration(spec, beside_capped=len(names) > 1)
+        return self._calibration(spec, alone=len(names) == 1)
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so

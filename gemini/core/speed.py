@@ -95,16 +95,21 @@ CALIBRATION_SETTLE_S = 0.1  # its first part runs as fast as an ordinary grant (
 # charged UNCALIBRATED_SPEED (capped_calibration, SpeedMeter.speed).
 CALIBRATION_ALLOWANCE = 0.5
 MIN_CALIBRATION_S = 0.1
-# Beside capped neighbours, no longer than its 1 s windows can pay back within this of its cap
-# both ways (a pair's shares are judged both ways; alone, only its highs count).  A lump of L
-# at a cap r puts L (1 - r) more in the windows that hold it; what pays it back falls in the
+# No longer than its 1 s windows can pay back within this of its cap both ways (a cap is its
+# client's guarantee too: a second far under it is as wrong as one over).  A lump of L at a
+# cap r puts L (1 - r) more in the windows that hold it; what pays it back falls in the
 # windows either side, and no split keeps both within B unless L (1 - r + B) <= 2 B.  Bounded
 # by the 5 points judged, the lumps left no room for the scheduler's own slack; so a point
 # under: 108 ms at 0.3, 125 at 0.4, the whole CALIBRATION_S from 0.64 up, none under 0.24
-# (MIN_CALIBRATION_S: charged UNCALIBRATED_SPEED).  H200, 2026-12-02, torch eager: two
-# clients capped at 0.3, worst 1 s 6.6-8.9 points under with 150-155 ms calibrations, 5.5-6.5
-# with 133 ms ones (B = 0.05), 3.5 and 2.8 with 108 ms ones; three at 0.2, 0.3 and 0.3 6.7 /
-# 9.4 / 4.5 -> 2.2 / 4.3 / 6.6, every 10 s window but one (2.1) within 2 points either way.
+# beside others (MIN_CALIBRATION_S: charged UNCALIBRATED_SPEED; alone, one of that length).
+# H200, 2026-12-02, torch eager: two clients capped at 0.3, worst 1 s 6.6-8.9 points under
+# with 150-155 ms calibrations, 5.5-6.5 with 133 ms ones (B = 0.05), 3.5 and 2.8 with 108 ms
+# ones; three at 0.2, 0.3 and 0.3 6.7 / 9.4 / 4.5 -> 2.2 / 4.3 / 6.6, every 10 s window but
+# one (2.1) within 2 points either way.  Alone at 0.4 (2026-12-03), 200 ms calibrations left
+# a hole of 300 ms before each and 240 after: torch eager, CuPy and CUDA graphs 7.1-12.0
+# points under in their worst second; with 125 ms ones 3.6-5.1, and highs of 0.442-0.450
+# against 0.436-0.446, but 0.406-0.409 over 20 s against 0.397-0.399 (their short tails read
+# the clock a little less settled: speed 1.13-1.14 charged for 1.16 of work).
 LUMP_BOUND = 0.04
 # What a capped client too small to calibrate is charged (as far as the GPU sets its pace):
 # the middle of the speeds seen paced (1.0 for Triton, up to ~1.3 for a matmul loop on a cool
@@ -246,17 +251,21 @@ class Calibration:
 SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
 
 
-def capped_calibration(allowance_s: float, lump_cap: float | None = None) -> Calibration | None:
+def capped_calibration(allowance_s: float, lump_cap: float | None = None,
+                       alone: bool = False) -> Calibration | None:
     """A capped client's calibration, where its windows allow it `allowance_s` (its limit's
     part of the short window, and the edge): at most CALIBRATION_ALLOWANCE of that, so that
-    the rest of a 1 s window around it is not starved, with `lump_cap` (beside capped
-    neighbours: its cap) no longer than LUMP_BOUND allows, and None where that is too short
-    for the clock to settle (MIN_CALIBRATION_S).  A client capped at 0.1 may hold 0.115 s of a
-    1 s window, and waited for room for a 200 ms calibration for ever (simulator: nothing
-    from its first second on; at 0.2 its seconds 0.06-0.21)."""
+    the rest of a 1 s window around it is not starved, with `lump_cap` (its cap) no longer
+    than LUMP_BOUND allows, and None where that is too short for the clock to settle
+    (MIN_CALIBRATION_S).  A client capped at 0.1 may hold 0.115 s of a 1 s window, and
+    waited for room for a 200 ms calibration for ever (simulator: nothing from its first
+    second on; at 0.2 its seconds 0.06-0.21).  `alone` (no other client wants the GPU), one
+    of MIN_CALIBRATION_S where LUMP_BOUND allows less: its seconds around it then a point or
+    two further under, where beside others it would stretch its neighbours' too."""
     length = min(CALIBRATION_S, CALIBRATION_ALLOWANCE * allowance_s)
     if lump_cap is not None:
-        length = min(length, 2 * LUMP_BOUND / (1.0 - lump_cap + LUMP_BOUND))
+        lump = 2 * LUMP_BOUND / (1.0 - lump_cap + LUMP_BOUND)
+        length = min(length, max(lump, MIN_CALIBRATION_S) if alone else lump)
     if length < MIN_CALIBRATION_S:
         return None
     return Calibration(length, length / CALIBRATION_S * CALIBRATION_SETTLE_S)
