@@ -510,7 +510,7 @@ class SchedulerCore:
             return 1.0
         spec = client.spec
         return self.speed.speed(name, now, shared=not spec.capped,
-                                calibrates=self._calibration(spec) is not None,
+                                calibrates=self._calibration(spec, alone=True) is not None,
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
                                 if spec.capped else 1.0)
 
@@ -529,7 +529,7 @@ class SchedulerCore:
             return 0.0
         return max(1.0 - sum(s.limit for s in specs), 0.0)
 
-    def _calibration(self, spec: ClientSpec, alone: bool = True) -> Calibration | None:
+    def _calibration(self, spec: ClientSpec, alone: bool) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as
         long as its windows allow and its 1 s windows can pay back both ways (None: too
         little for one; speed.capped_calibration)."""
