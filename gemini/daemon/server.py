@@ -122,7 +122,7 @@ class FrameServer:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._timer_failures = 0  # deadlines the core failed on in a row
-        self._failures_traced: set[tuple[str, str, type]] = set()
+        self._failures_traced: set[tuple[str, type]] = set()
         self.server: asyncio.Server | None = None
         self.busy_poll = BusyPoll(busy_poll_from_env())
         if self.busy_poll.window_s > 0.0:
@@ -180,10 +180,11 @@ class FrameServer:
     def _failed(self, who: str, what: str) -> None:
         """A core that raises is a bug of ours, and one client's event must not stop the daemon
         serving the rest: it is logged with `who` the event was about (the traceback the first
-        time, one line after), and the core's timer is re-armed.  (A connection whose request
-        failed is closed by its caller, so that its client comes back afresh.)"""
+        time this kind of event fails so, whoever it was about; one line after), and the core's
+        timer is re-armed.  (A connection whose request failed is closed by its caller, so that
+        its client comes back afresh.)"""
         exc = sys.exc_info()[1]
-        key = (who, what, type(exc))
+        key = (what, type(exc))  # (not `who`: a peer's port is new at every reconnection)
         if key in self._failures_traced:
             log.error("[%s] internal error on %s again: %r", who, what, exc)
         else:
