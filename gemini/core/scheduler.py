@@ -32,8 +32,9 @@ Rules:
   sets its pace: the QUOTA request's gpu_wait_ms), as a charge at its grant's end when it next asks;
   alone (or beside capped clients only that leave the GPU idle between them: `_idles_between`), a
   capped client gets a calibration grant (`speed.CALIBRATION_S`, or half what its short window
-  allows it: `_calibration`; no longer than its 1 s windows can pay back, `speed.LUMP_BOUND`;
-  none under 0.1 s, as for a cap of 0.1, or of 0.2 beside capped neighbours)
+  allows it: `_calibration`; no longer than its 1 s windows can pay back, `speed.LUMP_BOUND`,
+  where its hook measures its work or it has capped neighbours; none under 0.1 s, as for a cap
+  of 0.1, or of 0.2 beside capped neighbours)
   `speed.FIRST_CALIBRATION_S` after its first reading, every `speed.SETTLING_EVERY_S` for its first
   `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
   Until its speed is known it is charged a likely one, scaled down where it and its neighbours leave
