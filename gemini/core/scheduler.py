@@ -534,10 +534,11 @@ class SchedulerCore:
     def _calibration(self, spec: ClientSpec, alone: bool, by_work: bool) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as
         long as its windows allow and its 1 s windows can pay back both ways (None: too
-        little for one; speed.capped_calibration), but for one alone whose hook does not
-        measure its work (`by_work`): its tail is then read by the GPU's clock, which NVML
-        says 40-120 ms late (speed.py), and a tail 60 ms into a 125 ms calibration read it
-        still boosted (H200, 2026-12-03: 1745-1965 MHz, against 1483-1575 in 200 ms ones)."""
+        little for one; speed.capped_calibration), but for one alone whose speed is not read
+        by work (`by_work`: SpeedMeter.reads_by_work; its hook does not measure its work, or
+        its tails disagree): its tail is then read by the GPU's clock, which NVML says 40-120
+        ms late (speed.py), and a tail 60 ms into a 125 ms calibration read it still boosted
+        (H200, 2026-12-03: 1745-1965 MHz, against 1483-1575 in 200 ms ones)."""
         if not spec.capped:
             return SHARED_CALIBRATION
         lump_cap = spec.limit if by_work or not alone else None
@@ -556,7 +557,8 @@ class SchedulerCore:
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
         # (None where none fits its windows)
-        return self._calibration(spec, alone=len(names) == 1, by_work=self.speed.measured(name))
+        return self._calibration(spec, alone=len(names) == 1,
+                                 by_work=self.speed.reads_by_work(name))
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so

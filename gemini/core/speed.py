@@ -399,6 +399,15 @@ class SpeedMeter:
         if clocks.first_at is None:
             clocks.first_at = at
 
+    def reads_by_work(self, name: str) -> bool:
+        """Is its speed read by work, or soon to be: its hook measures its grants, and its tails
+        so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
+        need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
+        clocks = self._clocks.get(name)
+        if clocks is None or not clocks.grant_costs:
+            return False
+        return not clocks.tail_costs or _work_speed(clocks) is not None
+
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
         uncapped client until then: it has nothing to compare its tails with.)"""

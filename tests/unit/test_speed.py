@@ -230,6 +230,26 @@ def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs(by
     assert now >= FIRST_CALIBRATION_S
 
 
+@pytest.mark.parametrize(("latest_tail", "reads_by_work"), [(0.195, True), (0.195 * 1.2, False)],
+                         ids=["agree", "disagree"])
+def test_a_lone_client_whose_tails_disagree_gets_a_whole_calibration_for_the_clock(
+        latest_tail, reads_by_work):
+    """Tails that disagree (RUN_SPREAD_MAX) leave its speed to the clock, whose tail needs the
+    whole calibration; while they agree, one as short as its seconds can pay back."""
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    core.speed.sample("a", 1800.0, -30.0, 0.01, 0.04, calibrating=False)
+    for _ in range(3):
+        core.speed.ran("a", 40 * 0.177, 40, calibrating=False)
+    for at, cost in ((-20.0, 0.195), (-15.0, 0.195), (-10.0, latest_tail)):  # (the first: not kept)
+        core.speed.calibrating("a", at)
+        core.speed.ran("a", 200 * cost, 200, calibrating=True)
+    assert core.speed.reads_by_work("a") is reads_by_work
+    calibration_s, _ = ask(core, 1, 0.0)
+    longest = LONE_AT_04.length_s if reads_by_work else CALIBRATION_S
+    assert 0.9 * longest <= calibration_s <= longest
+
+
 def test_a_calibration_grant_is_charged_its_speed_until_the_gpu_settles_and_then_its_time():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
     core.on_clock([], 0.0)
