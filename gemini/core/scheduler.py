@@ -33,7 +33,7 @@ Rules:
   alone (or beside capped clients only that leave the GPU idle between them: `_idles_between`), a
   capped client gets a calibration grant (`speed.CALIBRATION_S`, or half what its short window
   allows it: `_calibration`; no longer than its 1 s windows can pay back, `speed.LUMP_BOUND`,
-  where its hook measures its work or it has capped neighbours; none under 0.1 s, as for a cap
+  where its speed is read by work or it has capped neighbours; none under 0.1 s, as for a cap
   of 0.1, or of 0.2 beside capped neighbours)
   `speed.FIRST_CALIBRATION_S` after its first reading, every `speed.SETTLING_EVERY_S` for its first
   `speed.SETTLE_S`, and every `speed.CALIBRATE_EVERY_S` after that, once it has the room for it.
