@@ -102,7 +102,7 @@ MIN_CALIBRATION_S = 0.1
 # by the 5 points judged, the lumps left no room for the scheduler's own slack; so a point
 # under: 108 ms at 0.3, 125 at 0.4, the whole CALIBRATION_S from 0.64 up, none under 0.24
 # beside others (MIN_CALIBRATION_S: charged UNCALIBRATED_SPEED; alone, one of that length;
-# alone and not measured by work, not bounded: the scheduler's _calibration says why).
+# alone with its speed not read by work, not bounded: the scheduler's _calibration says why).
 # H200, 2026-12-02, torch eager: two clients capped at 0.3, worst 1 s 6.6-8.9 points under
 # with 150-155 ms calibrations, 5.5-6.5 with 133 ms ones (B = 0.05), 3.5 and 2.8 with 108 ms
 # ones; three at 0.2, 0.3 and 0.3 6.7 / 9.4 / 4.5 -> 2.2 / 4.3 / 6.6, every 10 s window but
