@@ -403,9 +403,9 @@ class SpeedMeter:
         """Is its speed read by work, or soon to be: its hook measures its grants, and its tails
         so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
         need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
-        clocks = self._clocks.get(name)
-        if clocks is None or not clocks.grant_costs:
+        if not self.measured(name):
             return False
+        clocks = self._clocks[name]
         return not clocks.tail_costs or _work_speed(clocks) is not None
 
     def measured(self, name: str) -> bool:
