@@ -227,6 +227,23 @@ def shares(samples: list[list[float]], wins: list[tuple[float, float]], bare: fl
     return [(progress(samples, hi) - progress(samples, lo)) / (bare * (hi - lo)) for lo, hi in wins]
 
 
+def own_seconds(runs: list[dict], median: float) -> list[float]:
+    """Each bare run's whole 1 s bins from RATE_SKIP_S on, as a share of the `median` bare
+    rate: how much the program's own work moves from one second to the next, with nothing
+    sharing the GPU (a host-paced loop's by a third: its capped seconds cannot be judged
+    closer than that)."""
+    out: list[float] = []
+    for r in runs:
+        if s := r.get("samples"):
+            out += shares(s, window_list(s[0][0] + RATE_SKIP_S, s[-1][0], 1.0, 1.0), median)
+    return out
+
+
+def own_spread(seconds: list[float]) -> float | None:
+    """The farthest a bare second strays from the median rate, as a fraction of it."""
+    return max(abs(x - 1.0) for x in seconds) if seconds else None
+
+
 def argmax(values: list[float]) -> int | None:
     """The index of the largest value (the first of equals; None: no values)."""
     return max(range(len(values)), key=values.__getitem__) if values else None
@@ -508,6 +525,9 @@ def markdown(res: dict) -> str:
                          f"{_f(r.get('cap_charged_per_granted_s'))}")
         if granted := [g for g in r.get("cap_granted_per_second") or [] if g is not None]:
             notes.append(f"granted {_f(min(granted))}–{_f(max(granted))} of each second")
+        if (spread := r.get("cap_bare_1s_spread")) is not None:
+            notes.append(f"its bare seconds ±{100 * spread:.0f} % of its bare rate "
+                         f"({100 * spread * target:.1f} pp at its cap)")
         note = "; ".join(notes)
         bare = (r.get("bare") or {}).get("median")
         sob = r.get("solo_over_bare")
@@ -865,7 +885,9 @@ class Bench:
         finally:
             w.close()
         rates = [r["rate"] for r in runs]
-        self.bare[path] = {"median": statistics.median(rates), "k": w.ready["k"], "runs": rates,
+        median = statistics.median(rates)
+        self.bare[path] = {"median": median, "k": w.ready["k"], "runs": rates,
+                           "seconds": own_seconds(runs, median),
                            "step_ms": w.ready["step_ms"], **self.clock_of(runs)}
         self.notes.append(f"{path}: bare rate {self.bare[path]['median']:.1f} steps/s from "
                           f"{QUICK_BARE_RUNS} extra bare runs (its solo unit did not run first)")
@@ -904,7 +926,7 @@ class Bench:
                 if fresh:
                     w.close()
                     workers.pop(variant, None)
-            return {x: r[x] for x in ("rate", "steps", "seconds")}
+            return {x: r[x] for x in ("rate", "steps", "seconds", "samples")}
 
         try:
             for i in range(a.solo_runs):
@@ -950,6 +972,9 @@ class Bench:
         gate = gate_stats(solo_stats)
         bare_rates = [r["rate"] for r in bare if r.get("rate")]
         solo_rates = [r["rate"] for r in solo if r.get("rate")]
+        bare_seconds = own_seconds(bare, statistics.median(bare_rates))
+        for r in (*bare, *solo):  # (kept for own_seconds only: the JSON keeps rates)
+            r.pop("samples", None)
         ratios = [s["rate"] / b["rate"] for b, s in zip(bare, solo, strict=False)
                   if b.get("rate") and s.get("rate")]
         out: dict = {"k": k, "step_ms": step, "solo_seconds": a.solo_seconds,
@@ -961,7 +986,8 @@ class Bench:
                               else None, "startup_s": startup["solo"], "detail": solo,
                               "gate": gate}}
         self.bare[path] = {"median": statistics.median(bare_rates), "k": k, "runs": bare_rates,
-                           "step_ms": step, **self.clock_of(bare)}
+                           "seconds": bare_seconds, "step_ms": step, **self.clock_of(bare)}
+        out["bare"]["own_1s_spread"] = rnd(own_spread(bare_seconds))
         out["bare"].update(self.clock_of(bare))
         out["solo"].update(self.clock_of(solo))
         if solo_rates:
@@ -996,6 +1022,9 @@ class Bench:
         clock = self.clock.over(r["samples"][0][0], r["samples"][-1][0])
         out.update({f"cap_{k}": v for k, v in clock.items()})
         out.update({f"cap_bare_{k}": bare[k] for k in clock if k in bare})
+        # What the cap's 1 s windows are judged against moves by this much on its own.
+        out["cap_bare_runs"] = [rnd(x, 2) for x in bare["runs"]]
+        out["cap_bare_1s_spread"] = rnd(own_spread(bare.get("seconds", [])))
         if self.args.cap_procs > 1:  # the client's work is its processes' together
             out["cap_procs"] = self.args.cap_procs
             out["cap_process_shares"] = [rnd(x) for x in r["process_shares"]]

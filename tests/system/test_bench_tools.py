@@ -181,6 +181,8 @@ def test_paths_cap_procs_adds_up_the_processes_work(capped_cpu: Path) -> None:
                                                        "-grants.json", "-schd.log", "-pmgr.log")}
     assert len(steps) > 10 and "steps" in json.loads(steps[-1])
     assert row["cap_procs"] == 2
+    # the bare runs it is judged against are named (their own seconds: 0.3 s runs have none)
+    assert len(row["cap_bare_runs"]) == 3 and row["cap_bare_1s_spread"] is None
     shares = row["cap_process_shares"]
     assert len(shares) == 2 and all(s == pytest.approx(1.0, abs=0.35) for s in shares)
     assert row["cap_60s"] == pytest.approx(sum(shares), abs=0.1)

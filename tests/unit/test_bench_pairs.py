@@ -148,3 +148,25 @@ def test_a_capped_runs_grants_per_second_tell_a_held_cap_from_a_wandering_host()
     assert paths.granted_per_second(grants, "cap", 0.0, 0.5) == []
     row = {"cap_60s": 0.403, "cap_15s": 0.375, "cap_granted_per_second": [0.366, 0.4, None, 0.411]}
     assert "granted 0.366–0.411 of each second" in paths.markdown({"paths": {"jax": row}})
+
+
+def test_a_bare_runs_own_seconds_say_how_close_its_capped_seconds_can_be_judged() -> None:
+    """A host-paced loop's bare work moves by a third from one second to the next (H200,
+    2026-12-03: a loop of tiny CUDA graphs, granted 0.400 of every second, did 0.35-0.54 of
+    its bare work in them): its capped seconds are read beside that spread."""
+    def run(rates: list[float]) -> dict:
+        samples, steps = [[0.0, 0.0]], 0.0
+        for i, rate in enumerate(rates):  # 10 samples a second, `rate` steps/s in second i
+            for j in range(1, 11):
+                steps += rate / 10
+                samples.append([i + j / 10, steps])
+        return {"samples": samples}
+
+    # Seconds are read from RATE_SKIP_S on: [0.5, 1.5] and [1.5, 2.5] straddle the rates.
+    seconds = paths.own_seconds([run([100, 100, 100]), run([100, 80, 120])], 100.0)
+    assert seconds == pytest.approx([1.0, 1.0, 0.9, 1.0])
+    assert paths.own_spread(seconds) == pytest.approx(0.1)
+    assert paths.own_spread([]) is None
+    row = {"cap_60s": 0.4, "cap_bare_1s_spread": 0.1}
+    assert "its bare seconds ±10 % of its bare rate (4.0 pp at its cap)" in paths.markdown(
+        {"paths": {"launch-bound": row}})
