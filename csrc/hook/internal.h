@@ -265,8 +265,8 @@ void gem_look_describe(const struct gem_look *l, char *buf, size_t n);
  * just before a graph launch, and only while no graph launch's cost is known.  Either that or
  * GEM_MARK_ALONE (just before a launch, with a marker after it): the launch is measured alone,
  * even where the GPU ran dry before it.  GEM_MARK_IF_LAUNCHED: only where launches went on the
- * stream since its newest marker (a sync is about to wait for them), and not where the stream
- * cannot say whether it captures.  GEM_MARK_AFTER_STALL:
+ * stream since its newest marker, the one it went just before included (a sync is about to
+ * wait for them), and not where the stream cannot say whether it captures.  GEM_MARK_AFTER_STALL:
  * after a launch call that held the host GEM_STALL_NS or more (the GPU may have idled). */
 enum {
     GEM_MARK_BEFORE_LAUNCH = 1,

@@ -109,3 +109,23 @@ def test_a_sync_that_returns_late_past_a_token_end_is_charged_the_queue_not_the_
     overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
     assert len(overuse) >= 8, overuse
     assert max(overuse) < 5.0, overuse
+
+
+@pytest.mark.parametrize("quota_ms", [26.0, 28.0])
+@pytest.mark.parametrize("sync", ["stream", "ctx"])
+def test_a_sync_right_after_the_first_launch_in_a_tokens_tail_is_charged_the_queue_only(
+        fake_env, pm, sync, quota_ms):
+    """The first launch in a token's tail goes after a marker of its own (asking for the next
+    token hands this one back), and its lane counted it as marked: a sync right after it put
+    no marker, the newest one did not follow everything the sync waited for, and with every
+    sync 20 ms late the lateness was charged (fake GPU: 20.3-22.1 ms in most runs with these
+    tokens, a burst's last launch in the tail; 1 run in about 80 per case of the test above)."""
+    pm.quota_ms = quota_ms
+    pm.quota_delay_s = 0.08
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
+                      "--sync", sync, "--seconds", "1.5", "--stream", "null"],
+                     GEMINI_FAKE_SYNC_LATE_MS="20")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    assert len(overuse) >= 8, overuse
+    assert max(overuse) < 5.0, overuse
