@@ -877,8 +877,9 @@ static int alone_on(int dev)
  * stopped 3 ms before its token's end, its queue run out 4.9 ms before it, was charged the
  * 37.4 ms to the stop's end (fake GPU, a loaded 2-core machine, 1 run in about 100; with every
  * sync 20 ms late, 19.9 ms a token).  So a stream sync marks its stream first where such
- * launches went (the stopped process still read 37.6 ms once in 100 runs after, its cause not
- * read: a debug log changes the timing, 0 in 120 with one).  Not alone: no other client waits
+ * launches went (the stopped process still read 37.6 ms once in 100 runs after; one cause
+ * found since, a sync right after the first launch in a token's tail: inflight.c's
+ * marker_due; 0 in 60 after it).  Not alone: no other client waits
  * on its tokens' ends, and alone under the hook a program pays nothing a sync (a record is a
  * few microseconds). */
 void gem_token_before_stream_sync(int dev, CUstream s, int pts, int64_t now)
