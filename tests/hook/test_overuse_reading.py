@@ -85,6 +85,20 @@ def test_two_launching_threads_stopped_across_token_ends_are_mostly_charged_thei
     assert len(charged_the_stop) <= 3, overuse
 
 
+def overuse_with_late_syncs(fake_env, pm, sync: str, shape: tuple[str, ...],
+                            quota_ms: float) -> list[float]:
+    """The overuse reported with each token request by a client of bursts of four 1 ms kernels
+    and a `sync` ("stream", "ctx") after each, every sync returning 20 ms after its work ran
+    out, on paced tokens of `quota_ms`."""
+    pm.quota_ms = quota_ms
+    pm.quota_delay_s = 0.08
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
+                      "--sync", sync, "--seconds", "1.5", *shape],
+                     GEMINI_FAKE_SYNC_LATE_MS="20")
+    assert r.out[-1]["rc"] == 0, r.stderr
+    return [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+
+
 @pytest.mark.parametrize(
     "sync,shape",
     [("stream", ("--stream", "null")), ("stream", ("--stream", "nonblocking")),
@@ -100,13 +114,7 @@ def test_a_sync_that_returns_late_past_a_token_end_is_charged_the_queue_not_the_
     about 100, 2026-12-03).  A sync on a stream with launches since its newest marker now puts
     a marker on it first, which the GPU's clock bounds; a context sync puts one on the legacy
     default stream and its thread's per-thread one (before: 18.3 ms a token)."""
-    pm.quota_ms = QUOTA_MS
-    pm.quota_delay_s = 0.08
-    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", sync, "--seconds", "1.5", *shape],
-                     GEMINI_FAKE_SYNC_LATE_MS="20")
-    assert r.out[-1]["rc"] == 0, r.stderr
-    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    overuse = overuse_with_late_syncs(fake_env, pm, sync, shape, QUOTA_MS)
     assert len(overuse) >= 8, overuse
     assert max(overuse) < 5.0, overuse
 
@@ -120,12 +128,6 @@ def test_a_sync_right_after_the_first_launch_in_a_tokens_tail_is_charged_the_que
     no marker, the newest one did not follow everything the sync waited for, and with every
     sync 20 ms late the lateness was charged (fake GPU: 20.3-22.1 ms in most runs with these
     tokens, a burst's last launch in the tail; 1 run in about 80 per case of the test above)."""
-    pm.quota_ms = quota_ms
-    pm.quota_delay_s = 0.08
-    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "1", "--burst", "4",
-                      "--sync", sync, "--seconds", "1.5", "--stream", "null"],
-                     GEMINI_FAKE_SYNC_LATE_MS="20")
-    assert r.out[-1]["rc"] == 0, r.stderr
-    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    overuse = overuse_with_late_syncs(fake_env, pm, sync, ("--stream", "null"), quota_ms)
     assert len(overuse) >= 8, overuse
     assert max(overuse) < 5.0, overuse
