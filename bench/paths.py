@@ -926,7 +926,8 @@ class Bench:
                 if fresh:
                     w.close()
                     workers.pop(variant, None)
-            return {x: r[x] for x in ("rate", "steps", "seconds", "samples")}
+            kept = ("rate", "steps", "seconds") + (("samples",) if variant == "bare" else ())
+            return {x: r[x] for x in kept}  # (a bare run's samples: own_seconds)
 
         try:
             for i in range(a.solo_runs):
@@ -972,27 +973,27 @@ class Bench:
         gate = gate_stats(solo_stats)
         bare_rates = [r["rate"] for r in bare if r.get("rate")]
         solo_rates = [r["rate"] for r in solo if r.get("rate")]
-        bare_seconds = own_seconds(bare, statistics.median(bare_rates))
-        for r in (*bare, *solo):  # (kept for own_seconds only: the JSON keeps rates)
+        bare_median = statistics.median(bare_rates)
+        bare_seconds = own_seconds(bare, bare_median)
+        for r in bare:  # (the JSON keeps rates)
             r.pop("samples", None)
         ratios = [s["rate"] / b["rate"] for b, s in zip(bare, solo, strict=False)
                   if b.get("rate") and s.get("rate")]
         out: dict = {"k": k, "step_ms": step, "solo_seconds": a.solo_seconds,
                      "fresh_processes": fresh,
-                     "bare": {"runs": bare_rates, "median": rnd(statistics.median(bare_rates), 3),
-                              "startup_s": startup["bare"], "detail": bare},
+                     "bare": {"runs": bare_rates, "median": rnd(bare_median, 3),
+                              "startup_s": startup["bare"], "detail": bare,
+                              "own_1s_spread": rnd(own_spread(bare_seconds))},
                      "solo": {"runs": solo_rates,
                               "median": rnd(statistics.median(solo_rates), 3) if solo_rates
                               else None, "startup_s": startup["solo"], "detail": solo,
                               "gate": gate}}
-        self.bare[path] = {"median": statistics.median(bare_rates), "k": k, "runs": bare_rates,
+        self.bare[path] = {"median": bare_median, "k": k, "runs": bare_rates,
                            "seconds": bare_seconds, "step_ms": step, **self.clock_of(bare)}
-        out["bare"]["own_1s_spread"] = rnd(own_spread(bare_seconds))
         out["bare"].update(self.clock_of(bare))
         out["solo"].update(self.clock_of(solo))
         if solo_rates:
-            out["solo_over_bare"] = rnd(statistics.median(solo_rates) /
-                                        statistics.median(bare_rates))
+            out["solo_over_bare"] = rnd(statistics.median(solo_rates) / bare_median)
             out["solo_over_bare_min"] = rnd(min(ratios)) if ratios else None
             out["solo_over_bare_max"] = rnd(max(ratios)) if ratios else None
         else:
