@@ -513,8 +513,9 @@ def run(args: argparse.Namespace) -> int:
     SECONDS = args.seconds
     t_init = time.perf_counter()
     work = make(args.path)
-    warm_up(work, args.warmup_s)
-    ms = step_ms(work)
+    dry = args.path == "cpu"  # nothing to compile or tune: the dry runs' processes start at once
+    warm_up(work, args.warmup_s if args.warmup_s is not None else 0.0 if dry else 1.0)
+    ms = step_ms(work, 0.1 if dry else 0.3)
     k = args.k if args.k > 0 else max(1, round(args.sync_every_ms / max(ms, 1e-3)))
     emit({"ready": True, "path": args.path, "k": k, "step_ms": round(ms, 4),
           "startup_s": round(time.perf_counter() - t_init, 2), "pid": os.getpid()})
@@ -537,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sync-every-ms", type=float, default=50.0,
                    help="calibrate k so that k steps take about this long")
     p.add_argument("--k", type=int, default=0, help="steps between syncs (skip calibration)")
-    p.add_argument("--warmup-s", type=float, default=1.0)
+    p.add_argument("--warmup-s", type=float, default=None,
+                   help="seconds of warm-up steps (default: 1, the cpu kind 0)")
     p.add_argument("--no-wait", action="store_true", help="start at once, no 'go' on stdin")
     args = p.parse_args(argv)
     if args.path == "jax":
