@@ -1240,15 +1240,17 @@ def hook_sources_digest(root: Path = ROOT) -> str:
 
 
 def build_hook() -> dict:
-    """bench/build_hook.sh into BUILD, unless the library there was built from these very sources
-    by this very script and compiler (its stamp says so): a dry run's hook then costs no compile."""
+    """bench/build_hook.sh into BUILD, unless the library there is the one this function built
+    from these very sources, by this very script and compiler (its stamp says so, and names
+    the library's size and time, so that one built since by other means, bench/run_all.py's
+    or an A/B's, is never taken for it): a dry run's hook then costs no compile."""
     BUILD.mkdir(parents=True, exist_ok=True)
     digest = hook_sources_digest()
     script = BENCH / "build_hook.sh"
     lib, stamp = BUILD / "libgemhook.so.1", BUILD / "libgemhook.so.1.stamp"
     script_digest = hashlib.sha256(script.read_bytes()).hexdigest()[:12]
     key = f"{digest} {script_digest} {os.environ.get('CC', 'cc')}"
-    if lib.exists() and stamp.exists() and stamp.read_text() == key:
+    if lib.exists() and stamp.exists() and stamp.read_text() == f"{key} {library_id(lib)}":
         return {"ok": True, "stderr": "", "path": str(lib), "sources_sha256": digest,
                 "reused": True}
     stamp.unlink(missing_ok=True)
@@ -1258,9 +1260,14 @@ def build_hook() -> dict:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"ok": False, "stderr": str(exc), "sources_sha256": digest}
     if r.returncode == 0:
-        stamp.write_text(key)
+        stamp.write_text(f"{key} {library_id(lib)}")
     return {"ok": r.returncode == 0, "stderr": r.stderr[-1500:], "path": r.stdout.strip(),
             "sources_sha256": digest}
+
+
+def library_id(lib: Path) -> str:
+    st = lib.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def load(path: Path) -> dict:

@@ -116,6 +116,36 @@ def test_the_hook_sources_digest_names_the_sources(tmp_path: Path) -> None:
     assert paths.hook_sources_digest(tmp_path) != first
 
 
+def test_a_hook_built_from_the_same_sources_is_reused_and_no_other(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/paths.py's build_hook compiles only where its own build of these sources is not
+    the library there: a dry run costs no compile, and a library built since by other means
+    (bench/run_all.py calls the script itself) or from other sources is never reused."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    builds = tmp_path / "builds"
+    (bench / "build_hook.sh").write_text(  # (stands in for the compile: counts each build)
+        f'echo x >> {builds}; printf "lib %s" "$(wc -l < {builds})" > "$1/libgemhook.so.1"\n'
+        'echo "$1/libgemhook.so.1"\n')
+    sources = {"digest": "aaaa"}
+    monkeypatch.setattr(paths, "BENCH", bench)
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(paths, "hook_sources_digest", lambda: sources["digest"])
+
+    def built() -> int:
+        return len(builds.read_text().splitlines())
+
+    first = paths.build_hook()
+    assert first["ok"] and "reused" not in first and built() == 1
+    again = paths.build_hook()
+    assert again["reused"] and again["path"] == first["path"] and built() == 1
+    sources["digest"] = "bbbb"  # the sources changed
+    assert "reused" not in paths.build_hook() and built() == 2
+    (tmp_path / "build/libgemhook.so.1").write_text("built by other means, other size")
+    assert "reused" not in paths.build_hook() and built() == 3
+    assert paths.build_hook()["reused"] and built() == 3
+
+
 def test_a_capped_runs_work_and_charge_per_granted_second_say_where_its_share_went() -> None:
     # H200, CuPy capped at 0.4 (2026-12-02 06:37): 0.394 of its bare work, granted 0.340 of
     # 30 s and charged 0.4 in all: a granted second did 1.160 and was charged 1.178.
