@@ -50,6 +50,7 @@
 #include <string.h>
 
 #include "gemini/lanes.h"
+#include "gemini/spans.h"
 
 #define MARKS 64                  /* marker ring per device */
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time ... */
@@ -88,6 +89,9 @@ struct mark {
     uint64_t launches; /* launches on the device before this marker */
     uint64_t graphs;   /* ... of which graph launches */
     uint64_t lane_launches; /* launches counted in its lane's slot before it */
+    uint64_t lane_graphs;   /* ... and graph launches */
+    double at_ms;      /* where it finished on the GPU's clock, from the marker of `epoch` */
+    uint64_t epoch;    /* (place_mark; 0: not placed) */
     uint64_t claim;         /* the launches known to have run once it has (claim_of) ... */
     uint64_t claim_graphs;  /* ... of which graph launches */
     int64_t host_ns;   /* when it was recorded */
@@ -161,6 +165,8 @@ struct inflight {
     int64_t lane_switch_ns; /* ... and when one last went to a lane not its predecessor's (0:
                              * never; markers have gone to one lane only) */
     int graph_unit;      /* its work is counted in graph launches (gem_inflight_measured) */
+    uint64_t epochs;     /* chains of placed markers begun (place_mark) */
+    struct mark anchor;  /* the newest placed marker that left the ring full (its event kept) */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
      * (token.c's fetch; gem_inflight_measured). */
@@ -174,6 +180,14 @@ struct inflight {
          * their GPU time then measured anyway) and at a hold of a process of several lanes */
         double gap_ns;
         uint64_t gap_launches, gap_graphs, hold_launches, hold_graphs;
+        /* Where segments of several lanes ran in it (lanes_in): their union on the GPU's
+         * clock, over each lane's own launches (gemini/spans.h says why) */
+        struct gem_spans spans;
+        uint64_t epoch;               /* the chain its spans were placed on */
+        uint64_t own_launches, own_graphs;
+        uintptr_t lane;               /* the first lane of its segments ... */
+        int several;                  /* ... and whether another's came (1), or a segment
+                                       * could not be placed (-1: no union then) */
     } run[2];
     uint64_t seq; /* markers recorded so far */
     /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
@@ -397,15 +411,54 @@ static void note_gap(struct run_window *w, const struct mark *prev, const struct
     w->gap_graphs += done->graphs - prev->graphs;
 }
 
+/* The segment of `prev`'s lane from `prev` to `done`, in run window w: its span on the GPU's
+ * clock joins the window's union, its lane's own launches the window's count (gemini/spans.h).
+ * A segment after a gap, or from a hold, (its lane's queue ran dry in it, or may have) joins
+ * with the part its launches took at their costs, just before its end: left out, its launches
+ * went uncounted while another lane's segments still covered their time (fake GPU, two
+ * threads: 0.213-0.216 ms a launch of 0.2), and whole, a hold's span of one launch held 8.5
+ * ms the GPU idled in.  A segment not placed on the window's chain (place_mark) leaves the window
+ * without a union.  f->m held. */
+static void add_span(const struct inflight *f, struct run_window *w, const struct mark *prev,
+                     const struct mark *done, int after_gap)
+{
+    if (w == NULL || w->several < 0)
+        return;
+    if (prev->epoch == 0 || prev->epoch != done->epoch || (w->epoch && w->epoch != done->epoch)) {
+        w->several = -1;
+        return;
+    }
+    if (w->epoch == 0) {
+        w->epoch = done->epoch;
+        w->lane = done->lane;
+    } else if (done->lane != w->lane) {
+        w->several = 1;
+    }
+    uint64_t n = done->lane_launches - prev->lane_launches;
+    uint64_t graphs = done->lane_graphs - prev->lane_graphs;
+    graphs = graphs < n ? graphs : n;
+    double from = prev->at_ms;
+    if (after_gap) {
+        double busy = ((double)(n - graphs) * f->kernel.per + (double)graphs * f->graph.per) / 1e6;
+        if (done->at_ms - busy > from)
+            from = done->at_ms - busy;
+    }
+    gem_spans_add(&w->spans, from, done->at_ms);
+    w->own_launches += n;
+    w->own_graphs += graphs;
+}
+
 /* A segment after a gap: counted, and for the debug log, left out of the run window it began
  * in (about when `done` was recorded: `prev` had run out by then).  NULL.  f->m held. */
 static const struct mark *gap(struct inflight *f, const struct mark *prev,
                               const struct mark *done, __typeof__(&cuEventElapsedTime) elapsed)
 {
     gem_stat_add(GEM_STAT_COST_GAPS, 1);
-    struct run_window *w = GEM_LOG_DEBUG <= gem_log_level ? run_window_of(f, done->host_ns) : NULL;
+    struct run_window *w = run_window_of(f, done->host_ns);
+    add_span(f, w, prev, done, 1);
     float ms = 0.0f;
-    if (w != NULL && elapsed(&ms, prev->ev, done->ev) == CUDA_SUCCESS)
+    if (w != NULL && GEM_LOG_DEBUG <= gem_log_level &&
+        elapsed(&ms, prev->ev, done->ev) == CUDA_SUCCESS)
         note_gap(w, prev, done, ms);
     return NULL;
 }
@@ -510,16 +563,19 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         uint64_t graphs = done->graphs - prev->graphs;
         if (w != NULL && after_gap) { /* (left out: the debug log) */
             note_gap(w, prev, done, ms);
+            add_span(f, w, prev, done, 1);
         } else if (w != NULL && prev->queue_end && f->lane_switch_ns != 0 &&
                    now - f->lane_switch_ns < MANY_LANES_NS) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
+            add_span(f, w, prev, done, 1); /* (its lane may have run dry in the hold) */
         } else if (w != NULL) {
             w->ns += (double)ms * 1e6;
             w->launches += n;
             w->graphs += graphs;
             if (graphs > 0)
                 w->graph_ns += (double)ms * 1e6;
+            add_span(f, w, prev, done, 0);
         }
         /* Nor one that ends at a marker whose finish does not claim every launch in it
          * (claim_of): some of the other lanes' run after it (fake GPU, two threads of 50 us
@@ -625,6 +681,41 @@ static void done_by(struct inflight *f, struct mark *m, int64_t ev_ns)
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
 }
 
+/* A full ring drops its head (gem_inflight_mark): placed, it stays the anchor that the next
+ * chain is placed from (place_mark), its event swapped for the anchor's before (the slot's
+ * next marker records that one).  Two threads in a calibration, marking every few launches,
+ * filled the ring of 64 every fraction of a millisecond (fake GPU), and each time a new chain
+ * began and the window's union was lost.  f->m held. */
+static void keep_anchor(struct inflight *f, struct mark *gone)
+{
+    if (gone->epoch == 0)
+        return;
+    CUevent spare = f->anchor.ev;
+    f->anchor = *gone;
+    gone->ev = spare;
+    gone->epoch = 0;
+}
+
+/* Where marker i, finished, finished on the GPU's clock: from the marker before it in the ring
+ * (for the ring's head, the anchor), placed, by one cuEventElapsedTime (negative where i's came
+ * first: the GPU's clock is one); else a new chain begins at it.  Only while several lanes launch (MANY_LANES_NS): the union
+ * of their segments needs one clock (add_span), and one lane's follow each other without it.
+ * f->m held, relaxed. */
+static void place_mark(struct inflight *f, unsigned i)
+{
+    struct mark *m = mark_at(f, i);
+    const struct mark *prev = i > 0 ? mark_at(f, i - 1) : &f->anchor;
+    __typeof__(&cuEventElapsedTime) elapsed = elapsed_fn();
+    float ms = 0.0f;
+    if (prev->epoch != 0 && elapsed != NULL && elapsed(&ms, prev->ev, m->ev) == CUDA_SUCCESS) {
+        m->at_ms = prev->at_ms + (double)ms;
+        m->epoch = prev->epoch;
+        return;
+    }
+    m->at_ms = 0.0;
+    m->epoch = ++f->epochs;
+}
+
 /* Move past the finished markers at the head of the ring.  On a clock read of its own: a
  * caller's `now` may be milliseconds old (its thread waited for f->m, or the host stopped
  * it), and a marker seen finished earlier than it was puts the work before it that much
@@ -661,8 +752,11 @@ static void poll_marks(struct inflight *f)
      * without it.  Not at every look: a cuEventElapsedTime of its own per marker made a capped
      * JAX client ask early at 3-5 times as many token starts (H100), its tracker waiting up to
      * 70 ms for a token's end. */
+    int several = f->lane_switch_ns != 0 && now - f->lane_switch_ns < MANY_LANES_NS;
     for (unsigned i = f->kept; i < finished; i++) {
         struct mark *m = mark_at(f, i);
+        if (several)
+            place_mark(f, i);
         float ms = 0.0f;
         const struct mark *from = i > 0 ? learn_cost(f, m, i, now, &ms) : NULL;
         if (from != NULL)
@@ -979,6 +1073,9 @@ static int current_ctx_ok(struct inflight *f)
             destroy(f->ring[i].ev);
         f->ring[i].ev = NULL;
     }
+    if (f->anchor.ev != NULL && destroy != NULL && f->ctx != NULL)
+        destroy(f->anchor.ev);
+    f->anchor = (struct mark){0};
     f->head = f->count = f->kept = 0;
     for (unsigned i = 0; i <= GEM_LANES; i++)
         f->lanes[i].done_lane = 0;
@@ -1111,6 +1208,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     struct lane_slot *l = &f->lanes[slot];
     poll_marks(f);
     if (f->count == MARKS) { /* full: drop the oldest unfinished one (the estimate covers it) */
+        keep_anchor(f, mark_at(f, 0));
         f->head = (f->head + 1) % MARKS;
         f->count--;
         f->kept = 0;
@@ -1137,7 +1235,9 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     struct gem_launch_count all = count_of(f);
     m->launches = all.launches - own;
     m->lane_launches = atomic_load_explicit(&l->launches, memory_order_relaxed) - own;
+    m->lane_graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed);
     m->graphs = all.graphs;
+    m->epoch = 0;
     claim_of(f, l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
@@ -1202,9 +1302,20 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs
      * in a grant is inside a graph's segment, and marked in a tail it is a segment of its own. */
     if (!f->graph_unit && w->graphs > 0 && 2.0 * w->graph_ns >= w->ns)
         f->graph_unit = 1;
-    *gpu_ms = w->ns / 1e6;
-    *count = f->graph_unit ? w->graphs : w->launches;
+    /* Several lanes: their segments' union over their own launches (gemini/spans.h). */
+    int by_union = w->several > 0 && w->spans.n > 0;
+    double union_ms = by_union ? gem_spans_total(&w->spans) : 0.0;
+    *gpu_ms = by_union ? union_ms : w->ns / 1e6;
+    if (by_union)
+        *count = f->graph_unit ? w->own_graphs : w->own_launches;
+    else
+        *count = f->graph_unit ? w->graphs : w->launches;
     *graphs = f->graph_unit;
+    if (by_union)
+        GEM_LOG(GEM_LOG_DEBUG, "measured over several lanes: %.3f ms of their segments' union "
+                "(%d spans), %llu of their own launches (%llu graphs)",
+                union_ms, w->spans.n, (unsigned long long)w->own_launches,
+                (unsigned long long)w->own_graphs);
     if (w->from_ns != 0)
         GEM_LOG(GEM_LOG_DEBUG, "measured %.3f ms over %llu launches (%llu graphs, %.3f ms); left "
                 "out: %llu launches (%llu graphs) after gaps, %.3f ms, %llu (%llu) after holds",

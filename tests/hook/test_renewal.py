@@ -139,6 +139,36 @@ def test_a_warm_up_on_another_stream_leaves_the_calibration_tails_whole(fake_env
     assert len(runs) >= 12 and all(n >= 30 for n in runs[-5:]), runs
 
 
+def test_two_threads_calibration_tails_are_measured_over_the_union_of_their_streams(
+        fake_env, pm):
+    """Two threads, each launching 0.2 ms kernels on a stream of its own, in calibration
+    tokens.  A segment of one lane counts every lane's launches but spans one lane's run, so the
+    segments that begin at a hold (a calibration holds every few ms) were left out where a
+    process launches on several lanes: two threads capped at 0.4 measured 26-32 ms of an 80 ms
+    tail (H200, 2026-12-03), and their tails spread 170-206 us a launch against about 196.  Here
+    a third of what one thread's tails measure (37-96 launches against 197-219).  Now each
+    lane's own launches over the union of the lanes' segments on the GPU's clock."""
+    pm.quota_ms = 200.0
+    pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
+    pm.quota_delay_s = 0.05
+    measured = {}
+    for threads in (1, 2):
+        pm.requests.clear()
+        r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.2", "--burst", "50",
+                          "--stream", "nonblocking", "--sync", "stream", "--seconds", "2",
+                          "--threads", str(threads)])
+        assert r.out[-1]["rc"] == 0, r.stderr
+        runs = [(ms, n) for ms, n, _ in map(wire.quota_run, pm.of_type(RequestType.QUOTA))]
+        measured[threads] = [(ms, n) for ms, n in runs[2:] if n]  # (the first ones learn)
+        assert len(measured[threads]) >= 5, runs
+    one, two = (statistics.median(n for _, n in measured[t]) for t in (1, 2))
+    assert two >= 0.45 * one, measured
+    # (the fake GPU runs one kernel at a time: 0.2 ms a launch, whatever the stream)
+    for t in (1, 2):
+        ms, n = (sum(x) for x in zip(*measured[t], strict=True))
+        assert ms / n == pytest.approx(0.2, rel=0.06), measured
+
+
 @pytest.mark.parametrize("light", [1, 3])
 def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     """Replays of 4 kernels of 1 ms, each followed by light kernels (a compiled model's
