@@ -14,7 +14,10 @@
  * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
  * them), for kernel launches and graph launches apart (learn_segment); the queue is the
  * launches after the newest finished marker at their costs, less what ran since that marker
- * was seen finished.  Until a cost is known, only a few launches may go past the newest
+ * was seen finished.  What a token's launches took of the GPU (the scheduler's measure of its
+ * speed, gem_inflight_measured) is its segments' GPU time over their launches; where several
+ * lanes launch, the union of their segments on the GPU's clock over each lane's own launches
+ * (add_span).  Until a cost is known, only a few launches may go past the newest
  * finished marker, unless the GPU is seen keeping up (a launch-bound loop, whose markers never
  * teach a cost: the GPU idles between them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
@@ -180,14 +183,14 @@ struct inflight {
          * their GPU time then measured anyway) and at a hold of a process of several lanes */
         double gap_ns;
         uint64_t gap_launches, gap_graphs, hold_launches, hold_graphs;
-        /* Where segments of several lanes ran in it (lanes_in): their union on the GPU's
-         * clock, over each lane's own launches (gemini/spans.h says why) */
+        /* Where segments of several lanes ran in it: their union on the GPU's clock, over
+         * each lane's own launches (add_span; gemini/spans.h says why) */
         struct gem_spans spans;
         uint64_t epoch;               /* the chain its spans were placed on */
         uint64_t own_launches, own_graphs;
         uintptr_t lane;               /* the first lane of its segments ... */
-        int several;                  /* ... and whether another's came (1), or a segment
-                                       * could not be placed (-1: no union then) */
+        int several;                  /* ... and whether another's came (1; 0: not yet),
+                                       * or a segment could not be placed (-1: no union) */
     } run[2];
     uint64_t seq; /* markers recorded so far */
     /* The finished markers' done_ns by seq (slot seq % DONE_LOG), for the tracker: a marker
@@ -417,8 +420,8 @@ static void note_gap(struct run_window *w, const struct mark *prev, const struct
  * with the part its launches took at their costs, just before its end: left out, its launches
  * went uncounted while another lane's segments still covered their time (fake GPU, two
  * threads: 0.213-0.216 ms a launch of 0.2), and whole, a hold's span of one launch held 8.5
- * ms the GPU idled in.  A segment not placed on the window's chain (place_mark) leaves the window
- * without a union.  f->m held. */
+ * ms the GPU idled in.  A segment not placed on the window's chain (place_mark) leaves the
+ * window without a union.  f->m held. */
 static void add_span(const struct inflight *f, struct run_window *w, const struct mark *prev,
                      const struct mark *done, int after_gap)
 {
@@ -698,9 +701,9 @@ static void keep_anchor(struct inflight *f, struct mark *gone)
 
 /* Where marker i, finished, finished on the GPU's clock: from the marker before it in the ring
  * (for the ring's head, the anchor), placed, by one cuEventElapsedTime (negative where i's came
- * first: the GPU's clock is one); else a new chain begins at it.  Only while several lanes launch (MANY_LANES_NS): the union
- * of their segments needs one clock (add_span), and one lane's follow each other without it.
- * f->m held, relaxed. */
+ * first: the GPU's clock is one); else a new chain begins at it.  Only while several lanes
+ * launch (MANY_LANES_NS): the union of their segments needs one clock (add_span), and one
+ * lane's segments follow each other without it.  f->m held, relaxed. */
 static void place_mark(struct inflight *f, unsigned i)
 {
     struct mark *m = mark_at(f, i);
