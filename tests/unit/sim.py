@@ -64,10 +64,9 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
         self.read_lag_s = read_lag_s
         self.own = own or {}
         self.heat = 0.0  # 0: cool (peak clock), 1: at the power limit (continuous clock)
-        self.trace: list[tuple[float, float, str | None]] = []  # (t, MHz, who ran)
-        # The trace's t, for bisect: a scan of the whole trace at every look made a 30 s run
-        # quadratic, seconds of a test's time.
-        self.times: list[float] = []
+        # (t, MHz, who ran), in time order: read by bisect on t (a scan of the whole trace at
+        # every look made a 30 s run quadratic, seconds of a test's time)
+        self.trace: list[tuple[float, float, str | None]] = []
         self.t = 0.0
 
     def advance(self, until: float, running) -> None:  # type: ignore[no-untyped-def]
@@ -79,7 +78,6 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
             self.heat = target + (self.heat - target) * decay
             mhz = self.peak - (self.peak - self.continuous) * self.heat
             self.trace.append((self.t, mhz, who))
-            self.times.append(self.t)
             self.t += self.STEP_S
 
     def continuous_of(self, name: str | None) -> float:
@@ -96,17 +94,21 @@ the power measured there (gemini.core.speed.WORK_PER_CLOCK)."""
     def samples(self, since: float, every_s: float = 0.002) -> list[tuple[float, float]]:
         stride = max(round(every_s / self.STEP_S), 1)
         lag = round(self.read_lag_s / self.STEP_S)
-        first = bisect.bisect_left(self.times, since)
+        first = self._index(since)
         first += -first % stride  # (the samples fall on every stride-th step from the start)
-        return [(self.times[i], self.trace[max(i - lag, 0)][1])
+        return [(self.trace[i][0], self.trace[max(i - lag, 0)][1])
                 for i in range(first, len(self.trace), stride)]
 
     def work(self, name: str, start: float, end: float) -> float:
         """`name`'s work in [start, end], as seconds of running continuously."""
         own = self.continuous_of(name)
-        lo, hi = bisect.bisect_left(self.times, start), bisect.bisect_left(self.times, end)
+        lo, hi = self._index(start), self._index(end)
         return sum(self._work_in_step(mhz, own) for _, mhz, who in self.trace[lo:hi]
                    if who == name)
+
+    def _index(self, t: float) -> int:
+        """The first step of the trace at or after `t`."""
+        return bisect.bisect_left(self.trace, t, key=lambda step: step[0])
 
     def step_work(self, name: str) -> list[float]:
         """`name`'s work in each step of the trace (0 where it did not run)."""
