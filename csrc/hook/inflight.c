@@ -1119,7 +1119,7 @@ int gem_inflight_capturing(CUstream s, int pts)
  * One of a lane past GEM_LANES claims nothing: its slot's counts and looks are its lane's and
  * others' mixed.  f->m held. */
 static void claim_of(const struct inflight *f, struct lane_slot *l, struct mark *m,
-                     uint64_t lane_graphs, int before_launch)
+                     int before_launch)
 {
     if (shared_slot(f, l)) {
         m->claim = m->claim_graphs = 0;
@@ -1130,7 +1130,7 @@ static void claim_of(const struct inflight *f, struct lane_slot *l, struct mark 
         l->others_graphs = l->looked_graphs;
     }
     uint64_t claim = m->lane_launches + l->others;
-    uint64_t graphs = lane_graphs + l->others_graphs;
+    uint64_t graphs = m->lane_graphs + l->others_graphs;
     m->claim = claim < m->launches ? claim : m->launches;
     m->claim_graphs = graphs < m->graphs ? graphs : m->graphs;
 }
@@ -1241,7 +1241,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     m->lane_graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed);
     m->graphs = all.graphs;
     m->epoch = 0;
-    claim_of(f, l, m, atomic_load_explicit(&l->graphs, memory_order_relaxed), before_launch);
+    claim_of(f, l, m, before_launch);
     m->host_ns = now;
     m->seen_ns = m->ev_ns = m->done_ns = 0;
     m->queue_end = (how & GEM_MARK_QUEUE_END) != 0;
@@ -1256,7 +1256,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     if (!m->queue_end) { /* (the launch after a hold is marked as if it had not been) */
         l->last_mark_ns = now;
         l->mark_launches = m->lane_launches + own;
-        l->mark_graphs = atomic_load_explicit(&l->graphs, memory_order_relaxed);
+        l->mark_graphs = m->lane_graphs;
     }
     pthread_mutex_unlock(&f->m);
 }
