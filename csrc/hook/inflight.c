@@ -118,10 +118,8 @@ struct mark {
 struct lane_slot {
     _Alignas(64) _Atomic uint64_t launches;
     _Atomic uint64_t graphs; /* ... of which graph launches (counted once queued) */
-    uintptr_t done_lane;    /* the lane of the newest finished marker here (0: none) ... */
-    uint64_t done_seq;      /* ... its seq, */
-    uint64_t done_launches; /* its launches on the slot, */
-    int64_t done_ns;        /* and its done_ns */
+    struct mark done;       /* the newest finished marker here (lane 0: none; its event not
+                             * kept: the ring's slot records it again) */
     int64_t last_mark_ns;   /* when a marker was last due here, */
     uint64_t mark_launches; /* and the launches, and graph launches, counted here by then */
     uint64_t mark_graphs;
@@ -129,7 +127,7 @@ struct lane_slot {
     uint64_t others;        /* the other slots' launches as of the latest marked launch here */
     uint64_t others_graphs; /* (claim_of), and graph launches, */
     uint64_t looked;        /* ... and as of the latest look here */
-    uint64_t looked_graphs; /* f->m held for these nine. */
+    uint64_t looked_graphs; /* f->m held for these eight. */
 };
 
 /* What one kind of launch costs the GPU: a mean over the launches learnt, older ones fading
@@ -497,6 +495,25 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
     return 1;
 }
 
+/* A finished marker whose lane's previous one has left the ring, which keeps only the newest
+ * finished marker of all lanes: its segment joins its run window's union from that one, as
+ * the lane's slot keeps it (placed on the GPU's clock), as learn_cost adds the ring's.  Left
+ * out, two threads' ordinary grants counted half their launches over two thirds of their time,
+ * and read 186-297 us a launch, moving with what was lost (H200, capped at 0.4, against
+ * 261-270 in the calibration tails; its highest second 0.475, 2026-12-03).  f->m held. */
+static void span_from_slot(struct inflight *f, const struct mark *done)
+{
+    const struct mark *prev = &lane_slot(f, done->lane)->done;
+    if (prev->lane != done->lane || prev->seq >= done->seq)
+        return; /* (none yet, or the shared slot's of another lane) */
+    int after_gap = prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
+    int placed = prev->epoch != 0 && prev->epoch == done->epoch;
+    int64_t began = after_gap || !placed
+                        ? done->host_ns
+                        : done->seen_ns - (int64_t)((done->at_ms - prev->at_ms) * 1e6);
+    add_span(f, run_window_of(f, began), prev, done, after_gap || prev->queue_end);
+}
+
 /* Learn the costs from a finished marker and the previous one of its lane.  Returns
  * that one, with the GPU time from its end to `done`'s in *elapsed_ms, where it was measured
  * (else NULL).  f->m held. */
@@ -594,6 +611,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         gem_stat_add(GEM_STAT_COSTS, 1);
         return prev;
     }
+    span_from_slot(f, done);
     return NULL;
 }
 
@@ -638,9 +656,9 @@ static void unrelax(CUstreamCaptureMode mode)
 static int64_t work_done_by(struct inflight *f, const struct mark *m, int64_t by)
 {
     const struct lane_slot *l = lane_slot(f, m->lane);
-    int nothing_since = l->done_lane == m->lane && l->done_seq < m->seq &&
-                        l->done_launches == m->lane_launches;
-    return nothing_since && l->done_ns < by ? l->done_ns : by;
+    int nothing_since = l->done.lane == m->lane && l->done.seq < m->seq &&
+                        l->done.lane_launches == m->lane_launches;
+    return nothing_since && l->done.done_ns < by ? l->done.done_ns : by;
 }
 
 /* `by`, or earlier where `m` finished `elapsed_ms` of GPU time after `from` did (whose ev_ns is
@@ -677,10 +695,8 @@ static void done_by(struct inflight *f, struct mark *m, int64_t ev_ns)
     m->ev_ns = ev_ns;
     m->done_ns = work_done_by(f, m, ev_ns);
     struct lane_slot *l = lane_slot(f, m->lane);
-    l->done_lane = m->lane;
-    l->done_seq = m->seq;
-    l->done_launches = m->lane_launches;
-    l->done_ns = m->done_ns;
+    l->done = *m;
+    l->done.ev = NULL;
     f->done_log[m->seq % DONE_LOG] = (struct done_entry){.seq = m->seq, .done_ns = m->done_ns};
 }
 
@@ -1081,7 +1097,7 @@ static int current_ctx_ok(struct inflight *f)
     f->anchor = (struct mark){0};
     f->head = f->count = f->kept = 0;
     for (unsigned i = 0; i <= GEM_LANES; i++)
-        f->lanes[i].done_lane = 0;
+        f->lanes[i].done = (struct mark){0};
     forget_cost(f);
     struct gem_launch_count counted = count_of(f);
     f->done_launches = counted.launches;

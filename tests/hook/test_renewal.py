@@ -169,6 +169,26 @@ def test_two_threads_calibration_tails_are_measured_over_the_union_of_their_stre
         assert ms / n == pytest.approx(0.2, rel=0.06), measured
 
 
+def test_two_threads_grants_are_measured_whole_over_the_union_of_their_streams(fake_env, pm):
+    """Two threads, each launching 0.5 ms kernels on a stream of its own, in paced 40 ms
+    tokens, never a sync.  The marker ring keeps only the newest finished marker of all lanes,
+    so a lane's segment whose previous marker had left it went unmeasured, while the other
+    lane's segments still covered its time: grants read 47-77 launches at 0.52-0.70 ms each
+    (H200, two torch threads capped at 0.4: 186-297 us a launch against 261-270 in the tails).
+    Now each window counts a token's worth of launches, at their cost."""
+    pm.quota_ms = 40.0
+    pm.quota_delay_s = 0.06  # paced, as a capped client is
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "50",
+                      "--stream", "nonblocking", "--sync", "none", "--seconds", "2",
+                      "--threads", "2"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    runs = [(ms, n) for ms, n, _ in map(wire.quota_run, pm.of_type(RequestType.QUOTA))]
+    measured = [(ms, n) for ms, n in runs[3:] if n]  # (the first ones learn)
+    assert len(measured) >= 8, runs
+    assert all(ms / n == pytest.approx(0.5, rel=0.06) for ms, n in measured), runs
+    assert statistics.median(n for _, n in measured) >= 0.9 * 40.0 / 0.5, runs
+
+
 @pytest.mark.parametrize("light", [1, 3])
 def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     """Replays of 4 kernels of 1 ms, each followed by light kernels (a compiled model's
