@@ -499,8 +499,8 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
  * finished marker of all lanes: its segment joins its run window's union from that one, as
  * the lane's slot keeps it (placed on the GPU's clock), as learn_cost adds the ring's.  Left
  * out, two threads' ordinary grants counted half their launches over two thirds of their time,
- * and read 186-297 us a launch, moving with what was lost (H200, capped at 0.4, against
- * 261-270 in the calibration tails; its highest second 0.475, 2026-12-03).  f->m held. */
+ * and read 186-297 us a launch, moving with what was lost (H200, capped at 0.4: its highest
+ * second 0.475, 2026-12-03); with it, 169-180 (0.439-0.456, 2026-12-04).  f->m held. */
 static void span_from_slot(struct inflight *f, const struct mark *done)
 {
     const struct mark *prev = &lane_slot(f, done->lane)->done;

@@ -174,7 +174,7 @@ def test_two_threads_grants_are_measured_whole_over_the_union_of_their_streams(f
     tokens, never a sync.  The marker ring keeps only the newest finished marker of all lanes,
     so a lane's segment whose previous marker had left it went unmeasured, while the other
     lane's segments still covered its time: grants read 47-77 launches at 0.52-0.70 ms each
-    (H200, two torch threads capped at 0.4: 186-297 us a launch against 261-270 in the tails).
+    (H200, two torch threads capped at 0.4: 186-297 us a launch, 169-180 measured whole).
     Now each window counts a token's worth of launches, at their cost."""
     pm.quota_ms = 40.0
     pm.quota_delay_s = 0.06  # paced, as a capped client is
