@@ -881,7 +881,7 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
         double factor = wall_factor(f);
         struct gem_launch_count ahead = {.launches = upto.launches - 1,
                                          .graphs = upto.graphs - (graph != 0)};
-        if (pending > 0 && estimate_with(f, ahead, now, factor) == 0) {
+        if (pending > 0 && f->count == f->kept && estimate_with(f, ahead, now, factor) == 0) {
             /* By the estimate the GPU has run out of the work ahead of this launch (counted
              * at the gate, not queued yet): count from here.  Else the time it then sat idle
              * (the program waited for a token, or did host work) would be taken off this
@@ -889,7 +889,11 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
              * queue.  Only once that time outlasted this launch too was it counted from here:
              * a kernel of 200 ms launched after a sync and a wait of 50 ms for the token read
              * as 150 ms, and the next one went where it did not fit (fake GPU); kernels of 11
-             * ms ran past their tokens by up to one (H200, 2026-12-02). */
+             * ms ran past their tokens by up to one (H200, 2026-12-02).  Never while a marker
+             * is out (this look polled them all): the GPU has not run out then, the estimate
+             * is short.  A cost learnt from one light kernel of a program's set-up read its
+             * queue as empty again and again, and counting from there hid what was queued
+             * for good: 0.5 ms kernels ran 61 ms past every paced token (fake GPU). */
             f->done_launches += pending - 1;
             f->done_graphs = ahead.graphs;
             f->done_seen_ns = now;

@@ -337,6 +337,25 @@ def test_a_cost_learnt_from_light_kernels_is_learnt_again_where_every_token_star
     assert statistics.median(later) < 6.0, overuse
 
 
+def test_a_queue_hidden_by_a_light_first_cost_is_not_counted_as_run(fake_env, pm):
+    """One light kernel of the set-up (0.03 ms) and a sync, then 0.5 ms kernels never synced,
+    in paced 40 ms tokens (JAX's start: its first cost came from one light kernel, and it ran
+    68.8 ms past a token, H200, 2026-12-04).  At the light cost the first token lets a long
+    queue through, and the estimate soon reads it as run: the gate then counted from there, as
+    where the GPU has run out, while markers showed the queue still running.  What it hid
+    stayed queued for good: 61 ms past every token.  Once, the queue is run past a token and
+    charged; after that the cost is known and nothing is hidden."""
+    pm.quota_ms = 40.0
+    pm.quota_delay_s = 0.06  # paced, as a capped client is
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "400",
+                      "--warmup-bursts", "1", "--warmup-launches", "1",
+                      "--warmup-kernel-ms", "0.03", "--sync", "none", "--seconds", "1.5"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    overuse = [q.args[0] for q in pm.of_type(RequestType.QUOTA)]
+    assert len(overuse) >= 12, overuse
+    assert sum(1 for ms in overuse if ms > 5.0) <= 1, overuse
+
+
 def test_a_gpu_idle_while_the_host_works_is_not_learnt_as_gpu_time(fake_env, pm):
     """Bursts of five 1 ms kernels, never synced, each followed by 300 ms of host work (as
     torch.compile compiles after its first launches), alone in 100 ms tokens.  No thread looks
