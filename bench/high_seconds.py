@@ -1,7 +1,7 @@
 """What a capped run's highest seconds are made of (issue 12: "≤ limit + 5 points over any 1 s").
 
   python3 bench/high_seconds.py RESULTS-paths.json [--logs LOGS.tar[.xz]] [--path P] [--top N]
-                                [--lowest]
+                                [--lowest | --calibrations]
 
 For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-grants.json`, the
 scheduler's grants as they ran, each to its real end; `cap-P-schd.log`, its debug lines; and
@@ -13,6 +13,10 @@ then (the scheduler's "calibrated: speed" line).  A
 window over its cap with the granted seconds at the cap is a speed charged too low; one with
 more granted is the windows' allowance.  The logs default to the paths file's
 `-logs.tar.xz` (or `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
+
+With --calibrations, each calibration instead, with what was granted and done in the second
+before it, in the second from its start, and in the second after that: where its pay-back
+fell (the lowest sliding seconds of a cap alone come just before one).
 """
 
 from __future__ import annotations
@@ -30,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from paths import SLIDE_STEP_S, shares, window_list
 
 CALIBRATED = re.compile(r"\[(\d+\.\d+)\] \[([^]]+)\] calibrated: speed ([\d.]+)")
-# A grant this long or longer is a calibration: alone, as in paths.py's capped runs, no other
-# grant is longer than a turn (100 ms, and a little more where its answer came late).
-CALIBRATION_MIN_S = 0.15
+# A grant this many times a run's median grant or longer is a calibration: alone, as in
+# paths.py's capped runs, the others are paced grants of the cap's part of a turn (40 ms at
+# 0.4), a little longer where an answer came late; a calibration at 0.4 is 100-125 ms long.
+# (A fixed 150 ms told none of those apart.)
+CALIBRATION_OVER_MEDIAN = 1.5
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,12 @@ def read_speeds(text: str, client: str = "cap") -> list[tuple[float, float]]:
     return [(float(m[1]), float(m[3])) for m in CALIBRATED.finditer(text) if m[2] == client]
 
 
+def calibration_min_s(grants: list[Grant]) -> float:
+    """The shortest grant of this run that is a calibration (CALIBRATION_OVER_MEDIAN)."""
+    lengths = sorted(g.length_s for g in grants)
+    return CALIBRATION_OVER_MEDIAN * lengths[len(lengths) // 2] if lengths else float("inf")
+
+
 def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, float]]:
     """The grants overlapping [lo, hi], each with the seconds of it inside."""
     return [(g, min(hi, g.end) - max(lo, g.start)) for g in grants if g.end > lo and g.start < hi]
@@ -69,6 +81,7 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
     one lump is not listed twenty times), each with what was granted in it, its calibrations
     apart."""
     t0, t_end = samples[0][0], samples[-1][0]
+    calibration_s = calibration_min_s(grants)
     slide = window_list(t0 + 1.0, t_end, 1.0, SLIDE_STEP_S)
     works = shares(samples, slide, bare)
     windows = sorted(zip(works, (lo for lo, _ in slide), strict=True), reverse=not lowest)
@@ -88,8 +101,29 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
             "work_per_granted_s": round(work / granted, 3) if granted > 0 else None,
             "grants": len(inside),
             "calibrations_ms": [round(g.length_s * 1000, 1) for g, _ in inside
-                                if g.length_s >= CALIBRATION_MIN_S],
+                                if g.length_s >= calibration_s],
             "calibrated_speed": said[-1] if said else None})
+    return out
+
+
+def around_calibrations(samples: list[list[float]], bare: float,
+                        grants: list[Grant]) -> list[dict]:
+    """Each calibration from 1 s after the first sample to 2 s before the last, with the
+    seconds granted and the work ÷ `bare` in the second before it ("before"), the second from
+    its start ("holding") and the second after that ("after")."""
+    t0, t_end = samples[0][0], samples[-1][0]
+    calibration_s = calibration_min_s(grants)
+    out: list[dict] = []
+    for g in grants:
+        if g.length_s < calibration_s or not t0 + 1.0 <= g.start <= t_end - 2.0:
+            continue
+        seconds = {"before": g.start - 1.0, "holding": g.start, "after": g.start + 1.0}
+        row: dict = {"at_s": round(g.start - t0, 2), "length_ms": round(g.length_s * 1000, 1)}
+        for part, lo in seconds.items():
+            [work] = shares(samples, [(lo, lo + 1.0)], bare)
+            granted = sum(inside for _, inside in granted_in(grants, lo, lo + 1.0))
+            row[part] = {"work": round(work, 4), "granted_s": round(granted, 4)}
+        out.append(row)
     return out
 
 
@@ -143,7 +177,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     add_run_arguments(p)
     p.add_argument("--top", type=int, default=5)
-    p.add_argument("--lowest", action="store_true", help="the lowest windows instead")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--lowest", action="store_true", help="the lowest windows instead")
+    which.add_argument("--calibrations", action="store_true",
+                       help="each calibration with the seconds around it instead")
     args = p.parse_args(argv)
     runs = kept_runs(args, ("-grants.json", "-schd.log", "-steps.jsonl"))
     if runs is None:
@@ -153,6 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         if grants is None or schd is None or steps is None:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
+        if args.calibrations:
+            report[name] = around_calibrations(samples, row["cap_bare_rate"], read_grants(grants))
+            _print_calibrations(name, row, report[name])
+            continue
         report[name] = highest_windows(samples, row["cap_bare_rate"], read_grants(grants),
                                        read_speeds(schd), args.top, args.lowest)
         print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}):")
@@ -165,6 +206,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no capped run with its logs in {args.logs}", file=sys.stderr)
         return 2
     return 0
+
+
+def _print_calibrations(name: str, row: dict, calibrations: list[dict]) -> None:
+    print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}), "
+          "work / granted s in the second before each calibration, from its start, after:")
+    for c in calibrations:
+        parts = "  ".join(f"{c[part]['work']:.3f} / {c[part]['granted_s']:.3f}"
+                          for part in ("before", "holding", "after"))
+        print(f"  {c['at_s']:6.2f} s ({c['length_ms']:.0f} ms): {parts}")
 
 
 if __name__ == "__main__":
