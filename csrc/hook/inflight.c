@@ -55,7 +55,14 @@
 #include "gemini/lanes.h"
 #include "gemini/spans.h"
 
-#define MARKS 64                  /* marker ring per device */
+/* Marker ring per device.  Full, it drops its oldest marker out, the one the GPU is nearest
+ * to, and with it the queue's progress: then no marker finishes until the GPU reaches the
+ * ones left, and the estimate runs on the cost alone from the last one seen.  A calibration
+ * marks about every launch, twice at each hold, and a program of heavy kernels each followed
+ * by a light one had some 80 launches in the 10 ms it queues ahead: with 64 slots, no marker
+ * was seen finished for 150 ms at a time, a cost 13 % low read 150 ms of queue as 0.5 ms,
+ * and it ran 15-60 ms past every calibration token (fake GPU, 2026-12-04). */
+#define MARKS 256
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time ... */
 #define MARK_GPU_GAP_NS 2000000   /* ... unless this much GPU work went unmarked (see below) */
 #define UNKNOWN_COST_LAUNCHES 2   /* launches past the newest finished marker before a cost */
@@ -82,7 +89,8 @@
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
-#define DONE_LOG 256              /* finished markers whose finish the tracker can still read */
+#define DONE_LOG 1024             /* finished markers whose finish the tracker can still read
+                                   * (four rings' worth) */
 #define LATE_LOOK_NS 2000000      /* a look this long after the one before came late */
 #define UNSEEN_GAP_SLACK_NS 100000 /* a look's clock is read just before its queries */
 
@@ -905,7 +913,8 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->look = (struct gem_look){.at_ns = now, .queued_ns = queued,
                                         .pending = upto.launches - f->done_launches,
                                         .per_ns = c->per, .at_start_ns = c->at_start,
-                                        .factor = factor};
+                                        .factor = factor, .seen_ns = f->done_seen_ns,
+                                        .out = f->count - f->kept};
     } else if (f->count > f->kept) {
         /* No cost known and markers out: every launch is marked meanwhile (see allowance), so
          * the cost is learnt from the next two that finish.  Beyond a few launches, hold in
@@ -1042,10 +1051,12 @@ struct gem_look gem_inflight_latest_look(int dev)
 void gem_look_describe(const struct gem_look *l, char *buf, size_t n)
 {
     snprintf(buf, n, "%.3f ms queued by the estimate, %llu launches at %.1f us (learnt %.1f, "
-             "%.1f at the token's start), drain factor %.2f", (double)l->queued_ns / 1e6,
+             "%.1f at the token's start), drain factor %.2f; the newest finished marker seen "
+             "%.3f ms before, %u out", (double)l->queued_ns / 1e6,
              (unsigned long long)l->pending,
              queued_cost(&(struct cost){.per = l->per_ns, .at_start = l->at_start_ns}) / 1e3,
-             l->per_ns / 1e3, l->at_start_ns / 1e3, l->factor);
+             l->per_ns / 1e3, l->at_start_ns / 1e3, l->factor,
+             (double)(l->at_ns - l->seen_ns) / 1e6, l->out);
 }
 
 /* Launches that each keep the queue busy `cost` ns (> 0) in half of room_ns: look again before

@@ -257,6 +257,8 @@ struct gem_look {
     int64_t at_ns, queued_ns;
     uint64_t pending;
     double per_ns, at_start_ns, factor;
+    int64_t seen_ns; /* when the newest finished marker was seen ... */
+    unsigned out;    /* ... and the markers out then */
 };
 struct gem_look gem_inflight_latest_look(int dev);
 void gem_look_describe(const struct gem_look *l, char *buf, size_t n);

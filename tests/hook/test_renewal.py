@@ -210,6 +210,27 @@ def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     assert all(ms == pytest.approx(per_replay * n, rel=0.05) for ms, n in measured), runs
 
 
+def test_calibrations_of_heavy_kernels_among_light_ones_keep_the_queues_progress(
+        fake_env, pm):
+    """0.5 ms kernels each followed by a light one (4 us), never a sync, every token a 200 ms
+    calibration answered 60 ms late.  A calibration marks about every launch, twice at each
+    hold: the 10 ms it queues ahead held some 80 launches' markers, and a ring of 64 dropped
+    its oldest, the ones the GPU was nearest to.  Then no marker was seen finished for 150 ms
+    at a time, the estimate ran on a cost 13 % low, and from the fourth token on it ran 60 ms
+    past each and its tails measured nothing."""
+    pm.quota_ms = 200.0
+    pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
+    pm.quota_delay_s = 0.06
+    r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "50",
+                      "--light-kernels", "1", "--sync", "none", "--seconds", "1.5"])
+    assert r.out[-1]["rc"] == 0, r.stderr
+    quotas = pm.of_type(RequestType.QUOTA)
+    overuse = [q.args[0] for q in quotas]
+    assert len(overuse) >= 5, overuse
+    assert max(overuse[3:]) < 5.0, overuse
+    assert all(n > 0 for _, n, _ in map(wire.quota_run, quotas[3:])), quotas
+
+
 def test_a_calibration_token_is_not_queued_to_its_end(fake_env, pm):
     """A calibration runs the GPU continuously, so its clock falls and each launch takes
     longer than in the ordinary grants the cost per launch was learnt in (an H100 10-15 %).
