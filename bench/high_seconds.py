@@ -63,9 +63,10 @@ def read_speeds(text: str, client: str = "cap") -> list[tuple[float, float]]:
 
 
 def calibration_min_s(grants: list[Grant]) -> float:
-    """The shortest grant of this run that is a calibration (CALIBRATION_OVER_MEDIAN)."""
+    """The shortest grant of this run that is a calibration (CALIBRATION_OVER_MEDIAN; the lower
+    median: calibrations are the fewer)."""
     lengths = sorted(g.length_s for g in grants)
-    return CALIBRATION_OVER_MEDIAN * lengths[len(lengths) // 2] if lengths else float("inf")
+    return CALIBRATION_OVER_MEDIAN * lengths[(len(lengths) - 1) // 2] if lengths else float("inf")
 
 
 def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, float]]:

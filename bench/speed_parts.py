@@ -41,7 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from high_seconds import CALIBRATION_MIN_S, Grant, add_run_arguments, kept_runs, read_grants
+from high_seconds import Grant, add_run_arguments, calibration_min_s, kept_runs, read_grants
 
 EVENT_TAIL_S = 0.08  # a calibration's tail, as gem-schd reads it (gemini.core.speed.TAIL_S)
 SYNC_STEP = 1.5  # a step this many times the median's or longer held a sync or a rest
@@ -95,8 +95,9 @@ def event_costs(samples: list[tuple[float, float]], grants: list[Grant],
     if any(b - a != 1.0 for (_, a), (_, b) in pairwise(samples[1:])):
         return None  # (synced every k steps, not timed by events: JAX, Triton)
     ends = [t for t, _ in samples]
-    ordinary = [(g.start, g.end) for g in grants if g.length_s < CALIBRATION_MIN_S]
-    tails = [(g.end - EVENT_TAIL_S, g.end) for g in grants if g.length_s >= CALIBRATION_MIN_S]
+    calibration_s = calibration_min_s(grants)
+    ordinary = [(g.start, g.end) for g in grants if g.length_s < calibration_s]
+    tails = [(g.end - EVENT_TAIL_S, g.end) for g in grants if g.length_s >= calibration_s]
     in_grants, in_tails = _steps_within(ends, ordinary), _steps_within(ends, tails)
     if not in_grants or not in_tails or per_step < 1:
         return None
