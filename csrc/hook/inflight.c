@@ -60,7 +60,7 @@
  * ones left, and the estimate runs on the cost alone from the last one seen.  A calibration
  * marks about every launch, twice at each hold, and a program of heavy kernels each followed
  * by a light one had some 80 launches in the 10 ms it queues ahead: with 64 slots, no marker
- * was seen finished for 150 ms at a time, a cost 13 % low read 150 ms of queue as 0.5 ms,
+ * was seen finished for 150 ms at a time, a cost learnt low read 150 ms of queue as 0.5 ms,
  * and it ran 15-60 ms past every calibration token (fake GPU, 2026-12-04). */
 #define MARKS 256
 #define MARK_GAP_NS 200000        /* at most one marker per 0.2 ms of host time ... */
