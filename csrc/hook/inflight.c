@@ -1241,7 +1241,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     }
     struct lane_slot *l = &f->lanes[slot];
     poll_marks(f);
-    if (f->count == MARKS) { /* full: drop the oldest unfinished one (the estimate covers it) */
+    if (f->count == MARKS) { /* full: drop the oldest unfinished one (see MARKS: rare now) */
         keep_anchor(f, mark_at(f, 0));
         f->head = (f->head + 1) % MARKS;
         f->count--;
