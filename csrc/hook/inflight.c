@@ -89,8 +89,7 @@
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
-#define DONE_LOG 1024             /* finished markers whose finish the tracker can still read
-                                   * (four rings' worth) */
+#define DONE_LOG (4 * MARKS)      /* finished markers whose finish the tracker can still read */
 #define LATE_LOOK_NS 2000000      /* a look this long after the one before came late */
 #define UNSEEN_GAP_SLACK_NS 100000 /* a look's clock is read just before its queries */
 
@@ -503,6 +502,13 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
     return 1;
 }
 
+/* Was `prev` seen finished before `done` was recorded?  Then its lane's queue ran dry between
+ * them, or may have: the segment from it follows a gap. */
+static int seen_done_before(const struct mark *prev, const struct mark *done)
+{
+    return prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
+}
+
 /* A finished marker whose lane's previous one has left the ring, which keeps only the newest
  * finished marker of all lanes: its segment joins its run window's union from that one, as
  * the lane's slot keeps it (placed on the GPU's clock), as learn_cost adds the ring's.  Left
@@ -514,7 +520,7 @@ static void span_from_slot(struct inflight *f, const struct mark *done)
     const struct mark *prev = &lane_slot(f, done->lane)->done;
     if (prev->lane != done->lane || prev->seq >= done->seq)
         return; /* (none yet, or the shared slot's of another lane) */
-    int after_gap = prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
+    int after_gap = seen_done_before(prev, done);
     int placed = prev->epoch != 0 && prev->epoch == done->epoch;
     int64_t began = after_gap || !placed
                         ? done->host_ns
@@ -544,7 +550,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * optimizer step's) then launched every replay after a gap and never learnt what one
          * costs, held step by step (fake GPU: 6,290 holds a second, a run window of 8 us). */
         uint64_t n = done->launches - prev->launches;
-        int after_gap = prev->seen_ns != 0 && prev->seen_ns <= done->host_ns;
+        int after_gap = seen_done_before(prev, done);
         int launch_alone = prev->alone && n == 1;
         if (after_gap && !launch_alone)
             return gap(f, prev, done, elapsed);
