@@ -193,6 +193,24 @@ def test_paths_cap_procs_adds_up_the_processes_work(capped_cpu: Path) -> None:
 
 
 @pytest.mark.system
+def test_paths_reads_a_capped_process_again_with_its_cap_lifted(tmp_path: Path) -> None:
+    """bench/paths.py's capped unit, one process: after its capped run the config lifts the
+    cap and the same process runs on; its rate then is what its capped shares are also judged
+    against (the cpu kind is never gated: it does about its bare rate throughout)."""
+    path = result_file(tmp_path, "*-paths.json", "bench/paths.py", "--only", "cap:cpu",
+                       "--cap", "0.25", "--cap-seconds", "1.5", "--solo-seconds", "0.3",
+                       "--skip-rtt", "--skip-pairs")
+    row = json.loads(path.read_text())["paths"]["cpu"]
+    assert "cap_self_error" not in row, row
+    assert row["cap_self_over_bare"] == pytest.approx(1.0, abs=0.35)
+    assert row["cap_self_rate"] == pytest.approx(row["cap_self_over_bare"]
+                                                 * row["cap_bare_rate"], rel=0.01)
+    assert row["cap_60s_self"] == pytest.approx(row["cap_60s"] / row["cap_self_over_bare"],
+                                                rel=0.01)
+    assert "against its own process uncapped" in path.with_suffix(".md").read_text()
+
+
+@pytest.mark.system
 def test_the_c_echo_floor_answers_through_one_and_two_hops() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     import rtt_floor

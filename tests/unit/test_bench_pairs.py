@@ -200,3 +200,27 @@ def test_a_bare_runs_own_seconds_say_how_close_its_capped_seconds_can_be_judged(
     row = {"cap_60s": 0.4, "cap_bare_1s_spread": 0.1}
     assert "its bare seconds ±10 % of its bare rate (4.0 pp at its cap)" in paths.markdown(
         {"paths": {"launch-bound": row}})
+
+
+def test_a_capped_run_is_judged_against_its_own_process_uncapped_too() -> None:
+    """A host-paced loop's processes differ by more than the cap's tolerance: beside the bare
+    median, the capped shares are read against the same process once its cap was lifted."""
+    cap = {"cap_15s": 0.36, "cap_60s": 0.35}
+    got = paths.against_self(cap, bare=630.0, self_rate=567.0)  # this process: 0.9 of bare
+    assert got == {"cap_self_rate": 567.0, "cap_self_over_bare": 0.9,
+                   "cap_15s_self": pytest.approx(0.4), "cap_60s_self": pytest.approx(0.3889)}
+    assert paths.against_self(cap, 630.0, None) == {}
+    row = {"cap_target": 0.4, **cap, **got}
+    assert "against its own process uncapped (0.900 of bare): 0.400 / 0.389" in paths.markdown(
+        {"paths": {"launch-bound": row}})
+
+
+def test_a_capped_runs_overuse_is_read_from_its_log_up_to_the_cap_lifted() -> None:
+    log = ("gemini-hook[cap 1] debug: [10.000000] token: 40.000 ms\n"
+           "gemini-hook[cap 1] warning: no stamp here\n"
+           "gemini-hook[cap 1] debug: [10.040000] token end: overuse 0.100 ms\n"
+           "gemini-hook[cap 1] debug: [12.000000] token end: overuse 9.000 ms\n")
+    cut = paths.log_until(log, 11.0)
+    assert cut == "".join(log.splitlines(keepends=True)[:3])
+    assert paths.overuse_of(cut)["overuse_ms_max"] == 0.1
+    assert paths.log_until(log, None) == log
