@@ -4,7 +4,7 @@
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
 torch-compile-graphs, cupy, torch-threads, graph-launch-bound, torch-eager-spin,
-torch-eager-long.  Every kind saturates the GPU
+torch-eager-long, torch-train.  Every kind saturates the GPU
 (bf16 where it applies; one step is about 0.5-5 ms on an H100, 11 ms for torch-eager-long), or
 its host (the two launch-bound ones).  Work is counted in completed steps: the
 program synchronises every k steps, k being calibrated once after warm-up so that k steps take
@@ -34,7 +34,7 @@ import time
 # cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound",
-         "torch-eager-spin", "torch-eager-long", "cpu"]
+         "torch-eager-spin", "torch-eager-long", "torch-train", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
 LONG_N = 16384  # torch-eager-long's: 2 x 16384^3 flop, ~11 ms per matmul on an H200
@@ -309,6 +309,34 @@ class TorchCompile:
         self.torch.cuda.synchronize()
 
 
+class TorchTrain:
+    """An eager training step: torch.compile's MLP (4 x Linear 2048 + GELU, bf16, batch 8192)
+    run as is, forward + backward + AdamW (foreach): heavy matmuls among light kernels
+    (GELU, bias sums, the optimizer's), as most eager PyTorch jobs launch them."""
+
+    def __init__(self) -> None:
+        import torch
+        from torch import nn
+
+        self.torch = torch
+        torch.manual_seed(0)
+        width, batch = 2048, 8192
+        layers: list[nn.Module] = []
+        for _ in range(4):
+            layers += [nn.Linear(width, width), nn.GELU()]
+        self.model = nn.Sequential(*layers).cuda().to(torch.bfloat16)
+        self.x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-6, foreach=True)
+
+    def step(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+        self.model(self.x).float().square().mean().backward()
+        self.opt.step()
+
+    def sync(self) -> None:
+        self.torch.cuda.synchronize()
+
+
 class Cupy:
     """4 CuPy matmuls 4096x4096 fp16 per step (cuBLAS through CuPy; CuPy has no bf16 matmul)."""
 
@@ -382,6 +410,8 @@ def make(path: str):
         return TorchCompile("reduce-overhead")
     if path == "cupy":
         return Cupy()
+    if path == "torch-train":
+        return TorchTrain()
     if path == "cpu":
         return Cpu()
     raise ValueError(f"unknown path {path!r}")
