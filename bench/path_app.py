@@ -275,22 +275,28 @@ class GraphLaunchBound(LaunchBound):
             self.graph.replay()
 
 
+def mlp(torch):  # type: ignore[no-untyped-def]
+    """4 x Linear 2048 + GELU in bf16 on the GPU, and a batch of 8192 inputs for it."""
+    from torch import nn
+
+    torch.manual_seed(0)
+    width, batch = 2048, 8192
+    layers: list[nn.Module] = []
+    for _ in range(4):
+        layers += [nn.Linear(width, width), nn.GELU()]
+    model = nn.Sequential(*layers).cuda().to(torch.bfloat16)
+    return model, torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+
+
 class TorchCompile:
     """torch.compile of an MLP (4 x Linear 2048 + GELU, bf16, batch 8192): forward + backward
     per step (default mode: Triton kernels + cuBLAS; "reduce-overhead": CUDA graphs)."""
 
     def __init__(self, mode: str | None = None) -> None:
         import torch
-        from torch import nn
 
         self.torch = torch
-        torch.manual_seed(0)
-        width, batch = 2048, 8192
-        layers: list[nn.Module] = []
-        for _ in range(4):
-            layers += [nn.Linear(width, width), nn.GELU()]
-        self.model = nn.Sequential(*layers).cuda().to(torch.bfloat16)
-        self.x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+        self.model, self.x = mlp(torch)
         model = self.model
 
         def loss_fn(x):
@@ -316,16 +322,9 @@ class TorchTrain:
 
     def __init__(self) -> None:
         import torch
-        from torch import nn
 
         self.torch = torch
-        torch.manual_seed(0)
-        width, batch = 2048, 8192
-        layers: list[nn.Module] = []
-        for _ in range(4):
-            layers += [nn.Linear(width, width), nn.GELU()]
-        self.model = nn.Sequential(*layers).cuda().to(torch.bfloat16)
-        self.x = torch.randn(batch, width, device="cuda", dtype=torch.bfloat16)
+        self.model, self.x = mlp(torch)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-6, foreach=True)
 
     def step(self) -> None:
