@@ -502,6 +502,21 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
     return 1;
 }
 
+/* Does a segment that begins at a hold (queue_end), the GPU not idle in it (learn_cost),
+ * teach the cost?  Only where this process launches alone on one lane: with other processes of
+ * the client queueing on the GPU meanwhile, or other lanes' kernels beside its own, it reads
+ * their time too (42dd9f3; two threads' calibration tails, H100: 360 us a launch against 203).
+ * On one lane alone it reads as the others (torch eager, H100: 202.3 us against 202.4), and
+ * left out, a program of heavy kernels among light ones learnt from the light ones alone: the
+ * holds come before heavy launches, as those are what no longer fit (fake GPU, 0.5 ms kernels
+ * each followed by one of 4 us, every token a calibration: a cost of 5.8 us against 252, and a
+ * token in some 45 ran 60 ms past, one run in six).  f->m held. */
+static int hold_teaches(const struct inflight *f, int64_t now)
+{
+    int several = f->lane_switch_ns != 0 && now - f->lane_switch_ns < MANY_LANES_NS;
+    return !several && atomic_load_explicit(&f->sharers, memory_order_relaxed) <= 1;
+}
+
 /* Was `prev` seen finished before `done` was recorded?  Then its lane's queue ran dry between
  * them, or may have: the segment from it follows a gap. */
 static int seen_done_before(const struct mark *prev, const struct mark *done)
@@ -617,7 +632,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
          * counts in the run window: the speed's measurements, tails and grants alike, read
          * such segments as before (H100, two threads capped at 0.4: left out there, the tails
          * read 255 us a launch against 184 in the grants, and the client was granted 0.30). */
-        if (prev->queue_end || done->claim != done->launches ||
+        if ((prev->queue_end && !hold_teaches(f, now)) || done->claim != done->launches ||
             !learn_segment(f, (double)ms * 1e6, n, graphs, now, ms, done->after_stall)) {
             gem_stat_add(GEM_STAT_COST_GAPS, 1);
             return prev;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import statistics
 import time
 
@@ -20,6 +21,7 @@ from .conftest import prog
 pytestmark = pytest.mark.hook
 
 QUOTA_MS = 600.0
+COST_LINE = re.compile(r"GPU time per kernel launch ([0-9.]+) us")
 TAIL_MS = 300.0  # long, so that launches in the tail are easy to see on a loaded machine
 
 
@@ -210,28 +212,38 @@ def test_a_program_of_graph_replays_is_measured_per_replay(fake_env, pm, light):
     assert all(ms == pytest.approx(per_replay * n, rel=0.05) for ms, n in measured), runs
 
 
+@pytest.mark.parametrize("light,run", [(1, 1), (1, 2), (3, 1)],
+                         ids=["1 light", "1 light, again", "3 light"])
 def test_calibrations_of_heavy_kernels_among_light_ones_keep_the_queues_progress(
-        fake_env, pm):
-    """0.5 ms kernels each followed by three light ones (4 us), never a sync, every token a
-    200 ms calibration answered 60 ms late.  A calibration marks about every launch, twice at
-    each hold: the 10 ms it queues ahead held more launches' markers than a ring of 64, which
+        fake_env, pm, light, run):
+    """0.5 ms kernels each followed by light ones (4 us), never a sync, every token a 200 ms
+    calibration answered 60 ms late.  A calibration marks about every launch, twice at each
+    hold: the 10 ms it queues ahead held more launches' markers than a ring of 64, which
     dropped its oldest, the ones the GPU was nearest to.  Then no marker was seen finished for
     up to 150 ms, the estimate ran on a cost learnt low, and every token ran 6-29 ms past (one
-    light kernel to each heavy one: 60 ms past each from the fourth on, 150 ms unseen).  Left
-    with one light kernel: about one token in twenty still runs 60 ms past, its cost learnt
-    from the light kernels alone, as the segments after its holds, the heavy ones', teach
-    none."""
+    light kernel to each heavy one: 60 ms past each from the fourth on, 150 ms unseen).  And
+    the holds come before heavy launches (those are what no longer fit): while the segments
+    after them taught no cost, it was learnt from the light kernels' alone, 13-320 us a launch
+    against 252 with one light kernel, and a token in some 20 ran 60 ms past (8 runs in 24,
+    beside two busy loops; the cost off by a quarter in 14).  Run twice with one light kernel:
+    either fails about one run in two without the fix."""
     pm.quota_ms = 200.0
     pm.quota_flags = wire.QUOTA_FLAG_CALIBRATION
     pm.quota_delay_s = 0.06
     r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "50",
-                      "--light-kernels", "3", "--sync", "none", "--seconds", "2.5"])
+                      "--light-kernels", str(light), "--sync", "none", "--seconds", "2.5"],
+                     GEMINI_LOG="debug")
     assert r.out[-1]["rc"] == 0, r.stderr
     quotas = pm.of_type(RequestType.QUOTA)[3:]
     overuse = [q.args[0] for q in quotas]
     assert len(overuse) >= 5, overuse
-    assert statistics.median(overuse) < 5.0, overuse
+    assert max(overuse) < 30.0, overuse
     assert statistics.median(n for _, n, _ in map(wire.quota_run, quotas)) > 0, quotas
+    # The cost as the hook learnt it, from its second debug line on (the first can come from a
+    # burst's heavy kernels alone): the mean of a heavy kernel and its light ones.
+    per_launch_us = (500.0 + 4.0 * light) / (1 + light)
+    costs = [float(c) for c in COST_LINE.findall(r.stderr)][1:]
+    assert all(c == pytest.approx(per_launch_us, rel=0.25) for c in costs), costs
 
 
 def test_a_calibration_token_is_not_queued_to_its_end(fake_env, pm):
