@@ -110,7 +110,8 @@ struct mark {
     int64_t done_ns;   /* ... and the work before it (earlier, if none since the one before) */
     uint64_t seq;      /* markers recorded on the device before, this one included */
     int queue_end;     /* recorded before a hold (token.c): the launch after it comes an
-                        * unknown time later, so no cost is learnt from the segment it starts */
+                        * unknown time later, and the segment it starts teaches a cost only
+                        * where no other lane or process queues meanwhile (hold_teaches) */
     int alone;         /* recorded just before a launch measured alone (GEM_MARK_ALONE,
                         * GEM_MARK_BEFORE_GRAPH) */
     int after_stall;   /* recorded after a launch call that held the host (GEM_MARK_AFTER_STALL) */
@@ -502,6 +503,12 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
     return 1;
 }
 
+/* Have markers gone to more than one lane lately (MANY_LANES_NS)?  f->m held. */
+static int several_lanes(const struct inflight *f, int64_t now)
+{
+    return f->lane_switch_ns != 0 && now - f->lane_switch_ns < MANY_LANES_NS;
+}
+
 /* Does a segment that begins at a hold (queue_end), the GPU not idle in it (learn_cost),
  * teach the cost?  Only where this process launches alone on one lane: with other processes of
  * the client queueing on the GPU meanwhile, or other lanes' kernels beside its own, it reads
@@ -509,12 +516,13 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
  * On one lane alone it reads as the others (torch eager, H100: 202.3 us against 202.4), and
  * left out, a program of heavy kernels among light ones learnt from the light ones alone: the
  * holds come before heavy launches, as those are what no longer fit (fake GPU, 0.5 ms kernels
- * each followed by one of 4 us, every token a calibration: a cost of 5.8 us against 252, and a
- * token in some 45 ran 60 ms past, one run in six).  f->m held. */
+ * each followed by one of 4 us, every token a calibration, beside two busy loops: 13-320 us a
+ * launch against 252, and 11 tokens of 168 ran past 5 ms in 8 runs of 24, 8 of them 57-65 ms;
+ * with it 253.9 us, one token 8.2 ms).  f->m held. */
 static int hold_teaches(const struct inflight *f, int64_t now)
 {
-    int several = f->lane_switch_ns != 0 && now - f->lane_switch_ns < MANY_LANES_NS;
-    return !several && atomic_load_explicit(&f->sharers, memory_order_relaxed) <= 1;
+    uint32_t sharers = atomic_load_explicit(&f->sharers, memory_order_relaxed);
+    return !several_lanes(f, now) && sharers <= 1;
 }
 
 /* Was `prev` seen finished before `done` was recorded?  Then its lane's queue ran dry between
@@ -558,7 +566,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             continue;
         /* Only a segment the GPU ran without a gap: `done` was queued before `prev` ran out.
          * One that starts at a hold is measured (the hold's last look polled `prev`: it was
-         * still running when the held launch went) but teaches no cost (see queue_end).  A
+         * still running when the held launch went), and teaches as hold_teaches says.  A
          * graph launch alone, from a marker recorded just before it, has no gap in it but the
          * launch call's own: until one graph's cost is known, graph launches wait for the queue
          * to run dry, and a program with two light kernels or more between its replays (an
@@ -613,8 +621,7 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
         if (w != NULL && after_gap) { /* (left out: the debug log) */
             note_gap(w, prev, done, ms);
             add_span(f, w, prev, done, 1);
-        } else if (w != NULL && prev->queue_end && f->lane_switch_ns != 0 &&
-                   now - f->lane_switch_ns < MANY_LANES_NS) {
+        } else if (w != NULL && prev->queue_end && several_lanes(f, now)) {
             w->hold_launches += n;
             w->hold_graphs += graphs;
             add_span(f, w, prev, done, 1); /* (its lane may have run dry in the hold) */
@@ -800,7 +807,7 @@ static void poll_marks(struct inflight *f)
      * without it.  Not at every look: a cuEventElapsedTime of its own per marker made a capped
      * JAX client ask early at 3-5 times as many token starts (H100), its tracker waiting up to
      * 70 ms for a token's end. */
-    int several = f->lane_switch_ns != 0 && now - f->lane_switch_ns < MANY_LANES_NS;
+    int several = several_lanes(f, now);
     for (unsigned i = f->kept; i < finished; i++) {
         struct mark *m = mark_at(f, i);
         if (several)
