@@ -14,7 +14,8 @@ launch-bound, torch-compile, torch-compile-graphs, cupy):
         worst 1 s and 10 s (sliding by 1 s) errors, the highest and lowest 1 s window sliding by
         50 ms, and the overuse the hook logs per token.  Then the cap is lifted (a config edit)
         and the same process runs 4 s more: cap_15s_self and cap_60s_self are its shares
-        against that rate of its own (a loop its host paces differs from process to process).
+        against that rate of its own (a loop its host paces differs from process to process;
+        not with --cap-procs).
 pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.0), each
         --pair-seconds: shares over 10 s windows (sliding by 1 s) and 1 s bins after 1 s.
         Only when named: "capped-pairs" (two clients capped at 0.3; at 0.4 and 0.5; three
