@@ -645,6 +645,8 @@ static const struct mark *learn_cost(struct inflight *f, const struct mark *done
             return prev;
         }
         gem_stat_add(GEM_STAT_COSTS, 1);
+        if (prev->queue_end)
+            gem_stat_add(GEM_STAT_HOLD_COSTS, 1);
         return prev;
     }
     span_from_slot(f, done);

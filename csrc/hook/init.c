@@ -33,6 +33,7 @@ static const char *const gate_stat_names[GEM_STAT_COUNT] = {
     [GEM_STAT_SLOW] = "gate.slow",
     [GEM_STAT_MARKS] = "gate.marks",
     [GEM_STAT_COSTS] = "gate.costs_learnt",
+    [GEM_STAT_HOLD_COSTS] = "gate.costs_from_holds",
     [GEM_STAT_COST_GAPS] = "gate.cost_gaps",
     [GEM_STAT_COST_FAILS] = "gate.cost_fails",
     [GEM_STAT_IDLE_GO] = "gate.idle_allowance",
