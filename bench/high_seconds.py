@@ -1,7 +1,7 @@
 """What a capped run's highest seconds are made of (issue 12: "≤ limit + 5 points over any 1 s").
 
   python3 bench/high_seconds.py RESULTS-paths.json [--logs LOGS.tar[.xz]] [--path P] [--top N]
-                                [--lowest | --calibrations]
+                                [--lowest | --calibrations] [--self]
 
 For each capped run whose logs `bench/paths.py --keep-logs` kept (`cap-P-grants.json`, the
 scheduler's grants as they ran, each to its real end; `cap-P-schd.log`, its debug lines; and
@@ -12,7 +12,8 @@ seconds granted, the work per granted second, and the speed its latest calibrati
 then (the scheduler's "calibrated: speed" line).  A
 window over its cap with the granted seconds at the cap is a speed charged too low; one with
 more granted is the windows' allowance.  The logs default to the paths file's
-`-logs.tar.xz` (or `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate`.
+`-logs.tar.xz` (or `.tar`) beside it; the bare rate is the paths file's `cap_bare_rate` (with
+--self, the capped process's own rate once its cap was lifted, `cap_self_rate`, where kept).
 
 With --calibrations, each calibration instead, with what was granted and done in the second
 before it, in the second from its start, and in the second after that: where its pay-back
@@ -182,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     which.add_argument("--lowest", action="store_true", help="the lowest windows instead")
     which.add_argument("--calibrations", action="store_true",
                        help="each calibration with the seconds around it instead")
+    p.add_argument("--self", action="store_true", dest="own",
+                   help="work ÷ the capped process's own rate once its cap was lifted "
+                        "(cap_self_rate), where the run has one, not ÷ the bare median")
     args = p.parse_args(argv)
     runs = kept_runs(args, ("-grants.json", "-schd.log", "-steps.jsonl"))
     if runs is None:
@@ -191,26 +195,36 @@ def main(argv: list[str] | None = None) -> int:
         if grants is None or schd is None or steps is None:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
+        rate, what = judged_by(row, args.own)
         if args.calibrations:
-            report[name] = around_calibrations(samples, row["cap_bare_rate"], read_grants(grants))
-            _print_calibrations(name, row, report[name])
+            report[name] = around_calibrations(samples, rate, read_grants(grants))
+            _print_calibrations(name, row, report[name], what)
             continue
-        report[name] = highest_windows(samples, row["cap_bare_rate"], read_grants(grants),
+        report[name] = highest_windows(samples, rate, read_grants(grants),
                                        read_speeds(schd), args.top, args.lowest)
-        print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}):")
+        print(f"{name} ({what}, cap {row.get('cap_target')}):")
         for w in report[name]:
             cal = f", calibration {w['calibrations_ms']} ms" if w["calibrations_ms"] else ""
             print(f"  {w['at_s']:6.2f} s: work {w['work']:.3f}, granted {w['granted_s']:.3f} s "
-                  f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of bare work per "
-                  f"granted s, the latest calibration said {w['calibrated_speed']}")
+                  f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of "
+                  f"{what.split(' ', 1)[0]} work per granted s, the latest calibration said "
+                  f"{w['calibrated_speed']}")
     if not report:
         print(f"no capped run with its logs in {args.logs}", file=sys.stderr)
         return 2
     return 0
 
 
-def _print_calibrations(name: str, row: dict, calibrations: list[dict]) -> None:
-    print(f"{name} (bare {row['cap_bare_rate']} steps/s, cap {row.get('cap_target')}), "
+def judged_by(row: dict, own: bool) -> tuple[float, str]:
+    """The rate a run's work is divided by, and its words: the bare median's, or with `own` the
+    capped process's own once its cap was lifted (bench/paths.py, cap_self_rate) where known."""
+    if own and row.get("cap_self_rate"):
+        return row["cap_self_rate"], f"its own process {row['cap_self_rate']} steps/s uncapped"
+    return row["cap_bare_rate"], f"bare {row['cap_bare_rate']} steps/s"
+
+
+def _print_calibrations(name: str, row: dict, calibrations: list[dict], what: str) -> None:
+    print(f"{name} ({what}, cap {row.get('cap_target')}), "
           "work / granted s in the second before each calibration, from its start, after:")
     for c in calibrations:
         parts = "  ".join(f"{c[part]['work']:.3f} / {c[part]['granted_s']:.3f}"

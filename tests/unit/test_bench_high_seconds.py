@@ -89,7 +89,7 @@ def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys)
                     for i in range(400))
     results = tmp_path / "gpu-20261201-000000-paths.json"
     results.write_text(json.dumps({"paths": {"torch-eager": {
-        "cap_bare_rate": 200.0, "cap_target": 0.4}}}))
+        "cap_bare_rate": 200.0, "cap_target": 0.4, "cap_self_rate": 160.0}}}))
     with tarfile.open(tmp_path / "gpu-20261201-000000-paths-logs.tar.xz", "w:xz") as tar:
         for name, text in (("cap-torch-eager-grants.json", GRANTS),
                            ("cap-torch-eager-schd.log", SCHD),
@@ -101,6 +101,10 @@ def test_the_command_reads_a_paths_file_and_the_logs_beside_it(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "torch-eager (bare 200.0 steps/s, cap 0.4)" in out
     assert "work 0.400" in out  # 80 steps/s of 200, in every window
+    assert high_seconds.main([str(results), "--top", "1", "--self"]) == 0
+    own = capsys.readouterr().out  # (its process ran at 160 uncapped)
+    assert "torch-eager (its own process 160.0 steps/s uncapped, cap 0.4)" in own
+    assert "work 0.500" in own
     assert high_seconds.main([str(results), "--calibrations"]) == 0
     told = capsys.readouterr().out
     assert "1.30 s (200 ms): 0.400 / 0.070  0.400 / 0.200  0.400 / 0.040" in told
