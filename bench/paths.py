@@ -846,17 +846,6 @@ class Bench:
                 out[key] = statistics.median(vals)
         return out
 
-    def run_one(self, procs: Procs, path: str, env: dict[str, str], seconds: float, k: int,
-                name: str) -> dict:
-        """A fresh worker, one measured run."""
-        w = self.start(procs, path, env, k, name)
-        try:
-            r = self.measure(w, seconds)
-        finally:
-            w.close()
-        return {**r, "k": w.ready["k"], "step_ms": w.ready["step_ms"],
-                "startup_s": w.ready["startup_s"], "log": w.log_file}
-
     def run_capped_then_lifted(self, procs: Procs, backend: Backend, path: str,
                                env: dict[str, str], k: int) -> dict:
         """A fresh worker capped for --cap-seconds, then the same process with its cap lifted
