@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         if grants is None or schd is None or steps is None:
             continue
         samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
-        rate, what = judged_by(row, args.own)
+        rate, whose, what = judged_by(row, args.own)
         if args.calibrations:
             report[name] = around_calibrations(samples, rate, read_grants(grants))
             _print_calibrations(name, row, report[name], what)
@@ -206,21 +206,22 @@ def main(argv: list[str] | None = None) -> int:
         for w in report[name]:
             cal = f", calibration {w['calibrations_ms']} ms" if w["calibrations_ms"] else ""
             print(f"  {w['at_s']:6.2f} s: work {w['work']:.3f}, granted {w['granted_s']:.3f} s "
-                  f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of "
-                  f"{what.split(' ', 1)[0]} work per granted s, the latest calibration said "
-                  f"{w['calibrated_speed']}")
+                  f"in {w['grants']} grants{cal}, {w['work_per_granted_s']} of {whose} work "
+                  f"per granted s, the latest calibration said {w['calibrated_speed']}")
     if not report:
         print(f"no capped run with its logs in {args.logs}", file=sys.stderr)
         return 2
     return 0
 
 
-def judged_by(row: dict, own: bool) -> tuple[float, str]:
-    """The rate a run's work is divided by, and its words: the bare median's, or with `own` the
-    capped process's own once its cap was lifted (bench/paths.py, cap_self_rate) where known."""
+def judged_by(row: dict, own: bool) -> tuple[float, str, str]:
+    """The rate a run's work is divided by, whose it is, and its words: the bare median's, or
+    with `own` the capped process's own once its cap was lifted (bench/paths.py,
+    cap_self_rate) where known."""
     if own and row.get("cap_self_rate"):
-        return row["cap_self_rate"], f"its own process {row['cap_self_rate']} steps/s uncapped"
-    return row["cap_bare_rate"], f"bare {row['cap_bare_rate']} steps/s"
+        rate = row["cap_self_rate"]
+        return rate, "its", f"its own process {rate} steps/s uncapped"
+    return row["cap_bare_rate"], "bare", f"bare {row['cap_bare_rate']} steps/s"
 
 
 def _print_calibrations(name: str, row: dict, calibrations: list[dict], what: str) -> None:
