@@ -119,9 +119,9 @@ enum gem_gate_stat {
     GEM_STAT_SLOW,          /* launches that took the slow path */
     GEM_STAT_MARKS,         /* marker events recorded */
     GEM_STAT_COSTS,         /* segments between two markers that taught the cost per launch */
-    GEM_STAT_HOLD_COSTS,    /* ... of which began at a hold (inflight.c, hold_teaches) */
     GEM_STAT_COST_GAPS,     /* ... that taught nothing: the GPU may have idled in between */
     GEM_STAT_COST_FAILS,    /* ... that taught nothing: their elapsed time was not to be had */
+    GEM_STAT_HOLD_COSTS,    /* of GEM_STAT_COSTS, those that began at a hold (hold_teaches) */
     GEM_STAT_IDLE_GO,       /* launches allowed unmarked, no cost known, the GPU keeping up */
     GEM_STAT_HOLDS,         /* sleeps of a held launch: the queue would outlast the token */
     GEM_STAT_HOLD_NS,
