@@ -34,7 +34,7 @@ import time
 # cpu: no GPU at all, for dry runs of paths.py
 PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-compile",
          "torch-compile-graphs", "cupy", "torch-threads", "graph-launch-bound",
-         "torch-eager-spin", "torch-eager-long", "torch-train", "cpu"]
+         "torch-eager-spin", "torch-eager-long", "torch-train", "cupy-streams", "cpu"]
 SECONDS = 4.0  # --seconds: a run's length when `go` names no END
 N = 4096  # matmul size (bf16/fp16): ~0.2-0.3 ms per matmul on an H100
 LONG_N = 16384  # torch-eager-long's: 2 x 16384^3 flop, ~11 ms per matmul on an H200
@@ -359,6 +359,26 @@ class Cupy:
         self.cp.cuda.Device().synchronize()
 
 
+class CupyStreams(Cupy):
+    """CuPy's 4 matmuls a step, each step on the next of STREAMS streams, all kept: a program
+    with more streams than the hook has lanes to tell apart (GEM_LANES, 64), as a server with
+    a stream per worker has.  Blocking streams: the legacy default stream, where StepClock's
+    events go, waits for them."""
+
+    STREAMS = 96
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streams = [self.cp.cuda.Stream() for _ in range(self.STREAMS)]
+        self.next = 0
+
+    def step(self) -> None:
+        stream = self.streams[self.next]
+        self.next = (self.next + 1) % len(self.streams)
+        with stream:
+            super().step()
+
+
 class Cpu:
     """No GPU: a step per millisecond of the clock, slept to (dry runs of bench/paths.py's
     orchestration).  Slept, not spun: processes run side by side then each go their own rate
@@ -411,6 +431,8 @@ def make(path: str):
         return Cupy()
     if path == "torch-train":
         return TorchTrain()
+    if path == "cupy-streams":
+        return CupyStreams()
     if path == "cpu":
         return Cpu()
     raise ValueError(f"unknown path {path!r}")

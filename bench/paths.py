@@ -92,9 +92,10 @@ PATHS = ["torch-eager", "cuda-graph", "triton", "jax", "launch-bound", "torch-co
 # torch-eager-spin: torch eager waiting by polling its stream (cuStreamQuery), never syncing
 # torch-eager-long: one 16384^2 matmul a step (~11 ms on an H200), a program of long kernels
 # torch-train: an eager training step of torch.compile's MLP with AdamW (light kernels among
-# the matmuls)
+# the matmuls); cupy-streams: CuPy's matmuls, each step on the next of 96 streams (more than
+# the hook's 64 lanes)
 OPTIONAL = ["torch-threads", "graph-launch-bound", "torch-eager-spin", "torch-eager-long",
-            "torch-train"]
+            "torch-train", "cupy-streams"]
 EXTRA = ["pairs", "rtt"]
 # (only when named: below)
 OPTIONAL_EXTRA = ["capped-pairs", "procs-pairs", "late-pairs", "edit-pairs"]
@@ -149,7 +150,7 @@ PAIR_WARM_S = 1.0  # pairs: windows start 1 s after the start
 STARTUP_S = {"torch-eager": 6, "cuda-graph": 7, "triton": 7, "jax": 9, "launch-bound": 6,
              "torch-threads": 6, "graph-launch-bound": 7, "torch-compile": 14,
              "torch-compile-graphs": 17, "cupy": 5, "torch-eager-spin": 6,
-             "torch-eager-long": 6, "torch-train": 7}
+             "torch-eager-long": 6, "torch-train": 7, "cupy-streams": 5}
 COLD_S = {"triton": 5, "jax": 5, "torch-compile": 45, "torch-compile-graphs": 60}
 READY_TIMEOUT_S = {"torch-compile": 300, "torch-compile-graphs": 360}
 SYNC_EVERY_MS = 50.0  # workers sync about this often (path_app's k steps)
