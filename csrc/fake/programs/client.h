@@ -26,6 +26,8 @@
  *        capturing while its earlier work runs and its tokens come and go)
  *        [--stream created|nonblocking|null] (null: the default stream; the per-thread one
  *        with --ptsz; nonblocking: created with CU_STREAM_NON_BLOCKING)
+ *        [--streams N] (created ones: N per thread, each burst on the next: a program with a
+ *        stream per worker, more of them than the hook has lanes)
  *        (gpu_ms assumes the default gem_sleep_kernel, whose duration is its first parameter;
  *        other names run GEMINI_FAKE_KERNEL_NS each)
  *        [--allocs N --bytes B [--free-allocs K]] (first cuMemAlloc N buffers of B bytes, free
@@ -183,6 +185,7 @@ struct opts {
     const char *stream;
     const char *warmup_stream;
     int threads;
+    int streams;
     unsigned long long bytes;
     int hold;
     int hold_freed;
@@ -205,6 +208,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     o->kernel_name = "gem_sleep_kernel";
     o->stream = "created";
     o->threads = 1;
+    o->streams = 1;
     o->bytes = 1 << 20;
     if (argc < 2)
         return -1;
@@ -262,6 +266,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             o->threads = atoi(v);
         else if (strcmp(a, "--stream") == 0)
             o->stream = v;
+        else if (strcmp(a, "--streams") == 0)
+            o->streams = atoi(v);
         else if (strcmp(a, "--warmup-stream") == 0)
             o->warmup_stream = v;
         else if (strcmp(a, "--kernel-name") == 0)
@@ -279,7 +285,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         else
             return -1;
     }
-    return o->burst > 0 ? 0 : -1;
+    return o->burst > 0 && o->streams > 0 ? 0 : -1;
 }
 
 static double now_s(void)
@@ -456,9 +462,15 @@ static void *work_thread(void *arg)
     CUgraphExec ge = NULL;
     uint64_t ns = (uint64_t)(o->kernel_ms * 1e6);
     CHECK(w, s->a.CtxSetCurrent(s->ctx), "cuCtxSetCurrent"); /* a new thread has none */
+    int n_streams = strcmp(o->stream, "null") != 0 ? o->streams : 1;
+    CUstream *streams = calloc((size_t)n_streams, sizeof *streams); /* [0]: st */
+    if (streams == NULL)
+        w->rc = 1;
     if (w->rc == 0 && strcmp(o->stream, "null") != 0) {
         unsigned flags = strcmp(o->stream, "nonblocking") == 0 ? CU_STREAM_NON_BLOCKING : 0;
-        CHECK(w, s->a.StreamCreate(&st, flags), "cuStreamCreate");
+        for (int i = 0; i < n_streams && w->rc == 0; i++)
+            CHECK(w, s->a.StreamCreate(&streams[i], flags), "cuStreamCreate");
+        st = streams[0];
     }
     if (w->rc == 0 && strcmp(o->sync, "event") == 0) {
         CHECK(w, s->a.EventCreate(&ev0, 0), "cuEventCreate");
@@ -485,6 +497,8 @@ static void *work_thread(void *arg)
     double next_report = w->t0 + o->report_every;
     long done = 0;
     while (w->rc == 0) {
+        CUstream st_all = st; /* (--streams: this burst's is the next of them) */
+        st = streams != NULL && n_streams > 1 ? streams[done % n_streams] : st_all;
         if (ev0 != NULL)
             CHECK(w, s->a.EventRecord(ev0, st), "cuEventRecord");
         double l0 = now_s();
@@ -523,6 +537,7 @@ static void *work_thread(void *arg)
             CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
         }
         done++;
+        st = st_all;
         if (o->idle_ms > 0) {
             struct timespec idle = {(time_t)(o->idle_ms / 1000),
                                     (long)(fmod(o->idle_ms, 1000.0) * 1e6)};
@@ -545,8 +560,10 @@ static void *work_thread(void *arg)
         s->a.EventDestroy(ev0);
     if (ev1 != NULL)
         s->a.EventDestroy(ev1);
-    if (st != NULL)
-        s->a.StreamDestroy(st);
+    for (int i = 0; streams != NULL && i < n_streams; i++)
+        if (streams[i] != NULL)
+            s->a.StreamDestroy(streams[i]);
+    free(streams);
     return NULL;
 }
 
