@@ -86,6 +86,7 @@
  * clock, 1.05, for 9 s, while it did 1.09-1.10 of its bare work per granted second; its
  * highest second 0.879, 2026-12-03). */
 #define MANY_LANES_NS 1000000000
+#define UNION_LANES_MAX 4 /* a token's launches on more lanes than this: its speed unmeasured */
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
@@ -195,8 +196,8 @@ struct inflight {
         uint64_t epoch;               /* the chain its spans were placed on */
         uint64_t own_launches, own_graphs;
         uint64_t placed_launches;     /* of own_launches, placed at their costs (after gaps) */
-        uint64_t lane_start[GEM_LANES];        /* each slot's launches, and graph launches, */
-        uint64_t lane_start_graphs[GEM_LANES]; /* as it began (gem_inflight_measure_from) */
+        uint64_t slots_seen;          /* the lanes' slots (bit i: slot i) of its segments; */
+        int shared_seen;              /* and a lane past GEM_LANES came */
         uintptr_t lane;               /* the first lane of its segments ... */
         int several;                  /* ... and whether another's came (1; 0: not yet),
                                        * or a segment could not be placed (-1: no union) */
@@ -430,17 +431,19 @@ static void note_gap(struct run_window *w, const struct mark *prev, const struct
  * went uncounted while another lane's segments still covered their time (fake GPU, two
  * threads: 0.213-0.216 ms a launch of 0.2), and whole, a hold's span of one launch held 8.5
  * ms the GPU idled in.  A segment not placed on the window's chain (place_mark) leaves the
- * window without a union.  A lane past GEM_LANES adds nothing: its slot counts several lanes'
- * launches.  A segment after a gap from a marker recorded before the window began counts its
- * lane's launches since then only: the earlier ones ran in earlier tokens.  A program of 96
- * streams, each step on the next, read 125-160 us a launch of 181 with either (H200,
- * 2026-12-04: its speed 1.37-1.39 for 1.15; fake GPU: 0.65-1.25 of the cost, now 1.0-1.2).
- * f->m held. */
+ * window without a union.  The lanes' slots are noted: a union of many says nothing
+ * (gem_inflight_measured).  f->m held. */
 static void add_span(const struct inflight *f, struct run_window *w, const struct mark *prev,
                      const struct mark *done, int after_gap)
 {
+    if (w == NULL)
+        return;
     unsigned slot = gem_lanes_find(&f->lane_keys, done->lane);
-    if (w == NULL || w->several < 0 || slot >= GEM_LANES)
+    if (slot < GEM_LANES)
+        w->slots_seen |= 1ull << slot;
+    else
+        w->shared_seen = 1;
+    if (w->several < 0)
         return;
     if (prev->epoch == 0 || prev->epoch != done->epoch || (w->epoch && w->epoch != done->epoch)) {
         w->several = -1;
@@ -454,12 +457,6 @@ static void add_span(const struct inflight *f, struct run_window *w, const struc
     }
     uint64_t n = done->lane_launches - prev->lane_launches;
     uint64_t graphs = done->lane_graphs - prev->lane_graphs;
-    if (after_gap && !prev->queue_end && prev->host_ns < w->from_ns) {
-        uint64_t since = done->lane_launches - w->lane_start[slot];
-        uint64_t graphs_since = done->lane_graphs - w->lane_start_graphs[slot];
-        n = since < n ? since : n;
-        graphs = graphs_since < graphs ? graphs_since : graphs;
-    }
     graphs = graphs < n ? graphs : n;
     double from = prev->at_ms;
     if (after_gap) {
@@ -1356,11 +1353,6 @@ void gem_inflight_measure_from(int dev, int64_t from_ns, int64_t now)
     if (f->run[1].from_ns != 0)
         f->run[1].to_ns = now;
     f->run[0] = (struct run_window){.from_ns = from_ns};
-    for (unsigned i = 0; i < GEM_LANES; i++) {
-        f->run[0].lane_start[i] = atomic_load_explicit(&f->lanes[i].launches, memory_order_relaxed);
-        f->run[0].lane_start_graphs[i] =
-            atomic_load_explicit(&f->lanes[i].graphs, memory_order_relaxed);
-    }
     f->kernel.at_start = f->kernel.per;
     f->graph.at_start = f->graph.per;
     pthread_mutex_unlock(&f->m);
@@ -1388,21 +1380,34 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs
      * in a grant is inside a graph's segment, and marked in a tail it is a segment of its own. */
     if (!f->graph_unit && w->graphs > 0 && 2.0 * w->graph_ns >= w->ns)
         f->graph_unit = 1;
-    /* Several lanes: their segments' union over their own launches (gemini/spans.h). */
+    /* Several lanes: their segments' union over their own launches (gemini/spans.h).  Not
+     * of many lanes (UNION_LANES_MAX), or of lanes past GEM_LANES, which count their launches
+     * in one slot together: a program that takes the next of many streams for each step has
+     * each lane back only after the others' work, its segment then holding that work's time,
+     * or launches of earlier tokens.  A program of 96 streams so read 125-160 us a launch of
+     * 181 in its grants and its speed 1.37-1.39 for 1.15 (H200, 2026-12-04: its highest
+     * second 0.476 capped at 0.4), and leaving the earlier tokens' launches out made its tails
+     * read the cost back, its speed 1.0 (0.43 of its bare work).  The scheduler then reads its
+     * speed by the clock. */
+    int lanes = __builtin_popcountll(w->slots_seen) + w->shared_seen;
     int by_union = w->several > 0 && w->spans.n > 0;
+    int unknown = w->shared_seen || lanes > UNION_LANES_MAX;
     double union_ms = by_union ? gem_spans_total(&w->spans) : 0.0;
-    *gpu_ms = by_union ? union_ms : w->ns / 1e6;
-    if (by_union)
+    *gpu_ms = unknown ? 0.0 : by_union ? union_ms : w->ns / 1e6;
+    if (unknown)
+        *count = 0;
+    else if (by_union)
         *count = f->graph_unit ? w->own_graphs : w->own_launches;
     else
         *count = f->graph_unit ? w->graphs : w->launches;
     *graphs = f->graph_unit;
-    if (by_union)
-        GEM_LOG(GEM_LOG_DEBUG, "measured over several lanes: %.3f ms of their segments' union "
+    if (by_union || unknown)
+        GEM_LOG(GEM_LOG_DEBUG, "measured over %d lanes%s: %.3f ms of their segments' union "
                 "(%d spans), %llu of their own launches (%llu graphs), %llu of them placed at "
-                "their costs",
-                union_ms, w->spans.n, (unsigned long long)w->own_launches,
-                (unsigned long long)w->own_graphs, (unsigned long long)w->placed_launches);
+                "their costs%s",
+                lanes, w->shared_seen ? ", some past the slots" : "", union_ms, w->spans.n,
+                (unsigned long long)w->own_launches, (unsigned long long)w->own_graphs,
+                (unsigned long long)w->placed_launches, unknown ? ": not said" : "");
     if (w->from_ns != 0)
         GEM_LOG(GEM_LOG_DEBUG, "measured %.3f ms over %llu launches (%llu graphs, %.3f ms); left "
                 "out: %llu launches (%llu graphs) after gaps, %.3f ms, %llu (%llu) after holds",

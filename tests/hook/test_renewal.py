@@ -192,25 +192,23 @@ def test_two_threads_grants_are_measured_whole_over_the_union_of_their_streams(f
 
 
 @pytest.mark.parametrize("streams", [8, 96])
-def test_a_program_of_many_streams_is_never_measured_faster_than_it_runs(fake_env, pm, streams):
+def test_a_program_that_takes_the_next_of_many_streams_leaves_its_speed_to_the_clock(
+        fake_env, pm, streams):
     """Bursts of four 0.5 ms kernels, each on the next of `streams` streams (96: more than the
-    hook has lanes, GEM_LANES), paced 40 ms tokens, never a sync.  Lanes past GEM_LANES count
-    their launches in one slot together, and a lane back after a gap of tokens counted its
-    launches of earlier tokens in its segment: grants read down to 0.65 of the cost (on the
-    H200, CuPy on 96 streams read 125-160 us a launch of 181, its speed 1.37-1.39 for 1.15,
-    and its highest second 0.476 capped at 0.4).  What the scheduler takes (the median of a
-    client's grants) stays near the cost; single grants may read slow, where a lane's
-    launches queued before its token ran in it."""
+    hook has lanes, GEM_LANES), paced 40 ms tokens, never a sync.  Each lane comes back only
+    after the others' bursts, its segment holding their time or launches of earlier tokens,
+    and lanes past GEM_LANES count their launches in one slot together: grants read 0.65-1.25
+    of the cost (on the H200, CuPy on 96 streams read 125-160 us a launch of 181, its speed
+    1.37-1.39 for 1.15, and its highest second 0.476 capped at 0.4).  Now no grant of more
+    than UNION_LANES_MAX lanes says what it measured: the scheduler reads the clock."""
     pm.quota_ms = 40.0
     pm.quota_delay_s = 0.06
     r = fake_env.run([prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "4",
                       "--streams", str(streams), "--sync", "none", "--seconds", "2.5"])
     assert r.out[-1]["rc"] == 0, r.stderr
     runs = [(ms, n) for ms, n, _ in map(wire.quota_run, pm.of_type(RequestType.QUOTA))]
-    per_launch = [ms / n for ms, n in runs[3:] if n >= 8]  # (the first ones learn)
-    assert len(per_launch) >= 5, runs
-    assert min(per_launch) >= 0.9 * 0.5, runs
-    assert statistics.median(per_launch) <= 1.2 * 0.5, runs
+    assert len(runs) >= 15, runs
+    assert not [(ms, n) for ms, n in runs[3:] if n], runs  # (the first ones may see few lanes)
 
 
 @pytest.mark.parametrize("light", [1, 3])
