@@ -441,7 +441,7 @@ static void add_span(const struct inflight *f, struct run_window *w, const struc
     unsigned slot = gem_lanes_find(&f->lane_keys, done->lane);
     if (slot < GEM_LANES)
         w->slots_seen |= 1ull << slot;
-    else
+    else if (slot == GEM_LANES)
         w->shared_seen = 1;
     if (w->several < 0)
         return;

@@ -497,8 +497,8 @@ static void *work_thread(void *arg)
     double next_report = w->t0 + o->report_every;
     long done = 0;
     while (w->rc == 0) {
-        CUstream st_all = st; /* (--streams: this burst's is the next of them) */
-        st = streams != NULL && n_streams > 1 ? streams[done % n_streams] : st_all;
+        if (n_streams > 1)
+            st = streams[done % n_streams]; /* --streams: each burst on the next */
         if (ev0 != NULL)
             CHECK(w, s->a.EventRecord(ev0, st), "cuEventRecord");
         double l0 = now_s();
@@ -537,7 +537,6 @@ static void *work_thread(void *arg)
             CHECK(w, s->a.StreamSynchronize(st), "cuStreamSynchronize");
         }
         done++;
-        st = st_all;
         if (o->idle_ms > 0) {
             struct timespec idle = {(time_t)(o->idle_ms / 1000),
                                     (long)(fmod(o->idle_ms, 1000.0) * 1e6)};
