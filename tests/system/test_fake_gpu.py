@@ -42,8 +42,10 @@ def test_processes_of_one_client_share_its_token(system):
     a1, a2, b = system.work("a", 6), system.work("a", 6), system.work("b", 6)
     ka = result(a1)["kernels"] + result(a2)["kernels"]
     kb = result(b)["kernels"]
-    # Two processes of `a` together get a's half, not two thirds.
-    assert ka / (ka + kb) == pytest.approx(0.5, abs=0.1), (ka, kb)
+    # Two processes of `a` together get a's half, not two thirds, and lose none of it to
+    # sharing its token (0.488-0.495 beside two busy loops, 2026-12-04; on the H200 such a
+    # client loses some to the switches between its processes' contexts, which this GPU has not).
+    assert ka / (ka + kb) == pytest.approx(0.5, abs=0.05), (ka, kb)
 
 
 def test_processes_of_a_capped_client_use_its_cap_together(system):
