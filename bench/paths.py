@@ -908,7 +908,8 @@ class Bench:
                 "process_shares": [(progress(s, t_end) - progress(s, t0)) / (bare * (t_end - t0))
                                    for s in each],
                 "startup_s": [w.ready["startup_s"] for w in workers],
-                "log": workers[0].log_file, "logs": [w.log_file for w in workers]}
+                "log": workers[0].log_file, "logs": [w.log_file for w in workers],
+                "each": each}
 
     def bare_together(self, procs: Procs, path: str, bare: dict, cap_share: float | None) -> dict:
         """--cap-procs: the same n processes bare, together.  Contexts that run at once share
@@ -1097,8 +1098,8 @@ class Bench:
             hook_log = ""
             out.update(overuse_of(hook_log), overuse_note=f"no hook log: {exc}")
         if self.args.keep_logs:
-            steps = "".join(json.dumps({"t": t, "steps": n}) + "\n" for t, n in r["samples"])
-            kept = {f"cap-{path}.log": hook_log, f"cap-{path}-steps.jsonl": steps,
+            kept = {f"cap-{path}.log": hook_log,
+                    f"cap-{path}-steps.jsonl": steps_jsonl(r["samples"]),
                     f"cap-{path}-grants.json": json.dumps(grants),
                     **{f"cap-{path}-{name}.log": text for name, text in daemon_logs.items()},
                     **{f"cap-{path}-p{i}.log": Path(other).read_text(errors="replace")
@@ -1147,8 +1148,7 @@ class Bench:
             tag = "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
             keep_logs(self.logs_archive, {
                 **{f"{tag}-{name}.log": text for name, text in hook_logs.items()},
-                **{f"{tag}-{name}-steps.jsonl": "".join(
-                    json.dumps({"t": t, "steps": n}) + "\n" for t, n in series)
+                **{f"{tag}-{name}-steps.jsonl": steps_jsonl(series)
                    for name, series in by_worker.items()},
                 f"{tag}-grants.json": json.dumps(grants),
                 **{f"{tag}-{name}.log": text for name, text in daemon_logs.items()}})
@@ -1190,8 +1190,12 @@ class Bench:
         return out
 
     def together_share(self, procs: Procs, path: str, n: int, seconds: float) -> float:
-        """`n` bare processes of `path` run together for `seconds`: their work ÷ one's."""
+        """`n` bare processes of `path` run together for `seconds`: their work ÷ one's (with
+        --keep-logs, each one's steps: when the GPU turns from one's context to another's)."""
         r = self.run_together(procs, path, self.env(), seconds, self.bare[path]["k"], n)
+        if self.args.keep_logs:
+            keep_logs(self.logs_archive, {f"bare-together-{path}-{i}-steps.jsonl": steps_jsonl(s)
+                                          for i, s in enumerate(r["each"])})
         return sum(r["process_shares"])
 
     def bare_of_processes(self, procs: Procs, path: str, n: int) -> float:
@@ -1321,6 +1325,11 @@ def library_id(lib: Path) -> str:
 
 def load(path: Path) -> dict:
     return json.loads(path.read_text())
+
+
+def steps_jsonl(series: list[list[float]]) -> str:
+    """A worker's samples (time, steps done) as the kept logs' lines."""
+    return "".join(json.dumps({"t": t, "steps": n}) + "\n" for t, n in series)
 
 
 def keep_logs(archive: Path, files: dict[str, str]) -> None:

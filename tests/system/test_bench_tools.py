@@ -178,7 +178,8 @@ def test_paths_cap_procs_adds_up_the_processes_work(capped_cpu: Path) -> None:
         assert member is not None
         steps = member.read().decode().splitlines()
     assert kept == {f"cap-cpu{suffix}" for suffix in (".log", "-p1.log", "-steps.jsonl",
-                                                       "-grants.json", "-schd.log", "-pmgr.log")}
+                                                       "-grants.json", "-schd.log", "-pmgr.log")
+                    } | {"bare-together-cpu-0-steps.jsonl", "bare-together-cpu-1-steps.jsonl"}
     assert len(steps) > 10 and "steps" in json.loads(steps[-1])
     assert row["cap_procs"] == 2
     # the bare runs it is judged against are named (their own seconds: 0.3 s runs have none)
@@ -345,8 +346,18 @@ def test_paths_procs_pairs_judge_a_client_of_two_processes_by_their_work_togethe
     assert a["bare_rate"] == pytest.approx(2 * b["bare_rate"], rel=0.35)
     assert a["mean"] == pytest.approx(1.0, abs=0.3) and b["mean"] == pytest.approx(1.0, abs=0.3)
     with tarfile.open(next(tmp_path.glob("*-paths-logs.tar"))) as tar:
+        # (and the two bare together: where the GPU turns from one's context to the other's)
         assert {"pairs-0.5-0.5ax2-a0-steps.jsonl", "pairs-0.5-0.5ax2-a1-steps.jsonl",
-                "pairs-0.5-0.5ax2-b-steps.jsonl"} <= set(tar.getnames())
+                "pairs-0.5-0.5ax2-b-steps.jsonl", "bare-together-cpu-0-steps.jsonl",
+                "bare-together-cpu-1-steps.jsonl"} <= set(tar.getnames())
+    # bench/turns.py reads a's turns there, in its grants (none: the cpu kind asks for no
+    # token) and bare together
+    p = subprocess.run([sys.executable, "bench/turns.py", str(next(tmp_path.glob(
+        "*-paths-logs.tar")))], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr[-2000:]
+    read = json.loads(p.stdout)
+    assert read["processes"] == 2 and read["in_grants"]["spans"] == 0, read
+    assert read["bare_together"]["steps_per_s"] > 0, read
 
 
 @pytest.mark.system
