@@ -17,9 +17,10 @@
  * was seen finished.  What a token's launches took of the GPU (the scheduler's measure of its
  * speed, gem_inflight_measured) is its segments' GPU time over their launches; where several
  * lanes launch, the union of their segments on the GPU's clock over each lane's own launches
- * (add_span), and nothing where more than a few do (UNION_LANES_MAX).  Until a cost is known, only a few launches may go past the newest
- * finished marker, unless the GPU is seen keeping up (a launch-bound loop, whose markers never
- * teach a cost: the GPU idles between them).  A host wait (sync) on a
+ * (add_span), and nothing where more than a few do (UNION_LANES_MAX).  Until a cost is
+ * known, only a few launches may go past the newest finished marker, unless the GPU is seen
+ * keeping up (a launch-bound loop, whose markers never teach a cost: the GPU idles between
+ * them).  A host wait (sync) on a
  * queue long enough to measure tells how much slower than its cost the queue drains (other
  * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
  * cost was learnt on other kernels: it is raised to what the wait shows.  The processes of a
