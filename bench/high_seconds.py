@@ -129,11 +129,13 @@ def around_calibrations(samples: list[list[float]], bare: float,
     return out
 
 
-def _read_logs(tar_path: Path, names: list[str]) -> dict[str, str]:
+def read_logs(tar_path: Path, names: list[str] | None = None) -> dict[str, str]:
+    """The texts of a `--keep-logs` archive (`.tar` or `.tar.xz`) by file name: those named,
+    or all of them."""
     with tarfile.open(tar_path) as tar:
         found = {Path(m.name).name: m for m in tar.getmembers() if m.isfile()}
         out = {}
-        for name in names:
+        for name in found if names is None else names:
             member = found.get(name)
             f = tar.extractfile(member) if member is not None else None
             if f is not None:
@@ -170,7 +172,7 @@ def kept_runs(args: argparse.Namespace, suffixes: tuple[str, ...],
         return None
     runs = {name: row for name, row in results.get("paths", {}).items()
             if row.get("cap_bare_rate") and (args.path is None or name in args.path)}
-    texts = _read_logs(args.logs, [f"cap-{n}{suffix}" for n in runs for suffix in suffixes])
+    texts = read_logs(args.logs, [f"cap-{n}{suffix}" for n in runs for suffix in suffixes])
     return {n: (row, tuple(texts.get(f"cap-{n}{suffix}") for suffix in suffixes))
             for n, row in runs.items()}
 

@@ -20,30 +20,16 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import io
 import itertools
 import json
-import lzma
 import re
 import statistics
 import sys
-import tarfile
 from pathlib import Path
 
+from high_seconds import read_grants, read_logs
+
 RUN_SKIP_S = 0.5  # bare together: the first steps, while the processes start to share the GPU
-
-
-def read_archive(path: Path) -> dict[str, str]:
-    raw = path.read_bytes()
-    if path.suffix == ".xz":
-        raw = lzma.decompress(raw)
-    out = {}
-    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
-        for m in tar.getmembers():
-            f = tar.extractfile(m)
-            if f is not None:
-                out[m.name] = f.read().decode(errors="replace")
-    return out
 
 
 def step_ends(text: str) -> list[float]:
@@ -92,16 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--client", default="a")
     p.add_argument("--long-ms", type=float, default=1.5)
     a = p.parse_args(argv)
-    files = read_archive(a.logs)
+    files = read_logs(a.logs)
     mine = re.compile(rf"{re.escape(a.case)}-{re.escape(a.client)}(\d*)-steps\.jsonl$")
     ends = {m.group(1): step_ends(text) for name, text in files.items()
             if (m := mine.match(name))}
     if not ends:
         sys.exit(f"turns: no steps of {a.client}'s processes in {a.case} in {a.logs}")
-    grants = json.loads(files.get(f"{a.case}-grants.json", "[]"))
+    grants = read_grants(files.get(f"{a.case}-grants.json", "[]"), a.client)
     first = max(ts[0] for ts in ends.values())
     last = min(ts[-1] for ts in ends.values())
-    spans = [(s, e) for name, s, e in grants if name == a.client and s >= first and e <= last]
+    spans = [(g.start, g.end) for g in grants if g.start >= first and g.end <= last]
     out = {"case": a.case, "client": a.client, "processes": len(ends),
            "in_grants": turns(ends, spans, a.long_ms)}
     bare = {m.group(1): step_ends(text) for name, text in files.items()
