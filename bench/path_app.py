@@ -4,7 +4,7 @@
 
 PATH is one of: torch-eager, cuda-graph, triton, jax, launch-bound, torch-compile,
 torch-compile-graphs, cupy, torch-threads, graph-launch-bound, torch-eager-spin,
-torch-eager-long, torch-train.  Every kind saturates the GPU
+torch-eager-long, torch-train, cupy-streams.  Every kind saturates the GPU
 (bf16 where it applies; one step is about 0.5-5 ms on an H100, 11 ms for torch-eager-long), or
 its host (the two launch-bound ones).  Work is counted in completed steps: the
 program synchronises every k steps, k being calibrated once after warm-up so that k steps take
