@@ -531,18 +531,21 @@ class SchedulerCore:
             return 0.0
         return max(1.0 - sum(s.limit for s in specs), 0.0)
 
-    def _calibration(self, spec: ClientSpec, alone: bool, by_work: bool) -> Calibration | None:
+    def _calibration(self, spec: ClientSpec, alone: bool, by_work: bool,
+                     beside_cap: float = 0.0) -> Calibration | None:
         """Its calibration grant: an uncapped client's beside others, or a capped one's, as
-        long as its windows allow and its 1 s windows can pay back both ways (None: too
-        little for one; speed.capped_calibration), but for one alone whose speed is not read
-        by work (`by_work`: SpeedMeter.reads_by_work; its hook does not measure its work, or
-        its tails disagree): its tail is then read by the GPU's clock, which NVML says 40-120
-        ms late (speed.py), and a tail 60 ms into a 125 ms calibration read it still boosted
-        (H200, 2026-12-03: 1745-1965 MHz, against 1483-1575 in 200 ms ones)."""
+        long as its windows allow, its 1 s windows can pay back both ways and its capped
+        neighbours' (`beside_cap`, the largest of their caps) can make up their wait through
+        it (None: too little for one; speed.capped_calibration), but for one alone whose speed
+        is not read by work (`by_work`: SpeedMeter.reads_by_work; its hook does not measure its
+        work, or its tails disagree): its tail is then read by the GPU's clock, which NVML
+        says 40-120 ms late (speed.py), and a tail 60 ms into a 125 ms calibration read it
+        still boosted (H200, 2026-12-03: 1745-1965 MHz, against 1483-1575 in 200 ms ones)."""
         if not spec.capped:
             return SHARED_CALIBRATION
         lump_cap = spec.limit if by_work or not alone else None
-        return capped_calibration(self._allowed_s(spec, self._cap_window_s), lump_cap, alone)
+        return capped_calibration(self._allowed_s(spec, self._cap_window_s), lump_cap, alone,
+                                  beside_cap)
 
     def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
         """The calibration due to a capped client waiting where the GPU idles between its
@@ -557,8 +560,9 @@ class SchedulerCore:
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
         # (None where none fits its windows)
+        beside = max((self.clients[n].spec.limit for n in names if n != name), default=0.0)
         return self._calibration(spec, alone=len(names) == 1,
-                                 by_work=self.speed.reads_by_work(name))
+                                 by_work=self.speed.reads_by_work(name), beside_cap=beside)
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so

@@ -112,6 +112,15 @@ MIN_CALIBRATION_S = 0.1
 # against 0.436-0.446, but 0.406-0.409 over 20 s against 0.397-0.399 (their short tails read
 # the clock a little less settled: speed 1.13-1.14 charged for 1.16 of work).
 LUMP_BOUND = 0.04
+# A neighbour capped at r waits through the lump, and it can only make the r L it missed up
+# after it, in the next 1 s window where the lump falls late in one: so no longer than
+# LUMP_BOUND / r for the largest such r, but never shorter than MIN_CALIBRATION_S (none at all
+# would charge the client UNCALIBRATED_SPEED, off for its 10 s windows).  H200, 2026-12-04, a
+# capped at 0.3 beside b raised to 0.6: b's 180 ms calibrations left a 0.254 of its bare work
+# in the second that held one (b 0.636 in it, 0.544 the next).  On the simulator (12 seeds) the
+# worst 1 s window of that pair 6.1 points off on average (4.1-11.1) -> 5.0 (3.7-6.0), and of
+# two capped at 0.4 and 0.5 4.9 (3.7-7.5) -> 4.0 (3.1-5.3) (b's calibrations 182 -> 133 ms;
+# at 0.4 and 0.5 125 and 148 -> 100 ms, the length of two at 0.3 already: 108 ms).
 # What a capped client too small to calibrate is charged (as far as the GPU sets its pace):
 # the middle of the speeds seen paced (1.0 for Triton, up to ~1.3 for a matmul loop on a cool
 # card), so that either is off by under a seventh of its cap (1.4 points at 0.1).
@@ -253,7 +262,7 @@ SHARED_CALIBRATION = Calibration(SHARED_CALIBRATION_S, SHARED_SETTLE_S)
 
 
 def capped_calibration(allowance_s: float, lump_cap: float | None = None,
-                       alone: bool = False) -> Calibration | None:
+                       alone: bool = False, beside_cap: float = 0.0) -> Calibration | None:
     """A capped client's calibration, where its windows allow it `allowance_s` (its limit's
     part of the short window, and the edge): at most CALIBRATION_ALLOWANCE of that, so that
     the rest of a 1 s window around it is not starved, with `lump_cap` (its cap) no longer
@@ -262,11 +271,15 @@ def capped_calibration(allowance_s: float, lump_cap: float | None = None,
     waited for room for a 200 ms calibration for ever (simulator: nothing from its first
     second on; at 0.2 its seconds 0.06-0.21).  `alone` (no other client wants the GPU), one
     of MIN_CALIBRATION_S where LUMP_BOUND allows less: its seconds around it then a point or
-    two further under, where beside others it would stretch its neighbours' too."""
+    two further under, where beside others it would stretch its neighbours' too.
+    `beside_cap`: the largest cap of the others that want the GPU, who wait through it
+    (no longer than LUMP_BOUND / beside_cap: the comment after LUMP_BOUND says why)."""
     length = min(CALIBRATION_S, CALIBRATION_ALLOWANCE * allowance_s)
     if lump_cap is not None:
         lump = 2 * LUMP_BOUND / (1.0 - lump_cap + LUMP_BOUND)
         length = min(length, max(lump, MIN_CALIBRATION_S) if alone else lump)
+    if beside_cap > 0.0:
+        length = min(length, max(LUMP_BOUND / beside_cap, MIN_CALIBRATION_S))
     if length < MIN_CALIBRATION_S:
         return None
     return Calibration(length, length / CALIBRATION_S * CALIBRATION_SETTLE_S)

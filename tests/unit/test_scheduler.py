@@ -374,6 +374,29 @@ def test_a_raised_cap_holds_from_the_edit_on_in_its_first_half_second(seed):
     assert sim.share("b", 10.0, 10.5) >= 0.6 - 0.07
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_a_calibration_leaves_its_capped_neighbour_no_second_far_under(seed):
+    """b, capped at 0.3 beside a capped at 0.3, is raised to 0.6.  a waits through each of b's
+    calibrations, 182 ms at 0.6 (its own 1 s windows' bound), and a second that held one could
+    only be made up in the next: the pair's worst second was 4.1-11.1 points off by work on
+    the simulator (H200, 2026-12-04: a 0.254 in the second of one of b's).  b's calibrations
+    now leave a's seconds as little to make up as its own (speed.capped_calibration,
+    beside_cap)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.0)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(30.0)
+    sim.clock.advance(30.0, sim.running)
+    b = sim.clients["b"]
+    assert any(b.busy[i][0] > 10.0 for i in b.calibrations)
+    for name, target in (("a", 0.3), ("b", 0.6)):
+        seconds = [sim.clock.work(name, t, t + 1.0) for t in range(10, 29)]
+        assert max(abs(s - target) for s in seconds) <= 0.065, (name, seconds)
+
+
 def test_adaptive_quota_moves_toward_the_burst():
     core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(0.25, 0.1, 10.0, short_window_s=0), 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=150.0), 0.0))

@@ -464,6 +464,21 @@ def test_beside_capped_neighbours_a_calibration_is_no_longer_than_its_seconds_ca
     assert LONE_AT_04.length_s == pytest.approx(0.08 / 0.64)  # as beside others
 
 
+def test_a_calibration_is_no_longer_than_its_capped_neighbours_can_make_up():
+    # a neighbour capped at r waits through a lump of L: r L short in a 1 s window, so
+    # L <= 0.04 / r (0.133 s beside 0.3, where a 0.6 cap's own bound allows 0.182)...
+    beside_03 = capped_calibration(0.65, lump_cap=0.6, beside_cap=0.3)
+    assert beside_03 is not None and beside_03.length_s == pytest.approx(0.04 / 0.3)
+    assert beside_03.settle_s == pytest.approx(
+        beside_03.length_s * CALIBRATION_SETTLE_S / CALIBRATION_S)
+    # ...but shortened to MIN_CALIBRATION_S at most, never to none (charged UNCALIBRATED_SPEED)
+    assert capped_calibration(0.43, lump_cap=0.4, beside_cap=0.5).length_s == MIN_CALIBRATION_S
+    # a neighbour small enough leaves its own bound as it was
+    assert capped_calibration(0.32, lump_cap=0.3, beside_cap=0.3) == capped_calibration(
+        0.32, lump_cap=0.3)
+    assert capped_calibration(0.215, lump_cap=0.2, beside_cap=0.1) is None
+
+
 def test_a_capped_client_alone_does_not_pay_its_calibrations_back_in_seconds_far_under():
     """Alone, a 200 ms calibration at 0.4 left a hole of 300 ms before it and 240 after (its
     windows' room), and its seconds read down to 0.27-0.33 of its bare work (H200, 2026-12-03:
