@@ -118,7 +118,7 @@ LUMP_BOUND = 0.04
 # would charge the client UNCALIBRATED_SPEED, off for its 10 s windows).  H200, 2026-12-04, a
 # capped at 0.3 beside b raised to 0.6: b's 180 ms calibrations left a 0.254 of its bare work
 # in the second that held one (b 0.636 in it, 0.544 the next).  On the simulator (12 seeds) the
-# worst 1 s window of that pair 6.1 points off on average (4.1-11.1) -> 5.0 (3.7-6.0), and of
+# worst 1 s window of that pair 6.1 points off on average (3.9-11.1) -> 5.0 (3.7-6.0), and of
 # two capped at 0.4 and 0.5 4.9 (3.7-7.5) -> 4.0 (3.1-5.3) (b's calibrations 182 -> 133 ms;
 # at 0.4 and 0.5 125 and 148 -> 100 ms, the length of two at 0.3 already: 108 ms).
 # What a capped client too small to calibrate is charged (as far as the GPU sets its pace):
