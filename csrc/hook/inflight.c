@@ -98,6 +98,7 @@
 struct mark {
     CUevent ev;
     uintptr_t lane;    /* its stream, as the thread that recorded it sees it (lane_of) */
+    unsigned slot;     /* its lane's slot (gemini/lanes.h: GEM_LANES, the one lanes share) */
     uint64_t launches; /* launches on the device before this marker */
     uint64_t graphs;   /* ... of which graph launches */
     uint64_t lane_launches; /* launches counted in its lane's slot before it */
@@ -439,10 +440,9 @@ static void add_span(const struct inflight *f, struct run_window *w, const struc
 {
     if (w == NULL)
         return;
-    unsigned slot = gem_lanes_find(&f->lane_keys, done->lane);
-    if (slot < GEM_LANES)
-        w->slots_seen |= 1ull << slot;
-    else if (slot == GEM_LANES)
+    if (done->slot < GEM_LANES)
+        w->slots_seen |= 1ull << done->slot;
+    else
         w->shared_seen = 1;
     if (w->several < 0)
         return;
@@ -1307,6 +1307,7 @@ void gem_inflight_mark(int dev, CUstream s, int pts, int64_t now, int how)
     }
     gem_stat_add(GEM_STAT_MARKS, 1);
     m->lane = lane;
+    m->slot = slot;
     /* Before a launch, that launch is counted (gem_inflight_launch) but not queued yet, on the
      * device and on this lane.  (Read after the record: a launch counted before it went to the
      * driver, so every launch queued before the marker is in the counts.) */
