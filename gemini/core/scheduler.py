@@ -560,7 +560,8 @@ class SchedulerCore:
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
         # (None where none fits its windows)
-        beside = max((self.clients[n].spec.limit for n in names if n != name), default=0.0)
+        beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
+                     default=0.0)
         return self._calibration(spec, alone=len(names) == 1,
                                  by_work=self.speed.reads_by_work(name), beside_cap=beside)
 
