@@ -214,6 +214,10 @@ SHARED_EVERY_S = 60.0
 # fell from 1.10 to 1.02 while its work did not change (its highest second 0.475; 2026-11-26
 # 17:36).
 RECENT_GRANTS = 16
+# ...and as many grants in a row that its hook measured nothing of make it unmeasured again
+# (its grants' costs forgotten): a program that went from a few streams to many (the hook then
+# says nothing: more lanes than it reads a union of) kept the costs of its first grants, and
+# was calibrated short, as if its tails were read by work, while the clock read them.
 # By work (the hook's GPU time per launch, see the docstring): a grant's run counts from this
 # many launches measured, or this much GPU time; a calibration's from this much of its tail
 # measured.  By launches alone, 11 ms matmuls (2-3 to a 40 ms grant, and to a tail) were never
@@ -297,6 +301,7 @@ class _Clocks:
     tail_samples: int = 0
     gpu_wait: float | None = None  # mean share of its grants waited on the GPU (None: not said)
     grant_costs: list[float] = field(default_factory=list)  # ms per launch, the latest grants'
+    unsaid: int = 0  # ordinary grants in a row its hook measured nothing of (RECENT_GRANTS)
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
@@ -445,8 +450,13 @@ class SpeedMeter:
         in launches is forgotten: costs per launch and per replay do not compare.  `shared`:
         an uncapped client's, beside others; its first tail is kept (the card was busy
         before it, not cold)."""
-        if not math.isfinite(run_ms) or run_ms <= 0.0 or launches < 1 or (
-                launches < MIN_RUN_LAUNCHES and run_ms < MIN_RUN_MS):
+        said = math.isfinite(run_ms) and run_ms > 0.0 and launches >= 1
+        known = self._clocks.get(name)
+        if known is not None and not calibrating:
+            known.unsaid = 0 if said else known.unsaid + 1
+            if known.unsaid >= RECENT_GRANTS:
+                known.grant_costs = []
+        if not said or (launches < MIN_RUN_LAUNCHES and run_ms < MIN_RUN_MS):
             return
         clocks = self._clocks.setdefault(name, _Clocks())
         if graphs != clocks.graphs:

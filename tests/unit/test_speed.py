@@ -250,6 +250,32 @@ def test_a_lone_client_whose_tails_disagree_gets_a_whole_calibration_for_the_clo
     assert 0.9 * longest <= calibration_s <= longest
 
 
+def test_a_client_whose_grants_its_hook_no_longer_measures_is_read_by_the_clock_again():
+    """A program that went from a few streams to many: its hook says nothing of its grants
+    any more (more lanes than it reads a union of).  Its first grants' costs are forgotten once
+    RECENT_GRANTS in a row said nothing, and alone it gets the whole calibration the clock
+    needs; a grant said in between starts the count again."""
+    core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
+    core.on_clock([], 0.0)
+    core.speed.sample("a", 1800.0, -30.0, 0.01, 0.04, calibrating=False)
+    for _ in range(3):
+        core.speed.ran("a", 40 * 0.177, 40, calibrating=False)
+    for _ in range(RECENT_GRANTS - 1):
+        core.speed.ran("a", 0.0, 0, calibrating=False)
+    core.speed.ran("a", 0.0, 0, calibrating=True)  # (a tail said nothing: not a grant)
+    assert core.speed.reads_by_work("a")
+    core.speed.ran("a", 40 * 0.177, 40, calibrating=False)
+    for _ in range(RECENT_GRANTS - 1):
+        core.speed.ran("a", 0.0, 0, calibrating=False)
+    assert core.speed.measured("a") and core.speed.reads_by_work("a")
+    core.speed.ran("a", 0.0, 0, calibrating=False)
+    assert not core.speed.measured("a") and not core.speed.reads_by_work("a")
+    calibration_s, _ = ask(core, 1, 0.0)
+    assert 0.9 * CALIBRATION_S <= calibration_s <= CALIBRATION_S
+    core.speed.ran("a", 40 * 0.177, 40, calibrating=False)  # measured again
+    assert core.speed.reads_by_work("a")
+
+
 def test_a_calibration_grant_is_charged_its_speed_until_the_gpu_settles_and_then_its_time():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
     core.on_clock([], 0.0)
