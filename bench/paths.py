@@ -1194,8 +1194,8 @@ class Bench:
         --keep-logs, each one's steps: when the GPU turns from one's context to another's)."""
         r = self.run_together(procs, path, self.env(), seconds, self.bare[path]["k"], n)
         if self.args.keep_logs:
-            keep_logs(self.logs_archive, {f"bare-together-{path}-{i}-steps.jsonl": steps_jsonl(s)
-                                          for i, s in enumerate(r["each"])})
+            keep_logs(self.logs_archive, {f"bare-together-{path}-x{n}-{i}-steps.jsonl":
+                                          steps_jsonl(s) for i, s in enumerate(r["each"])})
         return sum(r["process_shares"])
 
     def bare_of_processes(self, procs: Procs, path: str, n: int) -> float:

@@ -2,18 +2,22 @@
 contexts, read from each process's steps as they ended on the GPU (`bench/paths.py --only
 procs-pairs --keep-logs`).
 
-  python3 bench/turns.py LOGS.tar[.xz] [--case pairs-0.5-0.5ax2] [--client a] [--long-ms 1.5]
+  python3 bench/turns.py LOGS.tar[.xz] [--case pairs-0.5-0.5ax2] [--client a] [--path P]
+                        [--long-ms 1.5]
 
 For the client's processes in the case (`<case>-<client>[<i>]-steps.jsonl`), inside its grants
-(`<case>-grants.json`), and for the same program's processes bare together
-(`bare-together-<path>-<i>-steps.jsonl`, the whole run but its first RUN_SKIP_S): steps per
-second of the time measured, the mean gap between consecutive steps of any of them, how many
-steps of one process come in a row (a turn), and the gaps longer than --long-ms, how many of
-them fall where a turn passes from one process to another.  Prints one JSON object.
+(`<case>-grants.json`), and for as many processes of the program bare together
+(`bare-together-<path>-x<n>-<i>-steps.jsonl`, the whole run but its first RUN_SKIP_S; --path
+picks the program where the logs hold several): steps per second of the time measured, the
+mean gap between consecutive steps of any of them, how many steps of one process come in a
+row (a turn), and the gaps longer than --long-ms, how many of them fall where a turn passes
+from one process to another.  Prints one JSON object.  A step is a sample of a process's
+step counter that rose: one step on the paths that time each step on the GPU (torch eager,
+CuPy, CUDA graphs, Triton), several on the others, whose turns this does not read.
 
-On the H200 (2026-12-04) a client of two torch eager processes did 0.943 of their bare work
-together per granted second; inside its grants its turns lasted 2.4 steps, and 450 of its 465
-gaps over 1.5 ms fell at a turn's end.
+On the H200 (2026-12-04 21:24) a client of two torch eager processes did 0.944 of their bare
+work together per granted second; inside its grants its turns lasted 2.3 steps, and 521 of its
+538 gaps over 1.5 ms fell at a turn's end.
 """
 
 from __future__ import annotations
@@ -33,7 +37,15 @@ RUN_SKIP_S = 0.5  # bare together: the first steps, while the processes start to
 
 
 def step_ends(text: str) -> list[float]:
-    return sorted(json.loads(line)["t"] for line in text.splitlines() if line.startswith('{"t"'))
+    """The times of a steps file's samples whose counter rose (not its opening one, at 0)."""
+    samples = sorted((s["t"], s["steps"]) for s in map(json.loads, text.splitlines())
+                     if isinstance(s, dict) and "t" in s)
+    ends, done = [], 0.0
+    for t, steps in samples:
+        if steps > done:
+            ends.append(t)
+        done = max(done, steps)
+    return ends
 
 
 def turns(ends: dict[str, list[float]], spans: list[tuple[float, float]],
@@ -76,12 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("logs", type=Path)
     p.add_argument("--case", default="pairs-0.5-0.5ax2")
     p.add_argument("--client", default="a")
+    p.add_argument("--path", help="the program bare together (where the logs hold several)")
     p.add_argument("--long-ms", type=float, default=1.5)
     a = p.parse_args(argv)
     files = read_logs(a.logs)
     mine = re.compile(rf"{re.escape(a.case)}-{re.escape(a.client)}(\d*)-steps\.jsonl$")
-    ends = {m.group(1): step_ends(text) for name, text in files.items()
-            if (m := mine.match(name))}
+    ends = {m.group(1): e for name, text in files.items()
+            if (m := mine.match(name)) and (e := step_ends(text))}
     if not ends:
         sys.exit(f"turns: no steps of {a.client}'s processes in {a.case} in {a.logs}")
     grants = read_grants(files.get(f"{a.case}-grants.json", "[]"), a.client)
@@ -90,8 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     spans = [(g.start, g.end) for g in grants if g.start >= first and g.end <= last]
     out = {"case": a.case, "client": a.client, "processes": len(ends),
            "in_grants": turns(ends, spans, a.long_ms)}
-    bare = {m.group(1): step_ends(text) for name, text in files.items()
-            if (m := re.match(r"bare-together-.+-(\d+)-steps\.jsonl$", name))}
+    bare_name = re.compile(rf"bare-together-(.+)-x{len(ends)}-(\d+)-steps\.jsonl$")
+    paths = {m.group(1) for name in files if (m := bare_name.match(name))}
+    if a.path is None and len(paths) > 1:
+        sys.exit(f"turns: the logs hold {len(ends)} processes bare together of "
+                 f"{', '.join(sorted(paths))}: say which with --path")
+    bare = {m.group(2): e for name, text in files.items()
+            if (m := bare_name.match(name)) and m.group(1) == (a.path or m.group(1))
+            and (e := step_ends(text))}
     if bare:
         start = max(ts[0] for ts in bare.values()) + RUN_SKIP_S
         end = min(ts[-1] for ts in bare.values())

@@ -179,7 +179,7 @@ def test_paths_cap_procs_adds_up_the_processes_work(capped_cpu: Path) -> None:
         steps = member.read().decode().splitlines()
     assert kept == {f"cap-cpu{suffix}" for suffix in (".log", "-p1.log", "-steps.jsonl",
                                                        "-grants.json", "-schd.log", "-pmgr.log")
-                    } | {"bare-together-cpu-0-steps.jsonl", "bare-together-cpu-1-steps.jsonl"}
+                    } | {"bare-together-cpu-x2-0-steps.jsonl", "bare-together-cpu-x2-1-steps.jsonl"}
     assert len(steps) > 10 and "steps" in json.loads(steps[-1])
     assert row["cap_procs"] == 2
     # the bare runs it is judged against are named (their own seconds: 0.3 s runs have none)
@@ -348,8 +348,8 @@ def test_paths_procs_pairs_judge_a_client_of_two_processes_by_their_work_togethe
     with tarfile.open(next(tmp_path.glob("*-paths-logs.tar"))) as tar:
         # (and the two bare together: where the GPU turns from one's context to the other's)
         assert {"pairs-0.5-0.5ax2-a0-steps.jsonl", "pairs-0.5-0.5ax2-a1-steps.jsonl",
-                "pairs-0.5-0.5ax2-b-steps.jsonl", "bare-together-cpu-0-steps.jsonl",
-                "bare-together-cpu-1-steps.jsonl"} <= set(tar.getnames())
+                "pairs-0.5-0.5ax2-b-steps.jsonl", "bare-together-cpu-x2-0-steps.jsonl",
+                "bare-together-cpu-x2-1-steps.jsonl"} <= set(tar.getnames())
     # bench/turns.py reads a's turns there, in its grants (none: the cpu kind asks for no
     # token) and bare together
     p = subprocess.run([sys.executable, "bench/turns.py", str(next(tmp_path.glob(
