@@ -17,7 +17,8 @@
  * was seen finished.  What a token's launches took of the GPU (the scheduler's measure of its
  * speed, gem_inflight_measured) is its segments' GPU time over their launches; where several
  * lanes launch, the union of their segments on the GPU's clock over each lane's own launches
- * (add_span), and nothing where more than a few do (UNION_LANES_MAX).  Until a cost is
+ * (add_span), and nothing where more than a few do (UNION_LANES_MAX) or one counts its
+ * launches in the slot that lanes past GEM_LANES share.  Until a cost is
  * known, only a few launches may go past the newest finished marker, unless the GPU is seen
  * keeping up (a launch-bound loop, whose markers never teach a cost: the GPU idles between
  * them).  A host wait (sync) on a
@@ -88,6 +89,7 @@
  * highest second 0.879, 2026-12-03). */
 #define MANY_LANES_NS 1000000000
 #define UNION_LANES_MAX 4         /* a token's launches on more lanes: not measured */
+_Static_assert(GEM_LANES <= 64, "a run window notes its lanes' slots in 64 bits (slots_seen)");
 #define MAX_SHARERS 64            /* processes sharing a token counted at most */
 #define DRAIN_FACTOR_MAX 8.0      /* a sync slower than this many times the estimate: the cost
                                    * is wrong, not the drain (raised) */
