@@ -57,6 +57,11 @@ def read_grants(text: str, client: str = "cap") -> list[Grant]:
     return [Grant(start, end - start) for name, start, end in json.loads(text) if name == client]
 
 
+def read_steps(text: str) -> list[tuple[float, float]]:
+    """A worker's samples from paths.py's `-steps.jsonl`: (time, steps done) each."""
+    return [(d["t"], d["steps"]) for d in map(json.loads, text.splitlines()) if d]
+
+
 def read_speeds(text: str, client: str = "cap") -> list[tuple[float, float]]:
     """The speeds the client's calibrations said, as (time, speed), from the scheduler's debug
     lines."""
@@ -75,7 +80,7 @@ def granted_in(grants: list[Grant], lo: float, hi: float) -> list[tuple[Grant, f
     return [(g, min(hi, g.end) - max(lo, g.start)) for g in grants if g.end > lo and g.start < hi]
 
 
-def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant],
+def highest_windows(samples: list[tuple[float, float]], bare: float, grants: list[Grant],
                     speeds: list[tuple[float, float]], top: int = 5,
                     lowest: bool = False) -> list[dict]:
     """The `top` highest (or `lowest`) 1 s windows of work ÷ `bare` (from 1 s after the first
@@ -108,7 +113,7 @@ def highest_windows(samples: list[list[float]], bare: float, grants: list[Grant]
     return out
 
 
-def around_calibrations(samples: list[list[float]], bare: float,
+def around_calibrations(samples: list[tuple[float, float]], bare: float,
                         grants: list[Grant]) -> list[dict]:
     """Each calibration from 1 s after the first sample to 2 s before the last, with the
     seconds granted and the work ÷ `bare` in the second before it ("before"), the second from
@@ -196,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (row, (grants, schd, steps)) in runs.items():
         if grants is None or schd is None or steps is None:
             continue
-        samples = [[d["t"], d["steps"]] for d in map(json.loads, steps.splitlines()) if d]
+        samples = read_steps(steps)
         rate, whose, what = judged_by(row, args.own)
         if args.calibrations:
             report[name] = around_calibrations(samples, rate, read_grants(grants))

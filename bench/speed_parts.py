@@ -33,7 +33,6 @@ as bench/high_seconds.py: `cap-P.log`, `cap-P-schd.log`, `cap-P-steps.jsonl` and
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from itertools import pairwise
@@ -41,7 +40,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from high_seconds import Grant, add_run_arguments, calibration_min_s, kept_runs, read_grants
+from high_seconds import (
+    Grant,
+    add_run_arguments,
+    calibration_min_s,
+    kept_runs,
+    read_grants,
+    read_steps,
+)
 
 EVENT_TAIL_S = 0.08  # a calibration's tail, as gem-schd reads it (gemini.core.speed.TAIL_S)
 SYNC_STEP = 1.5  # a step this many times the median's or longer held a sync or a rest
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (row, (hook, schd, steps, grants)) in runs.items():
         if hook is None or schd is None or steps is None:
             continue
-        samples = [(d["t"], d["steps"]) for d in map(json.loads, steps.splitlines()) if d]
+        samples = read_steps(steps)
         parts = speed_parts(row, hook, schd, samples[-1][1] if samples else 0.0)
         if parts is None:
             continue

@@ -31,17 +31,15 @@ import statistics
 import sys
 from pathlib import Path
 
-from high_seconds import read_grants, read_logs
+from high_seconds import read_grants, read_logs, read_steps
 
 RUN_SKIP_S = 0.5  # bare together: the first steps, while the processes start to share the GPU
 
 
 def step_ends(text: str) -> list[float]:
     """The times of a steps file's samples whose counter rose (not its opening one, at 0)."""
-    samples = sorted((s["t"], s["steps"]) for s in map(json.loads, text.splitlines())
-                     if isinstance(s, dict) and "t" in s)
     ends, done = [], 0.0
-    for t, steps in samples:
+    for t, steps in sorted(read_steps(text)):
         if steps > done:
             ends.append(t)
         done = max(done, steps)
