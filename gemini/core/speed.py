@@ -451,7 +451,8 @@ class SpeedMeter:
         an uncapped client's, beside others; its first tail is kept (the card was busy
         before it, not cold)."""
         said = math.isfinite(run_ms) and run_ms > 0.0 and launches >= 1
-        known = self._clocks.get(name)
+        known = self._clocks.get(name)  # (a grant said nothing of makes no record: an empty
+        # one would charge a cap too small to calibrate UNCALIBRATED_SPEED, not 1)
         if known is not None and not calibrating:
             known.unsaid = 0 if said else known.unsaid + 1
             if known.unsaid >= RECENT_GRANTS:
