@@ -52,7 +52,7 @@ from high_seconds import (
 EVENT_TAIL_S = 0.08  # a calibration's tail, as gem-schd reads it (gemini.core.speed.TAIL_S)
 SYNC_STEP = 1.5  # a step this many times the median's or longer held a sync or a rest
 
-# The hook's debug line at each token's end (csrc/hook/inflight.c).
+# The hook's debug line at each token's end (csrc/hook/inflight_measure.c).
 MEASURED = re.compile(r"measured [\d.]+ ms over (\d+) launches \((\d+) graphs, [\d.]+ ms\); "
                       r"left out: (\d+) launches \((\d+) graphs\) after gaps, [\d.]+ ms, "
                       r"(\d+) \((\d+)\) after holds")

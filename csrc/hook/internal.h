@@ -215,7 +215,7 @@ void gem_lease_on_recall(int dev, uint64_t conn_gen, const uint8_t *msg);
 void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
 
-/* ---- inflight.c: GPU work queued, from marker events on every stream launched on ---------- */
+/* ---- inflight*.c (inflight.h): GPU work queued, from marker events on every stream --------- */
 /* One more launch on dev, to stream s (pts: through a per-thread default stream entry point).
  * gem_inflight_count: the device's launches so far (a sum: not for the hot path). */
 void gem_inflight_launch(int dev, CUstream s, int pts);

@@ -88,7 +88,7 @@
 /* In a calibration token the hot path goes at most this long, and this many launches, between
  * looks, so that markers split the queue into segments the GPU runs back to back, some in its
  * measured last GEM_RUN_MEASURE_MS: a program whose bursts fit in half a long token went
- * unmarked from sync to sync, and an H100 measured 1 of 10 of its calibrations (inflight.c,
+ * unmarked from sync to sync, and an H100 measured 1 of 10 of its calibrations (inflight_measure.c,
  * gem_inflight_measured).  A look costs a few microseconds; a calibration comes every 2-10 s. */
 #define MEASURE_LOOK_NS 2000000
 #define MEASURE_LOOK_LAUNCHES 8
@@ -878,7 +878,7 @@ static int alone_on(int dev)
  * 37.4 ms to the stop's end (fake GPU, a loaded 2-core machine, 1 run in about 100; with every
  * sync 20 ms late, 19.9 ms a token).  So a stream sync marks its stream first where such
  * launches went (the stopped process still read 37.6 ms once in 100 runs after; one cause
- * found since, a sync right after the first launch in a token's tail: inflight.c's
+ * found since, a sync right after the first launch in a token's tail: inflight_marks.c's
  * marker_due; 0 in 60 after it).  Not alone: no other client waits
  * on its tokens' ends, and alone under the hook a program pays nothing a sync (a record is a
  * few microseconds). */

@@ -95,7 +95,7 @@ QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured
 # (v1 peers, longer names).  run_launches' top bit (RUN_GRAPHS): the count is of graph launches,
 # for a program whose graph replays carry most of its GPU time (the GPU time is still every
-# segment's; csrc/hook/inflight.c says why); below it the count, at most RUN_COUNT_MAX.
+# segment's; csrc/hook/inflight_measure.c says why); below it the count, at most RUN_COUNT_MAX.
 _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40

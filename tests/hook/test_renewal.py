@@ -274,7 +274,7 @@ def test_a_holds_segment_teaches_no_cost_beside_other_queues(fake_env, pm, threa
     """0.5 ms kernels, paced 40 ms tokens.  A segment that begins at a hold spans the time the
     held lane waited: where another lane queued meanwhile, that lane's kernels ran in it (two
     threads taught 640-758 us a launch so, fake GPU), as another process's would where the
-    client's token is shared.  There a hold's segment teaches nothing (inflight.c,
+    client's token is shared.  There a hold's segment teaches nothing (inflight_costs.c,
     hold_teaches); the queue is then estimated as the token's sharers' (test_shared_token)."""
     pm.quota_ms = 40.0
     pm.quota_delay_s = 0.06

@@ -1,4 +1,4 @@
-/* Which of a device's slots counts a lane's launches (hook/inflight.c): each lane (a stream;
+/* Which of a device's slots counts a lane's launches (hook/inflight*.c): each lane (a stream;
  * each thread's own for the per-thread default stream) a slot of its own, as long as there are
  * free ones, the same one at every launch.
  *

@@ -1,5 +1,5 @@
-/* The union of time spans on one clock (hook/inflight.c: the GPU time a token's launches kept
- * the GPU busy, where several lanes ran side by side).
+/* The union of time spans on one clock (hook/inflight_measure.c: the GPU time a token's
+ * launches kept the GPU busy, where several lanes ran side by side).
  *
  * Why: a process that launches on several streams runs their kernels beside each other on the
  * GPU, and the sum of each lane's segments counts the time they overlap twice.  So a segment

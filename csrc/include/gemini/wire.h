@@ -74,7 +74,8 @@ enum gem_status {
 #define GEM_QUOTA_RUN_NAME_MAX 31
 #define GEM_RUN_MEASURE_MS 40
 /* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
- * most of its GPU time, hook/inflight.c), the GPU time every segment's; below it, the count. */
+ * most of its GPU time, hook/inflight_measure.c), the GPU time every segment's; below it, the
+ * count. */
 #define GEM_RUN_GRAPHS 2147483648
 #define GEM_RUN_COUNT_MAX 2147483647
 /* The run_launches word for `count` launches, or graph launches (count cut at the max). */
