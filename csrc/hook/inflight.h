@@ -2,7 +2,7 @@
  *
  * Why: frameworks launch far ahead of the GPU (CUDA graphs and eager loops queue seconds of
  * kernels), and work still queued when the token ends runs on the next client's time.  The
- * token gate (token.c) asks this file how long the queue would take and holds launches once
+ * token gate (token.c) asks these files how long the queue would take and holds launches once
  * it would outlast the token (design-notes §1).
  *
  * How: after some launches (never more often than MARK_GAP_NS of host time apart, unless
@@ -37,9 +37,9 @@
  * learnt on light kernels alone let whole graph replays run past the token (torch.compile with
  * CUDA graphs).  Meanwhile a marker goes just before each graph launch too, so that its
  * segment is measured even when the GPU ran dry before it (learn_cost).
- * The tracker thread (token.c) waits for the newest marker of every stream as of a token's
- * end to measure the token's overuse: when the work before it had run, bounded by the GPU's own
- * clock (done_by), not when a thread got to look.
+ * The tracker thread (token_tracker.c) waits for the newest marker of every stream as of a
+ * token's end to measure the token's overuse: when the work before it had run, bounded by the
+ * GPU's own clock (done_by), not when a thread got to look.
  *
  * The files, one concern each, sharing the per-device state below under its mutex:
  *   inflight.c          that state, the launch counts (the hot path), the queue's estimate at
@@ -156,7 +156,7 @@ struct inflight {
     struct mark anchor;  /* the newest placed marker that left the ring full (its event kept) */
     /* The segments measured that ran in the latest token ([0], open; in a calibration's last
      * part) and in the one before ([1]): a token's queue runs out after it asks for the next
-     * (token.c's fetch; gem_inflight_measured). */
+     * (token_fetch.c; gem_inflight_measured). */
     struct run_window {
         int64_t from_ns, to_ns; /* began to run in [from, to) (to 0: open; from 0: none) */
         double ns;              /* their GPU time ... */

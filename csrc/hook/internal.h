@@ -294,7 +294,7 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
 
-/* ---- token.c ----------------------------------------------------------------------------- */
+/* ---- token*.c (token.h) ------------------------------------------------------------------ */
 /* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's
  * measured part: token.c).  GEM_GATE_MARK_BEFORE: mark just before the launch too, to measure
  * it alone (a token's first: token.c). */

@@ -65,11 +65,9 @@
  *    managed memory back to the host (um.c), and the next request waits for that (a drain).
  *  - gem_token_acquire says when it fetched a new token, so that the launch can have um.c
  *    prefetch the client's memory before the kernel (the slow path only).
- * The arithmetic lives in common/predictor.c, common/share.c and common/roundtrip.c. */
-#include "internal.h"
-#include "gemini/predictor.h"
-#include "gemini/roundtrip.h"
-#include "gemini/share.h"
+ * The arithmetic lives in common/predictor.c, common/share.c and common/roundtrip.c; the asking
+ * in token_fetch.c, the tracker in token_tracker.c (token.h lists the three). */
+#include "token.h"
 #include "gemini/wire.h"
 
 #include <stdio.h>
@@ -112,11 +110,6 @@
  * ms; the round trip p50 0.55-0.7 ms).  v1's early request is made only where one launch of
  * each process sharing the token costs more (early_ask_pays). */
 #define HANDOVER_NS 1000000
-/* A token's end past which its queue ran this long (more than the tail and half a launch the
- * gate leaves) has the gate's latest estimate written beside it in the debug log: where an
- * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02:
- * the card's clock stepping down under a queue to the end, CLOCK_SWING below). */
-#define LOOK_LOG_OVERUSE_MS 1.5
 /* A client not alone takes its queue to run this much longer than its cost per launch says:
  * a queue that reaches the token's end is held short of it and let go again as it runs.  A
  * power-limited card steps its clock within a grant, not in step with grants (an H200 under
@@ -127,66 +120,7 @@
  * up to this fraction of the room at the last look early: 0.06 ms a token at p50. */
 #define CLOCK_SWING 0.15
 
-/* A token of the latest few: when it came, and the overuse charged for it so far.  The
- * tracker bounds a token's overuse by when the next one came, and the tracker and a sync both
- * charge an ended token's overuse (the longer of the two counts). */
-#define RECENT_TOKENS 4
-struct recent_token {
-    uint64_t generation;
-    int64_t granted_ns;
-    int64_t charged_ns;
-};
-
-struct token {
-    _Atomic int64_t expires_at_ns; /* 0: no token */
-    _Atomic int64_t go_until_ns;   /* the hot path goes before this (or go_until_ticks) ... */
-    _Atomic uint64_t go_until_ticks; /* (ticks.h; 0: not known, go_until_ns is read) */
-    struct gem_share go_share;     /* ... and within its thread's part of these launches */
-    struct gem_share graph_share;  /* ... of these graph launches */
-    _Atomic int burst_running;
-    _Atomic int burst_spans;  /* the program's running burst went on past a token's end */
-    int long_bursts;          /* its latest burst did (v1's early request then does not help) */
-    pthread_mutex_t m;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC */
-    struct gem_predictor burst, window;
-    /* The bursts of the last GEM_PRED_KEEP_NS that fitted in their token (ended by a sync with
-     * no token's end inside): what v1's early request goes by (below). */
-    struct gem_record_keeper fitted;
-    int fetching;
-    uint64_t generation; /* grants so far */
-    double max_quota_ms; /* the longest grant so far: bursts are reported no longer */
-    double overuse_ms;   /* measured since the last request, reported with the next one */
-    /* How long the launching threads waited on the GPU (held for a full queue, or in a sync)
-     * since the last request, reported with the next one: the scheduler charges a capped
-     * client the GPU's clock speed-up only as far as the GPU, not its launching threads, set
-     * its pace (gemini/core/speed.py). */
-    _Atomic int64_t gpu_wait_ns;
-    uint64_t ended_generation; /* the last token whose end went to the tracker */
-    int end_pending;           /* an end for the tracker to measure */
-    int64_t end_ns;            /* when that token ended */
-    uint64_t end_seq;          /* the markers recorded by then (inflight.c) */
-    uint64_t end_generation;   /* the ended token */
-    struct recent_token recent[RECENT_TOKENS]; /* the latest tokens, by generation */
-    int measuring;
-    int tracker_started;
-    pthread_t tracker;
-    uint64_t looks; /* looks set so far (acquire_slow) */
-    uint64_t measured_alone; /* the token whose first launch was measured alone (acquire_slow) */
-    struct gem_look go_look; /* the latest look that let a launch go (debug log only) */
-    int renew_wanted;     /* the renewer is to ask for the next token ... */
-    int64_t renew_asked_ns; /* ... as of this time */
-    int renewing;           /* its request is out */
-    int renewer_started;
-    pthread_t renewer;
-    int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
-    int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
-    struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */
-    int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
-    int64_t credit_from_ns; /* launching on credit since then (0: not) */
-    CUcontext ctx;
-};
-
-static struct token tokens[GEM_MAX_DEVICES];
+struct token tokens[GEM_MAX_DEVICES];
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
 /* Each launching thread's use of its device's go_share (initial-exec: the hook is preloaded,
  * and a thread's first launch must not allocate). */
@@ -194,17 +128,12 @@ static __thread struct gem_share_use go_uses[GEM_MAX_DEVICES]
     __attribute__((tls_model("initial-exec")));
 static __thread struct gem_share_use graph_uses[GEM_MAX_DEVICES] /* (graph_share) */
     __attribute__((tls_model("initial-exec")));
-static int64_t tail_ns = DEFAULT_TAIL_NS;
-static int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
-static int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
+int64_t tail_ns = DEFAULT_TAIL_NS;
+int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
+int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 /* Token `generation`'s slot, or NULL when a later token took it over. */
-static struct recent_token *recent_of(struct token *t, uint64_t generation)
-{
-    struct recent_token *r = &t->recent[generation % RECENT_TOKENS];
-    return r->generation == generation ? r : NULL;
-}
 
 static void token_init(struct token *t)
 {
@@ -249,297 +178,12 @@ void gem_token_reset_after_fork(void)
     gem_inflight_reset_after_fork();
 }
 
-static void timespec_at(struct timespec *ts, int64_t at_ns)
-{
-    ts->tv_sec = at_ns / 1000000000;
-    ts->tv_nsec = at_ns % 1000000000;
-}
-
 /* Mark the end of a burst (a host sync point, or a token's expiry).  t->m held. */
-static void burst_stopped(struct token *t, int64_t now)
+void burst_stopped(struct token *t, int64_t now)
 {
     gem_predictor_record_stop(&t->burst, now);
     gem_predictor_record_start(&t->window, now);
     atomic_store_explicit(&t->burst_running, 0, memory_order_relaxed);
-}
-
-/* Hand the current token's end to the tracker (once per token).  t->m held. */
-static void post_end(struct token *t, int64_t end_ns)
-{
-    if (t->generation == 0 || t->ended_generation == t->generation)
-        return;
-    t->ended_generation = t->generation;
-    t->end_pending = 1;
-    t->end_ns = end_ns;
-    t->end_seq = gem_inflight_seq((int)(t - tokens));
-    t->end_generation = t->generation;
-    pthread_cond_broadcast(&t->cv);
-}
-
-/* The ended token `generation` (ended at `end_ns`) had work of ours running until `until`:
- * charge what of that is not charged yet.  Both the tracker (from the markers) and a sync
- * (below) tell it; the longer counts.  t->m held. */
-static double charge_end(struct token *t, uint64_t generation, int64_t end_ns, int64_t until)
-{
-    struct recent_token *r = recent_of(t, generation);
-    if (r == NULL) /* RECENT_TOKENS came since: too old to tell what is charged already */
-        return 0.0;
-    int64_t more = until - end_ns - r->charged_ns;
-    if (more <= 0)
-        return 0.0;
-    r->charged_ns += more;
-    t->overuse_ms += (double)more / 1e6;
-    return (double)more / 1e6;
-}
-
-static void *tracker_main(void *arg)
-{
-    struct token *t = arg;
-    int dev = (int)(t - tokens);
-    pthread_mutex_lock(&t->m);
-    for (;;) {
-        int expired = 0;
-        while (!t->end_pending) {
-            int64_t at = atomic_load(&t->expires_at_ns);
-            if (t->ended_generation == t->generation || at == 0) {
-                pthread_cond_wait(&t->cv, &t->m);
-            } else if (gem_now_ns() >= at) {
-                post_end(t, at);
-                expired = 1;
-            } else {
-                struct timespec ts;
-                timespec_at(&ts, at);
-                pthread_cond_timedwait(&t->cv, &t->m, &ts);
-            }
-        }
-        t->end_pending = 0;
-        t->measuring = 1;
-        int64_t end_ns = t->end_ns;
-        uint64_t end_seq = t->end_seq, end_generation = t->end_generation;
-        CUcontext ctx = t->ctx;
-        struct gem_look look = t->go_look; /* the latest that let a launch go before the end */
-        pthread_mutex_unlock(&t->m);
-        int64_t done = gem_inflight_wait_all(dev, end_seq);
-        gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
-        pthread_mutex_lock(&t->m);
-        double overuse = done > end_ns ? (double)(done - end_ns) / 1e6 : 0.0;
-        /* What ran once our next token had come is that token's time, already counted: only
-         * the rest ran on no token of ours, and that is what the scheduler is told. */
-        int64_t covered = done;
-        if (t->generation > end_generation) { /* our next token came meanwhile: when */
-            struct recent_token *next = recent_of(t, end_generation + 1);
-            if (next != NULL && next->granted_ns < covered)
-                covered = next->granted_ns;
-        }
-        double charged = charge_end(t, end_generation, end_ns, covered);
-        t->measuring = 0;
-        if (expired && atomic_load_explicit(&t->burst_running, memory_order_relaxed)) {
-            burst_stopped(t, gem_now_ns());
-            atomic_store_explicit(&t->burst_spans, 1, memory_order_relaxed);
-        }
-        if (done < 0)
-            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse not measured (event wait failed)");
-        else if (done < end_ns) /* (the GPU idled on our time: too early, or nothing to run) */
-            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse 0.000 ms (our work ran out %.3f ms "
-                    "before it)", (double)(end_ns - done) / 1e6);
-        else
-            GEM_LOG(GEM_LOG_DEBUG, "token end: overuse %.3f ms (%.3f ms charged: what ran "
-                    "before our next token, less what a sync charged)", overuse, charged);
-        if (overuse > LOOK_LOG_OVERUSE_MS && look.at_ns != 0) {
-            char said[192];
-            gem_look_describe(&look, said, sizeof(said));
-            GEM_LOG(GEM_LOG_DEBUG, "... the gate's latest look that let a launch go, %.3f ms "
-                    "before the end: %s", (double)(end_ns - look.at_ns) / 1e6, said);
-        }
-        pthread_cond_broadcast(&t->cv);
-    }
-    return NULL;
-}
-
-static void start_tracker(struct token *t)
-{
-    if (t->tracker_started)
-        return;
-    if (pthread_create(&t->tracker, NULL, tracker_main, t) == 0) {
-        pthread_detach(t->tracker);
-        t->tracker_started = 1;
-    } /* else: no overuse measurement, tokens still work */
-}
-
-static void fetch(struct token *t, int dev, int64_t now, int blocking);
-
-/* Asks for the next token in the current one's tail, so that the launching thread goes on
- * meanwhile: when no one else waits the renewed token is there before the old one ends, and
- * the program never stops for the round trip (issue 12: cheap renewal). */
-static void *renewer_main(void *arg)
-{
-    struct token *t = arg;
-    int dev = (int)(t - tokens);
-    pthread_mutex_lock(&t->m);
-    for (;;) {
-        while (!t->renew_wanted)
-            pthread_cond_wait(&t->cv, &t->m);
-        t->renew_wanted = 0;
-        fetch(t, dev, t->renew_asked_ns, 0);
-    }
-    return NULL;
-}
-
-/* Have the renewer ask now; 0 if it cannot (no thread): the caller asks itself.  t->m held. */
-static int renew_in_background(struct token *t, int64_t now)
-{
-    if (!t->renewer_started) {
-        if (pthread_create(&t->renewer, NULL, renewer_main, t) != 0)
-            return 0;
-        pthread_detach(t->renewer);
-        t->renewer_started = 1;
-    }
-    t->fetching = 1; /* from now: a launch that needs the token waits for this request */
-    t->renewing = 1;
-    t->renew_wanted = 1;
-    t->renew_asked_ns = now;
-    pthread_cond_broadcast(&t->cv);
-    return 1;
-}
-
-static CUcontext current_ctx(void)
-{
-    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (get_ctx == NULL || get_ctx(&ctx) != CUDA_SUCCESS)
-        return NULL;
-    return ctx;
-}
-
-/* Alone, the scheduler renews at once, and the queue left at the ask is all that keeps the GPU
- * busy over the round trip: with a tail's worth, the GPU idled for whatever of the round trip
- * outlasted the tail (H100: 0.8 ms p50, 2.3 ms p99 idle), and JAX alone under the hook did
- * 0.986 of its bare rate, 1.004 with the ask 1 ms sooner (2026-11-25).  So alone it asks
- * sooner by the round trip learnt from the grants that came at once (common/roundtrip.c), at
- * least alone_early_ns; at most alone_early_max_ns, and a quarter of the token (a short token
- * must not be asked for again as soon as it comes).  A neighbour that comes meanwhile finds
- * at most that much of ours queued, charged to us as overuse.  `rtt_ns`: from the ask to the
- * grant just come; `was_alone`: the token before it was alone too (else the request may have
- * waited for a neighbour's turn, and the first one for the pod manager to register the
- * client); `retried`: the pod manager said "not yet" first.  With other processes of the
- * client (`sharers`) or an eviction before the request, the grant may also wait for more
- * than the round trip.  t->m held, t->alone already the new grant's. */
-static void learn_round_trip(struct token *t, int dev, int was_alone, int64_t rtt_ns,
-                             double quota_ms, int retried, uint32_t sharers)
-{
-    if (t->alone && was_alone && !retried && sharers <= 1 && !gem_um_evicts(dev))
-        gem_roundtrip_sample(&t->roundtrip, rtt_ns);
-    int64_t most = (int64_t)(quota_ms * 1e6) / 4;
-    if (most > alone_early_max_ns)
-        most = alone_early_max_ns;
-    t->early_ns = t->alone ? gem_roundtrip_early(&t->roundtrip, tail_ns, alone_early_ns, most) : 0;
-}
-
-/* Get the next token.  t->m held on entry and exit; dropped around the request.  `blocking`:
- * the launching thread waits for it (else the renewer asks while the launches go on). */
-static void fetch(struct token *t, int dev, int64_t now, int blocking)
-{
-    const int64_t asked = now;
-    t->fetching = 1;
-    int64_t at = atomic_load(&t->expires_at_ns);
-    const int64_t end_ns = at != 0 && at < now ? at : now; /* asking returns the current token */
-    /* The renewer's launches go on until the answer: the tracker must wait for those too. */
-    if (blocking)
-        post_end(t, end_ns);
-    if (gem_um_evicts(dev)) { /* the data must be back on the host before the next grant */
-        while (t->end_pending || t->measuring)
-            pthread_cond_wait(&t->cv, &t->m);
-        now = gem_now_ns();
-    }
-    int64_t burst_ns = gem_predictor_estimate_full_burst(
-        gem_predictor_predict_merged(&t->burst, now), gem_predictor_predict_merged(&t->window, now),
-        GEM_PRED_MERGE_NS);
-    if (t->max_quota_ms > 0.0 && (double)burst_ns > t->max_quota_ms * 1e6)
-        burst_ns = (int64_t)(t->max_quota_ms * 1e6); /* a program that never syncs */
-    if (blocking)
-        gem_predictor_interrupt(&t->window); /* the gap of the request is not the app's */
-    double overuse_ms = t->overuse_ms;
-    t->overuse_ms = 0.0;
-    double gpu_wait_ms =
-        (double)atomic_exchange_explicit(&t->gpu_wait_ns, 0, memory_order_relaxed) / 1e6;
-    pthread_mutex_unlock(&t->m);
-    /* (Not under t->m: it may poll the markers, driver calls the launching threads need not
-     * wait for; only this thread, the device's fetcher, moves the run windows.) */
-    double run_ms = 0.0;
-    uint64_t run_count = 0;
-    int run_graphs = 0;
-    gem_inflight_measured(dev, &run_ms, &run_count, &run_graphs);
-    uint32_t run_launches = gem_wire_run_word(run_count, run_graphs);
-
-    double quota_ms = 0.0;
-    uint32_t flags = 0, sharers = 0;
-    int64_t backoff = 10000000;
-    int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
-    GEM_LOG(GEM_LOG_DEBUG, "asking for a token (%s; ran %llu %s in %.3f ms)",
-            blocking ? "the launch waits" : "renewer", (unsigned long long)run_count,
-            run_graphs ? "graph launches" : "launches", run_ms);
-    for (;;) {
-        gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
-                      run_launches, &quota_ms, &flags, &sharers);
-        if (quota_ms > 0.0)
-            break;
-        GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
-        answered_at_once = 0;
-        gem_sleep_ns(backoff);
-        backoff = backoff * 2 > 200000000 ? 200000000 : backoff * 2;
-    }
-    int64_t granted = gem_now_ns();
-    CUcontext ctx = current_ctx();
-    pthread_mutex_lock(&t->m);
-    if (!blocking)
-        post_end(t, end_ns); /* (a no-op if the token expired meanwhile: it ended then) */
-    if (ctx != NULL)
-        t->ctx = ctx;
-    if (quota_ms > t->max_quota_ms)
-        t->max_quota_ms = quota_ms;
-    /* A burst that waited for this token is no longer for it: else under a cap every burst
-     * that met the token's end reads as long as the wait, does not fit the next token, and
-     * hands it back.  The launches stopped when the asking thread asked, or, while the renewer
-     * asked, when the old token ran out.  Once, whatever the number of threads that waited. */
-    if (atomic_load_explicit(&t->burst_running, memory_order_relaxed)) /* goes on in this one */
-        atomic_store_explicit(&t->burst_spans, 1, memory_order_relaxed);
-    int64_t stopped = blocking || at < asked ? asked : at;
-    if (granted > stopped)
-        gem_predictor_exclude(&t->burst, granted - stopped);
-    t->generation++;
-    t->recent[t->generation % RECENT_TOKENS] =
-        (struct recent_token){.generation = t->generation, .granted_ns = granted};
-    int was_alone = t->alone;
-    t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
-    learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
-    gem_inflight_set_sharers(dev, sharers);
-    int64_t expires = granted + (int64_t)(quota_ms * 1e6);
-    if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
-        int64_t credit = granted - t->credit_from_ns;
-        expires -= credit < tail_ns ? credit : tail_ns;
-        t->credit_from_ns = 0;
-    }
-    /* The request after next says how fast the GPU ran what it ran in this token (in a
-     * calibration's last GEM_RUN_MEASURE_MS only: by then the clock has settled; wire.h). */
-    t->calibration = (flags & GEM_QUOTA_FLAG_CALIBRATION) != 0;
-    int64_t measure_from = expires - (int64_t)GEM_RUN_MEASURE_MS * 1000000;
-    if (!t->calibration || measure_from < granted)
-        measure_from = granted;
-    gem_inflight_measure_from(dev, measure_from, granted);
-    atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
-    start_tracker(t);
-    t->fetching = 0;
-    t->renewing = 0;
-    char alone_note[64] = "";
-    if (t->alone && GEM_LOG_DEBUG <= gem_log_level) /* (formatted only for the debug line) */
-        snprintf(alone_note, sizeof alone_note,
-                 "; alone: the next asked for %.3f ms before the tail", (double)t->early_ns / 1e6);
-    GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse; "
-            "%u process(es) share it%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
-            sharers > 1 ? sharers : 1, alone_note);
-    pthread_cond_broadcast(&t->cv);
 }
 
 /* Alone at the last grant, with the token gone: let the launches go on credit, up to a tail's
