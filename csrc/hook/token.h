@@ -37,7 +37,7 @@ struct token {
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     struct gem_predictor burst, window;
     /* The bursts of the last GEM_PRED_KEEP_NS that fitted in their token (ended by a sync with
-     * no token's end inside): what v1's early request goes by (below). */
+     * no token's end inside): what v1's early request goes by (token.c). */
     struct gem_record_keeper fitted;
     int fetching;
     uint64_t generation; /* grants so far */

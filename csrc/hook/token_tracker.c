@@ -35,7 +35,7 @@ void post_end(struct token *t, int64_t end_ns)
 
 /* The ended token `generation` (ended at `end_ns`) had work of ours running until `until`:
  * charge what of that is not charged yet.  Both the tracker (from the markers) and a sync
- * (below) tell it; the longer counts.  t->m held. */
+ * (token.c's sync_seen) tell it; the longer counts.  t->m held. */
 double charge_end(struct token *t, uint64_t generation, int64_t end_ns, int64_t until)
 {
     struct recent_token *r = recent_of(t, generation);
