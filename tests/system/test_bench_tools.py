@@ -13,16 +13,17 @@ from pathlib import Path
 
 import pytest
 
+from gemini.native import fake_driver_dir
 from tests.system.conftest import with_tmpdir
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def result_file(out: Path, pattern: str, *argv: str) -> Path:
-    """Run a bench tool with --out `out`; it must succeed and write one file matching
-    `pattern` there."""
+def result_file(out: Path, pattern: str, *argv: str, env: dict[str, str] | None = None) -> Path:
+    """Run a bench tool with --out `out` (`env` added to the environment); it must succeed and
+    write one file matching `pattern` there."""
     p = subprocess.run([sys.executable, *argv, "--out", str(out)], cwd=ROOT, capture_output=True,
-                       text=True, timeout=240, env=with_tmpdir(out))
+                       text=True, timeout=240, env={**with_tmpdir(out), **(env or {})})
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     (path,) = out.glob(pattern)
     return path
@@ -397,3 +398,18 @@ def test_hook_ab_fake_holds_two_builds_of_the_hook_to_the_cap(tmp_path: Path) ->
     # its first token's wait in it)
     for name, (share,) in result["shares"].items():
         assert 0.2 < share < 0.5, (name, result)
+
+
+@pytest.mark.system
+def test_the_stream_handle_probe_counts_the_handles_the_driver_hands_out(
+        tmp_path: Path, fake_gpu_segment: str) -> None:
+    """bench/probe_stream_handles.py through the fake driver, which hands a new stream the
+    handle of the one destroyed just before (malloc), and 8 kept alive together 8 handles."""
+    lib = fake_driver_dir() / "libcuda.so.1"
+    path = result_file(tmp_path, "*-probe-stream-handles.json", "bench/probe_stream_handles.py",
+                       "--lib", str(lib), "--rounds", "40",
+                       env={"GEMINI_FAKE_GPU": fake_gpu_segment})
+    result = json.loads(path.read_text())
+    assert result["distinct_handles"] == {
+        "one_at_a_time_blocking": 1, "batches_of_8_blocking": 8,
+        "one_at_a_time_non_blocking": 1, "batches_of_8_non_blocking": 8}
