@@ -6,33 +6,31 @@
  * it would outlast the token (design-notes §1).
  *
  * How: after some launches (never more often than MARK_GAP_NS of host time apart, unless
- * MARK_GPU_GAP_NS of GPU work went unmarked) the launching thread records a marker event on
- * the stream it launched on, so every stream the process uses is covered (legacy, per-thread
+ * MARK_GPU_GAP_NS of GPU work went unmarked) the launching thread records a marker event on the
+ * stream it launched on, so every stream the process uses is covered (legacy, per-thread
  * default, non-blocking, graph launches).  Markers are polled with cuEventQuery, never waited
- * for, on the launch path.  The GPU time per launch is learnt from consecutive finished
- * markers of one lane (a stream; each thread's own, where one handle names
- * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
- * them), for kernel launches and graph launches apart (learn_segment); the queue is the
- * launches after the newest finished marker at their costs, less what ran since that marker
- * was seen finished.  What a token's launches took of the GPU (the scheduler's measure of its
- * speed, gem_inflight_measured) is its segments' GPU time over their launches; where several
- * lanes launch, the union of their segments on the GPU's clock over each lane's own launches
- * (add_span), and nothing where more than a few do (UNION_LANES_MAX) or one counts its
- * launches in the slot that lanes past GEM_LANES share.  Until a cost is
- * known, only a few launches may go past the newest finished marker, unless the GPU is seen
- * keeping up (a launch-bound loop, whose markers never teach a cost: the GPU idles between
- * them).  A host wait (sync) on a
- * queue long enough to measure tells how much slower than its cost the queue drains (other
- * processes' work sharing the GPU: the drain factor); one far longer than the estimate says the
- * cost was learnt on other kernels: it is raised to what the wait shows.  The processes of a
- * client share its token and each bounds only its own queue, while the GPU drains theirs
- * together: a process takes the client's queue to be as many times its own as processes
- * share the token (the pod manager says how many with each grant), or its drain factor if
- * that is more (learnt at syncs, that one lags, and never comes to a program that does not
- * sync).  Each then queued up to a whole token of its own: on the H100 two processes of a
- * client capped at 0.4, syncing once a second, ran up to 14 ms past its tokens (overuse p99
- * 4.8-11.9 ms; now 0.8-1.1 ms), and on the fake GPU two that never sync ran 30-60 ms past
- * its 100 ms tokens.
+ * for, on the launch path.  The GPU time per launch is learnt from consecutive finished markers
+ * of one lane (a stream; each thread's own, where one handle names every thread's per-thread
+ * default stream) (cuEventElapsedTime over the launches between them), for kernel launches and
+ * graph launches apart (learn_segment); the queue is the launches after the newest finished
+ * marker at their costs, less what ran since that marker was seen finished.  What a token's
+ * launches took of the GPU (the scheduler's measure of its speed, gem_inflight_measured) is its
+ * segments' GPU time over their launches; where several lanes launch, the union of their
+ * segments on the GPU's clock over each lane's own launches (add_span), and nothing where more
+ * than a few do (UNION_LANES_MAX) or one counts its launches in the slot that lanes past
+ * GEM_LANES share.  Until a cost is known, only a few launches may go past the newest finished
+ * marker, unless the GPU is seen keeping up (a launch-bound loop, whose markers never teach a
+ * cost: the GPU idles between them).  A host wait (sync) on a queue long enough to measure
+ * tells how much slower than its cost the queue drains (other processes' work sharing the GPU:
+ * the drain factor); one far longer than the estimate says the cost was learnt on other
+ * kernels: it is raised to what the wait shows.  The processes of a client share its token and
+ * each bounds only its own queue, while the GPU drains theirs together: a process takes the
+ * client's queue to be as many times its own as processes share the token (the pod manager says
+ * how many with each grant), or its drain factor if that is more (learnt at syncs, that one
+ * lags, and never comes to a program that does not sync).  Each then queued up to a whole token
+ * of its own: on the H100 two processes of a client capped at 0.4, syncing once a second, ran
+ * up to 14 ms past its tokens (overuse p99 4.8-11.9 ms; now 0.8-1.1 ms), and on the fake GPU
+ * two that never sync ran 30-60 ms past its 100 ms tokens.
  * Graph launches wait as with no cost known until a segment with one in it has run: a cost
  * learnt on light kernels alone let whole graph replays run past the token (torch.compile with
  * CUDA graphs).  Meanwhile a marker goes just before each graph launch too, so that its
