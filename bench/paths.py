@@ -57,7 +57,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -181,7 +181,12 @@ def rnd(x: float | None, nd: int = 4) -> float | None:
 
 # ---- pure helpers: progress, windows, shares, overuse, merge -----------------------------------
 
-def progress(samples: list[list[float]], t: float) -> float:
+# A worker's (time, steps) samples: lists from its own JSON, tuples from the steps files
+# (high_seconds.read_steps).
+Samples = Sequence[Sequence[float]]
+
+
+def progress(samples: Samples, t: float) -> float:
     """Steps completed by time t, linearly interpolated between (time, steps) samples; clamped to
     the first/last sample outside them."""
     if not samples:
@@ -201,7 +206,7 @@ def progress(samples: list[list[float]], t: float) -> float:
     return n0 + (n1 - n0) * (t - t0) / (t1 - t0) if t1 > t0 else float(n1)
 
 
-def span_rate(samples: list[list[float]], a: float, b: float) -> float | None:
+def span_rate(samples: Samples, a: float, b: float) -> float | None:
     """Steps/s between the first sample at or after a and the last at or before b (sample to
     sample: no interpolation)."""
     inside = [s for s in samples if a - 1e-9 <= s[0] <= b + 1e-9]
@@ -231,7 +236,7 @@ def window_list(a: float, b: float, width: float, step: float) -> list[tuple[flo
     return out
 
 
-def shares(samples: list[list[float]], wins: list[tuple[float, float]], bare: float) -> list[float]:
+def shares(samples: Samples, wins: list[tuple[float, float]], bare: float) -> list[float]:
     return [(progress(samples, hi) - progress(samples, lo)) / (bare * (hi - lo)) for lo, hi in wins]
 
 
@@ -270,7 +275,7 @@ def share_summary(values: list[float], target: float) -> dict:
             "shares": [rnd(v) for v in values]}
 
 
-def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TARGET) -> dict:
+def cap_metrics(samples: Samples, bare: float, target: float = CAP_TARGET) -> dict:
     """A capped client's run (samples from its start, steps 0) against its bare rate."""
     t0, t_end = samples[0][0], samples[-1][0]
     dur = t_end - t0
@@ -309,7 +314,7 @@ def cap_metrics(samples: list[list[float]], bare: float, target: float = CAP_TAR
     }
 
 
-def burst_speed(samples: list[list[float]], bare: float) -> float | None:
+def burst_speed(samples: Samples, bare: float) -> float | None:
     """The median rate between consecutive samples (steps per second while working: a wait for
     the token lies between two samples, never inside one) over the bare rate."""
     rates = [(n2 - n1) / (t2 - t1) for (t1, n1), (t2, n2) in itertools.pairwise(samples)
