@@ -6,8 +6,6 @@
 
 #include <stdio.h>
 
-
-
 /* Asks for the next token in the current one's tail, so that the launching thread goes on
  * meanwhile: when no one else waits the renewed token is there before the old one ends, and
  * the program never stops for the round trip (issue 12: cheap renewal). */

@@ -6,7 +6,7 @@
 /* A token's end past which its queue ran this long (more than the tail and half a launch the
  * gate leaves) has the gate's latest estimate written beside it in the debug log: where an
  * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02:
- * the card's clock stepping down under a queue to the end, CLOCK_SWING below). */
+ * the card's clock stepping down under a queue to the end: token.c's CLOCK_SWING). */
 #define LOOK_LOG_OVERUSE_MS 1.5
 
 static void timespec_at(struct timespec *ts, int64_t at_ns)
