@@ -90,7 +90,7 @@ int64_t gem_inflight_launch_ns(int dev)
 {
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
-    double kernel = queued_cost(&f->kernel), graph = queued_cost(&f->graph);
+    double kernel = gem_cost_queued(&f->kernel), graph = gem_cost_queued(&f->graph);
     double per = kernel > graph ? kernel : graph;
     pthread_mutex_unlock(&f->m);
     return (int64_t)per;
@@ -166,8 +166,8 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t asked_ns, i
             f->done_seen_ns = now;
         }
         queued = estimate_with(f, upto, now, factor);
-        const struct cost *c = graph ? &f->graph : &f->kernel;
-        *half_ns = (int64_t)(queued_cost(c) * factor / 2);
+        const struct gem_cost *c = graph ? &f->graph : &f->kernel;
+        *half_ns = (int64_t)(gem_cost_queued(c) * factor / 2);
         if (gem_log_level >= GEM_LOG_DEBUG) /* (read for the debug log only) */
             f->look = (struct gem_look){.at_ns = now, .queued_ns = queued,
                                         .pending = upto.launches - f->done_launches,
@@ -242,10 +242,9 @@ static void learn_drain(struct inflight *f, struct gem_launch_count before, int6
                 "launches %.1f -> %.1f us", (double)waited / 1e6, (double)estimate / 1e6,
                 (unsigned long long)(before.launches - f->done_launches), f->kernel.per / 1e3,
                 f->kernel.per * raise / 1e3, f->graph.per / 1e3, f->graph.per * raise / 1e3);
-        struct cost *costs[] = {&f->kernel, &f->graph};
+        struct gem_cost *costs[] = {&f->kernel, &f->graph};
         for (int i = 0; i < 2; i++) {
-            costs[i]->ns *= raise;
-            costs[i]->per *= raise;
+            gem_cost_raise(costs[i], raise);
             costs[i]->logged = costs[i]->per;
         }
         f->logged_cost_ns = from + waited;
@@ -309,11 +308,11 @@ struct gem_look gem_inflight_latest_look(int dev)
 
 void gem_look_describe(const struct gem_look *l, char *buf, size_t n)
 {
+    struct gem_cost c = {.per = l->per_ns, .at_start = l->at_start_ns};
     snprintf(buf, n, "%.3f ms queued by the estimate, %llu launches at %.1f us (learnt %.1f, "
              "%.1f at the token's start), drain factor %.2f; the newest finished marker seen "
              "%.3f ms before, %u out", (double)l->queued_ns / 1e6,
-             (unsigned long long)l->pending,
-             queued_cost(&(struct cost){.per = l->per_ns, .at_start = l->at_start_ns}) / 1e3,
+             (unsigned long long)l->pending, gem_cost_queued(&c) / 1e3,
              l->per_ns / 1e3, l->at_start_ns / 1e3, l->factor,
              (double)(l->at_ns - l->seen_ns) / 1e6, l->out);
 }
@@ -331,7 +330,8 @@ void gem_inflight_allowance(int dev, int64_t room_ns, uint64_t *kernels, uint64_
     struct inflight *f = flight(dev);
     pthread_mutex_lock(&f->m);
     double factor = wall_factor(f);
-    double kernel = queued_cost(&f->kernel) * factor, graph = queued_cost(&f->graph) * factor;
+    double kernel = gem_cost_queued(&f->kernel) * factor;
+    double graph = gem_cost_queued(&f->graph) * factor;
     int markers_out = f->count > f->kept;
     uint64_t idle = f->idle_allowance;
     pthread_mutex_unlock(&f->m);

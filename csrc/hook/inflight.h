@@ -55,6 +55,7 @@
 
 #include "internal.h"
 
+#include "gemini/cost.h"
 #include "gemini/lanes.h"
 #include "gemini/spans.h"
 
@@ -114,17 +115,6 @@ struct lane_slot {
     uint64_t looked_graphs; /* f->m held for these eight. */
 };
 
-/* What one kind of launch costs the GPU: a mean over the launches learnt, older ones fading
- * (learn).  Kernels and graph launches apart: a graph launch carries many kernels. */
-struct cost {
-    double ns;       /* GPU time of the launches learnt ... */
-    double launches; /* ... and how many, fading alike */
-    double per;      /* ns / launches; 0: not known yet */
-    double at_start; /* `per` as of the latest token's start (gem_inflight_measure_from) */
-    double logged;   /* `per` as last written to the debug log */
-    int stalled;     /* learnt from segments with a stall in them only (learn_into) */
-};
-
 struct inflight {
     pthread_mutex_t m;
     struct gem_lanes lane_keys;            /* which lane has which slot ... */
@@ -137,8 +127,8 @@ struct inflight {
     uint64_t done_graphs;   /* ... of which graph launches */
     int64_t done_seen_ns;   /* when that marker was seen finished */
     int64_t looked_ns;      /* when poll_marks last looked */
-    struct cost kernel;     /* a launch of one kernel (any launch but a graph's) */
-    struct cost graph;      /* a graph launch */
+    struct gem_cost kernel; /* what a launch of one kernel costs (any launch but a graph's) */
+    struct gem_cost graph;  /* ... a graph launch (gemini/cost.h) */
     double drain_factor;    /* >= 1: the queue drains this much slower than its cost says */
     _Atomic uint32_t sharers; /* processes sharing the client's token (0, 1: this one alone) */
     double logged_factor;   /* the drain factor last written to the debug log */
@@ -203,7 +193,6 @@ int64_t measured_by(const struct mark *from, const struct mark *m, int64_t by);
 /* inflight_costs.c */
 void forget_cost(struct inflight *f);
 int worth_logging(double now, double logged);
-double queued_cost(const struct cost *c);
 double gpu_ns(const struct inflight *f, uint64_t kernels, uint64_t graphs);
 int some_cost(const struct inflight *f);
 int several_lanes(const struct inflight *f, int64_t now);

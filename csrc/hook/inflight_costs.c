@@ -1,6 +1,7 @@
 /* What a launch costs the GPU (inflight.h), learnt from each finished marker and the one before
- * it on its lane: kernels and graph launches apart, each a mean over launches, from segments
- * the GPU ran without a gap; and what such a segment adds to its token's run window. */
+ * it on its lane: kernels and graph launches apart, each a mean over launches (the arithmetic:
+ * gemini/cost.h), from segments the GPU ran without a gap; and what such a segment adds to its
+ * token's run window. */
 #include "inflight.h"
 
 #define COST_MEMORY_LAUNCHES 64.0 /* a kernel's cost is a mean over about this many ... */
@@ -18,7 +19,7 @@
 
 void forget_cost(struct inflight *f)
 {
-    f->kernel = f->graph = (struct cost){0};
+    f->kernel = f->graph = (struct gem_cost){0};
     f->logged_cost_ns = 0;
     f->drain_factor = f->logged_factor = 1.0;
 }
@@ -33,7 +34,7 @@ int worth_logging(double now, double logged)
 /* ... a cost at most once a second (any cost: f->logged_cost_ns): a mix of graph replays and
  * light kernels, learnt as one cost, moved it by a third and back at every graph's segment
  * (torch.compile with CUDA graphs wrote 586 such lines a minute on the H100). */
-static void log_cost(struct inflight *f, struct cost *c, const char *what, uint64_t n,
+static void log_cost(struct inflight *f, struct gem_cost *c, const char *what, uint64_t n,
                      uint64_t graphs, float ms, int64_t now)
 {
     if (!worth_logging(c->per, c->logged) ||
@@ -45,59 +46,13 @@ static void log_cost(struct inflight *f, struct cost *c, const char *what, uint6
     f->logged_cost_ns = now;
 }
 
-/* A cost is the GPU time of the launches learnt over their number, each older one's weight
- * fading by memory / (memory + n) as n more come in: a mean over launches, not over segments.
- * A program whose kernels differ (a compiled model's matmuls among small element-wise kernels)
- * has segments of one small kernel beside segments of several large ones; averaged per
- * segment, each small one pulled the cost down by a quarter, and the next burst went through
- * at a fraction of its cost.  `replace`: these launches alone (the first).  f->m held. */
-static void learn(struct cost *c, double ns, double n, double memory, int replace)
-{
-    double keep = replace ? 0.0 : memory / (memory + n);
-    c->ns = keep * c->ns + ns;
-    c->launches = keep * c->launches + n;
-    c->per = c->ns / c->launches;
-}
-
-/* A segment with a launch call in it that held the host (a kernel's first launch, which loads
- * its module) may hold the GPU's idling too: it teaches a cost only while none is known but
- * from such segments, and the first segment without one replaces what they taught.  Averaged
- * in, torch's first `add_` read 2466 us, and a loop of them (launch-bound, whose segments
- * mostly follow a gap and teach nothing) learnt a few a second: its cost came down to 10 us
- * over 18 s, held at 0.26-0.36 of bare under a 0.4 cap meanwhile (H200, 2026-12-03).
- * Returns whether it was learnt.  f->m held. */
-static int learn_into(struct cost *c, double ns, double n, double memory, int stall)
-{
-    if (stall && c->per > 0.0 && !c->stalled)
-        return 0;
-    int replaces_stalled = c->stalled && !stall;
-    if (replaces_stalled)
-        GEM_LOG(GEM_LOG_DEBUG, "a cost of %.1f us per launch, read over a stalled launch "
-                "call, is replaced by %.1f us", c->per / 1e3, ns / n / 1e3);
-    learn(c, ns, n, memory, c->per <= 0.0 || replaces_stalled);
-    if (replaces_stalled && c->at_start > c->per)
-        c->at_start = c->per; /* (queued_cost: else the stalled one holds to the next grant) */
-    c->stalled = stall;
-    return 1;
-}
-
-/* What a launch queued now is taken to cost: its cost, or what it was as of the token's start
- * if that was more.  A grant queues its whole token early, at the cost learnt so far, and on a
- * power-limited card a grant that starts after a rest runs its first launches fast: learnt
- * from them, its queue ran up to 5 ms past the token's end (H200, torch eager capped at 0.8:
- * overuse p90 2.9 ms against 0.25 while only a grant's end was measured, 2026-12-02).  At the
- * start the cost is the one its latest grant ended with, the slowest of it. */
-double queued_cost(const struct cost *c)
-{
-    return c->per > c->at_start ? c->per : c->at_start;
-}
-
 /* The GPU time of `kernels` launches of one kernel and `graphs` graph launches, by the costs.
  * A kernel's cost not known yet counts nothing where a graph launch's is: the kernels between
  * replays were then in the segments it was learnt from, and so are in it. */
 double gpu_ns(const struct inflight *f, uint64_t kernels, uint64_t graphs)
 {
-    return (double)kernels * queued_cost(&f->kernel) + (double)graphs * queued_cost(&f->graph);
+    return (double)kernels * gem_cost_queued(&f->kernel) +
+           (double)graphs * gem_cost_queued(&f->graph);
 }
 
 /* Some cost is known: the queue can be estimated. */
@@ -122,18 +77,19 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
                          int64_t now, float ms, int stall)
 {
     graphs = graphs < n ? graphs : n; /* (counted after the launch: another thread's may lag) */
-    if (graphs == 0) {
-        if (!learn_into(&f->kernel, ns, (double)n, COST_MEMORY_LAUNCHES, stall))
-            return 0;
-        log_cost(f, &f->kernel, "kernel launch", n, graphs, ms, now);
-        return 1;
-    }
-    double graph_ns = ns - (double)(n - graphs) * f->kernel.per;
-    double floor = ns * (double)graphs / (double)n;
-    if (!learn_into(&f->graph, graph_ns > floor ? graph_ns : floor, (double)graphs,
-                    COST_MEMORY_GRAPHS, stall))
+    int kernels_only = graphs == 0;
+    struct gem_cost *c = kernels_only ? &f->kernel : &f->graph;
+    double c_ns = kernels_only ? ns : gem_cost_graph_ns(ns, n, graphs, f->kernel.per);
+    double c_n = kernels_only ? (double)n : (double)graphs;
+    double before = c->per;
+    int learnt = gem_cost_learn(c, c_ns, c_n,
+                                kernels_only ? COST_MEMORY_LAUNCHES : COST_MEMORY_GRAPHS, stall);
+    if (learnt == GEM_COST_NOT_LEARNT)
         return 0;
-    log_cost(f, &f->graph, "graph launch", n, graphs, ms, now);
+    if (learnt == GEM_COST_REPLACED_STALLED)
+        GEM_LOG(GEM_LOG_DEBUG, "a cost of %.1f us per launch, read over a stalled launch "
+                "call, is replaced by %.1f us", before / 1e3, c_ns / c_n / 1e3);
+    log_cost(f, c, kernels_only ? "kernel launch" : "graph launch", n, graphs, ms, now);
     return 1;
 }
 

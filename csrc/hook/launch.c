@@ -31,7 +31,7 @@ static inline int64_t call_start(int g)
 
 /* The marker after a launch says if the call held the host long: the first launch of a
  * kernel loads its module (CUDA's lazy loading), and the GPU may idle meanwhile, so the
- * segment it ends teaches a cost only where none better is known (inflight_costs.c, learn_into).
+ * segment it ends teaches a cost only where none better is known (gemini/cost.h).
  * Any long call counts (a full launch queue too, with the GPU busy: a segment lost, no
  * more).  A hot-path launch is not timed: a kernel first launched there still teaches its
  * load; nor does the flag reach another thread's marker on a lane they share (the legacy

@@ -241,7 +241,7 @@ def test_a_grant_queued_while_the_card_runs_fast_stays_within_its_token(system):
     """The same boosted card and cap, a program that queues 200 ms of kernels between syncs: it
     queues its whole 80 ms token at once, at the start of the grant, when the launches measured
     so far ran boosted, and the queue's end runs slow.  At the grant's start a launch is taken
-    to cost what it did at the latest grant's end (inflight_costs.c queued_cost): without that, the
+    to cost what it did at the latest grant's end (common/cost.c gem_cost_queued): without that, the
     queue ran 4.4 ms past most tokens here (the H200 at 0.8: overuse p90 2.9 ms)."""
     env = {**BOOSTED, "GEMINI_FAKE_SM_PEAK_MHZ": "1600"}
     system.backend("1\nsolo 0.1 0.8 1GiB\n", *FAST, "-v", schd_env=env)
