@@ -77,19 +77,19 @@ static int learn_segment(struct inflight *f, double ns, uint64_t n, uint64_t gra
                          int64_t now, float ms, int stall)
 {
     graphs = graphs < n ? graphs : n; /* (counted after the launch: another thread's may lag) */
-    int kernels_only = graphs == 0;
-    struct gem_cost *c = kernels_only ? &f->kernel : &f->graph;
-    double c_ns = kernels_only ? ns : gem_cost_graph_ns(ns, n, graphs, f->kernel.per);
-    double c_n = kernels_only ? (double)n : (double)graphs;
+    int has_graphs = graphs > 0; /* (then it teaches the graph launch's cost alone) */
+    struct gem_cost *c = has_graphs ? &f->graph : &f->kernel;
+    double taught_ns = has_graphs ? gem_cost_graph_ns(ns, n, graphs, f->kernel.per) : ns;
+    double taught = has_graphs ? (double)graphs : (double)n; /* (launches) */
     double before = c->per;
-    int learnt = gem_cost_learn(c, c_ns, c_n,
-                                kernels_only ? COST_MEMORY_LAUNCHES : COST_MEMORY_GRAPHS, stall);
+    int learnt = gem_cost_learn(c, taught_ns, taught,
+                                has_graphs ? COST_MEMORY_GRAPHS : COST_MEMORY_LAUNCHES, stall);
     if (learnt == GEM_COST_NOT_LEARNT)
         return 0;
     if (learnt == GEM_COST_REPLACED_STALLED)
         GEM_LOG(GEM_LOG_DEBUG, "a cost of %.1f us per launch, read over a stalled launch "
-                "call, is replaced by %.1f us", before / 1e3, c_ns / c_n / 1e3);
-    log_cost(f, c, kernels_only ? "kernel launch" : "graph launch", n, graphs, ms, now);
+                "call, is replaced by %.1f us", before / 1e3, taught_ns / taught / 1e3);
+    log_cost(f, c, has_graphs ? "graph launch" : "kernel launch", n, graphs, ms, now);
     return 1;
 }
 
