@@ -6,18 +6,19 @@
  * it would outlast the token (design-notes §1).
  *
  * How: after some launches (never more often than MARK_GAP_NS of host time apart, unless
- * MARK_GPU_GAP_NS of GPU work went unmarked) the launching thread records a marker event on the
- * stream it launched on, so every stream the process uses is covered (legacy, per-thread
- * default, non-blocking, graph launches).  Markers are polled with cuEventQuery, never waited
- * for, on the launch path.  The GPU time per launch is learnt from consecutive finished markers
- * of one lane (a stream; each thread's own, where one handle names every thread's per-thread
- * default stream) (cuEventElapsedTime over the launches between them), for kernel launches and
- * graph launches apart (learn_segment); the queue is the launches after the newest finished
- * marker at their costs, less what ran since that marker was seen finished.  What a token's
- * launches took of the GPU (the scheduler's measure of its speed, gem_inflight_measured) is its
- * segments' GPU time over their launches; where several lanes launch, the union of their
- * segments on the GPU's clock over each lane's own launches (add_span), and nothing where more
- * than a few do (UNION_LANES_MAX) or one counts its launches in the slot that lanes past
+ * MARK_GPU_GAP_NS of GPU work went unmarked: inflight_marks.c) the launching thread records a
+ * marker event on the stream it launched on, so every stream the process uses is covered
+ * (legacy, per-thread default, non-blocking, graph launches).  Markers are polled with
+ * cuEventQuery, never waited for, on the launch path.  The GPU time per launch is learnt from
+ * consecutive finished markers of one lane (a stream; each thread's own, where one handle names
+ * every thread's per-thread default stream) (cuEventElapsedTime over the launches between
+ * them), for kernel launches and graph launches apart (learn_segment, inflight_costs.c); the
+ * queue is the launches after the newest finished marker at their costs, less what ran since
+ * that marker was seen finished.  What a token's launches took of the GPU (the scheduler's
+ * measure of its speed, gem_inflight_measured) is its segments' GPU time over their launches;
+ * where several lanes launch, the union of their segments on the GPU's clock over each lane's
+ * own launches (add_span, inflight_measure.c), and nothing where more than a few do
+ * (UNION_LANES_MAX, inflight_measure.c) or one counts its launches in the slot that lanes past
  * GEM_LANES share.  Until a cost is known, only a few launches may go past the newest finished
  * marker, unless the GPU is seen keeping up (a launch-bound loop, whose markers never teach a
  * cost: the GPU idles between them).  A host wait (sync) on a queue long enough to measure
@@ -36,8 +37,9 @@
  * CUDA graphs).  Meanwhile a marker goes just before each graph launch too, so that its
  * segment is measured even when the GPU ran dry before it (learn_cost).
  * The tracker thread (token_tracker.c) waits for the newest marker of every stream as of a
- * token's end to measure the token's overuse: when the work before it had run, bounded by the
- * GPU's own clock (done_by), not when a thread got to look.
+ * token's end to measure the token's overuse (inflight_wait.c): when the work before it had
+ * run, bounded by the GPU's own clock (done_by, inflight_marks.c), not when a thread got to
+ * look.
  *
  * The files, one concern each, sharing the per-device state below under its mutex:
  *   inflight.c          that state, the launch counts (the hot path), the queue's estimate at
@@ -183,7 +185,7 @@ struct inflight {
 /* ---- shared by the inflight files (f->m held where they take an f, unless said) ----------- */
 /* inflight.c */
 struct inflight *flight(int dev);
-struct gem_launch_count count_of(struct inflight *f);
+struct gem_launch_count count_of(struct inflight *f); /* (atomics: no lock needed) */
 /* inflight_marks.c */
 void poll_marks(struct inflight *f);
 CUstreamCaptureMode relax(void);

@@ -113,7 +113,7 @@ static inline void gem_enter(enum gem_sym s)
 }
 #define GEM_ENTER(sym) gem_enter(GEM_SYM_##sym)
 
-/* What the launch gate did (token.c, inflight.c), written beside the call counts as "gate.*":
+/* What the launch gate did (token*.c, inflight*.c), written beside the call counts as "gate.*":
  * where a launcher under the hook spends its time (holds, token requests), for diagnosis. */
 enum gem_gate_stat {
     GEM_STAT_SLOW,          /* launches that took the slow path */

@@ -1,7 +1,7 @@
 /* Launches: one shape each: count -> token gate -> real launch -> (sometimes) a marker.
  * With a valid token inside a running burst the gate is a clock read and a few atomics.
  * When the gate took its slow path, a marker event follows the launch on the same stream, so
- * that inflight.c sees how far the GPU has got on every stream the process launches on.
+ * that inflight*.c see how far the GPU has got on every stream the process launches on.
  * Until a graph launch's cost is known, a marker also goes just before each graph launch, and
  * one goes before each token's first launch, so that the GPU time of that launch alone is
  * measured even where the GPU had run dry before it.

@@ -51,7 +51,7 @@
  *    tokens in the second of a program's warm-up, each used for about 3 ms).
  *    Never in a calibration token (wire QUOTA_FLAG_CALIBRATION): it is for the GPU's clock
  *    under continuous load, and its last part is measured (the request after next says how
- *    fast its launches ran; inflight.c).  GEMINI_HOOK_BURST_FIT=0 turns it off (then the
+ *    fast its launches ran; inflight_measure.c).  GEMINI_HOOK_BURST_FIT=0 turns it off (then the
  *    processes of one client, each bounding only its own queue, overrun the client's turns
  *    together and take more than its share).
  *  - One thread per device fetches; the others wait on the condition with a predicate.  The
@@ -132,8 +132,6 @@ int64_t tail_ns = DEFAULT_TAIL_NS;
 int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
 int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
-
-/* Token `generation`'s slot, or NULL when a later token took it over. */
 
 static void token_init(struct token *t)
 {

@@ -51,7 +51,7 @@ struct token {
     uint64_t ended_generation; /* the last token whose end went to the tracker */
     int end_pending;           /* an end for the tracker to measure */
     int64_t end_ns;            /* when that token ended */
-    uint64_t end_seq;          /* the markers recorded by then (inflight.c) */
+    uint64_t end_seq;          /* the markers recorded by then (gem_inflight_seq) */
     uint64_t end_generation;   /* the ended token */
     struct recent_token recent[RECENT_TOKENS]; /* the latest tokens, by generation */
     int measuring;
@@ -84,6 +84,7 @@ void burst_stopped(struct token *t, int64_t now);
 void fetch(struct token *t, int dev, int64_t now, int blocking);
 int renew_in_background(struct token *t, int64_t now);
 /* token_tracker.c */
+/* Token `generation`'s slot, or NULL when a later token took it over. */
 struct recent_token *recent_of(struct token *t, uint64_t generation);
 void post_end(struct token *t, int64_t end_ns);
 double charge_end(struct token *t, uint64_t generation, int64_t end_ns, int64_t until);

@@ -14,6 +14,8 @@ static void timespec_at(struct timespec *ts, int64_t at_ns)
     ts->tv_sec = at_ns / 1000000000;
     ts->tv_nsec = at_ns % 1000000000;
 }
+
+/* Token `generation`'s slot, or NULL when a later token took it over. */
 struct recent_token *recent_of(struct token *t, uint64_t generation)
 {
     struct recent_token *r = &t->recent[generation % RECENT_TOKENS];

@@ -7,7 +7,7 @@ Rules:
   charges the overuse it reports at that interval's end.  (Gemini extends the last interval,
   `end = min(now, end + overuse)`, which loses the overuse of a token returned early: the
   hook reports a token's overuse with a later request, once measured.)  The hook reports only
-  what ran while the client held no token (csrc/hook/token.c).  The clients granted the GPU
+  what ran while the client held no token (csrc/hook/token_tracker.c).  The clients granted the GPU
   while it ran lost that time from their grants: it is given back to them (`overrun_s`), to
   the next grant too where it was reported before that grant was made.
 - When a quota expires, its holder counts as waiting for `return_grace_s` more: if it is the one

@@ -403,9 +403,9 @@ def test_hook_ab_fake_holds_two_builds_of_the_hook_to_the_cap(tmp_path: Path) ->
 @pytest.mark.system
 def test_the_stream_handle_probe_counts_the_handles_the_driver_hands_out(
         tmp_path: Path, fake_gpu_segment: str) -> None:
-    """bench/probe_stream_handles.py through the fake driver: streams kept alive 8 together have
-    8 handles at least; one at a time, as few as the driver reuses (the fake driver, whose
-    streams are malloc'd, hands the next one the handle just freed)."""
+    """bench/probe_stream_handles.py runs through a driver (here the fake one) and counts the
+    handles of each pattern: streams kept alive 8 together must have 8 handles at least (a
+    probe that destroyed each before making the next would read 1)."""
     lib = fake_driver_dir() / "libcuda.so.1"
     path = result_file(tmp_path, "*-probe-stream-handles.json", "bench/probe_stream_handles.py",
                        "--lib", str(lib), "--rounds", "40",
@@ -414,5 +414,4 @@ def test_the_stream_handle_probe_counts_the_handles_the_driver_hands_out(
     assert set(counts) == {f"{how}_{kind}" for how in ("one_at_a_time", "batches_of_8")
                            for kind in ("blocking", "non_blocking")}
     for kind in ("blocking", "non_blocking"):
-        assert 8 <= counts[f"batches_of_8_{kind}"] <= 40, counts
-        assert 1 <= counts[f"one_at_a_time_{kind}"] <= 40, counts
+        assert counts[f"batches_of_8_{kind}"] >= 8, counts

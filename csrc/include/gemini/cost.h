@@ -27,7 +27,7 @@ struct gem_cost {
     double launches; /* ... and how many, fading alike */
     double per;      /* ns / launches; 0: not known yet */
     double at_start; /* `per` as of the latest token's start (hook: gem_inflight_measure_from) */
-    double logged;   /* `per` as last written to the hook's debug log */
+    double logged;   /* `per` as last written to the hook's debug log (the hook's to keep) */
     int stalled;     /* learnt from segments with a stall in them only */
 };
 
@@ -37,8 +37,11 @@ struct gem_cost {
 #define GEM_COST_LEARNT 1
 #define GEM_COST_REPLACED_STALLED 2
 
-/* A segment of `n` launches (> 0) that ran in `ns` of GPU time, a launch call in it having held
- * the host (`stall`) or not, learnt with a memory of `memory` launches. */
+/* `n` launches (> 0) of this kind that ran in `ns` of GPU time (a graph launch's: the share of
+ * its segment that gem_cost_graph_ns gives, over the segment's graph launches), a launch call
+ * in the segment having held the host (`stall`) or not, learnt with a memory of `memory`
+ * launches.  In place of a stalled cost, `at_start` comes down to the new cost too (else the
+ * stalled one holds the queue's estimate to the next grant). */
 int gem_cost_learn(struct gem_cost *c, double ns, double n, double memory, int stall);
 /* What a launch queued now is taken to cost: `per`, or what it was as of the token's start if
  * that was more. */
@@ -47,7 +50,8 @@ double gem_cost_queued(const struct gem_cost *c);
  * that ran in `ns`: its time less its kernels' at `kernel_per`, but never under its mean per
  * launch (a kernel's cost learnt on heavier ones). */
 double gem_cost_graph_ns(double ns, uint64_t n, uint64_t graphs, double kernel_per);
-/* A wait showed the cost learnt on other kernels: it is `factor` times what it was. */
+/* A wait showed the cost learnt on other kernels: it is `factor` times what it was (the
+ * launches learnt kept; `logged` left to the caller). */
 void gem_cost_raise(struct gem_cost *c, double factor);
 
 #endif
