@@ -1332,7 +1332,7 @@ def load(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def steps_jsonl(series: list[list[float]]) -> str:
+def steps_jsonl(series: Samples) -> str:
     """A worker's samples (time, steps done) as the kept logs' lines."""
     return "".join(json.dumps({"t": t, "steps": n}) + "\n" for t, n in series)
 
