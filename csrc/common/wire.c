@@ -18,22 +18,41 @@ static int put_head(uint8_t *buf, const char *name, int32_t req_id, int32_t type
     return (int)(17 + len); /* payload offset */
 }
 
+_Static_assert(GEM_QUOTA_ALIAS_LEN <= GEM_QUOTA_RUN_NAME_MAX, "an alias leaves room for every word");
+
+void gem_wire_quota_alias(const char *name, char *out)
+{
+    static const char hex[] = "0123456789abcdef";
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a 64 */
+    size_t len = strnlen(name, GEM_MAX_NAME_LEN);
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)name[i];
+        h *= 1099511628211ULL;
+    }
+    out[0] = '#';
+    for (int i = 0; i < 16; i++)
+        out[1 + i] = hex[(h >> (60 - 4 * i)) & 0xf];
+    out[GEM_QUOTA_ALIAS_LEN] = '\0';
+}
+
 int gem_wire_encode_quota(uint8_t *buf, const char *name, int32_t req_id,
                           double overuse_ms, double burst_ms, double gpu_wait_ms,
                           float run_ms, uint32_t run_launches)
 {
+    char alias[GEM_QUOTA_ALIAS_LEN + 1];
+    size_t len = strnlen(name, GEM_MAX_NAME_LEN + 1);
+    if (len > GEM_QUOTA_RUN_NAME_MAX && len <= GEM_MAX_NAME_LEN) {
+        gem_wire_quota_alias(name, alias);
+        name = alias;
+    }
     int off = put_head(buf, name, req_id, GEM_REQ_QUOTA);
     if (off < 0)
         return -1;
     memcpy(buf + off, &overuse_ms, 8);
     memcpy(buf + off + 8, &burst_ms, 8);
-    size_t len = strnlen(name, GEM_MAX_NAME_LEN);
-    if (len <= GEM_QUOTA_GPU_WAIT_NAME_MAX)
-        memcpy(buf + off + 16, &gpu_wait_ms, 8);
-    if (len <= GEM_QUOTA_RUN_NAME_MAX) {
-        memcpy(buf + off + 24, &run_ms, 4);
-        memcpy(buf + off + 28, &run_launches, 4);
-    }
+    memcpy(buf + off + 16, &gpu_wait_ms, 8);
+    memcpy(buf + off + 24, &run_ms, 4);
+    memcpy(buf + off + 28, &run_launches, 4);
     return GEM_REQ_MSG_LEN;
 }
 

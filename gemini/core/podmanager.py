@@ -50,6 +50,7 @@ from gemini.core.wire import (
     Response,
     Status,
     quota_args,
+    quota_name,
     quota_run,
     run_word,
 )
@@ -91,6 +92,7 @@ class Waiter:
 class PodCore:
     def __init__(self, name: str, now: float) -> None:
         self.name = name
+        self._quota_name = quota_name(name)  # (a long name's QUOTA requests carry its alias)
         self.limit: int | None = None  # unknown until the scheduler tells us
         self.mem_flags = 0  # MEM_LIMIT's flags word (unified memory ...), forwarded to hooks
         self.used = 0
@@ -182,7 +184,7 @@ class PodCore:
         return out + self._serve_recall_waiters(now) + self._maybe_report(now)
 
     def on_hook_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
-        if req.name != self.name:
+        if req.name != self.name and req.name != self._quota_name:
             reply = Reply(conn, req.type, Response(req.req_id, Status.UNKNOWN_CLIENT))
             why = f"refused a process that calls itself {req.name!r}"
             return [reply, act.warning(self.name, why), act.Close(conn, "wrong client name")]

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
@@ -78,6 +78,7 @@ from gemini.core.wire import (
     Response,
     Status,
     quota_args,
+    quota_name,
     quota_run,
 )
 
@@ -170,6 +171,9 @@ class SchedulerCore:
         self.first_request_at: float | None = None
         self.clients: dict[str, ClientState] = {}
         self.removed: set[str] = set()
+        # The long names' aliases in QUOTA requests (wire.quota_alias), of every client the
+        # config has named, so that a removed one is still told so.
+        self._aliases: dict[str, str] = {}
         self.history = UsageHistory()
         self.candidates: list[Candidate] = []
         self.holder: Grant | None = None
@@ -196,6 +200,9 @@ class SchedulerCore:
     # ---- inputs -------------------------------------------------------------------------------
 
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        name = self._aliases.get(req.name)
+        if name is not None:
+            req = replace(req, name=name)
         if req.type is RequestType.STATUS:
             return [self._status_reply(conn, req, now)]
         if req.type is RequestType.HELLO:
@@ -848,6 +855,8 @@ class SchedulerCore:
         self.clients = {}
         limit_changed = False
         for spec in config.clients:
+            if quota_name(spec.name) != spec.name:
+                self._aliases.setdefault(quota_name(spec.name), spec.name)
             state = old.get(spec.name)
             if state is None:
                 self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)

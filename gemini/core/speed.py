@@ -65,8 +65,7 @@ on the GPU since its last request (held for a full queue, or in a sync: the QUOT
 gpu_wait_ms).  Capped at 0.4 on the H100, torch eager, CUDA graphs and CuPy waited 69-91 % of
 their grants, JAX 32-44 %, torch.compile with CUDA graphs 17-39 %, torch.compile 1-5 %, the
 launch-bound loop none (2026-11-24).  The clock's speed-up is charged in proportion to that
-share, in full from `GPU_BOUND` up; where the hook does not say (a name too long to leave
-room for the word), in full.
+share, in full from `GPU_BOUND` up; where the hook does not say (a v1 hook), in full.
 
 Uncapped clients that share the GPU are weighed by work too (`shared=True`): the power limiter
 sets one clock for all of them, which is not the clock each runs at alone.  On the H100 a
@@ -138,7 +137,7 @@ FIRST_CALIBRATION_S = 1.0
 UNKNOWN_SPEED = 1.1
 # ...for at most this long after its first reading (no calibration comes to a client that
 # always has an uncapped neighbour, whose work keeps the card at its continuous clock; no tail
-# by work to a name too long for the run words).
+# by work to a program its hook cannot time).
 UNKNOWN_SPEED_S = 5.0
 # The first calibration's tail is not kept, but until a tail is kept it is a floor on the
 # charge: on a cool card a tail reads fast (a speed too low), so a first tail that reads its

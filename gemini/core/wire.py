@@ -83,7 +83,7 @@ QUOTA_FLAG_CALIBRATION = 1 << 1
 # full queue, or in a sync).  A capped client is charged the GPU clock's speed-up only as far
 # as the GPU set its pace (gemini.core.speed).  It fits the frame beside a name of up to
 # QUOTA_GPU_WAIT_NAME_MAX bytes; beside a longer one it is not sent, and reads None (not said).
-# v1 peers leave it 0.
+# v1 peers leave it 0.  (Our encoders send a longer name's alias instead: quota_alias.)
 _QUOTA_GPU_WAIT = struct.Struct("<d")
 QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # Its fourth and fifth words (not in v1), hook -> pod manager -> scheduler: run_ms (f32) and
@@ -93,12 +93,19 @@ QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # GPU time per launch in a capped client's ordinary grants against that in its calibration
 # grants says how much faster its kernels run paced than continuously (gemini.core.speed).
 # Beside a name of up to QUOTA_RUN_NAME_MAX bytes, after gpu_wait_ms; 0 launches: none measured
-# (v1 peers, longer names).  run_launches' top bit (RUN_GRAPHS): the count is of graph launches,
-# for a program whose graph replays carry most of its GPU time (the GPU time is still every
-# segment's; csrc/hook/inflight_measure.c says why); below it the count, at most RUN_COUNT_MAX.
+# (v1 peers, and peers that send a longer name whole).  run_launches' top bit (RUN_GRAPHS): the
+# count is of graph launches, for a program whose graph replays carry most of its GPU time (the
+# GPU time is still every segment's; csrc/hook/inflight_measure.c says why); below it the
+# count, at most RUN_COUNT_MAX.
 _QUOTA_RUN = struct.Struct("<fI")
 QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40
+# Beside a longer name a QUOTA request names its client by an alias, so that every word fits:
+# '#' and the 16 hex digits of the name's FNV-1a 64-bit hash (quota_alias).  No config name
+# starts with '#', and the pod manager and the scheduler map it back.  Without it a capped
+# client of a long name was charged the GPU clock's speed-up in full, or read from the clock
+# alone (gemini.core.speed).  Two of one GPU's few names share an alias with odds under 1e-15.
+QUOTA_ALIAS_LEN = 17
 RUN_GRAPHS = 1 << 31
 RUN_COUNT_MAX = RUN_GRAPHS - 1
 
@@ -185,19 +192,18 @@ def run_word(count: int, graphs: bool) -> int:
     return min(max(count, 0), RUN_COUNT_MAX) | (RUN_GRAPHS if graphs else 0)
 
 
-def name_leaves_out(name: str) -> str | None:
-    """What a QUOTA request beside this client name has no room for (None: it carries all):
-    the gpu_wait_ms word beside names over QUOTA_GPU_WAIT_NAME_MAX bytes, the run words over
-    QUOTA_RUN_NAME_MAX.  Said where a config is read (gem-schd), as a capped client's speed
-    is then known less well (gemini.core.speed)."""
-    raw = name.encode()
-    if not _gpu_wait_fits(raw):
-        return ("how long its programs wait on the GPU, nor their GPU time per launch: its "
-                "cap is charged the GPU clock's speed-up in full, as if it always waited")
-    if not _run_fits(raw):
-        return ("its programs' GPU time per launch: a cap's speed-up is read from the GPU's "
-                "clock only, which wanders more")
-    return None
+def quota_alias(name: str) -> str:
+    """The name a QUOTA request carries for a client whose own is longer than
+    QUOTA_RUN_NAME_MAX bytes (QUOTA_ALIAS_LEN above says why)."""
+    h = 0xCBF29CE484222325  # FNV-1a 64
+    for byte in name.encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return f"#{h:016x}"
+
+
+def quota_name(name: str) -> str:
+    """What a QUOTA request of this client carries for its name: itself, or its alias."""
+    return name if _run_fits(name.encode()) else quota_alias(name)
 
 
 def _gpu_wait_fits(raw_name: bytes) -> bool:
@@ -209,16 +215,17 @@ def _run_fits(raw_name: bytes) -> bool:
 
 
 def encode_request(req: Request) -> bytes:
-    """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]);
-    gpu_wait_ms None or beside a long name is not sent, nor is the run beside a longer one."""
+    """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]),
+    gpu_wait_ms None not sent; beside a long name the request carries its alias."""
     raw = check_name(req.name)
     args = req.args
     extra = b""
     if req.type == RequestType.QUOTA:
+        raw = quota_name(req.name).encode()
         args, rest = args[:2], args[2:]
-        if rest and rest[0] is not None and _gpu_wait_fits(raw):
+        if rest and rest[0] is not None:
             extra = _QUOTA_GPU_WAIT.pack(rest[0])
-            if len(rest) >= 3 and _run_fits(raw):
+            if len(rest) >= 3:
                 extra += _QUOTA_RUN.pack(rest[1], rest[2])
     payload = _REQ_PAYLOAD[req.type].pack(*args) + extra
     msg = _HEAD.pack(len(raw)) + raw + b"\0" + _IDS.pack(req.req_id, int(req.type)) + payload

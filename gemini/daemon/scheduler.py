@@ -13,7 +13,6 @@ from gemini.core.mps import MpsState
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import Timing
 from gemini.core.um import UmPolicy, check_oversubscription
-from gemini.core.wire import QUOTA_RUN_NAME_MAX, name_leaves_out
 from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
 from gemini.daemon.server import FrameServer
 
@@ -82,26 +81,12 @@ async def serve_scheduler(
     def validate(config: ResourceConfig) -> None:
         check_oversubscription(config.for_gpu(gpu), um, str(config_path))
 
-    warned: set[str] = set()  # (once per name, not at every edit)
-
-    def warn_long_names(config: ResourceConfig) -> None:
-        for spec in config.clients:
-            left_out = name_leaves_out(spec.name) if spec.capped else None
-            if left_out is not None and spec.name not in warned:
-                warned.add(spec.name)
-                log.warning("[%s] its name is %d bytes: a token request beside it has no room "
-                            "for %s (names of up to %d bytes leave room for all)", spec.name,
-                            len(spec.name.encode()), left_out, QUOTA_RUN_NAME_MAX)
-
     def apply(config: ResourceConfig) -> None:
-        ours = config.for_gpu(gpu)
-        warn_long_names(ours)
-        daemon.apply_config(ours)
+        daemon.apply_config(config.for_gpu(gpu))
 
     config = read_config(config_path)
     validate(config)  # a ConfigError here: gem-schd exits 2
     ours = config.for_gpu(gpu)
-    warn_long_names(ours)
     state = _mps_state(mps_state)
     if ours.spatial and not state.spatial:
         log.info("the config has partitions and MPS is off (%s): they are time-sliced at their "

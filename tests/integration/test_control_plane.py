@@ -175,25 +175,3 @@ def test_a_live_memory_limit_edit_reaches_the_running_pod_manager(backend):
     schd.wait_for(r"resource-config.txt:2: .*keeping the last good config", since=mark)
     with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
         assert conn.call(RequestType.MEM_LIMIT)[0].values == (0, 5000, 0)
-
-
-@pytest.mark.system
-def test_a_capped_client_whose_name_leaves_no_room_for_its_measurements_is_warned_of(tmp_path):
-    # Beside a name of over 31 bytes a token request has no room for the hook's GPU time per
-    # launch, over 39 none for its wait on the GPU either (gemini.core.wire): the cap is then
-    # charged less well, and silently, unless the log says so, once per name.
-    long_wait, long_run = "w" * 40, "r" * 32
-    cfg = tmp_path / "resource-config.txt"
-    cfg.write_text(f"2\n{long_wait} 0.1 0.4 1GiB\nu{long_wait} 0.1 1.0 1GiB\n")
-    schd = start_scheduler(cfg, *FAST)
-    try:
-        schd.wait_for(rf"\[{long_wait}\] its name is 40 bytes: .* no room for how long its "
-                      "programs wait on the GPU")
-        cfg.write_text(f"3\n{long_wait} 0.1 0.5 1GiB\nu{long_wait} 0.1 1.0 1GiB\n"
-                       f"{long_run} 0.1 0.3 1GiB\n")
-        schd.wait_for(rf"\[{long_run}\] its name is 32 bytes: .* GPU time per launch")
-        schd.wait_for(r"client changed")
-        warned = [line for line in schd.log if "its name is" in line]
-        assert len(warned) == 2, warned  # not again for the first, never for the uncapped one
-    finally:
-        schd.stop()

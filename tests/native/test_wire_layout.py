@@ -38,8 +38,7 @@ def _c_frame(encode, *args) -> bytes:
        st.floats(allow_nan=False), st.floats(allow_nan=False),
        st.floats(allow_nan=False, width=32), st.integers(0, 2**32 - 1))
 def test_quota_request(name, req_id, overuse, burst, gpu_wait, run_ms, run_launches):
-    """(With the wait on the GPU and the run measured where the name leaves room for them, and
-    without beside longer names, alike.)"""
+    """(Beside a name over GEM_QUOTA_RUN_NAME_MAX bytes, its alias, alike.)"""
     c = _c_frame(lib.gem_wire_encode_quota, name.encode(), req_id, overuse, burst, gpu_wait,
                  run_ms, run_launches)
     py = Request(name, req_id, RequestType.QUOTA, (overuse, burst, gpu_wait, run_ms, run_launches))
@@ -48,6 +47,16 @@ def test_quota_request(name, req_id, overuse, burst, gpu_wait, run_ms, run_launc
     assert lib.GEM_QUOTA_RUN_NAME_MAX == wire.QUOTA_RUN_NAME_MAX
     assert lib.GEM_RUN_MEASURE_MS == wire.RUN_MEASURE_MS
     assert (lib.GEM_RUN_GRAPHS, lib.GEM_RUN_COUNT_MAX) == (wire.RUN_GRAPHS, wire.RUN_COUNT_MAX)
+
+
+@given(st.text(st.characters(blacklist_characters="\0"), min_size=1, max_size=47)
+       .filter(lambda t: len(t.encode()) <= 47))
+def test_a_names_alias(name):
+    """A long name's alias in its token requests (any bytes: the hook's name is the pod's)."""
+    out = ffi.new("char[]", lib.GEM_QUOTA_ALIAS_LEN + 1)
+    lib.gem_wire_quota_alias(name.encode(), out)
+    assert ffi.string(out).decode() == wire.quota_alias(name)
+    assert lib.GEM_QUOTA_ALIAS_LEN == wire.QUOTA_ALIAS_LEN
 
 
 @given(st.integers(0, 2**64 - 1), st.booleans())

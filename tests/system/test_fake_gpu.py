@@ -154,14 +154,16 @@ BOOSTED = {"GEMINI_FAKE_SM_PEAK_MHZ": "1980", "GEMINI_FAKE_SM_MHZ": "1410",
            "GEMINI_FAKE_SM_SETTLE_MS": "40"}
 
 
-# A name too long for the QUOTA request's run words: its hook cannot say how fast its launches ran.
-UNTIMED = "a-client-whose-name-is-too-long-x"
+# A program whose tokens run on more lanes than the hook measures together (UNION_LANES_MAX,
+# csrc/hook/inflight_measure.c; here bursts of 4 ms, each on the next of 16 streams): its hook
+# cannot say how fast its launches ran.
+UNTIMED = ("--burst", "4", "--streams", "16")
 
 
 @pytest.mark.parametrize("boost", [True, False])
 def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
-    """Where the hook cannot time its launches for the scheduler (a name over 31 bytes leaves
-    the request no room), the clock tells the speed.  The fake GPU's clock (its NVML) is 1980
+    """Where the hook cannot time its launches for the scheduler (a program that launches on
+    16 streams in turn), the clock tells the speed.  The fake GPU's clock (its NVML) is 1980
     MHz until it has run 110 ms without a break, then 1410, as a power-limited GPU's: a client
     capped at 0.4 runs its grants (50-100 ms) fast, its calibration grants' tails (the last
     80 of 200 ms) at the settled clock, and is charged (1980 / 1410) ** 0.85 = 1.33 s per
@@ -171,9 +173,9 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     wiring, NVML to the charge.)"""
     env = ({**BOOSTED, "GEMINI_FAKE_SM_SETTLE_MS": "110"} if boost
            else {"GEMINI_FAKE_SM_MHZ": "1410"})
-    system.backend(f"1\n{UNTIMED} 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
+    system.backend("1\nuntimed 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
-    r = result(system.client(UNTIMED, "work", "--kernel-ms", "1", "--burst", "400",
+    r = result(system.client("untimed", "work", "--kernel-ms", "1", *UNTIMED,
                              "--seconds", "6"))
     speed = (1980 / 1410) ** WORK_PER_CLOCK if boost else 1.0
     # The status read speed 1.0 twice in a full `make test` (asked once before the first
@@ -182,8 +184,9 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
     # read so; the lowest of the latest tails is the continuous clock, so a later one sets it
     # right.  So this waits for a calibration that read the settled clock; failing, it shows
     # the scheduler's whole log.
-    system.schd.wait_for(r"calibrated: speed 1\.(2[6-9]|3\d|4[01])" if boost
-                         else "calibrated: speed")
+    calibrated = system.schd.wait_for(r"calibrated: speed 1\.(2[6-9]|3\d|4[01])" if boost
+                                      else "calibrated: speed")
+    assert "(by the clock" in calibrated.string, calibrated.string
     [client] = query_status("127.0.0.1", system.schd.port)["clients"]
     if boost:
         assert client["speed"] == pytest.approx(speed, abs=0.08), client
@@ -197,19 +200,27 @@ def test_a_cap_is_charged_by_the_clock_gem_schd_reads(system, boost):
         assert gpu_share(r, kernel_ms=1.0) == pytest.approx(0.4, abs=0.06), r
 
 
-def test_a_cap_holds_by_work_on_a_power_limited_gpu(system):
+# The longest name a config takes (47 bytes): its token requests carry its alias
+# (gemini.core.wire.quota_alias), or they would have no room for what its hook measured.
+LONGEST_NAME = "a-client-whose-name-is-as-long-as-a-name-can-be"
+
+
+@pytest.mark.parametrize("name", ["solo", LONGEST_NAME])
+def test_a_cap_holds_by_work_on_a_power_limited_gpu(system, name):
     """The fake GPU boosted as an H100 running matmuls (its kernels 1410 / 1600 of their length
     until it has run 40 ms without a break, and its NVML says so): a client capped at 0.4 that
     syncs every 50 ms of work runs its 50 ms grants (40 ms of them boosted) about 1.09x as fast
     as continuously.  Its hook times its launches in its grants and in its calibrations' tails,
-    and the scheduler charges each second it holds at that speed, by work."""
+    and the scheduler charges each second it holds at that speed, by work, whatever the length
+    of its name."""
     env = {**BOOSTED, "GEMINI_FAKE_SM_PEAK_MHZ": "1600"}
-    system.backend("1\nsolo 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
+    system.backend(f"1\n{name} 0.1 0.4 1GiB\n", *FAST, "-v", schd_env=env)
     system.schd.wait_for("SM clock: caps are charged by work")
-    result(system.client("solo", "work", "--kernel-ms", "0.2", "--burst", "250",
+    result(system.client(name, "work", "--kernel-ms", "0.2", "--burst", "250",
                          "--sync", "ctx", "--seconds", "8", env=env))
     [client] = query_status("127.0.0.1", system.schd.port)["clients"]
     system.schd.wait_for(r"calibrated: speed [\d.]+ \(by work")
+    assert client["gpu_wait"] is not None, client
     # Its grants' launches ran at 1600 MHz for their first 40 ms of 50: 1.08-1.10 by work.
     assert 1.05 < client["speed"] < 1600 / 1410, client
     assert client["speed_charge_s"] > 0.1, client

@@ -28,8 +28,8 @@ def fetches(actions):
     return [r for r in upstream(actions) if r.type is RequestType.QUOTA]
 
 
-def ready_pod(limit=1000) -> PodCore:
-    pod = PodCore("pod", 0.0)
+def ready_pod(limit=1000, name="pod") -> PodCore:
+    pod = PodCore(name, 0.0)
     limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
     pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, limit)), 0.0)
     pod.on_hook_connect(1, 0.0)
@@ -109,7 +109,7 @@ def test_fetch_reports_the_largest_overuse_burst_and_wait_on_the_gpu_and_the_run
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
-    assert fetch.args == (0.0, 10.0, None, 0.0, 0)  # (its name is too long for the word)
+    assert fetch.args == (0.0, 10.0, None, 0.0, 0)
 
 
 def test_an_overuse_reported_while_a_fetch_is_out_goes_with_the_next_fetch():
@@ -187,6 +187,18 @@ def test_wrong_client_name_is_refused_and_closed():
     out = pod.on_hook_request(1, quota(1, name="other"), 0.0)
     assert replies(out)[0][1].status is Status.UNKNOWN_CLIENT
     assert any(isinstance(a, Close) for a in out)
+
+
+def test_a_long_names_hooks_ask_for_tokens_by_its_alias():
+    # (Beside a name over 31 bytes a token request carries the name's alias, gemini.core.wire)
+    long = "a-client-whose-name-is-as-long-as-a-name-can-be"
+    pod = ready_pod(name=long)
+    sent = wire.decode_request(wire.encode_request(quota(1, burst=10.0, name=long, gpu_wait=3.0)))
+    assert sent.name != long
+    [fetch] = fetches(pod.on_hook_request(1, sent, 0.0))
+    assert (fetch.name, fetch.args[:3]) == (long, (0.0, 10.0, 3.0))
+    out = pod.on_hook_request(1, quota(2, name=long[:-1]), 0.0)  # (a name unlike its own)
+    assert replies(out)[0][1].status is Status.UNKNOWN_CLIENT
 
 
 def test_a_fetch_lost_with_the_scheduler_is_sent_again():

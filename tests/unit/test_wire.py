@@ -27,7 +27,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
     encode_response,
-    name_leaves_out,
+    quota_alias,
     quota_args,
     quota_run,
     run_word,
@@ -45,20 +45,24 @@ def test_quota_request_matches_v1_bytes():
     assert encode_request(req) == v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
 
 
-def test_a_quota_requests_wait_on_the_gpu_follows_the_v1_words_where_the_name_leaves_room():
-    name = "n" * QUOTA_GPU_WAIT_NAME_MAX
+def test_a_quota_requests_wait_on_the_gpu_follows_the_v1_words():
+    name = "n" * QUOTA_RUN_NAME_MAX
     frame = encode_request(Request(name, 7, RequestType.QUOTA, (1.5, 20.0, 12.5)))
     assert frame == v1_request(name.encode(), 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
     assert quota_args(decode_request(frame)) == (1.5, 20.0, 12.5)
+    # From a peer that sends a name of up to QUOTA_GPU_WAIT_NAME_MAX bytes whole, too.
+    whole = v1_request(b"n" * QUOTA_GPU_WAIT_NAME_MAX, 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
+    assert quota_args(decode_request(whole)) == (1.5, 20.0, 12.5)
     # A v1 peer leaves it 0.
     v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
     assert quota_args(decode_request(v1)) == (1.5, 20.0, 0.0)
 
 
-def test_beside_a_longer_name_a_quota_request_says_no_wait_on_the_gpu():
-    name = "n" * (QUOTA_GPU_WAIT_NAME_MAX + 1)
-    frame = encode_request(Request(name, 7, RequestType.QUOTA, (1.5, 20.0, 12.5)))
-    assert frame == v1_request(name.encode(), 7, 0, struct.pack("<dd", 1.5, 20.0))
+def test_a_peer_that_sends_a_longer_name_whole_says_no_wait_on_the_gpu():
+    # (Our encoders send its alias instead, below; a v1 peer, or an older one of ours, sends
+    # the name and what fits beside it.)
+    name = b"n" * (QUOTA_GPU_WAIT_NAME_MAX + 1)
+    frame = v1_request(name, 7, 0, struct.pack("<dd", 1.5, 20.0))
     assert quota_args(decode_request(frame)) == (1.5, 20.0, None)
     assert MAX_NAME_LEN - QUOTA_GPU_WAIT_NAME_MAX == 8
 
@@ -71,28 +75,39 @@ def test_a_quota_requests_run_follows_its_wait_on_the_gpu_where_the_name_leaves_
     req = decode_request(frame)
     assert quota_args(req) == (1.5, 20.0, 12.5)
     assert quota_run(req) == (30.25, 96, False)
-    # Beside a longer name the wait goes alone; a v1 peer's request measured nothing.
-    longer = encode_request(Request(name + "n", 7, RequestType.QUOTA, (1.5, 20.0, 12.5, 30.25, 96)))
-    assert longer == v1_request(name.encode() + b"n", 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
+    # A peer that sends a longer name whole sends the wait alone; a v1 peer's request
+    # measured nothing.
+    longer = v1_request(name.encode() + b"n", 7, 0, struct.pack("<ddd", 1.5, 20.0, 12.5))
+    assert quota_args(decode_request(longer)) == (1.5, 20.0, 12.5)
     assert quota_run(decode_request(longer)) == (0.0, 0, False)
     v1 = v1_request(b"client1", 7, 0, struct.pack("<dd", 1.5, 20.0))
     assert quota_run(decode_request(v1)) == (0.0, 0, False)
     assert QUOTA_GPU_WAIT_NAME_MAX - QUOTA_RUN_NAME_MAX == 8
 
 
-@pytest.mark.parametrize("size", [1, QUOTA_RUN_NAME_MAX, QUOTA_RUN_NAME_MAX + 1,
-                                  QUOTA_GPU_WAIT_NAME_MAX, QUOTA_GPU_WAIT_NAME_MAX + 1,
-                                  MAX_NAME_LEN])
-def test_what_a_name_leaves_out_is_what_its_requests_cannot_carry(size):
+def test_a_names_alias_is_a_hash_over_its_bytes():
+    # FNV-1a 64's published vectors ("" and "a"), and a 2-byte character counted as its bytes.
+    assert quota_alias("") == "#cbf29ce484222325"
+    assert quota_alias("a") == "#af63dc4c8601ec8c"
+    assert quota_alias("é") != quota_alias("e")
+    assert len(quota_alias("x" * MAX_NAME_LEN)) == 17
+
+
+@pytest.mark.parametrize("size", [QUOTA_RUN_NAME_MAX + 1, QUOTA_GPU_WAIT_NAME_MAX,
+                                  QUOTA_GPU_WAIT_NAME_MAX + 1, MAX_NAME_LEN])
+def test_beside_a_longer_name_a_quota_request_carries_its_alias_and_every_word(size):
     # (2-byte characters: the limits count bytes)
     name = "é" * (size // 2) + "n" * (size % 2)
-    req = decode_request(encode_request(Request(name, 7, RequestType.QUOTA,
-                                                (0.0, 1.0, 2.0, 38.5, 56))))
-    wait_lost, run_lost = quota_args(req)[2] is None, quota_run(req)[1] == 0
-    said = name_leaves_out(name)
-    assert (said is None) == (not run_lost)
-    if said is not None:
-        assert ("wait on the GPU" in said) == wait_lost
+    args = (0.5, 1.0, 2.0, 38.5, 56)
+    frame = encode_request(Request(name, 7, RequestType.QUOTA, args))
+    alias = quota_alias(name)
+    assert frame == v1_request(alias.encode(), 7, 0, struct.pack("<dddfI", *args))
+    req = decode_request(frame)
+    assert req.name == alias
+    assert (*quota_args(req), *quota_run(req)[:2]) == args
+    # Its other requests carry the name itself.
+    other = decode_request(encode_request(Request(name, 8, RequestType.MEM_LIMIT)))
+    assert other.name == name
 
 
 def test_a_run_counted_in_graph_launches_says_so_in_its_counts_top_bit():
@@ -132,12 +147,14 @@ def test_error_status_sits_in_the_last_four_bytes():
 
 
 def test_longest_name_fits_and_one_more_is_refused():
+    # (beside the largest payload of a request that carries the name itself, a HELLO's)
     name = "n" * MAX_NAME_LEN
-    frame = encode_request(Request(name, 1, RequestType.QUOTA, (0.0, 0.0)))
+    frame = encode_request(Request(name, 1, RequestType.HELLO, (b"p" * 16,)))
     assert len(frame) == REQ_MSG_LEN
     assert decode_request(frame).name == name
-    with pytest.raises(WireError, match="limit is 47"):
-        encode_request(Request(name + "n", 1, RequestType.QUOTA, (0.0, 0.0)))
+    for req_type, args in ((RequestType.HELLO, (b"p" * 16,)), (RequestType.QUOTA, (0.0, 0.0))):
+        with pytest.raises(WireError, match="limit is 47"):
+            encode_request(Request(name + "n", 1, req_type, args))
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,8 @@ enum gem_status {
 
 /* A QUOTA request's third word (not in v1): gpu_wait_ms, how long the launching threads waited
  * on the GPU since the last request (held for a full queue, or in a sync).  It fits the frame
- * beside a name of up to this many bytes; beside a longer one it is not sent (not said). */
+ * beside a name of up to this many bytes; a peer that sends a longer one whole leaves it out
+ * (not said). */
 #define GEM_QUOTA_GPU_WAIT_NAME_MAX 39
 /* Its fourth and fifth words (not in v1): f32 run_ms and u32 run_launches, the GPU time and the
  * launches of the queue segments the hook measured running back to back in the token before
@@ -70,9 +71,18 @@ enum gem_status {
  * last GEM_RUN_MEASURE_MS only): the GPU time per launch, against the
  * same program's in a calibration, says how much faster its kernels run in its grants than
  * when it runs continuously (gemini/core/speed.py).  Beside a name of up to this many bytes; 0
- * launches: none measured (v1 peers, longer names). */
+ * launches: none measured (v1 peers).  (Our encoders send a longer name's alias instead, below;
+ * the two limits tell a receiver what a peer that sends the whole name left out.) */
 #define GEM_QUOTA_RUN_NAME_MAX 31
 #define GEM_RUN_MEASURE_MS 40
+/* Beside a longer name a QUOTA request names its client by an alias, so that every word fits:
+ * '#' and the 16 hex digits of the name's FNV-1a 64-bit hash (no config name starts with '#';
+ * the pod manager and the scheduler map it back).  A long name then costs its client nothing:
+ * without these words a cap is charged the GPU clock's speed-up in full, or read from the clock
+ * alone (gemini/core/speed.py). */
+#define GEM_QUOTA_ALIAS_LEN 17
+/* The alias of `name` into out (GEM_QUOTA_ALIAS_LEN bytes and a NUL). */
+void gem_wire_quota_alias(const char *name, char *out);
 /* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
  * most of its GPU time, hook/inflight_measure.c), the GPU time every segment's; below it, the
  * count. */
