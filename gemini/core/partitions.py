@@ -31,7 +31,7 @@ from gemini.core.actions import Action, ConnId, Log, Reply
 from gemini.core.config import DEFAULT_GPU, ClientSpec, Partition, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.um import UmPolicy, mem_flags
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status
+from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status, quota_name
 
 TIME_SLICED = ""  # the group of the clients that take turns on the whole GPU
 SPATIAL_MODE = "spatial"
@@ -99,6 +99,9 @@ class PartitionRouter:
         self.conns: dict[str, set[ConnId]] = {}  # the pod manager connections of each client
         # QUOTA requests not answered yet, (conn, req_id) -> request: they follow a moved client
         self.pending: dict[tuple[ConnId, int], Request] = {}
+        # The aliases that QUOTA requests beside long names carry (wire.quota_alias), of every
+        # client in `group`: the request gets its name back before anything reads it.
+        self.aliases: dict[str, str] = {}
         self._regroup(now)
 
     # ---- inputs (as SchedulerCore's) -----------------------------------------------------------
@@ -106,6 +109,8 @@ class PartitionRouter:
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         if req.type is RequestType.STATUS:
             return [self._status_reply(conn, req, now)]
+        if req.type is RequestType.QUOTA and req.name in self.aliases:
+            req = replace(req, name=self.aliases[req.name])
         if req.name in self.group:
             self.conns.setdefault(req.name, set()).add(conn)
             if req.type is RequestType.QUOTA:
@@ -164,6 +169,7 @@ class PartitionRouter:
         moved = {n for n, key in after.items() if n in before and before[n] != key}
         old_state = {n: self._client_snapshot(n) for n in moved}
         self.group.update(after)
+        self.aliases = {quota_name(n): n for n in self.group if quota_name(n) != n}
         out: list[Action] = []
         for key, sub in groups.items():
             if key not in self.cores:

@@ -53,6 +53,7 @@ from gemini.core.wire import (
     quota_name,
     quota_run,
     run_word,
+    said_name,
 )
 
 MS = 1000.0
@@ -184,9 +185,10 @@ class PodCore:
         return out + self._serve_recall_waiters(now) + self._maybe_report(now)
 
     def on_hook_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
-        if req.name != self.name and req.name != self._quota_name:
+        if req.name != self.name and (req.type is not RequestType.QUOTA
+                                      or req.name != self._quota_name):
             reply = Reply(conn, req.type, Response(req.req_id, Status.UNKNOWN_CLIENT))
-            why = f"refused a process that calls itself {req.name!r}"
+            why = f"refused a process that calls itself {said_name(req.name)!r}"
             return [reply, act.warning(self.name, why), act.Close(conn, "wrong client name")]
         if req.type is RequestType.QUOTA:
             return self._on_hook_quota(Waiter(conn, req), now)

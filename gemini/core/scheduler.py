@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
@@ -78,8 +78,8 @@ from gemini.core.wire import (
     Response,
     Status,
     quota_args,
-    quota_name,
     quota_run,
+    said_name,
 )
 
 MS = 1000.0
@@ -171,9 +171,6 @@ class SchedulerCore:
         self.first_request_at: float | None = None
         self.clients: dict[str, ClientState] = {}
         self.removed: set[str] = set()
-        # The long names' aliases in QUOTA requests (wire.quota_alias), of every client the
-        # config has named, so that a removed one is still told so.
-        self._aliases: dict[str, str] = {}
         self.history = UsageHistory()
         self.candidates: list[Candidate] = []
         self.holder: Grant | None = None
@@ -200,9 +197,8 @@ class SchedulerCore:
     # ---- inputs -------------------------------------------------------------------------------
 
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
-        name = self._aliases.get(req.name)
-        if name is not None:
-            req = replace(req, name=name)
+        """(A QUOTA request beside a long name carries its alias: PartitionRouter, in front of
+        this core in gem-schd, gives it the name back.)"""
         if req.type is RequestType.STATUS:
             return [self._status_reply(conn, req, now)]
         if req.type is RequestType.HELLO:
@@ -855,8 +851,6 @@ class SchedulerCore:
         self.clients = {}
         limit_changed = False
         for spec in config.clients:
-            if quota_name(spec.name) != spec.name:
-                self._aliases.setdefault(quota_name(spec.name), spec.name)
             state = old.get(spec.name)
             if state is None:
                 self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)
@@ -913,7 +907,8 @@ class SchedulerCore:
             status, why = Status.CLIENT_REMOVED, "client was removed from the config"
         else:
             status, why = Status.UNKNOWN_CLIENT, "unknown client: not in the config"
-        return [Reply(conn, req.type, Response(req.req_id, status)), act.warning(req.name, why)]
+        return [Reply(conn, req.type, Response(req.req_id, status)),
+                act.warning(said_name(req.name), why)]
 
     # ---- status --------------------------------------------------------------------------------
 

@@ -82,8 +82,9 @@ QUOTA_FLAG_CALIBRATION = 1 << 1
 # long the client's launching threads waited on the GPU since its last request (held for a
 # full queue, or in a sync).  A capped client is charged the GPU clock's speed-up only as far
 # as the GPU set its pace (gemini.core.speed).  It fits the frame beside a name of up to
-# QUOTA_GPU_WAIT_NAME_MAX bytes; beside a longer one it is not sent, and reads None (not said).
-# v1 peers leave it 0.  (Our encoders send a longer name's alias instead: quota_alias.)
+# QUOTA_GPU_WAIT_NAME_MAX bytes; a peer that sends a longer one whole leaves it out, and it
+# reads None (not said).  v1 peers leave it 0.  (Our encoders send a longer name's alias
+# instead: quota_alias.)
 _QUOTA_GPU_WAIT = struct.Struct("<d")
 QUOTA_GPU_WAIT_NAME_MAX = MAX_NAME_LEN - _QUOTA_GPU_WAIT.size
 # Its fourth and fifth words (not in v1), hook -> pod manager -> scheduler: run_ms (f32) and
@@ -102,9 +103,11 @@ QUOTA_RUN_NAME_MAX = QUOTA_GPU_WAIT_NAME_MAX - _QUOTA_RUN.size
 RUN_MEASURE_MS = 40
 # Beside a longer name a QUOTA request names its client by an alias, so that every word fits:
 # '#' and the 16 hex digits of the name's FNV-1a 64-bit hash (quota_alias).  No config name
-# starts with '#', and the pod manager and the scheduler map it back.  Without it a capped
-# client of a long name was charged the GPU clock's speed-up in full, or read from the clock
-# alone (gemini.core.speed).  Two of one GPU's few names share an alias with odds under 1e-15.
+# starts with '#', and the pod manager and the scheduler map it back (a pod manager or a
+# scheduler from before 2026-12-05 refuses it: upgrade gem-schd, then gem-pmgr, then the hook).
+# Without it a capped client of a long name was charged the GPU clock's speed-up in full, or
+# read from the clock alone (gemini.core.speed).  Two of one GPU's few names share an alias
+# with odds under 1e-15.
 QUOTA_ALIAS_LEN = 17
 RUN_GRAPHS = 1 << 31
 RUN_COUNT_MAX = RUN_GRAPHS - 1
@@ -204,6 +207,13 @@ def quota_alias(name: str) -> str:
 def quota_name(name: str) -> str:
     """What a QUOTA request of this client carries for its name: itself, or its alias."""
     return name if _run_fits(name.encode()) else quota_alias(name)
+
+
+def said_name(name: str) -> str:
+    """A request's name for a log line: an alias that no client's name gave back says so."""
+    if name.startswith("#") and len(name.encode()) == QUOTA_ALIAS_LEN:
+        return f"{name} (a token request's alias of a name over {QUOTA_RUN_NAME_MAX} bytes)"
+    return name
 
 
 def _gpu_wait_fits(raw_name: bytes) -> bool:

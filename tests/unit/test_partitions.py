@@ -11,7 +11,14 @@ from gemini.core.actions import Log, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.partitions import PartitionRouter, folded, split
 from gemini.core.scheduler import SchedulerCore, Timing
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Status
+from gemini.core.wire import (
+    NOTIFY_ID,
+    Request,
+    RequestType,
+    Status,
+    decode_request,
+    encode_request,
+)
 from tests.unit.sim import Sim
 
 LAUNCHER = Timing(0.300, 0.020, 10.0)
@@ -205,6 +212,40 @@ def test_removed_and_unknown_clients_are_refused_by_name() -> None:
     (stranger,) = grants(router.on_request(1, quota("x", 2), 2.0))
     assert gone.response.status is Status.CLIENT_REMOVED
     assert stranger.response.status is Status.UNKNOWN_CLIENT
+
+
+LONG = "a-client-whose-name-is-as-long-as-a-name-can-be"  # (47 bytes, the most a name has)
+
+
+def sent(name: str, req_id: int) -> Request:
+    """A token request as it comes off the wire: beside a name over 31 bytes, its alias."""
+    return decode_request(encode_request(quota(name, req_id)))
+
+
+def test_a_long_names_token_requests_come_by_its_alias_in_every_group() -> None:
+    router = PartitionRouter(cfg.parse_text(f"2\na 1 1 1GiB sm=50@p\n{LONG} 1 1 1GiB sm=50@p\n"),
+                             LAUNCHER, 0.0, spatial=True)
+    assert sent(LONG, 1).name != LONG
+    assert grants(router.on_request(1, quota("a", 1), 0.0))[0].response.status is Status.OK
+    assert grants(router.on_request(2, sent(LONG, 1), 0.01)) == []  # waits for a's token
+    # Moved to a partition of its own, its queued request goes with it and is granted there.
+    out = router.on_config(cfg.parse_text(f"2\na 1 1 1GiB sm=50@p\n{LONG} 1 1 1GiB sm=50@q\n"),
+                           0.02)
+    (granted,) = grants(out)
+    assert (granted.conn, granted.response.req_id, granted.response.status) == (2, 1, Status.OK)
+    # Without MPS it takes turns with a in the time-sliced group, by its name there too.
+    router.on_mode(False, 0.03)
+    router.on_request(1, quota("a", 2), 0.5)
+    (granted,) = grants(router.on_request(2, sent(LONG, 2), 0.6))
+    assert granted.response.status is Status.OK
+    assert router.snapshot(0.6)["holder"] == LONG
+    # Removed, it is told so; a long name the config never had, that it is unknown.
+    router.on_config(cfg.parse_text("1\na 1 1 1GiB sm=50@p\n"), 1.0)
+    (gone,) = grants(router.on_request(2, sent(LONG, 3), 1.1))
+    assert gone.response.status is Status.CLIENT_REMOVED
+    out = router.on_request(3, sent(LONG[::-1], 1), 1.2)
+    assert grants(out)[0].response.status is Status.UNKNOWN_CLIENT
+    assert any("alias of a name over 31 bytes" in a.client for a in out if isinstance(a, Log))
 
 
 def test_memory_limits_of_partition_clients() -> None:

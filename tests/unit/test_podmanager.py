@@ -199,6 +199,9 @@ def test_a_long_names_hooks_ask_for_tokens_by_its_alias():
     assert (fetch.name, fetch.args[:3]) == (long, (0.0, 10.0, 3.0))
     out = pod.on_hook_request(1, quota(2, name=long[:-1]), 0.0)  # (a name unlike its own)
     assert replies(out)[0][1].status is Status.UNKNOWN_CLIENT
+    pod = ready_pod(name=long)  # (only token requests carry the alias; the rest, the name)
+    out = pod.on_hook_request(1, Request(sent.name, 1, RequestType.MEM_LIMIT), 0.0)
+    assert replies(out)[0][1].status is Status.UNKNOWN_CLIENT
 
 
 def test_a_fetch_lost_with_the_scheduler_is_sent_again():

@@ -11,15 +11,7 @@ from hypothesis import strategies as st
 from gemini.core.actions import Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
-from gemini.core.wire import (
-    NOTIFY_ID,
-    QUOTA_FLAG_ALONE,
-    Request,
-    RequestType,
-    Status,
-    decode_request,
-    encode_request,
-)
+from gemini.core.wire import NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
 from tests.unit.sim import GpuClock, Sim
 
 
@@ -323,23 +315,6 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
     refused = [a for a in actions if isinstance(a, Reply) and a.conn == 2]
     assert refused[0].response.status is Status.CLIENT_REMOVED
     [again] = [a for a in core.on_request(2, quota_req("b", 2), 0.2) if isinstance(a, Reply)]
-    assert again.response.status is Status.CLIENT_REMOVED
-
-
-def test_a_long_names_token_requests_come_by_its_alias_and_are_its_own():
-    # (Beside a name over 31 bytes a token request carries the name's alias, gemini.core.wire)
-    long = "a-client-whose-name-is-as-long-as-a-name-can-be"
-    core = SchedulerCore(config((long, 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
-
-    def sent(req_id: int) -> Request:
-        return decode_request(encode_request(Request(long, req_id, RequestType.QUOTA,
-                                                     (0.0, 10.0, 8.0, 9.0, 90))))
-    assert sent(1).name != long
-    [g] = grants(core.on_request(1, sent(1), 0.0))
-    assert (g.conn, g.response.status) == (1, Status.OK)
-    assert core.holder.interval.name == long
-    core.on_config(config(("b", 0.5, 1, 1)), 0.1)
-    [again] = [a for a in core.on_request(1, sent(2), 0.2) if isinstance(a, Reply)]
     assert again.response.status is Status.CLIENT_REMOVED
 
 

@@ -81,7 +81,8 @@ enum gem_status {
  * without these words a cap is charged the GPU clock's speed-up in full, or read from the clock
  * alone (gemini/core/speed.py). */
 #define GEM_QUOTA_ALIAS_LEN 17
-/* The alias of `name` into out (GEM_QUOTA_ALIAS_LEN bytes and a NUL). */
+/* The alias of `name` into out (GEM_QUOTA_ALIAS_LEN bytes and a NUL), hashed over its first
+ * GEM_MAX_NAME_LEN bytes (a longer name is refused by every encoder). */
 void gem_wire_quota_alias(const char *name, char *out);
 /* run_launches' top bit: the count is of graph launches (a program whose graph replays carry
  * most of its GPU time, hook/inflight_measure.c), the GPU time every segment's; below it, the
