@@ -18,6 +18,8 @@ LABELS = ["client", "gpu"]
 # (name, help, snapshot field, kind)
 PER_CLIENT = [
     ("gemini_usage_ratio", "Share of GPU time over the scheduler's window.", "share", "gauge"),
+    ("gemini_usage_short_ratio", "Share of GPU time over the scheduler's short window (1 s by "
+     "default), where caps hold second by second.", "share_short", "gauge"),
     ("gemini_request_ratio", "Guaranteed share (REQUEST).", "request", "gauge"),
     ("gemini_limit_ratio", "Maximum share (LIMIT).", "limit", "gauge"),
     ("gemini_memory_used_bytes", "GPU memory the client's processes hold.", "mem_used", "gauge"),

@@ -255,6 +255,7 @@ class PartitionRouter:
         return {
             "uptime_s": now - self.started_at,
             "window_s": max(s["window_s"] for s in snaps.values()),
+            "short_window_s": snaps[TIME_SLICED]["short_window_s"],
             "holder": snaps[TIME_SLICED]["holder"],
             "waiting_clients": sum(s["waiting_clients"] for s in snaps.values()),
             "clients": clients,

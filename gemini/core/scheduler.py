@@ -915,6 +915,9 @@ class SchedulerCore:
     def snapshot(self, now: float) -> dict[str, object]:
         window_start, window_size = self._window(now)
         usage = self.history.usage(window_start, now)
+        # ...and over the short window, where the caps hold second by second (none: 0)
+        short_start, short_size = self._window(now, self._short_window_s)
+        short_usage = self.history.usage(short_start, now) if short_size > 0 else {}
         holder = self.holder.interval.name if self.holder is not None else None
         waiting = {c.name for c in self.candidates}
         clients = [
@@ -927,6 +930,8 @@ class SchedulerCore:
                 "mem_used": c.mem_used,
                 "unified_memory": is_um(c.spec, self.um),
                 "share": usage.get(name, 0.0) / window_size if window_size > 0 else 0.0,
+                "share_short": short_usage.get(name, 0.0) / short_size if short_size > 0
+                else 0.0,
                 "quota_ms": c.quota_s * MS,
                 "holder": name == holder,
                 "waiting": name in waiting,
@@ -950,6 +955,7 @@ class SchedulerCore:
         return {
             "uptime_s": now - self.started_at,
             "window_s": window_size,
+            "short_window_s": self._short_window_s,
             "holder": holder,
             "waiting_clients": len(waiting),
             "clients": clients,

@@ -46,15 +46,19 @@ def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -
     )
     # The mode column only where a client has a partition: v1 configs look as they did.
     modes = any(c.get("partition") is not None for c in snapshot["clients"])
-    columns = ["client", "request", "limit", "share", "quota ms", "token", "procs", "waiting",
+    # The share over the short window beside the long one's, where there is one.
+    short = snapshot.get("short_window_s") or 0.0
+    shares = ["share", f"{short:g} s"] if short > 0 else ["share"]
+    columns = ["client", "request", "limit", *shares, "quota ms", "token", "procs", "waiting",
                "memory MiB used/limit"] + (["mode"] if modes else [])
     rows = []
     for c in snapshot["clients"]:
         token = "held" if c["holder"] else ("wait" if c["waiting"] else "")
+        short_share = [f"{c.get('share_short', 0.0):.3f}"] if short > 0 else []
         rows.append([
             c["name"], f"{c['request']:.2f}", f"{c['limit']:.2f}", f"{c['share']:.3f}",
-            f"{c['quota_ms']:.0f}", token, str(c["processes"]), str(c["waiting_processes"]),
-            f"{_mib(c['mem_used'])}/{_mib(c['gpu_mem'])}",
+            *short_share, f"{c['quota_ms']:.0f}", token, str(c["processes"]),
+            str(c["waiting_processes"]), f"{_mib(c['mem_used'])}/{_mib(c['gpu_mem'])}",
         ])
         if modes:
             rows[-1].append(mode(c))

@@ -10,8 +10,9 @@ from gemini.daemon.metrics import answer
 SNAPSHOT = {
     "waiting_clients": 1,
     "clients": [
-        {"name": "a", "gpu": "1", "share": 0.3, "request": 0.25, "limit": 0.5, "mem_used": 1024,
-         "gpu_mem": 4096, "tokens": 7, "overuse_s": 0.002, "overrun_s": 0.001},
+        {"name": "a", "gpu": "1", "share": 0.3, "share_short": 0.35, "request": 0.25,
+         "limit": 0.5, "mem_used": 1024, "gpu_mem": 4096, "tokens": 7, "overuse_s": 0.002,
+         "overrun_s": 0.001},
         {"name": "b", "gpu": "1", "share": 0.6, "request": 0.5, "limit": 1.0, "mem_used": 0,
          "gpu_mem": 8192, "tokens": 0, "overuse_s": 0.0},
     ],
@@ -30,6 +31,7 @@ def test_every_quantity_of_every_client_with_its_gpu() -> None:
     got = samples(exposition(SNAPSHOT, "1"))
     a = (("client", "a"), ("gpu", "1"))
     assert got[("gemini_usage_ratio", a)] == 0.3
+    assert got[("gemini_usage_short_ratio", a)] == 0.35
     assert got[("gemini_request_ratio", a)] == 0.25
     assert got[("gemini_limit_ratio", a)] == 0.5
     assert got[("gemini_memory_used_bytes", a)] == 1024

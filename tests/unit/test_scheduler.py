@@ -418,6 +418,20 @@ def test_status_snapshot_names_the_holder():
     assert rows["a"]["share"] == pytest.approx(1.0)
 
 
+def test_status_says_each_share_over_the_short_window_too():
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), Timing(), 0.0)
+    t, req_id = 0.0, 0
+    while t < 1.5:  # a, alone, asks again at each grant's end for 1.5 s, then rests
+        req_id += 1
+        [g] = grants(core.on_request(1, quota_req("a", req_id, burst=50.0), t))
+        t += g.response.values[0] / 1000
+    snap = core.snapshot(t + 0.5)
+    [a] = snap["clients"]
+    assert snap["short_window_s"] == 1.0
+    assert a["share"] == pytest.approx(t / (t + 0.5))  # (the long window: since its first ask)
+    assert a["share_short"] == pytest.approx(0.5)  # (the last second: half of it held)
+
+
 # ---- properties ---------------------------------------------------------------------------
 
 ops = st.lists(

@@ -52,6 +52,16 @@ def test_status_of_a_v1_config_has_no_mode_column() -> None:
     assert "mode" not in columns
 
 
+def test_status_shows_the_share_over_the_short_window_where_there_is_one() -> None:
+    snap = busy_router(spatial=False).snapshot(0.05)
+    snap["clients"][0]["share_short"] = 0.437  # type: ignore[index]
+    columns = render(snap).splitlines()[1].split()
+    assert columns[3:6] == ["share", "1", "s"]
+    assert table(render(snap))["train"].split()[4] == "0.437"
+    snap["short_window_s"] = 0.0
+    assert render(snap).splitlines()[1].split()[3:5] == ["share", "quota"]
+
+
 def test_trace_of_partitions_running_side_by_side() -> None:
     router = busy_router(spatial=True)
     recorder = TraceRecorder()
