@@ -1,0 +1,107 @@
+"""Where a pair's overuse comes from: tokens that end after the next holder's began.
+
+  python3 bench/handovers.py LOGS.tar[.xz] [--over-ms 1.0]
+
+For each case of clients that took turns (`pairs-<case>-<client>.log`, the hook's debug log
+that `bench/paths.py --keep-logs` keeps for pairs and trios; clients of one process), and each
+client in it: its tokens as
+its hook saw them (`token: Q ms` at its receipt, so its end is the receipt plus Q), the overuse
+its hook measured for each (`token end: overuse X ms`), and the overlap of each with the next
+token any other client of the case received: this token's end by its own hook's clock less
+the next one's receipt by its hook's (CLOCK_MONOTONIC, one host).  A positive overlap: the next
+holder's work could reach the GPU before this token had ended.  Printed for the tokens whose
+overuse is over --over-ms and for the rest apart (count, overlap p10 / p50 / p90 in ms), as
+one JSON object.
+
+Why: on the H200 (2026-12-04 16:27, `…-162742-paths-caps-60s-pairs-solo-tc-logs.tar.xz`) the
+pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from some
+7 % of the tokens.  Those tokens' overlaps had a median of 0.36-0.53 ms, the others' -0.12 to
+-0.01: a grant that reached its hook later than the next holder's reached its own (1.09 against
+0.46 ms after the scheduler granted them, in one) runs on past the next holder's start, and the
+GPU, which time-slices the two processes' contexts, gives the newcomer a whole time slice before
+the last of the first one's queue; that last part is then read, and charged, some 2 ms late.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import re
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from high_seconds import read_logs
+
+TOKEN = re.compile(r"\[(\d+\.\d+)\] token: ([\d.]+) ms")
+TOKEN_END = re.compile(r"\[(\d+\.\d+)\] token end: overuse ([\d.]+) ms")
+# A pairs case's hook log, of a client of one process (`pairs-0.3-0.7-a.log`; a client of
+# several, `...-a0.log`, shares its tokens among them, and is not read)
+HOOK_LOG = re.compile(r"^(?P<case>pairs-.+)-(?P<client>[a-z])\.log$")
+# A token's end line comes when its tracker has read it, after the end: the first one after
+# the end, less this, is that token's.
+END_SLACK_S = 0.002
+
+
+def tokens(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """A hook log's tokens, (receipt, quota) in seconds, and its token ends, (when written,
+    overuse ms)."""
+    got = [(float(m[1]), float(m[2]) / 1000) for m in TOKEN.finditer(text)]
+    ends = [(float(m[1]), float(m[2])) for m in TOKEN_END.finditer(text)]
+    return got, ends
+
+
+def overlaps(mine: str, others: list[str]) -> list[tuple[float, float]]:
+    """(overlap s, overuse ms) of each token in `mine` that another client's token followed."""
+    got, ends = tokens(mine)
+    starts = sorted(t for text in others for t, _ in tokens(text)[0])
+    end_times = [t for t, _ in ends]
+    out = []
+    for receipt, quota in got:
+        end = receipt + quota
+        i = bisect.bisect_right(starts, receipt)
+        j = bisect.bisect_left(end_times, end - END_SLACK_S)
+        if i < len(starts) and j < len(ends):
+            out.append((end - starts[i], ends[j][1]))
+    return out
+
+
+def summary(values: list[float]) -> dict:
+    if len(values) < 3:
+        return {"tokens": len(values)}
+    deciles = statistics.quantiles(values, n=10)
+    return {"tokens": len(values), "overlap_ms_p10": round(1e3 * deciles[0], 3),
+            "overlap_ms_p50": round(1e3 * deciles[4], 3),
+            "overlap_ms_p90": round(1e3 * deciles[8], 3)}
+
+
+def handovers(logs: dict[str, str], over_ms: float) -> dict:
+    cases: dict[str, dict[str, str]] = defaultdict(dict)
+    for name, text in logs.items():
+        if (m := HOOK_LOG.match(name)) and TOKEN.search(text):
+            cases[m["case"]][m["client"]] = text
+    out: dict = {}
+    for case, clients in sorted(cases.items()):
+        if len(clients) < 2:
+            continue
+        for client, text in sorted(clients.items()):
+            rows = overlaps(text, [t for c, t in clients.items() if c != client])
+            out.setdefault(case, {})[client] = {
+                f"overuse_over_{over_ms:g}_ms": summary([o for o, ms in rows if ms > over_ms]),
+                "the_rest": summary([o for o, ms in rows if ms <= over_ms])}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("logs", type=Path, help="a bench/paths.py --keep-logs archive")
+    p.add_argument("--over-ms", type=float, default=1.0)
+    args = p.parse_args(argv)
+    print(json.dumps(handovers(read_logs(args.logs), args.over_ms), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""bench/handovers.py: a pair's tokens against the next holder's, from the hooks' logs."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import handovers
+
+
+def hook_log(client: str, tokens: list[tuple[float, float, float | None]]) -> str:
+    """(receipt s, quota ms, overuse ms written 2 ms after its end or None) each."""
+    lines = []
+    for at, quota, overuse in tokens:
+        lines.append(f"gemini-hook[{client} 1] debug: [{at:.6f}] token: {quota:.3f} ms (asked)")
+        if overuse is not None:
+            end = at + quota / 1000 + 0.002
+            lines.append(f"gemini-hook[{client} 1] debug: [{end:.6f}] token end: overuse "
+                         f"{overuse:.3f} ms (charged)")
+    return "\n".join(lines) + "\n"
+
+
+def pair_logs() -> dict[str, str]:
+    # a holds 30 ms of every 100, b the rest; three of b's grants reach b 0.5 ms before a's
+    # token ends by a's clock (a overused 2.5 ms there), three 0.2 ms after (0.1 ms).
+    a, b = [], []
+    for i in range(6):
+        start = 1.0 + i * 0.1
+        early = i % 2 == 0
+        a.append((start, 30.0, 2.5 if early else 0.1))
+        b.append((start + 0.030 + (-0.0005 if early else 0.0002), 70.0, None))
+    return {"pairs-0.3-0.7-a.log": hook_log("a", a), "pairs-0.3-0.7-b.log": hook_log("b", b),
+            # (not a hook's log of a pair's client: no tokens, or a client of two processes)
+            "pairs-0.3-0.7-schd.log": "[1.0] [a] token granted for 30.0 ms\n",
+            "pairs-0.5-0.5ax2-a0.log": hook_log("a0", a), "cap-torch-eager.log": hook_log("c", a)}
+
+
+def test_a_token_overlapped_by_the_next_holders_is_told_from_the_rest() -> None:
+    got = handovers.handovers(pair_logs(), over_ms=1.0)
+    assert list(got) == ["pairs-0.3-0.7"]
+    a = got["pairs-0.3-0.7"]["a"]
+    assert a["overuse_over_1_ms"]["tokens"] == 3 and a["the_rest"]["tokens"] == 3
+    assert a["overuse_over_1_ms"]["overlap_ms_p50"] == 0.5
+    assert a["the_rest"]["overlap_ms_p50"] == -0.2
+    # b's tokens: each followed by a's next, 0.1 s after b's receipt less its 70 ms
+    b = got["pairs-0.3-0.7"]["b"]
+    assert b["overuse_over_1_ms"]["tokens"] == 0 and b["the_rest"]["tokens"] == 0  # (no ends)
+
+
+def test_it_reads_a_kept_logs_archive(tmp_path: Path, capsys) -> None:
+    archive = tmp_path / "x-logs.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, text in pair_logs().items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert handovers.main([str(archive), "--over-ms", "2"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["pairs-0.3-0.7"]["a"]["overuse_over_2_ms"]["tokens"] == 3
