@@ -15,6 +15,7 @@ import os
 import socket
 import struct
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import Protocol, cast
 
@@ -37,6 +38,10 @@ log = logging.getLogger("gemini.server")
 # connections cannot pile up before anyone knows who they are.
 AUTH_TIMEOUT_S = 10.0
 BUSY_POLL_ENV = "GEMINI_BUSY_POLL_MS"
+# The loop's timers wake up to about a millisecond late (epoll's timeout is whole ms, and so is
+# uvloop's clock): the core's deadline is woken this much early, and the rest of the way is
+# polled, a turn of the loop at a time (messages are still served meanwhile).
+TIMER_EARLY_S = 0.0015
 # A deadline the core failed on is tried again after 20 ms, 40 ms, ... up to 1 s.
 TIMER_RETRY_S = 0.01
 TIMER_RETRY_MAX_S = 1.0
@@ -119,7 +124,7 @@ class FrameServer:
         self._send_upstream = send_upstream
         self.transports: dict[ConnId, asyncio.Transport] = {}
         self._ids = itertools.count(1)
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
         self._timer_at: float | None = None
         self._timer_failures = 0  # deadlines the core failed on in a row
         self._failures_traced: set[tuple[str, type]] = set()
@@ -134,7 +139,12 @@ class FrameServer:
         return asyncio.get_running_loop()
 
     def now(self) -> float:
-        return self.loop.time()
+        """The core's clock: CLOCK_MONOTONIC, read at each event.  Not the loop's: uvloop's
+        is libuv's, whole milliseconds read once a turn of the loop, so each grant's start and
+        end were off by up to a millisecond and more (H200, 2026-12-04: a token's end by its
+        hook and the next holder's start by its own wandered 0.2-1.2 ms apart, and the pairs'
+        overuse p99 read 2.5-2.7 ms: bench/handovers.py)."""
+        return time.monotonic()
 
     async def start(self, host: str, port: int) -> int:
         """Listen; returns the bound port (useful with port 0)."""
@@ -267,9 +277,21 @@ class FrameServer:
             self._timer = None
         self._timer_at = deadline
         if deadline is not None:
-            self._timer = self.loop.call_at(deadline, self._on_timer)
+            self._timer = self._wake_at(deadline)
+
+    def _wake_at(self, deadline: float) -> asyncio.Handle:
+        """_on_timer at `deadline` (the core's clock): a timer that wakes TIMER_EARLY_S
+        before it, then a turn of the loop at a time."""
+        delay = deadline - time.monotonic()
+        if delay > TIMER_EARLY_S:
+            return self.loop.call_later(delay - TIMER_EARLY_S, self._on_timer)
+        return self.loop.call_soon(self._on_timer)
 
     def _on_timer(self) -> None:
+        due = self._timer_at
+        if due is not None and self.now() < due:  # (woken early on purpose: on to it)
+            self._timer = self._wake_at(due)
+            return
         self._timer = self._timer_at = None
         if self.feed("timer", "its deadline", lambda: self.core.on_deadline(self.now())):
             self._timer_failures = 0

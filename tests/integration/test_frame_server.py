@@ -181,6 +181,58 @@ def test_replies_go_out_on_either_event_loop(loop):
         asyncio.run(main())
 
 
+class TimedCore(RecordingCore):
+    """Records the time each request and each deadline were given; one deadline at a time."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deadline: float | None = None
+        self.times: list[float] = []
+        self.deadlines_met: list[tuple[float, float]] = []  # (deadline, the time given)
+
+    def next_deadline(self) -> float | None:
+        return self.deadline
+
+    def on_deadline(self, now: float) -> list[Action]:
+        if self.deadline is not None:
+            self.deadlines_met.append((self.deadline, now))
+            self.deadline = None
+            self.changed.set()
+        return []
+
+    def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        self.times.append(now)
+        self.deadline = now + 0.02  # (a grant's end, say)
+        return super().on_request(conn, req, now)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
+    """The core's clock is CLOCK_MONOTONIC read at each event, on either loop: uvloop's own
+    is whole milliseconds read once a turn of the loop, so two requests that came in one read
+    were told one time.  Its deadline is given at it, never before (the server wakes early on
+    purpose, then polls to it)."""
+    async def main() -> None:
+        core = TimedCore()
+        srv = FrameServer(core, core.on_request, core.on_disconnect)
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(1) + quota(2))  # (one write: read, and handled, in one turn)
+        assert await read_quotas(reader, 2) == [1.0, 2.0]
+        await core.until(lambda: core.deadlines_met)
+        [(deadline, given)] = core.deadlines_met
+        assert core.times[0] < core.times[1] <= deadline - 0.02
+        assert given >= deadline
+        writer.close()
+        await srv.close()
+
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
 class FailingCore(RecordingCore):
     """A core with a bug: it raises on requests from client "bad", and on its first
     `deadline_failures` deadlines (armed by any request), after which the deadline answers the
