@@ -401,6 +401,18 @@ def test_hook_ab_fake_holds_two_builds_of_the_hook_to_the_cap(tmp_path: Path) ->
 
 
 @pytest.mark.system
+def test_cap_fake_holds_a_client_alone_to_its_cap_against_its_bare_run(tmp_path: Path) -> None:
+    """bench/cap_fake.py runs the fake GPU's client bare, then capped under this tree's
+    daemons, and writes the share (0.397-0.406 over 5 s on this machine; 1.5 s here, with its
+    first token's wait in it)."""
+    path = result_file(tmp_path, "*-cap-fake.json", "bench/cap_fake.py", "--rounds", "1",
+                       "--seconds", "1.5", "--cap", "0.4")
+    result = json.loads(path.read_text())
+    [share] = result["shares"]
+    assert 0.25 < share < 0.5, result
+
+
+@pytest.mark.system
 def test_the_stream_handle_probe_counts_the_handles_the_driver_hands_out(
         tmp_path: Path, fake_gpu_segment: str) -> None:
     """bench/probe_stream_handles.py runs through a driver (here the fake one) and counts the
