@@ -140,10 +140,10 @@ class FrameServer:
 
     def now(self) -> float:
         """The core's clock: CLOCK_MONOTONIC, read at each event.  Not the loop's: uvloop's
-        is libuv's, whole milliseconds read once a turn of the loop, so each grant's start and
-        end were off by up to a millisecond and more (H200, 2026-12-04: a token's end by its
-        hook and the next holder's start by its own wandered 0.2-1.2 ms apart, and the pairs'
-        overuse p99 read 2.5-2.7 ms: bench/handovers.py)."""
+        is libuv's, whole milliseconds read once a turn of the loop, so each grant was booked
+        up to a millisecond off (H200, 2026-12-04: grants reached their hooks 0.2-1.2 ms, p10
+        to p90, after the time they were booked at; a token then ran on past the next holder's
+        start, and the pairs' overuse p99 read 2.5-2.7 ms: bench/handovers.py)."""
         return time.monotonic()
 
     async def start(self, host: str, port: int) -> int:
