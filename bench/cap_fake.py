@@ -10,9 +10,9 @@ are this tree's: to weigh a daemon change, run it from a worktree of the old rev
 interleaved.  The fake GPU's clock never moves here: the share is by time.
 
 On 2026-12-05 (the development machine, 5 s, twice 2 rounds each way, interleaved): 0.4061,
-0.4061, 0.4041, 0.4055 with the daemons of 4dfc344 (whose timers woke 0.6-0.7 ms late, on a
-clock of whole ms: bench/timer_precision.py), 0.3969, 0.3984, 0.399, 0.399 with f68e19e's
-(`bench/results/fake-gpu-20261205-*-cap-fake-daemons-*.json`).
+0.4061, 0.4041, 0.4055 with the daemons of 4dfc344 (whose timers woke 0.70-0.79 ms late on
+uvloop, on a clock of whole ms: bench/timer_precision.py), 0.3969, 0.3984, 0.399, 0.399 with
+f68e19e's (`bench/results/fake-gpu-20261205-*-cap-fake-daemons-*.json`).
 """
 
 from __future__ import annotations

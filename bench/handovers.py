@@ -14,12 +14,13 @@ overuse is over --over-ms and for the rest apart (count, overlap p10 / p50 / p90
 one JSON object.
 
 Why: on the H200 (2026-12-04 16:27, `…-162742-paths-caps-60s-pairs-solo-tc-logs.tar.xz`) the
-pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from some
-7 % of the tokens.  Those tokens' overlaps had a median of 0.36-0.53 ms, the others' -0.12 to
--0.01: a grant that reached its hook later than the next holder's reached its own (1.09 against
-0.46 ms after the scheduler granted them, in one) runs on past the next holder's start, and the
-GPU, which time-slices the two processes' contexts, gives the newcomer a whole time slice before
-the last of the first one's queue; that last part is then read, and charged, some 2 ms late.
+pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from 2-6 %
+of each client's tokens.  Those tokens' overlaps had a median of 0.37-0.53 ms, the others'
+-0.12 to -0.01: a grant that reached its hook later than the next holder's reached its own
+(1.09 against 0.46 ms after the scheduler booked them, in one) runs on past the next holder's
+start.  Likely, as that token's markers read: the GPU, which time-slices the two processes'
+contexts, gives the newcomer a whole time slice before the last of the first one's queue, and
+that last part is read, and charged, some 2 ms late.
 """
 
 from __future__ import annotations
@@ -54,17 +55,27 @@ def tokens(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, floa
 
 
 def overlaps(mine: str, others: list[str]) -> list[tuple[float, float]]:
-    """(overlap s, overuse ms) of each token in `mine` that another client's token followed."""
+    """(overlap s, overuse ms) of each token in `mine` handed over: the next token any client
+    received was another's.  Its overuse is the first end line, not taken by an earlier token,
+    from END_SLACK_S before its end on, and before its next token's end (a token handed back
+    early, or unmeasured, may have none)."""
     got, ends = tokens(mine)
-    starts = sorted(t for text in others for t, _ in tokens(text)[0])
+    receipts = sorted([(t, False) for t, _ in got]
+                      + [(t, True) for text in others for t, _ in tokens(text)[0]])
+    times = [t for t, _ in receipts]
     end_times = [t for t, _ in ends]
     out = []
-    for receipt, quota in got:
+    taken = 0  # end lines before this one belong to earlier tokens
+    for k, (receipt, quota) in enumerate(got):
         end = receipt + quota
-        i = bisect.bisect_right(starts, receipt)
-        j = bisect.bisect_left(end_times, end - END_SLACK_S)
-        if i < len(starts) and j < len(ends):
-            out.append((end - starts[i], ends[j][1]))
+        later = got[k + 1][0] + got[k + 1][1] if k + 1 < len(got) else float("inf")
+        j = max(bisect.bisect_left(end_times, end - END_SLACK_S), taken)
+        if j >= len(ends) or end_times[j] >= later:
+            continue
+        taken = j + 1
+        i = bisect.bisect_right(times, receipt)
+        if i < len(receipts) and receipts[i][1]:  # (another client's: a hand-over)
+            out.append((end - times[i], ends[j][1]))
     return out
 
 

@@ -40,6 +40,8 @@ class _SnapshotCollector:
     def collect(self) -> Iterator[Metric]:
         clients = self.snapshot["clients"]
         for name, help_text, key, kind in PER_CLIENT:
+            if key == "share_short" and not self.snapshot.get("short_window_s"):
+                continue  # (no short window: a 0 there would read as idle)
             family: Metric
             if kind == "counter":  # the library adds the _total suffix
                 family = CounterMetricFamily(name, help_text, labels=LABELS)

@@ -103,12 +103,13 @@ class ClockSampler:
 
 async def feed_clock(sampler: ClockSampler, core, feed,  # type: ignore[no-untyped-def]
                      now: Callable[[], float], stop: asyncio.Event) -> None:
-    """Every FEED_S, the samples to `core.on_clock(samples, now)` on the loop's clock, through
-    `feed` (FrameServer.feed); the sampler reads while `core.wants_clock()`."""
+    """Every FEED_S, the samples to `core.on_clock(samples, now)` on the clock of `now`
+    (FrameServer.now: CLOCK_MONOTONIC, the sampler's too), through `feed` (FrameServer.feed);
+    the sampler reads while `core.wants_clock()`."""
     while not stop.is_set():
         sampler.want(core.wants_clock())
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), FEED_S)
-        offset = now() - time.monotonic()  # the loop's clock may be another monotonic one
+        offset = now() - time.monotonic()  # (0 with FrameServer.now; kept for another `now`)
         samples = [(t + offset, mhz) for t, mhz in sampler.drain()]
         feed("clock", "the SM clock's samples", lambda s=samples: core.on_clock(s, now()))

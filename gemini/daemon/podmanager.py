@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterable
 from typing import cast
 
@@ -34,7 +35,7 @@ class PodManagerDaemon:
     def __init__(
         self, name: str, scheduler_host: str, scheduler_port: int, secret: bytes | None = None
     ) -> None:
-        self.core = PodCore(name, asyncio.get_running_loop().time())
+        self.core = PodCore(name, time.monotonic())  # (FrameServer.now's clock)
         self.scheduler = (scheduler_host, scheduler_port)
         self.secret = secret
         self.server = FrameServer(

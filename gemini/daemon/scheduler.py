@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from pathlib import Path
 
 from gemini.core.config import DEFAULT_GPU, ResourceConfig
@@ -29,7 +30,7 @@ class SchedulerDaemon:
         um: UmPolicy | None = None,
         spatial: bool = False,
     ) -> None:
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()  # (FrameServer.now's clock)
         self.core = PartitionRouter(config, timing, now, um, spatial)
         self.server = FrameServer(self.core, self.core.on_request, self.core.on_disconnect,
                                   secret=secret)

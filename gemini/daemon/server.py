@@ -39,8 +39,9 @@ log = logging.getLogger("gemini.server")
 AUTH_TIMEOUT_S = 10.0
 BUSY_POLL_ENV = "GEMINI_BUSY_POLL_MS"
 # The loop's timers wake up to about a millisecond late (epoll's timeout is whole ms, and so is
-# uvloop's clock): the core's deadline is woken this much early, and the rest of the way is
-# polled, a turn of the loop at a time (messages are still served meanwhile).
+# uvloop's clock): the core's deadline is woken this much early (1.5-3 ms on uvloop, which
+# rounds it to its whole ms), and the rest of the way is polled, a turn of the loop at a time
+# (messages are still served meanwhile).
 TIMER_EARLY_S = 0.0015
 # A deadline the core failed on is tried again after 20 ms, 40 ms, ... up to 1 s.
 TIMER_RETRY_S = 0.01
@@ -140,10 +141,10 @@ class FrameServer:
 
     def now(self) -> float:
         """The core's clock: CLOCK_MONOTONIC, read at each event.  Not the loop's: uvloop's
-        is libuv's, whole milliseconds read once a turn of the loop, so each grant was booked
-        up to a millisecond off (H200, 2026-12-04: grants reached their hooks 0.2-1.2 ms, p10
-        to p90, after the time they were booked at; a token then ran on past the next holder's
-        start, and the pairs' overuse p99 read 2.5-2.7 ms: bench/handovers.py)."""
+        is libuv's, in whole milliseconds, so each grant was booked up to a millisecond off
+        (H200, 2026-12-04: grants reached their hooks 0.19-1.17 ms, p10 to p90, after the time
+        they were booked at; tokens that then ran on past the next holder's start gave the
+        pairs' overuse p99 of 2.5-2.7 ms: bench/handovers.py)."""
         return time.monotonic()
 
     async def start(self, host: str, port: int) -> int:

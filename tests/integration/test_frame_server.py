@@ -209,9 +209,9 @@ class TimedCore(RecordingCore):
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
     """The core's clock is CLOCK_MONOTONIC read at each event, on either loop: uvloop's own
-    is whole milliseconds read once a turn of the loop, so two requests that came in one read
-    were told one time.  Its deadline is given at it, never before (the server wakes early on
-    purpose, then polls to it)."""
+    is in whole milliseconds, so two requests that came in one read were told one time.  Its
+    deadline is given at it, never before (the server wakes early on purpose, then polls to
+    it)."""
     async def main() -> None:
         core = TimedCore()
         srv = FrameServer(core, core.on_request, core.on_disconnect)

@@ -9,6 +9,7 @@ from gemini.daemon.metrics import answer
 
 SNAPSHOT = {
     "waiting_clients": 1,
+    "short_window_s": 1.0,
     "clients": [
         {"name": "a", "gpu": "1", "share": 0.3, "share_short": 0.35, "request": 0.25,
          "limit": 0.5, "mem_used": 1024, "gpu_mem": 4096, "tokens": 7, "overuse_s": 0.002,
@@ -41,6 +42,13 @@ def test_every_quantity_of_every_client_with_its_gpu() -> None:
     assert got[("gemini_overrun_seconds_total", a)] == 0.001
     assert got[("gemini_waiting_clients", (("gpu", "1"),))] == 1
     assert got[("gemini_usage_ratio", (("client", "b"), ("gpu", "1")))] == 0.6
+
+
+def test_without_a_short_window_no_share_over_it_is_served() -> None:
+    # (a 0 there would read as a client that did not use the GPU)
+    got = samples(exposition({**SNAPSHOT, "short_window_s": 0.0}, "1"))
+    assert not any(name == "gemini_usage_short_ratio" for name, _ in got)
+    assert got[("gemini_usage_ratio", (("client", "a"), ("gpu", "1")))] == 0.3
 
 
 def test_no_clients_is_a_valid_page() -> None:
