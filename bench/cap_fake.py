@@ -25,16 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Backend, Client, Procs, base_env, fake_env, print_and_write, run_app
+from common import Backend, Client, Procs, base_env, fake_env, kernels, print_and_write
 
 FAKE_GPU = "NVIDIA H100 80GB HBM3"
-
-
-def kernels(procs: Procs, argv: list[str], env: dict[str, str], name: str) -> int:
-    result = run_app(procs, argv, env, name, timeout=120)
-    if result.get("rc") != 0 or "kernels" not in result:
-        raise RuntimeError(f"{name} failed: {result}")
-    return int(result["kernels"])
 
 
 def main(argv: list[str] | None = None) -> int:

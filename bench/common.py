@@ -226,6 +226,14 @@ def run_app(procs: Procs, argv: Sequence[str], env: dict[str, str], name: str,
     return result
 
 
+def kernels(procs: Procs, argv: list[str], env: dict[str, str], name: str) -> int:
+    """The kernels the fake GPU's test client launched, from its last JSON line (run_app)."""
+    result = run_app(procs, argv, env, name, timeout=120)
+    if result.get("rc") != 0 or "kernels" not in result:
+        raise RuntimeError(f"{name} failed: {result}")
+    return int(result["kernels"])
+
+
 # ---- the gemini daemons --------------------------------------------------------------------------
 
 @dataclass

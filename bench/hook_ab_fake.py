@@ -34,8 +34,8 @@ from common import (
     Procs,
     base_env,
     fake_env,
+    kernels,
     print_and_write,
-    run_app,
 )
 
 FAKE_GPU = "NVIDIA H100 80GB HBM3"
@@ -60,14 +60,6 @@ def build_hooks(old: str, tmp: Path) -> dict[str, Path]:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
                        check=False)
     return hooks
-
-
-def kernels(procs: Procs, argv: list[str], env: dict[str, str], name: str) -> int:
-    """The kernels the client launched, from its last JSON line (common.run_app)."""
-    result = run_app(procs, argv, env, name, timeout=120)
-    if result.get("rc") != 0 or "kernels" not in result:
-        raise RuntimeError(f"{name} failed: {result}")
-    return int(result["kernels"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
@@ -164,6 +166,15 @@ def test_a_connection_that_never_proves_the_secret_is_closed_unheard(caplog, mon
     assert caplog.text.count("refused: no or wrong secret") == 2
 
 
+def run_on(loop: str, main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on asyncio's event loop or on uvloop's (skipped where not installed)."""
+    if loop == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        uvloop.run(main)
+    else:
+        asyncio.run(main)
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_replies_go_out_on_either_event_loop(loop):
     async def main() -> None:
@@ -174,11 +185,7 @@ def test_replies_go_out_on_either_event_loop(loop):
         writer.close()
         await srv.close()
 
-    if loop == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run_on(loop, main())
 
 
 class TimedCore(RecordingCore):
@@ -226,11 +233,7 @@ def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
         writer.close()
         await srv.close()
 
-    if loop == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
-        uvloop.run(main())
-    else:
-        asyncio.run(main())
+    run_on(loop, main())
 
 
 class FailingCore(RecordingCore):
