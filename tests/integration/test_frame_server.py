@@ -209,7 +209,8 @@ class TimedCore(RecordingCore):
 
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         self.times.append(now)
-        self.deadline = now + 0.02  # (a grant's end, say)
+        # (a grant's end, say; request 9's comes within the server's early wake)
+        self.deadline = now + (0.0005 if req.req_id == 9 else 0.02)
         return super().on_request(conn, req, now)
 
 
@@ -234,6 +235,24 @@ def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
         await srv.close()
 
     run_on(loop, main())
+
+
+def test_a_deadline_moved_while_the_server_polls_to_it_is_given_at_its_new_time():
+    async def main() -> None:
+        core = TimedCore()
+        srv = FrameServer(core, core.on_request, core.on_disconnect)
+        port = await srv.start("127.0.0.1", 0)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(9) + quota(2))  # (polled to at once, then moved 20 ms on)
+        assert await read_quotas(reader, 2) == [9.0, 2.0]
+        moved = core.times[1] + 0.02
+        await core.until(lambda: any(d == moved for d, _ in core.deadlines_met))
+        # (read in one turn, the first deadline is never given; each given is at or after it)
+        assert all(given >= d for d, given in core.deadlines_met), core.deadlines_met
+        writer.close()
+        await srv.close()
+
+    asyncio.run(main())
 
 
 class FailingCore(RecordingCore):
