@@ -4,14 +4,13 @@
 
 For each case of clients that took turns (`pairs-<case>-<client>.log`, the hook's debug log
 that `bench/paths.py --keep-logs` keeps for pairs and trios; clients of one process), and each
-client in it: its tokens as
-its hook saw them (`token: Q ms` at its receipt, so its end is the receipt plus Q), the overuse
-its hook measured for each (`token end: overuse X ms`), and the overlap of each with the next
-token any other client of the case received: this token's end by its own hook's clock less
-the next one's receipt by its hook's (CLOCK_MONOTONIC, one host).  A positive overlap: the next
-holder's work could reach the GPU before this token had ended.  Printed for the tokens whose
-overuse is over --over-ms and for the rest apart (count, overlap p10 / p50 / p90 in ms), as
-one JSON object.
+client in it: its tokens as its hook saw them (`token: Q ms` at its receipt, so its end is the
+receipt plus Q), the overuse its hook measured for each (`token end: overuse X ms`), and, for
+each token handed over (the next token any client of the case received was another's), its
+overlap with that one: this token's end by its own hook's clock less the next one's receipt by
+its hook's (CLOCK_MONOTONIC, one host).  A positive overlap: the next holder's work could reach
+the GPU before this token had ended.  Printed for the tokens whose overuse is over --over-ms
+and for the rest apart (count, overlap p10 / p50 / p90 in ms), as one JSON object.
 
 Why: on the H200 (2026-12-04 16:27, `…-162742-paths-caps-60s-pairs-solo-tc-logs.tar.xz`) the
 pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from 2-6 %
