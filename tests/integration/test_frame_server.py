@@ -65,8 +65,10 @@ def quota(req_id: int) -> bytes:
     return encode_request(Request("a", req_id, RequestType.QUOTA, (0.0, 1.0)))
 
 
-async def serve(secret: bytes | None = None) -> tuple[FrameServer, RecordingCore, int]:
-    core = RecordingCore()
+async def serve(secret: bytes | None = None, core: RecordingCore | None = None,
+                ) -> tuple[FrameServer, RecordingCore, int]:
+    """A server of `core` (a RecordingCore by default) on a free local port."""
+    core = core if core is not None else RecordingCore()
     srv = FrameServer(core, core.on_request, core.on_disconnect, secret=secret)
     port = await srv.start("127.0.0.1", 0)
     return srv, core, port
@@ -222,8 +224,7 @@ def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
     it)."""
     async def main() -> None:
         core = TimedCore()
-        srv = FrameServer(core, core.on_request, core.on_disconnect)
-        port = await srv.start("127.0.0.1", 0)
+        srv, _, port = await serve(core=core)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(quota(1) + quota(2))  # (one write: read, and handled, in one turn)
         assert await read_quotas(reader, 2) == [1.0, 2.0]
@@ -240,8 +241,7 @@ def test_the_core_is_told_the_time_of_each_event_and_its_deadline_at_it(loop):
 def test_a_deadline_moved_while_the_server_polls_to_it_is_given_at_its_new_time():
     async def main() -> None:
         core = TimedCore()
-        srv = FrameServer(core, core.on_request, core.on_disconnect)
-        port = await srv.start("127.0.0.1", 0)
+        srv, _, port = await serve(core=core)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(quota(9) + quota(2))  # (polled to at once, then moved 20 ms on)
         assert await read_quotas(reader, 2) == [9.0, 2.0]
@@ -291,8 +291,7 @@ class FailingCore(RecordingCore):
 def test_a_core_that_fails_on_one_clients_request_closes_only_that_connection(caplog):
     async def main() -> None:
         core = FailingCore()
-        srv = FrameServer(core, core.on_request, core.on_disconnect)
-        port = await srv.start("127.0.0.1", 0)
+        srv, _, port = await serve(core=core)
         r_bad, w_bad = await asyncio.open_connection("127.0.0.1", port)
         r_good, w_good = await asyncio.open_connection("127.0.0.1", port)
         w_bad.write(encode_request(Request("bad", 1, RequestType.QUOTA, (0.0, 1.0))))
@@ -312,8 +311,7 @@ def test_a_core_that_fails_on_one_clients_request_closes_only_that_connection(ca
 def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):
     async def main() -> None:
         core = FailingCore(deadline_failures=3)
-        srv = FrameServer(core, core.on_request, core.on_disconnect)
-        port = await srv.start("127.0.0.1", 0)
+        srv, _, port = await serve(core=core)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(quota(1))
         assert await read_quotas(reader, 1) == [99.0]  # answered once the core recovered
