@@ -59,7 +59,7 @@ class DeadlineCore:
         return []
 
 
-def quartiles(values: list[float]) -> list[float]:
+def percentiles(values: list[float]) -> list[float]:
     cuts = statistics.quantiles(values, n=100)
     return [round(cuts[k], 1) for k in (9, 49, 89, 98)]
 
@@ -72,8 +72,8 @@ async def measure(n: int) -> dict:
         server.run([])  # (the core's deadline armed, as after any event)
         while core.deadline is not None:
             await asyncio.sleep(0.001)
-    return {"late_us_p10_p50_p90_p99": quartiles(core.late_us),
-            "told_behind_us_p10_p50_p90_p99": quartiles(core.stale_us),
+    return {"late_us_p10_p50_p90_p99": percentiles(core.late_us),
+            "told_behind_us_p10_p50_p90_p99": percentiles(core.stale_us),
             "calls_before_the_deadline": core.early}
 
 
