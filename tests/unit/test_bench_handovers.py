@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import handovers
+from paths import keep_logs
 
 
 def hook_log(client: str, tokens: list[tuple[float, float, float | None]]) -> str:
@@ -54,12 +53,7 @@ def test_a_token_overlapped_by_the_next_holders_is_told_from_the_rest() -> None:
 
 def test_it_reads_a_kept_logs_archive(tmp_path: Path, capsys) -> None:
     archive = tmp_path / "x-logs.tar"
-    with tarfile.open(archive, "w") as tar:
-        for name, text in pair_logs().items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+    keep_logs(archive, pair_logs())
     assert handovers.main([str(archive), "--over-ms", "2"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["pairs-0.3-0.7"]["a"]["overuse_over_2_ms"]["tokens"] == 3

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import turns
+from paths import keep_logs, steps_jsonl
 
 
 def test_turns_of_two_processes_count_the_long_gaps_where_a_turn_passes() -> None:
@@ -37,36 +36,23 @@ def test_only_the_steps_inside_the_spans_count() -> None:
     assert got["turn_steps_mean"] == 3.0 and got["long_gaps_within_turns"] == 2
 
 
-def steps_file(*samples: tuple[float, float]) -> str:
-    return "".join(json.dumps({"t": t, "steps": n}) + "\n" for t, n in samples)
-
-
 def test_a_step_is_a_sample_whose_counter_rose() -> None:
     # (the opening sample at 0 ends no step, nor does one that repeats the count)
-    text = steps_file((1.0, 0.0), (1.2, 1.0), (1.1, 0.0), (1.3, 1.0), (1.4, 2.0))
+    text = steps_jsonl([(1.0, 0.0), (1.2, 1.0), (1.1, 0.0), (1.3, 1.0), (1.4, 2.0)])
     assert turns.step_ends(text) == [1.2, 1.4]
     assert turns.step_ends("") == []
 
 
-def logs_archive(path: Path, files: dict[str, str]) -> Path:
-    with tarfile.open(path, "w") as tar:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_bare_together_is_read_for_as_many_processes_of_the_program_named(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    one = steps_file((0.0, 0.0), *((0.6 + 0.01 * i, i + 1.0) for i in range(200)))
-    other = steps_file((0.0, 0.0), *((0.605 + 0.01 * i, i + 1.0) for i in range(200)))
+    one = steps_jsonl([(0.0, 0.0), *((0.6 + 0.01 * i, i + 1.0) for i in range(200))])
+    other = steps_jsonl([(0.0, 0.0), *((0.605 + 0.01 * i, i + 1.0) for i in range(200))])
     files = {"c-a0-steps.jsonl": one, "c-a1-steps.jsonl": other, "c-grants.json": "[]",
              "bare-together-p-x2-0-steps.jsonl": one, "bare-together-p-x2-1-steps.jsonl": other,
              "bare-together-q-x2-0-steps.jsonl": one, "bare-together-q-x2-1-steps.jsonl": one,
              "bare-together-p-x3-2-steps.jsonl": one}
-    logs = logs_archive(tmp_path / "logs.tar", files)
+    logs = tmp_path / "logs.tar"
+    keep_logs(logs, files)
     with pytest.raises(SystemExit, match="p, q: say which with --path"):
         turns.main([str(logs), "--case", "c"])
     assert turns.main([str(logs), "--case", "c", "--path", "p"]) == 0
