@@ -169,7 +169,8 @@ class PartitionRouter:
         moved = {n for n, key in after.items() if n in before and before[n] != key}
         old_state = {n: self._client_snapshot(n) for n in moved}
         self.group.update(after)
-        self.aliases = {quota_name(n): n for n in self.group if quota_name(n) != n}
+        said = {n: quota_name(n) for n in self.group}
+        self.aliases = {alias: n for n, alias in said.items() if alias != n}
         out: list[Action] = []
         for key, sub in groups.items():
             if key not in self.cores:

@@ -458,7 +458,7 @@ class SpeedMeter:
                 known.grant_costs = []
         if not said or (launches < MIN_RUN_LAUNCHES and run_ms < MIN_RUN_MS):
             return
-        clocks = self._clocks.setdefault(name, _Clocks())
+        clocks = known if known is not None else self._clocks.setdefault(name, _Clocks())
         if graphs != clocks.graphs:
             clocks.graphs = graphs
             clocks.grant_costs, clocks.tail_costs = [], []
