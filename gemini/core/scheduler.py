@@ -401,7 +401,7 @@ class SchedulerCore:
         flags = QUOTA_FLAG_ALONE if standing is None else 0
         if calibrating:
             flags |= QUOTA_FLAG_CALIBRATION
-        response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0))
+        response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))

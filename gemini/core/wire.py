@@ -78,6 +78,14 @@ QUOTA_FLAG_CALIBRATION = 1 << 1
 # client's queue to be that many times its own (csrc/hook/inflight.c).  0 (the scheduler, v1
 # peers): not said, taken as 1.
 
+# The QUOTA reply's fourth word (frame offset 20), scheduler -> pod manager: granted_at, the
+# scheduler's CLOCK_MONOTONIC (s) when it made the grant.  A grant made at another's deadline
+# reaches the pod manager 0.2-1 ms later (H200, 2026-12-04), and a token timed from its receipt
+# then ran past the next holder's start by as much: the GPU time-slices the two contexts, and the
+# first holder's last kernels finished ~2 ms late (bench/handovers.py).  The pod manager times
+# the token from granted_at where it is plausible on its own clock (one host: token_start).
+# 0.0 (v1 peers, the pod manager's replies to hooks): not said.
+
 # The QUOTA request's third word (not in v1), hook -> pod manager -> scheduler: gpu_wait_ms, how
 # long the client's launching threads waited on the GPU since its last request (held for a
 # full queue, or in a sync).  A capped client is charged the GPU clock's speed-up only as far
@@ -136,7 +144,7 @@ _REQ_PAYLOAD = {
     RequestType.RECALL: struct.Struct("<Q"),
 }
 _RSP_PAYLOAD = {
-    RequestType.QUOTA: struct.Struct("<dII"),
+    RequestType.QUOTA: struct.Struct("<dIId"),
     RequestType.MEM_LIMIT: struct.Struct("<QQQ"),
     RequestType.MEM_UPDATE: struct.Struct("<i"),
     RequestType.STATUS: struct.Struct("<Q"),
@@ -145,6 +153,7 @@ _RSP_PAYLOAD = {
     RequestType.PROCESS: struct.Struct("<iiQ"),
     RequestType.RECALL: struct.Struct("<Q"),
 }
+_RSP_ZEROS = {t: layout.unpack(bytes(layout.size)) for t, layout in _RSP_PAYLOAD.items()}
 
 
 @dataclass(frozen=True)
@@ -270,7 +279,11 @@ def decode_request(msg: bytes) -> Request:
 
 
 def encode_response(req_type: RequestType, rsp: Response) -> bytes:
-    payload = _RSP_PAYLOAD[req_type].pack(*rsp.values) if rsp.values else b""
+    """Encode a reply; the payload's words that `rsp.values` leaves out at its end are 0
+    (not said), as a v1 peer sends them."""
+    layout = _RSP_PAYLOAD[req_type]
+    payload = layout.pack(*rsp.values, *_RSP_ZEROS[req_type][len(rsp.values):]) \
+        if rsp.values else b""
     msg = bytearray(RSP_MSG_LEN)
     _RSP_ID.pack_into(msg, 0, rsp.req_id)
     msg[4 : 4 + len(payload)] = payload

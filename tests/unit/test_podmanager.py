@@ -4,7 +4,7 @@ import pytest
 
 from gemini.core import wire
 from gemini.core.actions import Close, Reply, SendUpstream
-from gemini.core.podmanager import SHARING_S, PodCore
+from gemini.core.podmanager import GRANT_DELAY_MAX_S, SHARING_S, PodCore, token_start
 from gemini.core.wire import Request, RequestType, Response, Status
 
 
@@ -37,8 +37,9 @@ def ready_pod(limit=1000, name="pod") -> PodCore:
     return pod
 
 
-def grant(pod, now, quota_ms, flags=0):
-    return pod.on_upstream_response(Response(pod.fetch_id, Status.OK, (quota_ms, flags)), now)
+def grant(pod, now, quota_ms, flags=0, granted_at=0.0):
+    values = (quota_ms, flags, 0, granted_at)
+    return pod.on_upstream_response(Response(pod.fetch_id, Status.OK, values), now)
 
 
 def test_processes_share_one_fetch_and_one_token():
@@ -52,6 +53,25 @@ def test_processes_share_one_fetch_and_one_token():
     # Later requests are served from the cached token while the burst fits.
     [(conn, rsp)] = replies(pod.on_hook_request(1, quota(2, burst=50.0), 0.11))
     assert conn == 1 and rsp.values[0] == pytest.approx(150.0)
+
+
+@pytest.mark.parametrize(("granted_at", "start"), [
+    (9.9992, 9.9992),  # granted 0.8 ms before it came: timed from then
+    (9.9, 10.0),  # 100 ms "before": another host's clock, timed from its receipt
+    (10.0004, 10.0),  # after it came: the same
+    (0.0, 10.0),  # not said (a v1 scheduler)
+])
+def test_a_token_is_timed_from_its_grant_where_that_is_plausible(granted_at, start):
+    """A grant made at another's deadline reached the pod managers 0.2-1 ms later on the
+    H200, and the token then ran on past the next holder's start (wire.py, granted_at)."""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
+    [(_, first)] = replies(grant(pod, 10.0, 100.0, granted_at=granted_at))
+    assert first.values[0] == pytest.approx(100.0 - (10.0 - start) * 1000.0)
+    assert 0.0 <= 10.0 - token_start(granted_at, 10.0) <= GRANT_DELAY_MAX_S
+    # A process that asks later is given what is left of the same token.
+    [(_, later)] = replies(pod.on_hook_request(2, quota(1, burst=10.0), 10.05))
+    assert later.values[0] == pytest.approx(100.0 - (10.05 - start) * 1000.0)
 
 
 def test_every_share_of_a_token_carries_its_flags():

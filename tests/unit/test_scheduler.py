@@ -218,12 +218,26 @@ def grants(actions):
 def test_early_return_hands_the_token_over_at_once():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1), 0.0))
-    assert g.conn == 1 and g.response.values == (250.0, QUOTA_FLAG_ALONE, 0)  # (sharers: not said)
+    assert g.conn == 1 and g.response.values == (250.0, QUOTA_FLAG_ALONE, 0, 0.0)  # (sharers: not
+    # said; granted at 0.0)
     assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []  # a holds it
     # a comes back early (its next request): b gets the token now, not at 0.25 s.
     [g] = grants(core.on_request(1, quota_req("a", 2), 0.05))
     assert g.conn == 2
     assert core.history.latest("a").end == pytest.approx(0.05)
+
+
+def test_a_token_says_when_it_was_granted_at_the_holders_deadline_too():
+    """The pod manager times the token from then (wire.py, granted_at), not from when the
+    grant reached it."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1), 1.5))
+    assert g.response.values[3] == 1.5
+    core.on_request(2, quota_req("b", 1), 1.6)
+    deadline = core.next_deadline()
+    assert deadline is not None and deadline > 1.6
+    [g] = grants(core.on_deadline(deadline))
+    assert g.conn == 2 and g.response.values[3] == deadline
 
 
 def test_a_token_says_alone_only_when_no_one_else_wants_the_gpu_and_there_is_no_cap():

@@ -222,7 +222,7 @@ def test_an_uncapped_calibration_beside_others_is_short_and_flagged():
         name = holder.interval.name
         ids[name] += 1
         for g in ask(1 if name == "a" else 2, name, ids[name], now):
-            length, flags, _ = g.response.values
+            length, flags, *_ = g.response.values
             if flags & QUOTA_FLAG_CALIBRATION:
                 flagged.append(length)
     assert flagged and all(math.isclose(x, SHARED_CALIBRATION_S * 1000) for x in flagged)

@@ -339,7 +339,7 @@ def ask(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float]:
     while not replies:
         now = core.next_deadline()
         replies = grants(core.on_deadline(now))
-    length_ms, flags, _ = replies[0].response.values
+    length_ms, flags, *_ = replies[0].response.values
     # (its ordinary grants: its part of a 100 ms turn)
     assert bool(flags & QUOTA_FLAG_CALIBRATION) == (length_ms >= 0.9 * MIN_CALIBRATION_S * 1000)
     return length_ms / 1000, now

@@ -11,6 +11,7 @@ from gemini.core.wire import (
     MAX_NAME_LEN,
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
+    QUOTA_FLAG_ALONE,
     QUOTA_GPU_WAIT_NAME_MAX,
     QUOTA_RUN_NAME_MAX,
     REQ_MSG_LEN,
@@ -126,9 +127,19 @@ def test_memory_update_matches_v1_bytes():
 
 def test_v1_responses_decode_with_ok_status():
     quota = struct.pack("<id", 9, 250.0).ljust(40, b"\0")
-    assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0, 0, 0))
+    assert decode_response(RequestType.QUOTA, quota) == Response(9, Status.OK, (250.0, 0, 0, 0.0))
     limit = struct.pack("<iQQ", 1, 5, 1 << 30).ljust(40, b"\0")
     assert decode_response(RequestType.MEM_LIMIT, limit).values == (5, 1 << 30, 0)
+
+
+def test_a_quota_reply_says_when_it_was_granted_at_offset_20():
+    rsp = Response(7, Status.OK, (25.0, QUOTA_FLAG_ALONE, 2, 1234.5678))
+    frame = encode_response(RequestType.QUOTA, rsp)
+    assert struct.unpack_from("<d", frame, 20) == (1234.5678,)
+    assert decode_response(RequestType.QUOTA, frame) == rsp
+    # A reply that leaves it out (the pod manager's to its hooks) says 0: not said.
+    short = encode_response(RequestType.QUOTA, Response(7, Status.OK, (25.0, 0, 2)))
+    assert decode_response(RequestType.QUOTA, short).values == (25.0, 0, 2, 0.0)
 
 
 def test_mem_limit_flags_sit_at_offset_20():

@@ -20,7 +20,8 @@
 
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms[, f32 run_ms,
-                             * u32 run_launches]] -> f64 quota_ms, u32 flags, u32 sharers */
+                             * u32 run_launches]] -> f64 quota_ms, u32 flags, u32 sharers,
+                             * f64 granted_at (scheduler -> pod manager; the hook reads none) */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
