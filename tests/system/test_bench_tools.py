@@ -413,6 +413,18 @@ def test_cap_fake_holds_a_client_alone_to_its_cap_against_its_bare_run(tmp_path:
 
 
 @pytest.mark.system
+def test_pair_fake_reads_the_hand_overs_of_two_clients_taking_turns(tmp_path: Path) -> None:
+    """bench/pair_fake.py runs two clients at once under this tree's daemons and reads where
+    each token handed over ended against the next holder's start, for both clients."""
+    path = result_file(tmp_path, "*-pair-fake.json", "bench/pair_fake.py", "--rounds", "1",
+                       "--seconds", "1.5")
+    [result] = json.loads(path.read_text())["rounds"]
+    assert set(result["by_client"]) == {"a", "b"}, result
+    assert result["handovers"] >= 10, result  # (some 20 a second at the default quotas)
+    assert -5.0 < result["overlap_ms_median"] < 5.0, result
+
+
+@pytest.mark.system
 def test_the_stream_handle_probe_counts_the_handles_the_driver_hands_out(
         tmp_path: Path, fake_gpu_segment: str) -> None:
     """bench/probe_stream_handles.py runs through a driver (here the fake one) and counts the

@@ -1,0 +1,75 @@
+"""Two clients taking turns on the fake GPU: how their tokens meet at each hand-over.
+
+  python3 bench/pair_fake.py [--rounds 2] [--seconds 8] [--out DIR]
+
+Each round starts fresh daemons with two uncapped clients, a 0.3 and b 0.7, and runs the fake
+GPU's test client (`gem_client work`, 0.2 ms kernels in bursts of 25, a sync after each) as
+both at once under the hook, with its debug log.  bench/handovers.py then reads the two logs:
+each token handed over, its end by its own hook's clock less the next holder's receipt of its
+token (the overlap), for the tokens whose overuse was over 1 ms and for the rest.  The fake GPU
+runs the two clients' kernels in queue order, not in time slices, so it shows when tokens end,
+not what a real GPU makes of an overlap (bench/handovers.py says what that was on the H200).
+The daemons, the hook and the fake GPU are this tree's: to weigh a daemon change, run it from a
+worktree of the old revision too, interleaved (bench/cap_fake.py says how).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Backend, Client, Procs, base_env, fake_env, print_and_write
+from handovers import handovers, overlaps
+
+FAKE_GPU = "NVIDIA H100 80GB HBM3"
+
+
+def one_round(procs: Procs, app: list[str], env: dict[str, str]) -> dict[str, str]:
+    """The two clients' hook logs, as `pairs-fake-<client>.log` (bench/handovers.py's names)."""
+    backend = Backend(procs, [Client("a", 0.3, 1.0), Client("b", 0.7, 1.0)], tag="pair-fake")
+    try:
+        apps = {name: procs.spawn(app, {**env, **backend.hook_env(name), "GEMINI_LOG": "debug"},
+                                  f"app-{name}") for name in ("a", "b")}
+        for p in apps.values():
+            p.proc.wait(timeout=120)
+        return {f"pairs-fake-{name}.log": p.drain() for name, p in apps.items()}
+    finally:
+        backend.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+    from gemini.native import program_path
+
+    app = [str(program_path("gem_client")), "work", "--kernel-ms", "0.2", "--burst", "25",
+           "--sync", "ctx", "--seconds", f"{args.seconds:g}"]
+    env = {**base_env(), **fake_env(FAKE_GPU)}
+    rounds = []
+    with Procs() as procs:
+        for _ in range(args.rounds):
+            logs = one_round(procs, app, env)
+            every = [1e3 * o for name, text in logs.items()
+                     for o, _ in overlaps(text, [t for n, t in logs.items() if n != name])]
+            rounds.append({"by_client": handovers(logs, 1.0)["pairs-fake"],
+                           "overlap_ms_median": round(statistics.median(every), 3),
+                           "overlap_ms_max": round(max(every), 3), "handovers": len(every)})
+            print(f"overlap median {rounds[-1]['overlap_ms_median']} ms, max "
+                  f"{rounds[-1]['overlap_ms_max']} ms, {len(every)} hand-overs", flush=True)
+    out = {"device": "fake-gpu", "fake_gpu": FAKE_GPU, "date": time.strftime("%Y-%m-%d %H:%M"),
+           "command": "python3 bench/pair_fake.py " + " ".join(argv or sys.argv[1:]),
+           "root": str(Path(__file__).resolve().parents[1]), "rounds": rounds}
+    print_and_write(out, args.out, "pair-fake")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
