@@ -71,11 +71,13 @@ SHARING_S = 0.5
 GRANT_DELAY_MAX_S = 0.005
 
 
-def token_start(granted_at: float, received_at: float) -> float:
-    """When a token received at `received_at` started: the scheduler's `granted_at` where
-    plausible (0 to GRANT_DELAY_MAX_S before), else its receipt."""
+def token_start(granted_at: float, received_at: float, quota_s: float) -> float:
+    """When a token of `quota_s` received at `received_at` started: the scheduler's
+    `granted_at` where plausible (0 to GRANT_DELAY_MAX_S before), else its receipt.  Never
+    more than half the token before its receipt: a hook handed none of it would sleep and ask
+    again (csrc/hook/token_fetch.c), and the delay is the scheduler's, not the client's."""
     if 0.0 <= received_at - granted_at <= GRANT_DELAY_MAX_S:
-        return granted_at
+        return max(granted_at, received_at - quota_s / 2)
     return received_at
 
 
@@ -288,7 +290,7 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
-        self.quota_at = token_start(granted_at, now)
+        self.quota_at = token_start(granted_at, now, self.quota_s)
         left_s = self.quota_s - (now - self.quota_at)
         for w in waiters:  # each wanted the token until now: all of them share it
             if (hook := self.hooks.get(w.conn)) is not None:

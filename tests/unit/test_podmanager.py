@@ -68,10 +68,18 @@ def test_a_token_is_timed_from_its_grant_where_that_is_plausible(granted_at, sta
     pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
     [(_, first)] = replies(grant(pod, 10.0, 100.0, granted_at=granted_at))
     assert first.values[0] == pytest.approx(100.0 - (10.0 - start) * 1000.0)
-    assert 0.0 <= 10.0 - token_start(granted_at, 10.0) <= GRANT_DELAY_MAX_S
+    assert 0.0 <= 10.0 - token_start(granted_at, 10.0, 0.1) <= GRANT_DELAY_MAX_S
     # A process that asks later is given what is left of the same token.
     [(_, later)] = replies(pod.on_hook_request(2, quota(1, burst=10.0), 10.05))
     assert later.values[0] == pytest.approx(100.0 - (10.05 - start) * 1000.0)
+
+
+def test_a_short_token_delivered_late_still_leaves_its_hook_half_of_it():
+    """(A hook handed 0 ms sleeps 10 ms and asks again.)"""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=1.0), 9.99)
+    [(_, first)] = replies(grant(pod, 10.0, 2.0, granted_at=9.997))  # 2 ms, 3 ms late
+    assert first.values[0] == pytest.approx(1.0)
 
 
 def test_every_share_of_a_token_carries_its_flags():
