@@ -25,9 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Backend, Client, Procs, base_env, fake_env, kernels, print_and_write
-
-FAKE_GPU = "NVIDIA H100 80GB HBM3"
+from common import Backend, Client, Procs, fake_work_app, kernels, print_and_write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,11 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    from gemini.native import program_path
-
-    app = [str(program_path("gem_client")), "work", "--kernel-ms", "0.2", "--burst", "25",
-           "--sync", "ctx", "--seconds", f"{args.seconds:g}"]
-    env = {**base_env(), **fake_env(FAKE_GPU)}
+    app, env = fake_work_app(args.seconds)
     shares = []
     with Procs() as procs:
         for _ in range(args.rounds):
@@ -53,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                 backend.stop()
             shares.append(round(capped / bare, 4))
             print(f"share {shares[-1]}", flush=True)
-    out = {"device": "fake-gpu", "fake_gpu": FAKE_GPU, "date": time.strftime("%Y-%m-%d %H:%M"),
+    out = {"device": "fake-gpu", "fake_gpu": env["GEMINI_FAKE_GPU"],
+           "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/cap_fake.py " + " ".join(argv or sys.argv[1:]),
            "root": str(Path(__file__).resolve().parents[1]), "cap": args.cap,
            "shares": shares, "median": statistics.median(shares)}

@@ -395,6 +395,16 @@ def fake_env(gpu_name: str) -> dict[str, str]:
             "GEMINI_FAKE_GPU": gpu_name}
 
 
+def fake_work_app(seconds: float) -> tuple[list[str], dict[str, str]]:
+    """The fake GPU's test client as bench/cap_fake.py and bench/pair_fake.py run it (0.2 ms
+    kernels in bursts of 25, a sync after each, for `seconds`), and its environment."""
+    from gemini.native import program_path
+
+    app = [str(program_path("gem_client")), "work", "--kernel-ms", "0.2", "--burst", "25",
+           "--sync", "ctx", "--seconds", f"{seconds:g}"]
+    return app, {**base_env(), **fake_env("NVIDIA H100 80GB HBM3")}
+
+
 # ---- share arithmetic ----------------------------------------------------------------------------
 
 def count_at(samples: list[list[float]], t: float) -> float:

@@ -23,10 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Backend, Client, Procs, base_env, fake_env, print_and_write
+from common import Backend, Client, Procs, fake_work_app, print_and_write
 from handovers import handovers, overlaps
-
-FAKE_GPU = "NVIDIA H100 80GB HBM3"
 
 
 def one_round(procs: Procs, app: list[str], env: dict[str, str]) -> dict[str, str]:
@@ -48,11 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    from gemini.native import program_path
-
-    app = [str(program_path("gem_client")), "work", "--kernel-ms", "0.2", "--burst", "25",
-           "--sync", "ctx", "--seconds", f"{args.seconds:g}"]
-    env = {**base_env(), **fake_env(FAKE_GPU)}
+    app, env = fake_work_app(args.seconds)
     rounds = []
     with Procs() as procs:
         for _ in range(args.rounds):
@@ -64,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                            "overlap_ms_max": round(max(every), 3), "handovers": len(every)})
             print(f"overlap median {rounds[-1]['overlap_ms_median']} ms, max "
                   f"{rounds[-1]['overlap_ms_max']} ms, {len(every)} hand-overs", flush=True)
-    out = {"device": "fake-gpu", "fake_gpu": FAKE_GPU, "date": time.strftime("%Y-%m-%d %H:%M"),
+    out = {"device": "fake-gpu", "fake_gpu": env["GEMINI_FAKE_GPU"],
+           "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/pair_fake.py " + " ".join(argv or sys.argv[1:]),
            "root": str(Path(__file__).resolve().parents[1]), "rounds": rounds}
     print_and_write(out, args.out, "pair-fake")
