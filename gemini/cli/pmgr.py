@@ -46,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "for our own uid, root and --allow-uid (env POD_MANAGER_SOCKET)")
     p.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
                    help="another uid whose processes may use the --unix socket (repeatable)")
+    p.add_argument("--time-from-grant", action="store_true",
+                   default=env("GEMINI_TIME_FROM_GRANT", "") == "1",
+                   help="time each token from when the scheduler granted it, not from its "
+                   "receipt: fewer tokens run past the next holder's start, but each client "
+                   "loses the grant's delivery delay from every token (env "
+                   "GEMINI_TIME_FROM_GRANT=1; off by default)")
     add_secret_file(p, from_env=True)
     add_verbosity(p)
     return p
@@ -69,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             lambda stop: serve_pod_manager(
                 args.name, args.ip, args.port, args.scheduler_ip, args.scheduler_port, stop,
                 secret=secret, unix=args.unix, allow_uids=args.allow_uid,
+                time_from_grant=args.time_from_grant,
             )
         )
     except OSError as exc:

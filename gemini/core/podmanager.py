@@ -65,9 +65,13 @@ RECALL_TIMEOUT_S = 0.5
 # every grant (at most 100 ms with the scheduler's default quotas), and one that waits for a
 # grant (a capped client waits up to 0.9 s at 0.1) wants it until it is answered.
 SHARING_S = 0.5
-# A token is timed from when the scheduler granted it (the reply's granted_at: wire.py says why)
-# where that reads as at most this long ago on our own clock; else (another host's clock, a v1
-# scheduler) from its receipt.  Grants reached the pod managers within 1.2 ms on the H200.
+# With time_from_grant (gem-pmgr --time-from-grant; off by default), a token is timed from when
+# the scheduler granted it (the reply's granted_at: wire.py says why) where that reads as at most
+# this long ago on our own clock; else (another host's clock, a v1 scheduler) from its receipt.
+# Grants reached the pod managers within 1.2 ms on the H200.  Off by default: the scheduler books
+# a grant from when it made it, so a client then loses the delay from every token (on the H200,
+# 2026-12-05: 0.7 ms of 20-30 ms tokens, and three capped clients together did 0.770-0.798 of
+# the GPU where 0.794-0.806 before), while the pairs' overuse p99 fell from 2.5 to 0.2-1 ms.
 GRANT_DELAY_MAX_S = 0.005
 
 
@@ -105,8 +109,9 @@ class Waiter:
 
 
 class PodCore:
-    def __init__(self, name: str, now: float) -> None:
+    def __init__(self, name: str, now: float, time_from_grant: bool = False) -> None:
         self.name = name
+        self.time_from_grant = time_from_grant  # (GRANT_DELAY_MAX_S says what and why)
         self._quota_name = quota_name(name)  # (a long name's QUOTA requests carry its alias)
         self.limit: int | None = None  # unknown until the scheduler tells us
         self.mem_flags = 0  # MEM_LIMIT's flags word (unified memory ...), forwarded to hooks
@@ -290,14 +295,17 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
-        self.quota_at = token_start(granted_at, now, self.quota_s)
+        self.quota_at = token_start(granted_at, now, self.quota_s) if self.time_from_grant \
+            else now
         left_s = self.quota_s - (now - self.quota_at)
         for w in waiters:  # each wanted the token until now: all of them share it
             if (hook := self.hooks.get(w.conn)) is not None:
                 hook.wanted_at = now
         replies: list[Action] = [self._quota_reply(w, now, left_s) for w in waiters]
-        got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, granted " \
-              f"{(now - self.quota_at) * MS:.3f} ms before, {len(waiters)} waiting"
+        made = f"made {(now - granted_at) * MS:.3f} ms before, " if granted_at else ""
+        timed = "timed from then, " if self.quota_at != now else ""
+        got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {made}{timed}" \
+              f"{len(waiters)} waiting"
         return [act.debug(self.name, got), *replies, *self._maybe_report(now)]
 
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:

@@ -33,9 +33,10 @@ HELLO_ID = 0
 
 class PodManagerDaemon:
     def __init__(
-        self, name: str, scheduler_host: str, scheduler_port: int, secret: bytes | None = None
+        self, name: str, scheduler_host: str, scheduler_port: int, secret: bytes | None = None,
+        time_from_grant: bool = False,
     ) -> None:
-        self.core = PodCore(name, time.monotonic())  # (FrameServer.now's clock)
+        self.core = PodCore(name, time.monotonic(), time_from_grant)  # (FrameServer.now's clock)
         self.scheduler = (scheduler_host, scheduler_port)
         self.secret = secret
         self.server = FrameServer(
@@ -211,9 +212,10 @@ async def serve_pod_manager(
     secret: bytes | None = None,
     unix: str | None = None,
     allow_uids: Iterable[int] = (),
+    time_from_grant: bool = False,
 ) -> None:
     """Serve the hooks on host:port, or on the Unix socket `unix` instead when given."""
-    daemon = PodManagerDaemon(name, scheduler_host, scheduler_port, secret)
+    daemon = PodManagerDaemon(name, scheduler_host, scheduler_port, secret, time_from_grant)
     guarded = ", hooks must prove the secret" if secret is not None else ""
     if unix is not None:
         await daemon.start_unix(unix, allow_uids)

@@ -3,7 +3,7 @@
 import pytest
 
 from gemini.core import wire
-from gemini.core.actions import Close, Reply, SendUpstream
+from gemini.core.actions import Close, Log, Reply, SendUpstream
 from gemini.core.podmanager import GRANT_DELAY_MAX_S, SHARING_S, PodCore, token_start
 from gemini.core.wire import Request, RequestType, Response, Status
 
@@ -28,8 +28,8 @@ def fetches(actions):
     return [r for r in upstream(actions) if r.type is RequestType.QUOTA]
 
 
-def ready_pod(limit=1000, name="pod") -> PodCore:
-    pod = PodCore(name, 0.0)
+def ready_pod(limit=1000, name="pod", time_from_grant=False) -> PodCore:
+    pod = PodCore(name, 0.0, time_from_grant)
     limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
     pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, limit)), 0.0)
     pod.on_hook_connect(1, 0.0)
@@ -62,9 +62,10 @@ def test_processes_share_one_fetch_and_one_token():
     (0.0, 10.0),  # not said (a v1 scheduler)
 ])
 def test_a_token_is_timed_from_its_grant_where_that_is_plausible(granted_at, start):
-    """A grant made at another's deadline reached the pod managers 0.2-1 ms later on the
-    H200, and the token then ran on past the next holder's start (wire.py, granted_at)."""
-    pod = ready_pod()
+    """With time_from_grant.  A grant made at another's deadline reached the pod managers
+    0.2-1 ms later on the H200, and the token then ran on past the next holder's start
+    (wire.py, granted_at)."""
+    pod = ready_pod(time_from_grant=True)
     pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
     [(_, first)] = replies(grant(pod, 10.0, 100.0, granted_at=granted_at))
     assert first.values[0] == pytest.approx(100.0 - (10.0 - start) * 1000.0)
@@ -76,10 +77,23 @@ def test_a_token_is_timed_from_its_grant_where_that_is_plausible(granted_at, sta
 
 def test_a_short_token_delivered_late_still_leaves_its_hook_half_of_it():
     """(A hook handed 0 ms sleeps 10 ms and asks again.)"""
-    pod = ready_pod()
+    pod = ready_pod(time_from_grant=True)
     pod.on_hook_request(1, quota(1, burst=1.0), 9.99)
     [(_, first)] = replies(grant(pod, 10.0, 2.0, granted_at=9.997))  # 2 ms, 3 ms late
     assert first.values[0] == pytest.approx(1.0)
+
+
+def test_by_default_a_token_is_timed_from_its_receipt():
+    """(The scheduler books a grant from when it made it: GRANT_DELAY_MAX_S says what timing
+    it from then costs a client.)"""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
+    out = grant(pod, 10.0, 100.0, granted_at=9.9992)
+    [(_, first)] = replies(out)
+    assert first.values[0] == pytest.approx(100.0)
+    # The log says how long the grant took to come all the same (bench/token_path.py).
+    [line] = [a.message for a in out if isinstance(a, Log)]
+    assert "made 0.800 ms before" in line and "timed from then" not in line
 
 
 def test_every_share_of_a_token_carries_its_flags():
