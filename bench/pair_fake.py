@@ -10,7 +10,13 @@ token (the overlap), for the tokens whose overuse was over 1 ms and for the rest
 runs the two clients' kernels in queue order, not in time slices, so it shows when tokens end,
 not what a real GPU makes of an overlap (bench/handovers.py says what that was on the H200).
 The daemons, the hook and the fake GPU are this tree's: to weigh a daemon change, run it from a
-worktree of the old revision too, interleaved (bench/cap_fake.py says how).
+worktree of the old revision too, interleaved (bench/cap_fake.py says how); the daemons inherit
+the environment, so `GEMINI_TIME_FROM_GRANT=1 python3 bench/pair_fake.py` weighs that option.
+
+On 2026-12-05 (the development machine, 8 s, twice 2 rounds each way, interleaved) the tokens'
+median overlap per round was -0.02 to +0.01 ms with the pod managers of bf6fdcf and -0.41 to
+-0.22 ms with those of 27ae716, which timed every token from its grant
+(`bench/results/fake-gpu-20261205-0317*-pair-fake-*.json`).
 """
 
 from __future__ import annotations

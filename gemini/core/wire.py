@@ -82,9 +82,10 @@ QUOTA_FLAG_CALIBRATION = 1 << 1
 # scheduler's CLOCK_MONOTONIC (s) when it made the grant.  A grant made at another's deadline
 # reaches the pod manager 0.2-1 ms later (H200, 2026-12-04), and a token timed from its receipt
 # then ran past the next holder's start by as much: the GPU time-slices the two contexts, and the
-# first holder's last kernels finished ~2 ms late (bench/handovers.py).  The pod manager times
-# the token from granted_at where it is plausible on its own clock (one host: token_start).
-# 0.0 (v1 peers, the pod manager's replies to hooks): not said.
+# first holder's last kernels finished ~2 ms late (bench/handovers.py).  With --time-from-grant
+# the pod manager times the token from granted_at where it is plausible on its own clock (one
+# host: podmanager.token_start); its log says the delay either way.  0.0 (v1 peers, the pod
+# manager's replies to hooks): not said.
 
 # The QUOTA request's third word (not in v1), hook -> pod manager -> scheduler: gpu_wait_ms, how
 # long the client's launching threads waited on the GPU since its last request (held for a
