@@ -1,6 +1,6 @@
 """Two clients taking turns on the fake GPU: how their tokens meet at each hand-over.
 
-  python3 bench/pair_fake.py [--rounds 2] [--seconds 8] [--out DIR]
+  python3 bench/pair_fake.py [--rounds 2] [--seconds 8] [--hand-over-at-arrival] [--out DIR]
 
 Each round starts fresh daemons with two uncapped clients, a 0.3 and b 0.7, and runs the fake
 GPU's test client (`gem_client work`, 0.2 ms kernels in bursts of 25, a sync after each) as
@@ -33,9 +33,11 @@ from common import Backend, Client, Procs, fake_work_app, print_and_write
 from handovers import handovers, overlaps
 
 
-def one_round(procs: Procs, app: list[str], env: dict[str, str]) -> dict[str, str]:
+def one_round(procs: Procs, app: list[str], env: dict[str, str],
+              timing: dict) -> dict[str, str]:
     """The two clients' hook logs, as `pairs-fake-<client>.log` (bench/handovers.py's names)."""
-    backend = Backend(procs, [Client("a", 0.3, 1.0), Client("b", 0.7, 1.0)], tag="pair-fake")
+    backend = Backend(procs, [Client("a", 0.3, 1.0), Client("b", 0.7, 1.0)], timing,
+                      tag="pair-fake")
     try:
         apps = {name: procs.spawn(app, {**env, **backend.hook_env(name), "GEMINI_LOG": "debug"},
                                   f"app-{name}") for name in ("a", "b")}
@@ -50,13 +52,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--hand-over-at-arrival", action="store_true",
+                   help="gem-schd --hand-over-at-arrival")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
+    timing = {"hand_over_at_arrival": True} if args.hand_over_at_arrival else {}
     app, env = fake_work_app(args.seconds)
     rounds = []
     with Procs() as procs:
         for _ in range(args.rounds):
-            logs = one_round(procs, app, env)
+            logs = one_round(procs, app, env, timing)
             every = [1e3 * o for name, text in logs.items()
                      for o, _ in overlaps(text, [t for n, t in logs.items() if n != name])]
             rounds.append({"by_client": handovers(logs, 1.0)["pairs-fake"],
@@ -67,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     out = {"device": "fake-gpu", "fake_gpu": env["GEMINI_FAKE_GPU"],
            "date": time.strftime("%Y-%m-%d %H:%M"),
            "command": "python3 bench/pair_fake.py " + " ".join(argv or sys.argv[1:]),
-           "root": str(Path(__file__).resolve().parents[1]), "rounds": rounds}
+           "root": str(Path(__file__).resolve().parents[1]),
+           "hand_over_at_arrival": args.hand_over_at_arrival, "rounds": rounds}
     print_and_write(out, args.out, "pair-fake")
     return 0
 

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the schedulers' short window (gem-schd --short-window; 0: off)")
     p.add_argument("--shared-speed", action="store_true",
                    help="uncapped clients beside others share by work (gem-schd --shared-speed)")
+    p.add_argument("--hand-over-at-arrival", action="store_true",
+                   help="hand the GPU on when the holder's token ends at its hook "
+                   "(gem-schd --hand-over-at-arrival)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "
@@ -324,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
                        ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
                        os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid),
                        clock=ns.clock, short_window=ns.short_window,
-                       shared_speed=ns.shared_speed)
+                       shared_speed=ns.shared_speed,
+                       hand_over_at_arrival=ns.hand_over_at_arrival)
     try:
         if not ns.mps_check > 0:
             raise ValueError(f"--mps-check must be > 0 seconds, got {ns.mps_check:g}")

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="uncapped clients beside others share by work: each gets short "
                    "calibration grants alone, and is charged its speed (README: Pairs of "
                    "different programs)")
+    p.add_argument("--hand-over-at-arrival", action="store_true",
+                   help="hand a holder's GPU on when its hook's token ends: its grant's end "
+                   "plus the time its grants take to reach its pod manager, as the pod manager "
+                   "reports (up to 2 ms; README: Hand-overs at the grant's arrival)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
@@ -87,7 +91,7 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
                     args.grace / 1000, max_quota / 1000, args.short_window / 1000,
-                    args.shared_speed)
+                    args.shared_speed, args.hand_over_at_arrival)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:

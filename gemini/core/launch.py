@@ -97,6 +97,7 @@ class BackendArgs:
     clock: bool = True  # False: gem-schd --no-clock (caps charged in time, not by work)
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
     shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
+    hand_over_at_arrival: bool = False  # gem-schd --hand-over-at-arrival
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -145,6 +146,8 @@ def plan_scheduler(
         argv += ["--short-window", _number(args.short_window)]
     if args.shared_speed:
         argv += ["--shared-speed"]
+    if args.hand_over_at_arrival:
+        argv += ["--hand-over-at-arrival"]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

@@ -35,6 +35,8 @@ Inputs are `on_*` methods taking `now` (seconds); each returns actions.
 from __future__ import annotations
 
 import math
+import statistics
+from collections import deque
 from dataclasses import dataclass
 
 from gemini.core import actions as act
@@ -73,6 +75,7 @@ SHARING_S = 0.5
 # 2026-12-05: 0.7 ms of 20-30 ms tokens, and three capped clients together did 0.770-0.798 of
 # the GPU where 0.794-0.806 before), while the pairs' overuse p99 fell from 2.5 to 0.2-1 ms.
 GRANT_DELAY_MAX_S = 0.005
+RECENT_DELIVERIES = 16  # the REPORT's delivery_ms is their median
 
 
 def token_start(granted_at: float, received_at: float, quota_s: float) -> float:
@@ -120,6 +123,9 @@ class PodCore:
         self.quota_s = 0.0
         self.quota_at = now
         self.quota_flags = 0  # the cached token's QUOTA_FLAG_*, passed on with every share of it
+        # How long the latest grants took to reach us (their granted_at, where plausible), for
+        # the scheduler (wire: the REPORT's delivery_ms).
+        self.deliveries: deque[float] = deque(maxlen=RECENT_DELIVERIES)
         self.overuse_ms = 0.0  # the largest reported since the last fetch was sent
         self.overuse_in_flight = 0.0  # what the fetch in flight carries (sent again if lost)
         # The longest a hook's launching threads waited on the GPU since the last fetch (None:
@@ -295,6 +301,8 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
+        if 0.0 <= now - granted_at <= GRANT_DELAY_MAX_S:
+            self.deliveries.append(now - granted_at)
         self.quota_at = token_start(granted_at, now, self.quota_s) if self.time_from_grant \
             else now
         left_s = self.quota_s - (now - self.quota_at)
@@ -495,7 +503,8 @@ class PodCore:
         self._report_due = False
         self._last_report = now
         waiting = len({w.conn for w in self.quota_waiters})
-        return [self._send(RequestType.REPORT, (self.used, len(self.hooks), waiting))]
+        delivery_ms = statistics.median(self.deliveries) * MS if self.deliveries else 0.0
+        return [self._send(RequestType.REPORT, (self.used, len(self.hooks), waiting, delivery_ms))]
 
     def _send(self, req_type: RequestType, args: tuple[float | int, ...]) -> SendUpstream:
         self._next_id = self._next_id + 1 if self._next_id < 2**31 - 1 else 1

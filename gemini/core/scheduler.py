@@ -122,6 +122,21 @@ class Timing:
     # different programs"): off by default, as its short calibration grants cost the shares of
     # alike programs a few points over 1 s windows.
     shared_speed: bool = False
+    # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
+    # --hand-over-at-arrival; off until measured on a GPU): that is the grant's end plus the
+    # time grants take to reach its pod manager, which the pod manager reports
+    # (wire.REPORT_DELIVERY_NAME_MAX), up to HAND_OVER_DELAY_MAX_S.  A hook times its token
+    # from its receipt, so it ran on past the next holder's start by the difference of the two
+    # grants' delays (H200: 0.2-1.7 ms for the 2-6 % of tokens that ran 2.5 ms over, as the
+    # GPU time-sliced the two contexts); timing it from the grant instead (gem-pmgr
+    # --time-from-grant) cost each client that delay from every token.  Here the GPU idles
+    # through the next grant's delivery, booked to no one.
+    hand_over_at_arrival: bool = False
+
+
+# The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival): grants
+# reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under 1.
+HAND_OVER_DELAY_MAX_S = 0.002
 
 
 @dataclass
@@ -142,6 +157,7 @@ class ClientState:
     calibrated_before: bool = False
     shared_before: bool = False
     calibration: Calibration | None = None  # its latest calibration grant's, as meant
+    delivery_s: float = 0.0  # how long its grants take to reach its pod manager (REPORT)
 
 
 @dataclass
@@ -220,12 +236,15 @@ class SchedulerCore:
             why = f"refused a {req.type.name} request: only a pod manager's hooks send it"
             return [Reply(conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
                     act.warning(req.name, why)]
-        mem_used, processes, waiting = req.args
+        mem_used, processes, waiting, *delivery = req.args
         client.mem_used, client.processes, client.waiting = (
             int(mem_used),
             int(processes),
             int(waiting),
         )
+        if delivery:  # (0: not known; a report that leaves it out keeps the last one)
+            said = float(delivery[0]) / MS  # type: ignore[arg-type]
+            client.delivery_s = min(said, HAND_OVER_DELAY_MAX_S) if said > 0.0 else 0.0
         out: list[Action] = [Reply(conn, req.type, Response(req.req_id, Status.OK))]
         return out + self._holder_without_processes(conn, client, now)
 
@@ -304,8 +323,16 @@ class SchedulerCore:
 
     def next_deadline(self) -> float | None:
         if self.holder is not None:
-            return self.holder.interval.end
+            return self._hand_over_at(self.holder)
         return self._recheck_at
+
+    def _hand_over_at(self, holder: Grant) -> float:
+        """When the holder's GPU goes on: its grant's end, or, with hand_over_at_arrival, as
+        much later as its grants take to reach it."""
+        client = self.clients.get(holder.interval.name)
+        if not self.timing.hand_over_at_arrival or client is None:
+            return holder.interval.end
+        return holder.interval.end + client.delivery_s
 
     # ---- token ---------------------------------------------------------------------------------
 
@@ -345,7 +372,7 @@ class SchedulerCore:
         self._recheck_at = None
         out = self._drop_removed_candidates()
         if self.holder is not None:
-            if now < self.holder.interval.end:
+            if now < self._hand_over_at(self.holder):
                 return out
             name = self.holder.interval.name
             out.append(act.debug(name, "quota expired"))

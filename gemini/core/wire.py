@@ -121,6 +121,14 @@ QUOTA_ALIAS_LEN = 17
 RUN_GRAPHS = 1 << 31
 RUN_COUNT_MAX = RUN_GRAPHS - 1
 
+# The REPORT's fourth word (not in v1), pod manager -> scheduler: delivery_ms (f32), how long
+# the scheduler's grants took to reach the pod manager lately (the median of the recent ones,
+# by the replies' granted_at on the pod manager's clock; 0: not known).  With gem-schd
+# --hand-over-at-arrival the scheduler hands a holder's GPU on that much after its grant's end,
+# when its hook's token (timed from its receipt) ends.  Beside a name of up to
+# REPORT_DELIVERY_NAME_MAX bytes; longer ones, and v1 peers, leave it out: not said.
+_REPORT_DELIVERY = struct.Struct("<f")
+
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory
 MEM_FLAG_EVICT_ON_RELEASE = 1 << 1  # move it back to the host when a token ends
@@ -155,6 +163,8 @@ _RSP_PAYLOAD = {
     RequestType.RECALL: struct.Struct("<Q"),
 }
 _RSP_ZEROS = {t: layout.unpack(bytes(layout.size)) for t, layout in _RSP_PAYLOAD.items()}
+# (MAX_NAME_LEN leaves room for 16 bytes of payload, a REPORT's own words.)
+REPORT_DELIVERY_NAME_MAX = MAX_NAME_LEN - _REPORT_DELIVERY.size
 
 
 @dataclass(frozen=True)
@@ -234,12 +244,22 @@ def _run_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= QUOTA_RUN_NAME_MAX
 
 
+def _delivery_fits(raw_name: bytes) -> bool:
+    return len(raw_name) <= REPORT_DELIVERY_NAME_MAX
+
+
 def encode_request(req: Request) -> bytes:
     """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]),
-    gpu_wait_ms None not sent; beside a long name the request carries its alias."""
+    gpu_wait_ms None not sent; beside a long name the request carries its alias.  A REPORT's:
+    (mem_used, processes, waiting[, delivery_ms]), delivery_ms left out beside a longer name
+    than REPORT_DELIVERY_NAME_MAX."""
     raw = check_name(req.name)
     args = req.args
     extra = b""
+    if req.type == RequestType.REPORT:
+        args, rest = args[:3], args[3:]
+        if rest and _delivery_fits(raw):
+            extra = _REPORT_DELIVERY.pack(rest[0])
     if req.type == RequestType.QUOTA:
         raw = quota_name(req.name).encode()
         args, rest = args[:2], args[2:]
@@ -276,6 +296,8 @@ def decode_request(msg: bytes) -> Request:
         args += _QUOTA_GPU_WAIT.unpack_from(msg, end + 9 + layout.size)
         if _run_fits(msg[8:end]):
             args += _QUOTA_RUN.unpack_from(msg, end + 9 + layout.size + _QUOTA_GPU_WAIT.size)
+    if req_type == RequestType.REPORT and _delivery_fits(msg[8:end]):
+        args += _REPORT_DELIVERY.unpack_from(msg, end + 9 + layout.size)
     return Request(name, req_id, req_type, tuple(args))
 
 

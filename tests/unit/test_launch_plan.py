@@ -179,15 +179,19 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     from gemini.cli import launch_backend, schd
 
     ns = launch_backend.build_parser().parse_args(
-        ["s", "p", "--no-clock", "--short-window", "2500", "--shared-speed"])
+        ["s", "p", "--no-clock", "--short-window", "2500", "--shared-speed",
+         "--hand-over-at-arrival"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
-                       shared_speed=ns.shared_speed)
+                       shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival)
     schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
     assert len(schedulers) == 2
     for spec in schedulers:
         parsed = schd.build_parser().parse_args(list(spec.argv[1:]))  # gem-schd takes them
         assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, True)
-        assert schd._settings(parsed)[0].shared_speed
+        timing = schd._settings(parsed)[0]
+        assert timing.shared_speed and timing.hand_over_at_arrival
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
-    assert not {"--no-clock", "--short-window", "--shared-speed"} & set(default.argv)
-    assert not schd._settings(schd.build_parser().parse_args([]))[0].shared_speed
+    assert not {"--no-clock", "--short-window", "--shared-speed",
+                "--hand-over-at-arrival"} & set(default.argv)
+    timing = schd._settings(schd.build_parser().parse_args([]))[0]
+    assert not timing.shared_speed and not timing.hand_over_at_arrival

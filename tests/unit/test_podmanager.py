@@ -263,7 +263,21 @@ def test_reports_are_rate_limited():
     pod.on_hook_request(1, mem(1, 5), 0.21)
     assert pod.next_deadline() == pytest.approx(0.3)
     [report] = upstream(pod.on_deadline(pod.next_deadline()))
-    assert report.type is RequestType.REPORT and report.args == (5, 2, 0)
+    assert report.type is RequestType.REPORT and report.args == (5, 2, 0, 0.0)  # (no grant
+    # yet: its delivery is not known)
+
+
+def test_a_report_says_how_long_the_latest_grants_took_to_come():
+    """Their median, for gem-schd --hand-over-at-arrival; a grant that says nothing of when
+    it was made, or reads as made later or long before, counts for nothing."""
+    pod = ready_pod()
+    for k, (delay, granted_at) in enumerate([(0.0004, None), (0.0009, None), (0.0005, None),
+                                             (0.0, 0.0), (0.0, 20.0), (0.0, 10.0)]):
+        now = 10.0 + 0.2 * k
+        pod.on_hook_request(1, quota(k + 1, burst=1.0), now - 0.001)
+        grant(pod, now, 1.0, granted_at=now - delay if granted_at is None else granted_at)
+    reports = [r for r in upstream(pod.on_deadline(11.5)) if r.type is RequestType.REPORT]
+    assert [r.args[3] for r in reports] == [pytest.approx(0.5)]
 
 
 def test_token_is_not_returned_while_another_process_runs_on_it():

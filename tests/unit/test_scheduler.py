@@ -1,5 +1,6 @@
 """The scheduler core on a virtual clock: shares, caps, early return, dead clients, reloads."""
 
+import dataclasses
 import itertools
 import math
 import random
@@ -272,6 +273,31 @@ def test_dead_holder_frees_the_token_and_its_queued_requests():
 
 def report(name, req_id, processes):
     return Request(name, req_id, RequestType.REPORT, (0, processes, 0))
+
+
+@pytest.mark.parametrize(("at_arrival", "delivery_ms", "later_ms"), [
+    (True, 0.6, 0.6),
+    (True, 7.0, 2.0),  # (HAND_OVER_DELAY_MAX_S)
+    (True, float("nan"), 0.0),
+    (True, -1.0, 0.0),
+    (False, 0.6, 0.0),  # the default: at the grant's end
+])
+def test_with_hand_over_at_arrival_the_gpu_goes_on_when_the_holders_grant_reached_it(
+        at_arrival, delivery_ms, later_ms):
+    """The holder's hook times its token from its receipt, as long after the grant as its
+    pod manager reports its grants took to come."""
+    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=at_arrival)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
+    core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0, delivery_ms)), 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 2), 0.0))
+    assert grants(core.on_request(2, quota_req("b", 1), 0.01)) == []
+    end = core.history.latest("a").end
+    assert core.next_deadline() == pytest.approx(end + later_ms / 1000)
+    if later_ms:
+        assert grants(core.on_deadline(end)) == []  # (a timer that came early: not yet)
+    [g] = grants(core.on_deadline(core.next_deadline()))
+    assert g.conn == 2
+    assert core.history.latest("a").end == end  # a is charged its grant, no more
 
 
 def test_a_holder_whose_processes_all_ended_hands_the_token_over():

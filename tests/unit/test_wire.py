@@ -14,6 +14,7 @@ from gemini.core.wire import (
     QUOTA_FLAG_ALONE,
     QUOTA_GPU_WAIT_NAME_MAX,
     QUOTA_RUN_NAME_MAX,
+    REPORT_DELIVERY_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
     RUN_COUNT_MAX,
@@ -193,7 +194,8 @@ args_by_type = {
     RequestType.MEM_UPDATE: st.tuples(st.integers(0, 2**64 - 1), st.integers(0, 2)),
     RequestType.STATUS: st.just(()),
     RequestType.REPORT: st.tuples(
-        st.integers(0, 2**64 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1)
+        st.integers(0, 2**64 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
+        st.floats(allow_nan=False, width=32),
     ),
     RequestType.RECALL: st.tuples(st.integers(0, 2**64 - 1)),
 }
@@ -210,6 +212,17 @@ def requests(draw):
 @given(requests())
 def test_request_round_trip(req):
     assert decode_request(encode_request(req)) == req
+
+
+@pytest.mark.parametrize("name_len", [1, 43, 44, 47])
+def test_a_report_says_its_delivery_delay_beside_a_name_of_up_to_43_bytes(name_len):
+    """(A longer name, or a v1 peer's report: not said, 0.)"""
+    name = "n" * name_len
+    sent = decode_request(encode_request(Request(name, 1, RequestType.REPORT, (5, 2, 1, 0.5))))
+    assert REPORT_DELIVERY_NAME_MAX == 43
+    assert sent.args == ((5, 2, 1, 0.5) if name_len <= 43 else (5, 2, 1))
+    v1 = v1_request(name.encode(), 1, 4, struct.pack("<Qii", 5, 2, 1))
+    assert decode_request(v1).args == ((5, 2, 1, 0.0) if name_len <= 43 else (5, 2, 1))
 
 
 @given(st.binary(min_size=80, max_size=80))
