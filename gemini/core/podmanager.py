@@ -153,6 +153,7 @@ class PodCore:
 
     def on_scheduler_connected(self, now: float) -> list[Action]:
         self.connected = True
+        self.deliveries.clear()  # (another scheduler's grants: on another clock, perhaps)
         out: list[Action] = [self._send(RequestType.MEM_LIMIT, ())]
         if self.fetch_id is not None:
             out += self._fetch()
@@ -301,10 +302,10 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
-        if 0.0 <= now - granted_at <= GRANT_DELAY_MAX_S:
-            self.deliveries.append(now - granted_at)
         self.quota_at = token_start(granted_at, now, self.quota_s) if self.time_from_grant \
             else now
+        if 0.0 <= now - granted_at <= GRANT_DELAY_MAX_S:  # how long its token trails the grant
+            self.deliveries.append(self.quota_at - granted_at)  # (0 timed from the grant)
         left_s = self.quota_s - (now - self.quota_at)
         for w in waiters:  # each wanted the token until now: all of them share it
             if (hook := self.hooks.get(w.conn)) is not None:

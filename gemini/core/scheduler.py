@@ -623,6 +623,14 @@ class SchedulerCore:
         """Credit the clients that wanted the GPU since the last event (holder, waiting, or an
         expired holder expected back) at their target shares."""
         wanting = self._wanting()
+        held = self.holder.interval if self.holder is not None else None
+        if self.timing.hand_over_at_arrival and held is not None and held.end < now:
+            # The hand-over waits for the holder's hook: that time is booked to no one, and
+            # earned by no one (else every hand-over added its delay to everyone's credit, and
+            # all of it sat near the bound, where the order falls back to turns by time).
+            self._earn_until(wanting, held.end)
+            self.credits.earn({}, now)
+            return
         if self._grace is not None:
             # Until its grace ends only: no event may come before the next request, and an
             # expired holder with no one waiting then earned the whole idle time (alone, up to

@@ -123,10 +123,11 @@ RUN_COUNT_MAX = RUN_GRAPHS - 1
 
 # The REPORT's fourth word (not in v1), pod manager -> scheduler: delivery_ms (f32), how long
 # the scheduler's grants took to reach the pod manager lately (the median of the recent ones,
-# by the replies' granted_at on the pod manager's clock; 0: not known).  With gem-schd
-# --hand-over-at-arrival the scheduler hands a holder's GPU on that much after its grant's end,
-# when its hook's token (timed from its receipt) ends.  Beside a name of up to
-# REPORT_DELIVERY_NAME_MAX bytes; longer ones, and v1 peers, leave it out: not said.
+# by the replies' granted_at on the pod manager's clock: how long its tokens trail the grants;
+# 0: not known).  With gem-schd --hand-over-at-arrival the scheduler hands a holder's GPU on
+# that much after its grant's end, when its hook's token ends.  Beside a name of up to
+# REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send 0: not known, the
+# hand-over at the grant's end.
 _REPORT_DELIVERY = struct.Struct("<f")
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).

@@ -278,6 +278,20 @@ def test_a_report_says_how_long_the_latest_grants_took_to_come():
         grant(pod, now, 1.0, granted_at=now - delay if granted_at is None else granted_at)
     reports = [r for r in upstream(pod.on_deadline(11.5)) if r.type is RequestType.REPORT]
     assert [r.args[3] for r in reports] == [pytest.approx(0.5)]
+    # A scheduler connected anew (perhaps on another clock): not known until its grants come.
+    [report] = [r for r in upstream(pod.on_scheduler_connected(12.0))
+                if r.type is RequestType.REPORT]
+    assert report.args[3] == 0.0
+
+
+def test_a_pod_manager_that_times_its_tokens_from_the_grant_reports_they_trail_it_by_nothing():
+    """(gem-pmgr --time-from-grant: else gem-schd --hand-over-at-arrival would wait for a
+    delay its hook's token no longer has.)"""
+    pod = ready_pod(time_from_grant=True)
+    pod.on_hook_request(1, quota(1, burst=1.0), 9.99)
+    grant(pod, 10.0, 100.0, granted_at=9.9994)
+    reports = [r for r in upstream(pod.on_deadline(10.5)) if r.type is RequestType.REPORT]
+    assert [r.args[3] for r in reports] == [0.0]
 
 
 def test_token_is_not_returned_while_another_process_runs_on_it():

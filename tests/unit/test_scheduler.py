@@ -300,6 +300,24 @@ def test_with_hand_over_at_arrival_the_gpu_goes_on_when_the_holders_grant_reache
     assert core.history.latest("a").end == end  # a is charged its grant, no more
 
 
+def test_the_wait_for_the_holders_hook_is_earned_by_no_one():
+    """(Else every hand-over added its delay to everyone's credit, towards the bound, where
+    the order falls back to turns by time.)"""
+    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
+    core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0, 0.6)), 0.0)
+    grants(core.on_request(1, quota_req("a", 2), 0.0))
+    core.on_request(2, quota_req("b", 1), 0.01)
+    end = core.history.latest("a").end
+    assert grants(core.on_deadline(end)) == []
+    before = {n: core.credits.of(n) for n in "ab"}
+    [g] = grants(core.on_deadline(end + 0.0006))
+    b = core.history.latest("b")
+    assert g.conn == 2 and b.start == end + 0.0006
+    assert core.credits.of("a") == pytest.approx(before["a"], abs=1e-12)
+    assert core.credits.of("b") == pytest.approx(before["b"] - (b.end - b.start), abs=1e-12)
+
+
 def test_a_holder_whose_processes_all_ended_hands_the_token_over():
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, report("a", 1, 1), 0.0)
