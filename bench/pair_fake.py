@@ -16,7 +16,8 @@ the environment, so `GEMINI_TIME_FROM_GRANT=1 python3 bench/pair_fake.py` weighs
 On 2026-12-05 (the development machine, 8 s, twice 2 rounds each way, interleaved) the tokens'
 median overlap per round was -0.02 to +0.01 ms with the pod managers of bf6fdcf and -0.41 to
 -0.22 ms with those of 27ae716, which timed every token from its grant
-(`bench/results/fake-gpu-20261205-0317*-pair-fake-*.json`).
+(`bench/results/fake-gpu-20261205-0317*-pair-fake-*.json`); with ca8a23b, -0.008 to +0.012 ms
+by default and -0.191 to -0.089 with --hand-over-at-arrival (`…-0421*-pair-fake-*.json`).
 """
 
 from __future__ import annotations
