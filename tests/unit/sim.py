@@ -131,6 +131,7 @@ class Sim:
         gpu_wait: float | None = None,
         launch_s: float = 0.0,
         overrun_s: dict[str, float] | None = None,
+        delivery_s: tuple[float, float] | None = None,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -138,7 +139,11 @@ class Sim:
         wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none).
         `overrun_s`: how long some clients' work runs past each of their grants (a queue the
         hook let through), reported as overuse with their next request; the next holder's work
-        waits for it (`ran`, `ran_share`)."""
+        waits for it (`ran`, `ran_share`).  `delivery_s`: each grant reaches its client a time
+        drawn from this range after it is made (its work runs from then for the quota, as a
+        hook times its token from its receipt), and each client's pod manager reported the
+        range's middle (the REPORT's delivery_ms) before it first asks."""
+        self.delivery_s = delivery_s
         self.launch_s = launch_s
         self.overrun_s = overrun_s or {}
         self._gpu_free = 0.0  # (with overrun_s) when the work queued so far runs out
@@ -159,6 +164,12 @@ class Sim:
         self._paused: dict[str, float] = {}  # client: when it asks again (inf: not yet)
 
     def start(self, name: str, at: float = 0.0) -> None:
+        if self.delivery_s is not None:
+            c = self.clients[name]
+            c.req_id += 1
+            said_ms = 1000 * sum(self.delivery_s) / 2
+            report = Request(name, c.req_id, RequestType.REPORT, (0, 1, 0, said_ms))
+            self._handle(self.core.on_request(c.conn, report, self.now))
         if name in self._paused:
             self._paused[name] = at
         self._wake(name, at)
@@ -214,9 +225,10 @@ class Sim:
 
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
-        back = self.now + max(quota_s + self._rng.uniform(-0.0025, 0.002), 0.0)
-        end = min(back, self.now + quota_s)
-        c.busy.append((self.now, end))
+        got = self.now + (self._rng.uniform(*self.delivery_s) if self.delivery_s else 0.0)
+        back = got + max(quota_s + self._rng.uniform(-0.0025, 0.002), 0.0)
+        end = min(back, got + quota_s)
+        c.busy.append((got, end))
         if self.overrun_s:
             self._run_work(c, end)
         self._wake(c.name, back)
