@@ -29,7 +29,7 @@ from typing import Any
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Log, Reply
 from gemini.core.config import DEFAULT_GPU, ClientSpec, Partition, ResourceConfig
-from gemini.core.scheduler import SchedulerCore, Timing
+from gemini.core.scheduler import MS, SchedulerCore, Timing
 from gemini.core.um import UmPolicy, mem_flags
 from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status, quota_name
 
@@ -201,8 +201,9 @@ class PartitionRouter:
         conns = sorted(self.conns.get(name, ()))
         if old is not None:
             counts = (int(old["mem_used"]), int(old["processes"]), int(old["waiting_processes"]))
+            said = (*counts, float(old["delivery_ms"]))
             for conn in conns:  # what the pod manager last reported, told to the new group
-                core.on_request(conn, Request(name, NOTIFY_ID, RequestType.REPORT, counts), now)
+                core.on_request(conn, Request(name, NOTIFY_ID, RequestType.REPORT, said), now)
             flags = mem_flags(spec, self.um)
             if (old["gpu_mem"], old["flags"]) != (spec.gpu_mem, flags):
                 values = (counts[0], spec.gpu_mem, flags)
@@ -222,7 +223,7 @@ class PartitionRouter:
             return None
         return {"mem_used": state.mem_used, "processes": state.processes,
                 "waiting_processes": state.waiting, "gpu_mem": state.spec.gpu_mem,
-                "flags": mem_flags(state.spec, self.um)}
+                "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS}
 
     def _answered(self, actions: list[Action]) -> list[Action]:
         """Forget the QUOTA requests these actions answer."""

@@ -3,13 +3,14 @@ time-sliced group as before, MPS going down and up, clients moving between group
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gemini.core import config as cfg
 from gemini.core.actions import Log, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
-from gemini.core.partitions import PartitionRouter, folded, split
+from gemini.core.partitions import TIME_SLICED, PartitionRouter, folded, split
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.wire import (
     NOTIFY_ID,
@@ -193,13 +194,15 @@ def test_a_client_moved_to_another_partition_takes_its_queued_request_along() ->
 
 
 def test_a_moved_client_keeps_its_reported_memory_and_processes() -> None:
+    """... and how long its grants take to reach it (gem-schd --hand-over-at-arrival)."""
     router = PartitionRouter(cfg.parse_text("1\na 1 1 1GiB sm=50@p\n"), LAUNCHER, 0.0,
                              spatial=True)
-    router.on_request(1, Request("a", 1, RequestType.REPORT, (1234, 2, 1)), 0.0)
+    router.on_request(1, Request("a", 1, RequestType.REPORT, (1234, 2, 1, 0.5)), 0.0)
     out = router.on_config(cfg.parse_text("1\na 1 1 1GiB\n"), 0.1)
     assert not [a for a in out if isinstance(a, Reply)]  # nothing to tell the pod manager
     (client,) = router.snapshot(0.2)["clients"]  # type: ignore[misc]
     assert (client["mem_used"], client["processes"], client["waiting_processes"]) == (1234, 2, 1)
+    assert router.cores[TIME_SLICED].clients["a"].delivery_s == pytest.approx(0.0005)
     assert (client["mode"], client["partition"], client["connected"]) == ("time-sliced", None,
                                                                           True)
 
