@@ -78,12 +78,18 @@ GRANT_DELAY_MAX_S = 0.005
 RECENT_DELIVERIES = 16  # the REPORT's delivery_ms is their median
 
 
+def plausible_grant(granted_at: float, received_at: float) -> bool:
+    """Does the scheduler's `granted_at` read as made 0 to GRANT_DELAY_MAX_S before its
+    receipt on our own clock (not another host's clock, nor a v1 scheduler's 0)?"""
+    return 0.0 <= received_at - granted_at <= GRANT_DELAY_MAX_S
+
+
 def token_start(granted_at: float, received_at: float, quota_s: float) -> float:
     """When a token of `quota_s` received at `received_at` started: the scheduler's
-    `granted_at` where plausible (0 to GRANT_DELAY_MAX_S before), else its receipt.  Never
-    more than half the token before its receipt: a hook handed none of it would sleep and ask
-    again (csrc/hook/token_fetch.c), and the delay is the scheduler's, not the client's."""
-    if 0.0 <= received_at - granted_at <= GRANT_DELAY_MAX_S:
+    `granted_at` where plausible, else its receipt.  Never more than half the token before its
+    receipt: a hook handed none of it would sleep and ask again (csrc/hook/token_fetch.c), and
+    the delay is the scheduler's, not the client's."""
+    if plausible_grant(granted_at, received_at):
         return max(granted_at, received_at - quota_s / 2)
     return received_at
 
@@ -304,7 +310,7 @@ class PodCore:
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
         self.quota_at = token_start(granted_at, now, self.quota_s) if self.time_from_grant \
             else now
-        if 0.0 <= now - granted_at <= GRANT_DELAY_MAX_S:  # how long its token trails the grant
+        if plausible_grant(granted_at, now):  # how long its token trails the grant
             self.deliveries.append(self.quota_at - granted_at)  # (0 timed from the grant)
         left_s = self.quota_s - (now - self.quota_at)
         for w in waiters:  # each wanted the token until now: all of them share it
