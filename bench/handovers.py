@@ -87,21 +87,26 @@ def summary(values: list[float]) -> dict:
             "overlap_ms_p90": round(1e3 * deciles[8], 3)}
 
 
-def handovers(logs: dict[str, str], over_ms: float) -> dict:
+def case_overlaps(logs: dict[str, str]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per pairs case and client, `overlaps` of its tokens against its neighbours'."""
     cases: dict[str, dict[str, str]] = defaultdict(dict)
     for name, text in logs.items():
         if (m := HOOK_LOG.match(name)) and TOKEN.search(text):
             cases[m["case"]][m["client"]] = text
-    out: dict = {}
-    for case, clients in sorted(cases.items()):
-        if len(clients) < 2:
-            continue
-        for client, text in sorted(clients.items()):
-            rows = overlaps(text, [t for c, t in clients.items() if c != client])
-            out.setdefault(case, {})[client] = {
-                f"overuse_over_{over_ms:g}_ms": summary([o for o, ms in rows if ms > over_ms]),
-                "the_rest": summary([o for o, ms in rows if ms <= over_ms])}
-    return out
+    return {case: {client: overlaps(text, [t for c, t in clients.items() if c != client])
+                   for client, text in sorted(clients.items())}
+            for case, clients in sorted(cases.items()) if len(clients) >= 2}
+
+
+def split_summary(rows: list[tuple[float, float]], over_ms: float) -> dict:
+    """`summary` of the overlaps of the tokens whose overuse was over `over_ms`, and of the rest."""
+    return {f"overuse_over_{over_ms:g}_ms": summary([o for o, ms in rows if ms > over_ms]),
+            "the_rest": summary([o for o, ms in rows if ms <= over_ms])}
+
+
+def handovers(logs: dict[str, str], over_ms: float) -> dict:
+    return {case: {client: split_summary(rows, over_ms) for client, rows in clients.items()}
+            for case, clients in case_overlaps(logs).items()}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import Backend, Client, Procs, fake_work_app, print_and_write
-from handovers import handovers, overlaps
+from handovers import case_overlaps, split_summary
 
 
 def one_round(procs: Procs, app: list[str], env: dict[str, str],
@@ -63,9 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     with Procs() as procs:
         for _ in range(args.rounds):
             logs = one_round(procs, app, env, timing)
-            every = [1e3 * o for name, text in logs.items()
-                     for o, _ in overlaps(text, [t for n, t in logs.items() if n != name])]
-            rounds.append({"by_client": handovers(logs, 1.0)["pairs-fake"],
+            by_client = case_overlaps(logs)["pairs-fake"]
+            every = [1e3 * o for rows in by_client.values() for o, _ in rows]
+            rounds.append({"by_client": {c: split_summary(rows, 1.0)
+                                         for c, rows in by_client.items()},
                            "overlap_ms_median": round(statistics.median(every), 3),
                            "overlap_ms_max": round(max(every), 3), "handovers": len(every)})
             print(f"overlap median {rounds[-1]['overlap_ms_median']} ms, max "
