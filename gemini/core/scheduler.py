@@ -158,6 +158,7 @@ class ClientState:
     shared_before: bool = False
     calibration: Calibration | None = None  # its latest calibration grant's, as meant
     delivery_s: float = 0.0  # how long its grants take to reach its pod manager (REPORT)
+    delivery_warned: bool = False  # (a delay out of range is logged once a client)
 
 
 @dataclass
@@ -242,11 +243,24 @@ class SchedulerCore:
             int(processes),
             int(waiting),
         )
-        if delivery:  # (0: not known; a report that leaves it out keeps the last one)
-            said = float(delivery[0]) / MS  # type: ignore[arg-type]
-            client.delivery_s = min(said, HAND_OVER_DELAY_MAX_S) if said > 0.0 else 0.0
         out: list[Action] = [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+        if delivery:  # (0: not known; a report that leaves it out keeps the last one)
+            out += self._said_delivery(client, req.name, float(delivery[0]))  # type: ignore[arg-type]
         return out + self._holder_without_processes(conn, client, now)
+
+    @staticmethod
+    def _said_delivery(client: ClientState, name: str, said_ms: float) -> list[Action]:
+        """A pod manager's delivery delay, kept within [0, HAND_OVER_DELAY_MAX_S]: one out of
+        range (a peer's garbage, or a host so loaded that each hand-over would idle the GPU
+        longer) is logged, once a client."""
+        said = said_ms / MS
+        fits = 0.0 <= said <= HAND_OVER_DELAY_MAX_S  # (NaN compares false)
+        client.delivery_s = min(said, HAND_OVER_DELAY_MAX_S) if said > 0.0 else 0.0
+        if fits or client.delivery_warned:
+            return []
+        client.delivery_warned = True
+        return [act.warning(name, f"its pod manager said its grants' delivery takes "
+                                  f"{said_ms:g} ms: taken as {client.delivery_s * MS:g} ms")]
 
     def _holder_without_processes(
         self, conn: ConnId, client: ClientState, now: float
@@ -271,6 +285,7 @@ class SchedulerCore:
                 client.conns.discard(conn)
                 if not client.conns:
                     client.mem_used = client.processes = client.waiting = 0
+                    client.delivery_s = 0.0  # (a new one's first QUOTA comes before its REPORT)
                 out.append(act.info(name, "pod manager disconnected"))
         if self.holder is not None and self.holder.conn == conn:
             self._end_early(self.holder.interval, now)
@@ -347,6 +362,10 @@ class SchedulerCore:
         if latest is not None:
             self._end_early(latest, now)  # returned early, if it was
         if overuse_ms > 0.0:  # (NaN compares false)
+            # From the grant's end, with hand-overs at arrival too: there the hook's token ends
+            # a delivery after it, and the next grant, made then, reaches its hook a delivery
+            # later still, so only the overuse past one delivery takes that grant's time, and
+            # the refund below (its overlap with the next grant) is that part.
             at = latest.end if latest is not None else now
             charged = min(overuse_ms / MS, self.timing.window_s)
             self._charge(name, at, charged)
@@ -624,25 +643,26 @@ class SchedulerCore:
         expired holder expected back) at their target shares."""
         wanting = self._wanting()
         held = self.holder.interval if self.holder is not None else None
+        until = now
         if self.timing.hand_over_at_arrival and held is not None and held.end < now:
             # The hand-over waits for the holder's hook: that time is booked to no one, and
             # earned by no one (else every hand-over added its delay to everyone's credit, and
             # all of it sat near the bound, where the order falls back to turns by time).
-            self._earn_until(wanting, held.end)
-            self.credits.earn({}, now)
-            return
+            until = held.end
         if self._grace is not None:
             # Until its grace ends only: no event may come before the next request, and an
             # expired holder with no one waiting then earned the whole idle time (alone, up to
             # the bound: 0.2 s) and took it in one lump when the others came back (H200, a
             # trio back from a pause: 0.569 / 0.271 / 0.165 of the next second for 0.5 / 0.3 /
             # 0.2).
-            name, until = self._grace
-            if until < now:
-                self._earn_until(wanting | {name}, until)
+            name, grace_end = self._grace
+            if grace_end < until:
+                self._earn_until(wanting | {name}, grace_end)
             else:
                 wanting.add(name)
-        self._earn_until(wanting, now)
+        self._earn_until(wanting, until)
+        if until < now:
+            self.credits.earn({}, now)
 
     def _earn_until(self, wanting: set[str], until: float) -> None:
         """`wanting` earned credit until `until`.  One alone is owed nothing: it is served
@@ -979,6 +999,7 @@ class SchedulerCore:
                 "speed": self._speed(name, now),
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),
+                "delivery_ms": c.delivery_s * MS,
             }
             for name, c in self.clients.items()
         ]

@@ -9,9 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gemini.core.actions import Reply
+from gemini.core.actions import Log, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
-from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
+from gemini.core.scheduler import (
+    HAND_OVER_DELAY_MAX_S,
+    WINDOW_EDGE,
+    SchedulerCore,
+    Timing,
+)
 from gemini.core.wire import NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
 from tests.unit.sim import GpuClock, Sim
 
@@ -352,6 +357,47 @@ def test_the_wait_for_the_holders_hook_is_earned_by_no_one():
     assert g.conn == 2 and b.start == end + 0.0006
     assert core.credits.of("a") == pytest.approx(before["a"], abs=1e-12)
     assert core.credits.of("b") == pytest.approx(before["b"] - (b.end - b.start), abs=1e-12)
+
+
+def hand_over_at_arrival_pair(delivery_ms: float) -> SchedulerCore:
+    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
+    for conn, name in ((1, "a"), (2, "b")):
+        core.on_request(conn, Request(name, 1, RequestType.REPORT, (0, 1, 0, delivery_ms)), 0.0)
+    return core
+
+
+def test_an_expired_holder_earns_its_grace_though_the_next_event_comes_in_a_hand_over_wait():
+    """a's grant runs out with b waiting and a does not ask again: it is owed its share of its
+    5 ms grace (as without the option), though the next event comes while b's own hand-over
+    waits for its hook."""
+    core = hand_over_at_arrival_pair(0.6)
+    grants(core.on_request(1, quota_req("a", 2), 0.0))
+    core.on_request(2, quota_req("b", 2), 0.01)
+    grants(core.on_deadline(core.next_deadline()))  # b holds; a in its grace
+    before = core.credits.of("a")
+    core.on_deadline(core.next_deadline())  # b's grant ended and reached its hook
+    grace_s = WHOLE_QUOTAS.return_grace_s
+    assert core.credits.of("a") - before == pytest.approx(0.5 * grace_s, abs=1e-9)
+
+
+@pytest.mark.parametrize("said", [math.nan, -1.0, 1e30, math.inf])
+def test_a_delivery_delay_out_of_range_is_logged_once_and_bounded(said: float) -> None:
+    core = hand_over_at_arrival_pair(0.0)
+    bad = Request("a", 2, RequestType.REPORT, (0, 1, 0, said))
+    first = [a for a in core.on_request(1, bad, 0.0) if isinstance(a, Log)]
+    assert len(first) == 1 and first[0].client == "a" and "delivery" in first[0].message
+    assert 0.0 <= core.clients["a"].delivery_s <= HAND_OVER_DELAY_MAX_S
+    assert core.snapshot(0.0)["clients"][0]["delivery_ms"] == core.clients["a"].delivery_s * 1e3
+    assert not [a for a in core.on_request(1, bad, 0.1) if isinstance(a, Log)]
+
+
+def test_a_pod_manager_connected_anew_is_not_held_to_the_old_connections_delay():
+    """Its first QUOTA comes before its first REPORT."""
+    core = hand_over_at_arrival_pair(1.5)
+    core.on_disconnect(1, 0.0)
+    grants(core.on_request(3, quota_req("a", 1), 0.01))
+    assert core.next_deadline() == core.history.latest("a").end
 
 
 def test_a_holder_whose_processes_all_ended_hands_the_token_over():
