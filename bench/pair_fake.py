@@ -63,8 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     with Procs() as procs:
         for _ in range(args.rounds):
             logs = one_round(procs, app, env, timing)
-            by_client = case_overlaps(logs)["pairs-fake"]
+            by_client = case_overlaps(logs).get("pairs-fake", {})
             every = [1e3 * o for rows in by_client.values() for o, _ in rows]
+            if not every:
+                print("no hand-over in this round's hook logs (did both clients run?)",
+                      file=sys.stderr)
+                return 1
             rounds.append({"by_client": {c: split_summary(rows, 1.0)
                                          for c, rows in by_client.items()},
                            "overlap_ms_median": round(statistics.median(every), 3),

@@ -25,7 +25,9 @@ enum gem_request_type {
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
-    GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting -> ack */
+    GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting[, f32 delivery_ms
+                             * beside names of up to 43 bytes] -> ack (pod manager ->
+                             * scheduler; the hook sends none) */
     GEM_REQ_HELLO = 5,      /* 16 bytes proof -> ack */
     GEM_REQ_PROCESS = 6,    /* i32 my_pid, i32 index -> i32 count, i32 pid, u64 bytes */
     /* pod manager -> hook, unsolicited (id GEM_NOTIFY_ID): u64 bytes a neighbour lacks.
