@@ -6,6 +6,11 @@
 
 #include <stdio.h>
 
+/* The longest token taken as one: a scheduler's grant is at most its window (10 s by default).
+ * A longer one, infinite or not a number is a peer's garbage, and its nanoseconds would not
+ * fit an int64_t (the token would read as expired at once, and be asked for again, unpaced). */
+#define QUOTA_MAX_MS 3600000.0
+
 /* Asks for the next token in the current one's tail, so that the launching thread goes on
  * meanwhile: when no one else waits the renewed token is there before the old one ends, and
  * the program never stops for the round trip (issue 12: cheap renewal). */
@@ -119,9 +124,14 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     for (;;) {
         gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
                       run_launches, &quota_ms, &flags, &sharers);
-        if (quota_ms > 0.0)
+        int garbage = !(quota_ms <= QUOTA_MAX_MS); /* (NaN compares false) */
+        if (quota_ms > 0.0 && !garbage)
             break;
-        GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
+        if (garbage && answered_at_once)
+            GEM_LOG(GEM_LOG_ERROR, "pod manager answered a token of %g ms, which no scheduler "
+                    "grants: asking again", quota_ms);
+        else
+            GEM_LOG(GEM_LOG_DEBUG, "pod manager answered %.3f ms left; asking again", quota_ms);
         answered_at_once = 0;
         gem_sleep_ns(backoff);
         backoff = backoff * 2 > 200000000 ? 200000000 : backoff * 2;

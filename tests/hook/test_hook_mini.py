@@ -3,6 +3,7 @@ limit, robustness.  The full path matrix against the fake driver is in test_hook
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import subprocess
@@ -88,6 +89,23 @@ def test_launch_without_a_token_waits_for_the_pod_manager(hook_env, mini, pm):
         pm.release()
         assert '"launched": 3' in proc.wait_line("launched")
         assert proc.popen.wait(10) == 0
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("garbage", [math.inf, math.nan, 1e13])
+def test_a_token_no_scheduler_grants_is_logged_and_asked_for_again_paced(
+        hook_env, mini, pm, garbage):
+    """(1e13 ms does not fit an int64_t of nanoseconds: the token read as expired at once,
+    and the launch asked again, unpaced, some 30,000 times a second.)"""
+    pm.quota_ms = garbage
+    proc = hook_env.start([str(mini / "mini_client"), "launch", "1"])
+    try:
+        assert "which no scheduler grants" in proc.wait_line("no scheduler grants")
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 3)  # paced retries
+        pm.quota_ms = 10_000.0
+        assert '"launched": 1' in proc.wait_line("launched")
+        assert len(pm.of_type(RequestType.QUOTA)) < 20
     finally:
         proc.kill()
 
