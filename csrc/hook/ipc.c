@@ -465,13 +465,20 @@ static void start_watcher(struct conn *c, int dev)
 
 typedef int (*encode_fn)(uint8_t *buf, int32_t id, const void *arg);
 
+/* attempt()'s pin for the connection open now, whichever it is (connection numbers count up
+ * from 1 and never reach it). */
+#define PIN_OPEN UINT64_MAX
+
 /* One attempt: 0 answered, -1 connection problem (the caller backs off and retries).
- * pin != 0: only on connection number `pin`, and never a new one (-1 if it is gone). */
+ * pin != 0: only on connection number `pin` (or PIN_OPEN), and never a new one (-1 if it is
+ * gone, or not yet announced). */
 static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uint64_t pin)
 {
     pthread_once(&conns_once, conns_init);
     struct conn *c = &conns[dev];
     pthread_mutex_lock(&c->m);
+    if (pin == PIN_OPEN && c->fd >= 0)
+        pin = c->gen;
     if (pin != 0 && (c->fd < 0 || c->gen != pin || c->announce_pending)) {
         pthread_mutex_unlock(&c->m);
         return -1;
@@ -630,6 +637,16 @@ int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdi
     struct update_arg a = {bytes, is_allocate};
     uint8_t rsp[GEM_RSP_MSG_LEN];
     if (attempt(dev, enc_update, &a, rsp, 0) != 0)
+        return -1;
+    *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
+    return 0;
+}
+
+int gem_ipc_mem_update_open(int dev, uint64_t bytes, int is_allocate, int *verdict)
+{
+    struct update_arg a = {bytes, is_allocate};
+    uint8_t rsp[GEM_RSP_MSG_LEN];
+    if (attempt(dev, enc_update, &a, rsp, PIN_OPEN) != 0)
         return -1;
     *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
     return 0;

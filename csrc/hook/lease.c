@@ -44,12 +44,25 @@ static uint64_t take_spare(int dev, uint64_t want)
     return got;
 }
 
-/* A MEM_UPDATE of `kind`: its verdict (a free's is always 1). */
+/* A MEM_UPDATE of `kind`, retried until answered: its verdict. */
 static int ask(int dev, uint64_t bytes, int kind)
 {
     int verdict = 0;
     gem_ipc_mem_update(dev, bytes, kind, &verdict);
     return verdict;
+}
+
+/* Bytes back to the pod manager, on the connection open now only, and never again: one whose
+ * connection closed gave this process's bytes back then, and a new one counts only what is
+ * still allocated (memory.c claims it on connecting).  Retried until answered, a free hung
+ * while the pod manager was gone, and reached the new one after the claim (counted off
+ * twice: 256 MiB counted with 512 allocated). */
+static void tell_freed(int dev, uint64_t bytes)
+{
+    int verdict = 0;
+    if (gem_ipc_mem_update_open(dev, bytes, GEM_MEM_FREE, &verdict) != 0)
+        GEM_LOG(GEM_LOG_DEBUG, "%llu B given back while the pod manager was away: not sent",
+                (unsigned long long)bytes);
 }
 
 int gem_lease_take(int dev, uint64_t bytes)
@@ -69,7 +82,7 @@ int gem_lease_take(int dev, uint64_t bytes)
     /* Near the limit: give back what we hold unspent, then ask for exactly this much. */
     uint64_t held = take_spare(dev, UINT64_MAX);
     if (held > 0)
-        ask(dev, held, GEM_MEM_FREE);
+        tell_freed(dev, held);
     return ask(dev, bytes, GEM_MEM_ALLOC);
 }
 
@@ -82,7 +95,7 @@ void gem_lease_give(int dev, uint64_t bytes)
     spare[dev] -= excess;
     pthread_mutex_unlock(&lease_m);
     if (excess > 0)
-        ask(dev, excess, GEM_MEM_FREE);
+        tell_freed(dev, excess);
 }
 
 uint64_t gem_lease_spare(int dev)

@@ -39,3 +39,45 @@ def test_over_the_limit_is_still_refused(hook_env, mini, pm):
     assert r.out == [{"rc": 2}]
     assert pm.used == 0
 
+
+
+def start_two_allocations(hook_env, mini, pm, **env: str):
+    proc = hook_env.start([str(mini / "mini_client"), "alloc2", str(512 * MIB), str(256 * MIB)],
+                          **env)
+    assert '"ready": [0, 0]' in proc.wait_line('"ready"')
+    return proc
+
+
+@pytest.mark.parametrize("lease_mb", ["0", "32"])
+def test_a_free_after_the_pod_manager_came_back_leaves_the_live_bytes_counted(
+        hook_env, mini, pm, lease_mb):
+    """The new pod manager counts what is still allocated (claimed on the new connection), so
+    the free, whose bytes the old one gave back when its connection closed, is not sent to it
+    (it was, after the claim: 256 MiB counted with 512 allocated, 224 with a lease)."""
+    pm.limit = 4 << 30
+    proc = start_two_allocations(hook_env, mini, pm, GEMINI_MEM_LEASE_MB=lease_mb)
+    try:
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: p.used == 0)
+        proc.popen.stdin.write("free\n")
+        proc.popen.stdin.flush()
+        assert '"freed": 0' in proc.wait_line('"freed"')
+        # (its cuMemGetInfo after the free reaches the new one, which the hook tells first)
+        proc.wait_line('"meminfo_free"')
+        assert pm.used == 512 * MIB, updates(pm)
+        proc.popen.stdin.close()
+        assert proc.popen.wait(10) == 0
+    finally:
+        proc.kill()
+
+
+def test_a_free_returns_at_once_while_the_pod_manager_is_gone(hook_env, mini, pm):
+    """Its bytes went back with the connection: nothing to wait for (it retried forever)."""
+    proc = start_two_allocations(hook_env, mini, pm)
+    try:
+        pm.close()
+        proc.popen.stdin.write("free\n")
+        proc.popen.stdin.flush()
+        assert '"freed": 0' in proc.wait_line('"freed"')
+    finally:
+        proc.kill()

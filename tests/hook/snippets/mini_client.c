@@ -3,6 +3,10 @@
  * other function through the pointer that returned.
  *   mini_client launch N [ptsz]     N launches then one stream sync; prints {"launched": N}
  *   mini_client alloc BYTES         prints {"rc": R}
+ *   mini_client alloc2 A B          allocates A and B bytes, prints {"ready": [RA, RB]}, waits
+ *                                   for a line on stdin, frees B, prints {"freed": R}, asks
+ *                                   cuMemGetInfo, prints {"meminfo_free": F}, and waits for
+ *                                   stdin's end
  *   mini_client meminfo             prints {"free": F, "total": T}
  *   mini_client fork                launch in a forked child too */
 #include "gemini/cuda_subset.h"
@@ -39,6 +43,29 @@ static int launch(long n, int ptsz)
     return ss(NULL) != CUDA_SUCCESS;
 }
 
+static int alloc_two(unsigned long long a_bytes, unsigned long long b_bytes)
+{
+    __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
+    __typeof__(&cuMemFree_v2) release = get("cuMemFree", 12000, 0);
+    CUdeviceptr a = 0, b = 0;
+    int ra = (int)alloc(&a, a_bytes), rb = (int)alloc(&b, b_bytes);
+    printf("{\"ready\": [%d, %d]}\n", ra, rb);
+    fflush(stdout);
+    char line[64];
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    printf("{\"freed\": %d}\n", (int)release(b));
+    fflush(stdout);
+    __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
+    size_t free_bytes = 0, total = 0;
+    info(&free_bytes, &total);
+    printf("{\"meminfo_free\": %zu}\n", free_bytes);
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin) != NULL)
+        ;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -66,6 +93,8 @@ int main(int argc, char **argv)
         printf("{\"rc\": %d}\n", (int)rc);
         return 0;
     }
+    if (argc >= 4 && strcmp(argv[1], "alloc2") == 0)
+        return alloc_two(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
     if (argc >= 2 && strcmp(argv[1], "meminfo") == 0) {
         __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
         size_t f = 0, t = 0;
@@ -93,6 +122,6 @@ int main(int argc, char **argv)
         printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
     }
-    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | meminfo | fork\n");
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | fork\n");
     return 2;
 }
