@@ -324,27 +324,30 @@ static void unlink_waiter(struct conn *c, struct waiter *me)
         wake_watcher(c, 0); /* no request out: the watcher reads from now on */
 }
 
-/* A frame read from fd (c->m held): a reply goes to the waiter whose id it echoes (one nobody
- * waits for, a stale id, is dropped); an unsolicited message is noted for the watcher, if it
- * came on the connection still in use (one from a dropped connection asks nothing any more). */
-static void deliver(struct conn *c, int fd, const uint8_t *buf)
+/* A frame read from fd (c->m held): a reply goes to the waiter whose id it echoes; an
+ * unsolicited message is noted for the watcher, if it came on the connection still in use
+ * (one from a dropped connection asks nothing any more).  -1: a reply to no request, which
+ * a pod manager never sends (every request waits for its reply on the connection it went
+ * on): the stream is out of step, and every reply after it would be read askew. */
+static int deliver(struct conn *c, int fd, const uint8_t *buf)
 {
     int32_t id = gem_wire_rsp_id(buf);
     if (id == GEM_NOTIFY_ID) {
         if (c->fd != fd)
-            return;
+            return 0;
         memcpy(c->note, buf, sizeof(c->note));
         c->note_gen = c->gen;
         c->note_pending = 1; /* several before the watcher runs: one answer covers them */
         wake_watcher(c, 1);
-        return;
+        return 0;
     }
     for (struct waiter *w = c->waiters; w != NULL; w = w->next)
         if (w->id == id && w->done == 0) {
             memcpy(w->rsp, buf, GEM_RSP_MSG_LEN);
             w->done = 1;
-            return;
+            return 0;
         }
+    return -1;
 }
 
 static void log_lost(struct conn *c, int dev)
@@ -368,10 +371,13 @@ static int read_one(struct conn *c, int fd)
     int rc = read_all(fd, buf, sizeof(buf));
     pthread_mutex_lock(&c->m);
     c->reading = 0;
+    if (rc == 0 && deliver(c, fd, buf) != 0) {
+        GEM_LOG(GEM_LOG_ERROR, "the pod manager sent a reply to no request (id %d): out of "
+                "step, so this connection is dropped", (int)gem_wire_rsp_id(buf));
+        rc = -1;
+    }
     if (rc != 0)
         drop_connection(c, fd, 1);
-    else
-        deliver(c, fd, buf);
     pthread_cond_broadcast(&c->cv);
     return rc;
 }
@@ -502,9 +508,8 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
             return -1;
         }
     }
-    struct waiter me = {.id = c->next_id++};
-    if (c->next_id < 0)
-        c->next_id = 0;
+    struct waiter me = {.id = c->next_id};
+    c->next_id = c->next_id == INT32_MAX ? 0 : c->next_id + 1; /* (never GEM_NOTIFY_ID) */
     uint8_t req[GEM_REQ_MSG_LEN];
     if (encode(req, me.id, arg) < 0) {
         pthread_mutex_unlock(&c->m);

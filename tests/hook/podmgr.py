@@ -37,6 +37,7 @@ class FakePodManager:
     quota_asked: list[float] = field(default_factory=list)  # ... and when each came
     used: int = 0
     connections: int = 0
+    stray: bytes = b""  # sent once, before the next reply (a stream out of step)
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
@@ -114,8 +115,10 @@ class FakePodManager:
         return self.quota_ms, self.quota_flags, self.sharers
 
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
+        frame = wire.encode_response(req.type, Response(req.req_id, status, values))
         with self._send, contextlib.suppress(OSError):
-            conn.sendall(wire.encode_response(req.type, Response(req.req_id, status, values)))
+            frame, self.stray = self.stray + frame, b""
+            conn.sendall(frame)
         if req.type is RequestType.QUOTA:
             with self._lock:
                 self.quota_answered.append(time.monotonic())

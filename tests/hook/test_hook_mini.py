@@ -110,6 +110,16 @@ def test_a_token_no_scheduler_grants_is_logged_and_asked_for_again_paced(
         proc.kill()
 
 
+def test_a_stream_out_of_step_is_dropped_and_the_request_made_again(hook_env, mini, pm):
+    """Three stray bytes before a reply put every reply after them askew: the hook read no
+    reply to its request ever again, and hung.  A reply to no request drops the connection."""
+    pm.stray = b"\0\0\0"
+    r = hook_env.run([str(mini / "mini_client"), "launch", "2"])
+    assert r.out == [{"launched": 2, "rc": 0}], r.stderr
+    assert "reply to no request" in r.stderr
+    assert pm.connections == 2
+
+
 def test_disable_is_a_pure_pass_through(hook_env, mini, pm):
     pm.limit = 10
     r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"], GEMINI_HOOK_DISABLE="1")
