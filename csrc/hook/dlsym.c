@@ -12,10 +12,18 @@
 
 GEM_EXPORT void *dlsym(void *handle, const char *symbol)
 {
-    void *found = gem_real_dlsym(handle, symbol);
     int i = gem_sym_find(symbol);
-    if (i < 0 || found == NULL)
-        return found;
+    if (i < 0) {
+        /* A tail call (a jump at -O2): glibc reads whose "next" RTLD_NEXT means from the
+         * address dlsym returns to, which a jump leaves our caller's.  Called from here, it
+         * was ours: a library preloaded after the hook found its own definition as the next
+         * one, and a wrapper calling it recursed until the stack ran out. */
+        gem_dlsym_fn real = gem_real_dlsym_fn();
+        return real != NULL ? real(handle, symbol) : NULL;
+    }
+    void *found = gem_real_dlsym(handle, symbol);
+    if (found == NULL)
+        return NULL;
     gem_init(); /* reads the environment only: no CUDA, no sockets */
     if (gem_cfg.disabled)
         return found;

@@ -63,6 +63,9 @@ struct gem_sym_info {
 };
 extern const struct gem_sym_info gem_syms[GEM_SYM_COUNT];
 
+typedef void *(*gem_dlsym_fn)(void *, const char *);
+gem_dlsym_fn gem_real_dlsym_fn(void); /* glibc's dlsym; NULL if not found */
+/* The real dlsym's answer, as asked from the hook: RTLD_NEXT means next after the hook. */
 void *gem_real_dlsym(void *handle, const char *name);
 void *gem_real_by_name(const char *name); /* the driver's exported symbol, NULL if none */
 void *gem_real(enum gem_sym s);            /* never NULL: a stub returning "not found" */

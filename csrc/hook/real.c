@@ -43,24 +43,28 @@ static _Atomic(void *) nvml_lib; /* a handle of the application's libnvidia-ml *
 static void *driver;
 static pthread_once_t driver_once = PTHREAD_ONCE_INIT;
 
-typedef void *(*dlsym_fn)(void *, const char *);
-static _Atomic(dlsym_fn) real_dlsym_fn;
+static _Atomic(gem_dlsym_fn) real_dlsym_fn;
 
 /* glibc >= 2.34 moved dlsym into libc (GLIBC_2.34) and dropped the private __libc_dlsym; older
  * glibc has only the GLIBC_2.2.5 (x86-64) / GLIBC_2.17 (aarch64) version.  dlvsym is not
  * overridden, so this cannot recurse into our own dlsym. */
-void *gem_real_dlsym(void *handle, const char *name)
+gem_dlsym_fn gem_real_dlsym_fn(void)
 {
-    dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
+    gem_dlsym_fn fn = atomic_load_explicit(&real_dlsym_fn, memory_order_acquire);
     if (fn == NULL) {
         static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
         for (size_t i = 0; fn == NULL && i < sizeof(versions) / sizeof(versions[0]); i++)
-            fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-        if (fn == NULL)
-            return NULL;
-        atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
+            fn = (gem_dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+        if (fn != NULL)
+            atomic_store_explicit(&real_dlsym_fn, fn, memory_order_release);
     }
-    return fn(handle, name);
+    return fn;
+}
+
+void *gem_real_dlsym(void *handle, const char *name)
+{
+    gem_dlsym_fn fn = gem_real_dlsym_fn();
+    return fn != NULL ? fn(handle, name) : NULL;
 }
 
 static const char *driver_path(void)

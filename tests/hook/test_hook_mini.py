@@ -7,16 +7,16 @@ import math
 import re
 import socket
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from gemini.core.wire import RequestType
+from gemini.native import _build
 
 pytestmark = pytest.mark.hook
 
-HOOKS_DEF = (
-    __import__("pathlib").Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
-)
+HOOKS_DEF = Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
 
 
 def table_symbols() -> set[str]:
@@ -28,6 +28,17 @@ def test_exported_symbols_are_the_table_plus_dlsym(hook_lib):
                         text=True, check=True)
     exported = {line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line.strip()}
     assert exported == table_symbols() | {"dlsym"}
+
+
+def test_a_library_preloaded_after_the_hook_finds_the_next_definition(hook_env, mini, tmp_path):
+    """glibc resolves dlsym(RTLD_NEXT, ...) from the address dlsym returns to: looked up
+    through the hook's dlsym, a shim loaded after it found its own getpid as the next one."""
+    shim = tmp_path / "libnext_shim.so"
+    subprocess.run([*_build._cc(), *_build.CFLAGS, "-shared", "-o", str(shim),
+                    str(Path(__file__).parent / "snippets" / "next_shim.c"), "-ldl"], check=True)
+    preload = f"{hook_env.env['LD_PRELOAD']} {shim}"
+    r = hook_env.run([str(mini / "mini_client"), "meminfo"], LD_PRELOAD=preload)
+    assert r.out[0] == {"next_found": 1, "next_is_own": 0}, r.stderr
 
 
 def test_cudart_like_lookup_reaches_every_launch(hook_env, mini, pm):
