@@ -182,6 +182,13 @@ void gem_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3
             gem_log((level), __VA_ARGS__);                                                       \
     } while (0)
 
+/* ---- threads.c --------------------------------------------------------------------------- */
+/* Starts fn(arg) on a detached thread with every signal blocked: a signal sent to the process
+ * goes to one of the application's threads, where its handlers expect to run (started from a
+ * launching thread, ours took its mask, often with everything open).  0, or pthread_create's
+ * error. */
+int gem_thread_start(void *(*fn)(void *), void *arg);
+
 /* ---- ipc.c ------------------------------------------------------------------------------- */
 /* Blocking calls that retry until the pod manager answers (fail closed).  0 on success.
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */

@@ -38,7 +38,6 @@
 #include <string.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -448,23 +447,15 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* One watcher per connection slot, started with its first connection (c->m held).  Signals
- * are blocked in it: the application's handlers run on the application's threads. */
+/* One watcher per connection slot, started with its first connection (c->m held). */
 static void start_watcher(struct conn *c, int dev)
 {
     if (c->watcher_started)
         return;
     c->watcher_started = 1; /* one try: without it, recalls wait for this process's requests */
     c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_t t;
-    int rc = pthread_create(&t, NULL, watch_main, (void *)(intptr_t)dev);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc == 0)
-        pthread_detach(t);
-    else
+    int rc = gem_thread_start(watch_main, (void *)(intptr_t)dev);
+    if (rc != 0)
         GEM_LOG(GEM_LOG_WARN, "cannot start the pod manager watcher (%s): lease recalls are "
                 "answered at this process's next request only", strerror(rc));
 }

@@ -56,7 +56,6 @@ struct token {
     struct recent_token recent[RECENT_TOKENS]; /* the latest tokens, by generation */
     int measuring;
     int tracker_started;
-    pthread_t tracker;
     uint64_t looks; /* looks set so far (acquire_slow) */
     uint64_t measured_alone; /* the token whose first launch was measured alone (acquire_slow) */
     struct gem_look go_look; /* the latest look that let a launch go (debug log only) */
@@ -64,7 +63,6 @@ struct token {
     int64_t renew_asked_ns; /* ... as of this time */
     int renewing;           /* its request is out */
     int renewer_started;
-    pthread_t renewer;
     int alone;              /* the latest grant carried QUOTA_FLAG_ALONE */
     int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
     struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */

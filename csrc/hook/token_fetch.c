@@ -32,9 +32,8 @@ static void *renewer_main(void *arg)
 int renew_in_background(struct token *t, int64_t now)
 {
     if (!t->renewer_started) {
-        if (pthread_create(&t->renewer, NULL, renewer_main, t) != 0)
+        if (gem_thread_start(renewer_main, t) != 0)
             return 0;
-        pthread_detach(t->renewer);
         t->renewer_started = 1;
     }
     t->fetching = 1; /* from now: a launch that needs the token waits for this request */

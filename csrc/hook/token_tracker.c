@@ -25,8 +25,8 @@ struct recent_token *recent_of(struct token *t, uint64_t generation)
 /* Hand the current token's end to the tracker (once per token).  t->m held. */
 void post_end(struct token *t, int64_t end_ns)
 {
-    if (t->generation == 0 || t->ended_generation == t->generation)
-        return;
+    if (t->generation == 0 || t->ended_generation == t->generation || !t->tracker_started)
+        return; /* (without a tracker, nothing would take it, and an eviction waited forever) */
     t->ended_generation = t->generation;
     t->end_pending = 1;
     t->end_ns = end_ns;
@@ -119,8 +119,7 @@ void start_tracker(struct token *t)
 {
     if (t->tracker_started)
         return;
-    if (pthread_create(&t->tracker, NULL, tracker_main, t) == 0) {
-        pthread_detach(t->tracker);
+    if (gem_thread_start(tracker_main, t) == 0)
         t->tracker_started = 1;
-    } /* else: no overuse measurement, tokens still work */
+    /* else: no overuse measurement, tokens still work (and post_end posts nothing) */
 }

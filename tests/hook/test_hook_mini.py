@@ -131,6 +131,15 @@ def test_a_stream_out_of_step_is_dropped_and_the_request_made_again(hook_env, mi
     assert pm.connections == 2
 
 
+def test_the_hooks_threads_take_none_of_the_applications_signals(hook_env, mini, pm):
+    """A process-directed signal goes to a thread that does not block it, and an application's
+    handler expects one of its own threads (the tracker and the renewer, started from a
+    launching thread, took its mask, SIGINT open)."""
+    r = hook_env.run([str(mini / "mini_client"), "threads"])
+    assert r.out[0]["rc"] == 0 and r.out[0]["threads"] >= 2, (r.out, r.stderr)  # watcher, tracker
+    assert r.out[0]["sigint_open"] == 0, r.out
+
+
 def test_disable_is_a_pure_pass_through(hook_env, mini, pm):
     pm.limit = 10
     r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"], GEMINI_HOOK_DISABLE="1")

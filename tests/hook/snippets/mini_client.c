@@ -8,10 +8,14 @@
  *                                   cuMemGetInfo, prints {"meminfo_free": F}, and waits for
  *                                   stdin's end
  *   mini_client meminfo             prints {"free": F, "total": T}
+ *   mini_client threads             3 launches, then prints {"threads": N, "sigint_open": K}:
+ *                                   of the threads other than main, how many take SIGINT
  *   mini_client fork                launch in a forked child too */
 #include "gemini/cuda_subset.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +45,32 @@ static int launch(long n, int ptsz)
         if (lk(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
             return 1;
     return ss(NULL) != CUDA_SUCCESS;
+}
+
+/* Of this process's threads other than main, how many leave SIGINT unblocked (its
+ * /proc/self/task/TID/status SigBlk line); *threads: how many there are. */
+static int sigint_open(int *threads)
+{
+    int open = 0;
+    *threads = 0;
+    DIR *d = opendir("/proc/self/task");
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == getpid())
+            continue;
+        char path[300], line[256];
+        snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof line, f) != NULL)
+            if (strncmp(line, "SigBlk:", 7) == 0) {
+                ++*threads;
+                open += !(strtoull(line + 7, NULL, 16) & (1ull << (SIGINT - 1)));
+            }
+        if (f != NULL)
+            fclose(f);
+    }
+    if (d != NULL)
+        closedir(d);
+    return open;
 }
 
 static int alloc_two(unsigned long long a_bytes, unsigned long long b_bytes)
@@ -95,6 +125,12 @@ int main(int argc, char **argv)
     }
     if (argc >= 4 && strcmp(argv[1], "alloc2") == 0)
         return alloc_two(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
+    if (argc >= 2 && strcmp(argv[1], "threads") == 0) {
+        int rc = launch(3, 0), threads = 0;
+        int open = sigint_open(&threads);
+        printf("{\"rc\": %d, \"threads\": %d, \"sigint_open\": %d}\n", rc, threads, open);
+        return 0;
+    }
     if (argc >= 2 && strcmp(argv[1], "meminfo") == 0) {
         __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
         size_t f = 0, t = 0;
@@ -122,6 +158,6 @@ int main(int argc, char **argv)
         printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
     }
-    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | fork\n");
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork\n");
     return 2;
 }
