@@ -140,6 +140,8 @@ struct CUctx_st {
     int dev;
     int primary;
     int refs;
+    uint64_t life; /* bumped as a real one's resources die (a primary's reset, its last release):
+                    * its events of an older life are dead (fake_ctx_alive) */
 };
 
 static struct CUctx_st g_primary[FAKE_MAX_DEVICES];
@@ -155,6 +157,18 @@ static int ctx_ok(CUcontext c)
 static CUcontext ctx_current(void)
 {
     return tl_depth > 0 ? tl_stack[tl_depth - 1] : NULL;
+}
+
+CUcontext fake_current_ctx_life(uint64_t *life)
+{
+    CUcontext c = ctx_current();
+    *life = ctx_ok(c) ? __atomic_load_n(&c->life, __ATOMIC_ACQUIRE) : 0;
+    return c;
+}
+
+int fake_ctx_alive(CUcontext ctx, uint64_t life)
+{
+    return ctx_ok(ctx) && __atomic_load_n(&ctx->life, __ATOMIC_ACQUIRE) == life;
 }
 
 CUresult fake_current_device(int *dev)
@@ -331,9 +345,12 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&g_ctx_mu);
     CUresult rc = CUDA_SUCCESS;
-    if (g_primary[dev].refs > 0)
-        g_primary[dev].refs--; /* the context stays usable: a real one is reset lazily */
-    else
+    if (g_primary[dev].refs > 0) {
+        /* The struct stays usable (a real one is made anew at the next retain); what lived in
+         * it does not. */
+        if (--g_primary[dev].refs == 0)
+            __atomic_add_fetch(&g_primary[dev].life, 1, __ATOMIC_RELEASE);
+    } else
         rc = CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_unlock(&g_ctx_mu);
     return rc;
@@ -348,6 +365,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
     if (!dev_valid(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     fake_sleep_until(fake_proc_tail(dev)); /* its work ends with it */
+    __atomic_add_fetch(&g_primary[dev].life, 1, __ATOMIC_RELEASE); /* and its events */
     return CUDA_SUCCESS;
 }
 

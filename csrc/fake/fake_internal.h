@@ -149,6 +149,10 @@ FAKE_HIDDEN int fake_device_count(void);
 FAKE_HIDDEN int fake_physical(int ordinal);
 FAKE_HIDDEN void fake_uuid_text(int physical, char *out, size_t cap);
 FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's device */
+/* The current context (NULL if none) and its life: what was made in it (an event) dies with
+ * that life, when the context is destroyed or (a primary) reset or released for the last time. */
+FAKE_HIDDEN CUcontext fake_current_ctx_life(uint64_t *life);
+FAKE_HIDDEN int fake_ctx_alive(CUcontext ctx, uint64_t life);
 /* The process's latest kernel end on dev: over all streams (context sync), and over the streams
  * the legacy default stream waits for (blocking: not created with CU_STREAM_NON_BLOCKING). */
 FAKE_HIDDEN void fake_proc_tail_note(int dev, uint64_t end, int blocking);

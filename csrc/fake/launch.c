@@ -2,6 +2,7 @@
  * graphs and events.  Streams and events are process-local; their times are points on the
  * shared timeline (timeline.c). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +45,8 @@ struct CUstream_st {
 
 struct CUevent_st {
     uint32_t magic;
+    CUcontext ctx;  /* made in it, and dead with its life (fake_ctx_alive) */
+    uint64_t life;
     unsigned flags;
     int recorded;
     uint64_t t;
@@ -778,9 +781,21 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 }
 
 /* ---- events ------------------------------------------------------------------------------------- */
-static int event_ok(CUevent e)
+/* CUDA_SUCCESS, or what a use of event e in `what` returns: a real driver frees a context's
+ * events with it, and may hand their handles to the next ones made, so a stale one may be
+ * another's.  Here the struct stays (the error is safe to return), and the first such use in
+ * the process is said on stderr, for the tests. */
+static CUresult event_check(CUevent e, const char *what)
 {
-    return e != NULL && e->magic == EVENT_MAGIC;
+    if (e == NULL || e->magic != EVENT_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_ctx_alive(e->ctx, e->life))
+        return CUDA_SUCCESS;
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "fake driver: %s on an event of a context destroyed or reset since\n",
+                what);
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
@@ -797,6 +812,7 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
     if (e == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->flags = Flags;
+    e->ctx = fake_current_ctx_life(&e->life);
     e->magic = EVENT_MAGIC;
     *phEvent = e;
     return CUDA_SUCCESS;
@@ -804,10 +820,11 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 static CUresult event_record(CUevent e, CUstream h, int per_thread)
 {
-    if (!event_ok(e))
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = event_check(e, "cuEventRecord");
+    if (rc != CUDA_SUCCESS)
+        return rc;
     struct CUstream_st *s;
-    CUresult rc = stream_get(h, per_thread, &s);
+    rc = stream_get(h, per_thread, &s);
     if (rc != CUDA_SUCCESS)
         return rc;
     pthread_mutex_lock(&s->mu);
@@ -840,8 +857,9 @@ CUresult cuEventSynchronize(CUevent hEvent)
 {
     FAKE_ENTER(cuEventSynchronize);
     FAKE_NEED_INIT();
-    if (!event_ok(hEvent))
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = event_check(hEvent, "cuEventSynchronize");
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (fake_capture_forbids())
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (__atomic_load_n(&hEvent->recorded, __ATOMIC_ACQUIRE))
@@ -853,8 +871,9 @@ CUresult cuEventQuery(CUevent hEvent)
 {
     FAKE_ENTER(cuEventQuery);
     FAKE_NEED_INIT();
-    if (!event_ok(hEvent))
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = event_check(hEvent, "cuEventQuery");
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (fake_capture_forbids())
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (__atomic_load_n(&hEvent->recorded, __ATOMIC_ACQUIRE) &&
@@ -868,8 +887,11 @@ static CUresult elapsed(float *ms, CUevent a, CUevent b)
     FAKE_NEED_INIT();
     if (ms == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!event_ok(a) || !event_ok(b))
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = event_check(a, "cuEventElapsedTime");
+    if (rc == CUDA_SUCCESS)
+        rc = event_check(b, "cuEventElapsedTime");
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!__atomic_load_n(&a->recorded, __ATOMIC_ACQUIRE) ||
@@ -900,8 +922,9 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 {
     FAKE_ENTER(cuEventDestroy_v2);
     FAKE_NEED_INIT();
-    if (!event_ok(hEvent))
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = event_check(hEvent, "cuEventDestroy");
+    if (rc != CUDA_SUCCESS)
+        return rc;
     hEvent->magic = 0;
     free(hEvent);
     return CUDA_SUCCESS;

@@ -103,14 +103,18 @@ GEM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     __typeof__(&cuDevicePrimaryCtxGetState) get_state = REAL_AUX(cuDevicePrimaryCtxGetState);
     unsigned int flags = 0;
     int active = 1;
-    if (get_state != NULL && get_state(dev, &flags, &active) == CUDA_SUCCESS && !active)
+    if (get_state != NULL && get_state(dev, &flags, &active) == CUDA_SUCCESS && !active) {
+        gem_inflight_forget_ctx(atomic_load(&primary[dev])); /* (after: only the last) */
         primary_gone(dev);
+    }
     return r;
 }
 
 GEM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     GEM_ENTER(cuDevicePrimaryCtxReset_v2);
+    if (!GEM_PASS() && dev >= 0 && dev < gem_cfg.ndev)
+        gem_inflight_forget_ctx(atomic_load(&primary[dev])); /* before: its events go with it */
     CUresult r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
     if (r == CUDA_SUCCESS && !GEM_PASS() && dev >= 0 && dev < gem_cfg.ndev)
         primary_gone(dev);
@@ -139,6 +143,8 @@ GEM_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *params, u
 GEM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GEM_ENTER(cuCtxDestroy_v2);
+    if (!GEM_PASS())
+        gem_inflight_forget_ctx(ctx); /* before: its events go with it */
     CUresult r = REAL(cuCtxDestroy_v2)(ctx);
     if (r == CUDA_SUCCESS && !GEM_PASS())
         gem_mem_forget_ctx(ctx);

@@ -203,22 +203,19 @@ void poll_marks(struct inflight *f)
     f->kept = 1;
 }
 
-static int current_ctx_ok(struct inflight *f)
+/* The markers start anew, in context ctx (NULL: none yet).  Their old events are destroyed
+ * only while their context lives: f->ctx is NULL once it was destroyed or reset, which freed
+ * them (gem_inflight_forget_ctx), and their handles may be the application's events since.
+ * f->m held. */
+static void restart_marks(struct inflight *f, CUcontext ctx)
 {
-    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (get_ctx == NULL || get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL)
-        return 0;
-    if (f->ctx == ctx)
-        return 1;
-    /* A new context (or the first): the old markers belong to the old one. */
-    __typeof__(&cuEventDestroy_v2) destroy = REAL_AUX(cuEventDestroy_v2);
+    __typeof__(&cuEventDestroy_v2) destroy = f->ctx != NULL ? REAL_AUX(cuEventDestroy_v2) : NULL;
     for (unsigned i = 0; i < MARKS; i++) {
-        if (f->ring[i].ev != NULL && destroy != NULL && f->ctx != NULL)
+        if (f->ring[i].ev != NULL && destroy != NULL)
             destroy(f->ring[i].ev);
         f->ring[i].ev = NULL;
     }
-    if (f->anchor.ev != NULL && destroy != NULL && f->ctx != NULL)
+    if (f->anchor.ev != NULL && destroy != NULL)
         destroy(f->anchor.ev);
     f->anchor = (struct mark){0};
     f->head = f->count = f->kept = 0;
@@ -229,7 +226,30 @@ static int current_ctx_ok(struct inflight *f)
     f->done_launches = counted.launches;
     f->done_graphs = counted.graphs;
     f->ctx = ctx;
+}
+
+static int current_ctx_ok(struct inflight *f)
+{
+    __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    if (get_ctx == NULL || get_ctx(&ctx) != CUDA_SUCCESS || ctx == NULL)
+        return 0;
+    if (f->ctx != ctx) /* a new context (or the first): the old markers belong to the old one */
+        restart_marks(f, ctx);
     return 1;
+}
+
+void gem_inflight_forget_ctx(CUcontext ctx)
+{
+    for (int dev = 0; ctx != NULL && dev < GEM_MAX_DEVICES; dev++) {
+        struct inflight *f = flight(dev);
+        pthread_mutex_lock(&f->m);
+        if (f->ctx == ctx) {
+            f->ctx = NULL; /* (its events go with it: not destroyed here) */
+            restart_marks(f, NULL);
+        }
+        pthread_mutex_unlock(&f->m);
+    }
 }
 
 /* 1: the stream captures; 0: it does not; -1: not to be had (the legacy default stream while

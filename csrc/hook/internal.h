@@ -306,6 +306,9 @@ void gem_inflight_measured(int dev, double *gpu_ms, uint64_t *count, int *graphs
  * (their GPU time bounds a look that came late), or -1. */
 int64_t gem_inflight_wait_all(int dev, uint64_t seq);
 void gem_inflight_reset_after_fork(void);
+/* Context ctx is being destroyed or reset: the markers recorded in it are dropped, their
+ * events left to it (freed with it, their handles may be reused for the application's). */
+void gem_inflight_forget_ctx(CUcontext ctx);
 
 /* ---- token*.c (token.h) ------------------------------------------------------------------ */
 /* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's

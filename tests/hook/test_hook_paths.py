@@ -20,6 +20,9 @@ pytestmark = pytest.mark.hook
 HOOKS_DEF = Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
 TABLE = re.findall(r"^GEM_HOOK\((\w+),", HOOKS_DEF.read_text(), re.M)
 PER_THREAD = {s for s in TABLE if s.endswith(("_ptsz", "_ptds"))}
+# The hook's ring of markers (csrc/hook/inflight.h)
+MARKS = int(re.search(r"#define MARKS (\d+)", (HOOKS_DEF.parent.parent.parent / "hook" /
+                                              "inflight.h").read_text())[1])
 ALLOC_PATHS = ["alloc", "pitch", "managed", "async", "pool", "vmm", "array", "array3d", "mipmapped"]
 
 
@@ -221,6 +224,19 @@ def test_a_destroyed_context_gives_its_memory_back_at_once(fake_env, pm):
     assert [u.args for u in pm.of_type(RequestType.MEM_UPDATE)] == [(8 << 20, 1), (8 << 20, 0)]
     proc.popen.stdin.close()
     assert proc.popen.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("how", [[], ["--release"]])
+def test_the_hooks_markers_die_with_their_context(fake_env, pm, how):
+    """A destroyed context's events are freed with it, and a real driver may hand their
+    handles to the next events made (the application's): the hook destroyed its markers' old
+    events on meeting the next context, and, after the primary context's reset (the same
+    handle again), went on recording on them."""
+    r = fake_env.run([prog("gem_client"), "ctx-swap", "--bursts", "150", *how])
+    assert r.out[-1]["rc"] == 0, (r.out, r.stderr)
+    assert r.stats["cuLaunchKernel"] == 2 * 150 * 3, r.stats
+    assert r.stats["gate.marks"] > MARKS, r.stats  # (its ring of markers came round)
+    assert "fake driver" not in r.stderr, r.stderr
 
 
 def test_live_memory_is_claimed_again_on_a_new_connection(fake_env, pm):

@@ -39,6 +39,9 @@
  *   primary-reset --bytes B [--path P] [--release [--retain-twice]] [--hold]   allocate in the
  *        primary context, then reset it (--release: release the session's retain instead, which
  *        resets it too; --retain-twice: retain it once more first, so it stays active)
+ *   ctx-swap [--release] [--bursts N]   N bursts of three kernels and a sync (default 1) in a
+ *        context of its own, destroyed, then in a new one (--release: in the primary context,
+ *        whose release resets it, then in it again)
  *   pool-destroy --bytes B [--hold]   allocate from a pool of its own, destroy the pool with
  *        the allocation still out, (hold,) free it, (hold again)
  *   meminfo
@@ -806,6 +809,46 @@ static int cmd_primary_reset(const struct opts *o)
     return 0;
 }
 
+/* ---- ctx-swap: kernels in a context that is destroyed (or reset), then in the next one ------ */
+static void synced_bursts(struct session *s, long bursts)
+{
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    uint64_t ns = 100000; /* 0.1 ms */
+    CHECK(s, s->a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
+    if (s->rc == 0)
+        CHECK(s, s->a.ModuleGetFunction(&f, mod, "gem_sleep_kernel"), "cuModuleGetFunction");
+    for (long b = 0; b < bursts && s->rc == 0; b++) {
+        for (int i = 0; i < 3 && s->rc == 0; i++)
+            CHECK(s, launch_one(s, "kernel", f, NULL, &ns), "cuLaunchKernel");
+        if (s->rc == 0)
+            CHECK(s, s->a.CtxSynchronize(), "cuCtxSynchronize");
+    }
+}
+
+static int cmd_ctx_swap(const struct opts *o)
+{
+    struct session s;
+    if (session_open(&s, o) != 0)
+        return 0;
+    for (int round = 0; round < 2 && s.rc == 0; round++) {
+        CUcontext own = NULL;
+        if (!o->release)
+            CHECK(&s, s.a.CtxCreate2(&own, 0, s.dev), "cuCtxCreate");
+        synced_bursts(&s, o->bursts > 0 ? o->bursts : 1);
+        if (own != NULL)
+            CHECK(&s, s.a.CtxDestroy(own), "cuCtxDestroy");
+        else if (round == 0) { /* the session's retain was the only one: a reset */
+            CHECK(&s, s.a.DevicePrimaryCtxRelease(s.dev), "cuDevicePrimaryCtxRelease");
+            CHECK(&s, s.a.DevicePrimaryCtxRetain(&s.ctx, s.dev), "cuDevicePrimaryCtxRetain");
+        }
+        s.a.CtxSetCurrent(s.ctx);
+    }
+    printf("{\"rc\": %d, \"failed\": \"%s\", \"pid\": %d}\n", s.rc,
+           s.failed != NULL ? s.failed : "", (int)getpid());
+    return 0;
+}
+
 /* ---- pool-destroy: a pool destroyed while an allocation from it is still out --------------- */
 static int cmd_pool_destroy(const struct opts *o)
 {
@@ -974,7 +1017,7 @@ static int cmd_all_paths(const struct opts *o)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: work|fork-work|alloc|ctx-alloc|primary-reset|pool-destroy|meminfo|"
+    fprintf(stderr, "usage: work|fork-work|alloc|ctx-alloc|primary-reset|ctx-swap|pool-destroy|meminfo|"
                     "all-paths [options] (see client.h)\n");
     return 2;
 }
@@ -996,6 +1039,8 @@ static int client_main(int argc, char **argv)
         return cmd_primary_reset(&o);
     if (strcmp(o.cmd, "pool-destroy") == 0)
         return cmd_pool_destroy(&o);
+    if (strcmp(o.cmd, "ctx-swap") == 0)
+        return cmd_ctx_swap(&o);
     if (strcmp(o.cmd, "meminfo") == 0)
         return cmd_meminfo(&o);
     if (strcmp(o.cmd, "all-paths") == 0)
