@@ -26,6 +26,9 @@ log = logging.getLogger("gemini.pmgr")
 
 RETRY_MIN_S = 0.05
 RETRY_MAX_S = 2.0
+# A link lost sooner than this was refused (a scheduler that wants a secret we lack, or fails on
+# our first request), not broken: the next try backs off as after a refused connection.
+STABLE_LINK_S = 1.0
 HELLO_TIMEOUT_S = 5.0
 # The core numbers its requests from 1 up; the HELLO's id stays clear of them.
 HELLO_ID = 0
@@ -94,19 +97,24 @@ class PodManagerDaemon:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
-            delay = RETRY_MIN_S
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
             self._upstream = link
             self.connected.set()
             self.server.feed(name, "the scheduler's connection",
                              lambda: self.core.on_scheduler_connected(self.server.now()))
             link.start()
+            connected_at = loop.time()
             await link.lost
             self._upstream = None
             self.connected.clear()
             link.close()
             self.server.feed(name, "the scheduler's loss",
                              lambda: self.core.on_scheduler_lost(self.server.now()))
+            if loop.time() - connected_at >= STABLE_LINK_S:
+                delay = RETRY_MIN_S
+                continue
+            await asyncio.sleep(delay)  # (it reconnected some 3,000 times a second)
+            delay = min(delay * 2, RETRY_MAX_S)
 
     async def _hello(self, link: UpstreamLink) -> bool:
         """Prove the secret before anything else; False (logged once per streak) if refused."""

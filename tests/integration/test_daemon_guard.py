@@ -17,7 +17,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
 )
-from gemini.daemon.podmanager import PodManagerDaemon
+from gemini.daemon.podmanager import RETRY_MIN_S, PodManagerDaemon
 from gemini.daemon.scheduler import SchedulerDaemon
 
 
@@ -55,3 +55,38 @@ def test_a_pod_manager_that_fails_on_a_scheduler_reply_asks_again_and_the_hook_i
     assert "[a] internal error on the scheduler's QUOTA reply" in caplog.text
     assert "RuntimeError: a bug in the pod manager's core" in caplog.text
     assert "[a] lost the scheduler" in caplog.text  # the link was dropped, then made again
+
+
+def test_a_pod_manager_refused_at_once_by_its_scheduler_backs_off(caplog):
+    """A scheduler that closes each link at its first request (here: it wants a secret this
+    pod manager lacks) is asked again after 50 ms, 100 ms, ... (it was asked again at once,
+    some 3,000 times a second, three log lines each time)."""
+    async def main() -> list[float]:
+        schd = SchedulerDaemon(parse_text("1\na 0.5 1.0 1073741824\n"), Timing(),
+                               secret=b"k" * 16)
+        pmgr = PodManagerDaemon("a", "127.0.0.1", await schd.start("127.0.0.1", 0))
+        lost: list[float] = []
+        third = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        class Losses(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                if "lost the scheduler" in record.getMessage():
+                    lost.append(loop.time())
+                    if len(lost) == 3:
+                        third.set()
+
+        handler = Losses()
+        logging.getLogger("gemini").addHandler(handler)
+        try:
+            await pmgr.start("127.0.0.1", 0)
+            await asyncio.wait_for(third.wait(), 10)
+        finally:
+            logging.getLogger("gemini").removeHandler(handler)
+            await pmgr.close()
+            await schd.close()
+        return lost
+
+    with caplog.at_level(logging.INFO):
+        lost = asyncio.run(main())
+    assert lost[2] - lost[0] >= 0.9 * (RETRY_MIN_S + 2 * RETRY_MIN_S), lost
