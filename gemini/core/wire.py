@@ -18,6 +18,7 @@ Everything here is pure: bytes in, values out.  The C twin is csrc/include/gemin
 from __future__ import annotations
 
 import enum
+import math
 import struct
 from dataclasses import dataclass
 
@@ -195,10 +196,13 @@ def check_name(name: str) -> bytes:
 
 
 def quota_args(req: Request) -> tuple[float, float, float | None]:
-    """A QUOTA request's overuse_ms, burst_ms and gpu_wait_ms (None: not said)."""
+    """A QUOTA request's overuse_ms, burst_ms and gpu_wait_ms (None: not said).  A burst that
+    is not a finite number is none said (0): the adaptive quota follows each burst from the
+    last, and one NaN made it NaN for good."""
     overuse, burst, *rest = req.args
     gpu_wait = float(rest[0]) if rest and rest[0] is not None else None  # type: ignore[arg-type]
-    return float(overuse), float(burst), gpu_wait  # type: ignore[arg-type]
+    burst_ms = float(burst)  # type: ignore[arg-type]
+    return float(overuse), burst_ms if math.isfinite(burst_ms) else 0.0, gpu_wait  # type: ignore[arg-type]
 
 
 def quota_run(req: Request) -> tuple[float, int, bool]:

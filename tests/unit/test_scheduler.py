@@ -359,6 +359,23 @@ def test_the_wait_for_the_holders_hook_is_earned_by_no_one():
     assert core.credits.of("b") == pytest.approx(before["b"] - (b.end - b.start), abs=1e-12)
 
 
+@pytest.mark.parametrize("garbage", [math.nan, math.inf])
+def test_a_burst_that_is_not_a_number_is_taken_as_none_said(garbage: float) -> None:
+    """(A NaN burst made the client's adaptive quota NaN for good, each later one following
+    the last: an uncapped client was granted NaN ms, and a capped one never again.)"""
+    for limit in (1.0, 0.4):
+        core = SchedulerCore(config(("a", 0.3, limit, 1), ("b", 0.3, 1.0, 1)), LAUNCHER, 0.0)
+        core.on_request(1, quota_req("a", 1, burst=garbage), 0.0)
+        assert math.isfinite(core.clients["a"].quota_s) and math.isfinite(core.clients["a"].burst_s)
+        now, got = 0.5, grants(core.on_request(1, quota_req("a", 2, burst=10.0), 0.5))
+        while not got and now < 5.0:  # (a capped one waits for its pace)
+            now = max(now + 0.001, core.next_deadline() or now)
+            got = grants(core.on_deadline(now))
+        assert len(got) == 1
+        assert 0.0 < core.history.latest("a").end - core.history.latest("a").start < 10.0
+        assert math.isfinite(core.credits.of("a"))
+
+
 def hand_over_at_arrival_pair(delivery_ms: float) -> SchedulerCore:
     timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
     core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
