@@ -154,6 +154,9 @@ class PodCore:
         self._next_id = 0
         self._report_due = False
         self._last_report = float("-inf")
+        # Refused a token since the limit came: the scheduler pushes a new limit to the clients
+        # it knows, and not to one removed and added again, so the next token asks for it.
+        self.limit_stale = False
 
     # ---- scheduler connection -----------------------------------------------------------------
 
@@ -231,7 +234,7 @@ class PodCore:
         if req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE):
             if self.limit is None:
                 self.memory_waiters.append(Waiter(conn, req))
-                return []
+                return self._ask_limit()
             return self._on_hook_memory(Waiter(conn, req), now)
         return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
 
@@ -304,7 +307,9 @@ class PodCore:
                 act.warning(self.name, f"scheduler refused a token: {rsp.status.name}")
             ]
             out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
+            self.limit_stale = True  # (a client added again may come with another limit)
             return out
+        refresh = self._ask_limit() if self.limit_stale else []
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
@@ -321,7 +326,7 @@ class PodCore:
         timed = "timed from then, " if self.quota_at != now else ""
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {made}{timed}" \
               f"{len(waiters)} waiting"
-        return [act.debug(self.name, got), *replies, *self._maybe_report(now)]
+        return [act.debug(self.name, got), *replies, *refresh, *self._maybe_report(now)]
 
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
         hook = self.hooks.get(w.conn)
@@ -358,11 +363,23 @@ class PodCore:
 
     # ---- memory --------------------------------------------------------------------------------
 
+    def _ask_limit(self) -> list[Action]:
+        """MEM_LIMIT, unless one is out (or no scheduler is there: asked on connecting)."""
+        if not self.connected or RequestType.MEM_LIMIT in self.upstream.values():
+            return []
+        return [self._send(RequestType.MEM_LIMIT, ())]
+
     def _on_limit(self, rsp: Response, now: float) -> list[Action]:
         if rsp.status is not Status.OK:
-            return [
-                act.warning(self.name, f"scheduler refused the memory limit: {rsp.status.name}")
-            ]
+            # The waiting processes hear it (their hooks ask again, each asking for the limit
+            # anew): else they waited for good, the scheduler never saying it once the client
+            # was added.
+            waiters, self.memory_waiters = self.memory_waiters, []
+            refused = [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status))
+                       for w in waiters]
+            why = f"scheduler refused the memory limit: {rsp.status.name}"
+            return [act.warning(self.name, why), *refused]
+        self.limit_stale = False
         limit = int(rsp.values[1])
         flags = int(rsp.values[2]) if len(rsp.values) > 2 else 0
         out: list[Action] = []

@@ -218,6 +218,37 @@ def test_memory_requests_wait_for_the_limit():
     assert replies(out)[0][1].values == (1,)
 
 
+def test_a_refused_limit_is_said_to_the_waiting_processes_and_asked_for_again():
+    """A client not yet in the scheduler's config: its processes' memory calls hear the
+    refusal (their hooks ask again), each asking anew, and once the client is added the
+    answer comes (they waited for good: the scheduler never pushes a limit to a client it
+    refused)."""
+    pod = PodCore("pod", 0.0)
+    pod.on_hook_connect(1, 0.0)
+    ask = upstream(pod.on_scheduler_connected(0.0))[0]
+    assert pod.on_hook_request(1, mem(1, 10), 0.0) == []  # (the limit is out already)
+    out = pod.on_upstream_response(Response(ask.req_id, Status.UNKNOWN_CLIENT), 0.0)
+    assert [r.status for _, r in replies(out)] == [Status.UNKNOWN_CLIENT]
+    [again] = upstream(pod.on_hook_request(1, mem(2, 10), 1.0))  # the hook asks again
+    assert again.type is RequestType.MEM_LIMIT
+    out = pod.on_upstream_response(Response(again.req_id, Status.OK, (0, 100)), 1.0)
+    assert replies(out) == [(1, Response(2, Status.OK, (1,)))]
+
+
+def test_a_client_refused_a_token_asks_for_its_limit_with_the_next_one_it_gets():
+    """Removed from the config and added again with another limit: the scheduler pushes that
+    only to the clients it knows, so the pod manager kept the old one."""
+    pod = ready_pod(limit=1000)
+    pod.on_hook_request(1, quota(1), 0.0)
+    pod.on_upstream_response(Response(pod.fetch_id, Status.CLIENT_REMOVED), 0.0)
+    pod.on_hook_request(1, quota(2), 1.0)
+    [ask] = [r for r in upstream(grant(pod, 1.0, 10.0)) if r.type is RequestType.MEM_LIMIT]
+    pod.on_upstream_response(Response(ask.req_id, Status.OK, (0, 500)), 1.0)
+    assert replies(pod.on_hook_request(1, mem(3, 600), 1.0))[0][1].values == (0,)
+    pod.on_hook_request(1, quota(4), 1.1)
+    assert not [r for r in upstream(grant(pod, 1.1, 10.0)) if r.type is RequestType.MEM_LIMIT]
+
+
 def test_pushed_limit_applies_to_the_next_allocation():
     pod = ready_pod(limit=1000)
     pod.on_upstream_response(Response(-1, Status.OK, (0, 100)), 0.0)
