@@ -49,6 +49,7 @@ class PodManagerDaemon:
             on_connect=self.core.on_hook_connect,
             send_upstream=self._send_upstream,
             secret=secret,
+            owner=name,
         )
         self._upstream: UpstreamLink | None = None
         self._upstream_task: asyncio.Task[None] | None = None

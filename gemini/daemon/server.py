@@ -114,9 +114,13 @@ class FrameServer:
         on_connect: Callable[[ConnId, float], list[Action]] | None = None,
         send_upstream: Callable[[SendUpstream], None] | None = None,
         secret: bytes | None = None,
+        owner: str = "",
     ) -> None:
         self.core = core
         self.secret = secret
+        # The client whose processes connect (a pod manager's), named in each line about one
+        # of them: the pod managers of a node may log to one stream.  "" for the scheduler.
+        self.owner = owner
         self.allowed_uids: frozenset[int] = frozenset()
         self.unix_path: str | None = None
         self._on_request = on_request
@@ -355,7 +359,7 @@ class FrameConnection(asyncio.Protocol):
         self.transport = transport
         # Tracked from the start, so that close() also ends connections still proving themselves.
         server.transports[self.conn] = transport
-        self.peer = _peer(transport)
+        self.peer = f"{server.owner}: {_peer(transport)}" if server.owner else _peer(transport)
         if not server.peer_allowed(transport, self.peer):
             transport.close()
         elif server.secret is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import socket
 from collections.abc import Coroutine
 from typing import Any
 
@@ -26,6 +27,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
 )
+from gemini.daemon.podmanager import PodManagerDaemon
 from gemini.daemon.server import FrameServer
 
 SECRET = b"0123456789abcdef"
@@ -326,3 +328,20 @@ def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog
         asyncio.run(main())
     assert caplog.text.count("[timer] internal error on its deadline") == 3
     assert caplog.text.count("Traceback") == 1  # the first time; a line each time after
+
+
+def test_a_pod_managers_lines_about_its_processes_connections_name_its_client(caplog):
+    async def main() -> None:
+        with socket.socket() as unused:  # (bound, never listening: no scheduler there)
+            unused.bind(("127.0.0.1", 0))
+            pmgr = PodManagerDaemon("a", "127.0.0.1", unused.getsockname()[1])
+            port = await pmgr.start("127.0.0.1", 0)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"\xff" * REQ_MSG_LEN)
+            assert await asyncio.wait_for(reader.read(), 5) == b""  # closed after the garbage
+            writer.close()
+            await pmgr.close()
+
+    with caplog.at_level(logging.WARNING, logger="gemini.server"):
+        asyncio.run(main())
+    assert "[a: 127.0.0.1:" in caplog.text and "closing connection" in caplog.text
