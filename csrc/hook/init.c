@@ -171,10 +171,10 @@ static void after_fork_child(void)
 
 /* What a new pod manager connection must learn from us: who we are (the client's process
  * list, nvml.c), then the memory we still hold after a lost one (memory.c). */
-static void on_connect(int dev, int reconnect)
+static int on_connect(int dev, int reconnect)
 {
     gem_nvml_on_connect(dev);
-    gem_mem_on_connect(dev, reconnect);
+    return gem_mem_on_connect(dev, reconnect);
 }
 
 /* The time-stamp counter serves the hot path where the kernel itself keeps time by it: then it

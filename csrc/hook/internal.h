@@ -197,7 +197,8 @@ int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_m
                   uint32_t *sharers);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
-/* One attempt, no retry: -1 when the connection failed (a new one announces itself again). */
+/* One attempt, no retry: -1 when the connection failed (a new one announces itself again) or
+ * the pod manager refused the request as a whole (a status other than OK). */
 int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict);
 int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 /* One attempt on the connection open now only, never a new one: -1 when there is none (or
@@ -205,8 +206,10 @@ int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *f
 int gem_ipc_mem_update_open(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* PROCESS with this process's pid: the client's process at `index` (see wire.h). */
 int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, uint64_t *bytes);
-/* Runs before the first request on each new connection; `reconnect`: an earlier one was lost. */
-typedef void (*gem_ipc_connect_fn)(int dev, int reconnect);
+/* Runs before the first request on each new connection; `reconnect`: an earlier one was lost.
+ * 0: done; else it runs again before the connection's next request (what it told the pod
+ * manager was refused: it may know its client's limit by then). */
+typedef int (*gem_ipc_connect_fn)(int dev, int reconnect);
 void gem_ipc_on_connect(gem_ipc_connect_fn fn);
 /* Runs on the connection's watcher thread, no lock held, for an unsolicited message (a lease
  * recall) that came on connection number `conn_gen` of dev. */
@@ -339,8 +342,9 @@ void gem_token_reset_after_fork(void);
 uint64_t gem_mem_live_bytes(int dev);
 /* Forget (and give back) every allocation made while `ctx` was current: it was destroyed. */
 void gem_mem_forget_ctx(CUcontext ctx);
-/* The ipc.c on-connect callback: a new pod manager knows nothing of us. */
-void gem_mem_on_connect(int dev, int reconnect);
+/* The ipc.c on-connect callback: a new pod manager knows nothing of us (-1: the claim of our
+ * live bytes was not taken, to be made again). */
+int gem_mem_on_connect(int dev, int reconnect);
 /* The client's memory use and limit on dev (MEM_LIMIT); its flags go to um.c. */
 void gem_mem_limit(int dev, uint64_t *used, uint64_t *limit);
 /* The same for NVML, one attempt: 0 fresh, 1 the last figures the pod manager gave this

@@ -488,12 +488,14 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
         /* Before anything else on a new connection (its requests may use this connection:
          * they find nothing pending and go on). */
         int reconnect = c->announce_pending == 2;
+        uint64_t gen = c->gen;
         c->announce_pending = 0;
         gem_ipc_connect_fn fn = atomic_load(&on_connect);
         pthread_mutex_unlock(&c->m);
-        if (fn != NULL)
-            fn(dev, reconnect);
+        int again = fn != NULL && fn(dev, reconnect) != 0;
         pthread_mutex_lock(&c->m);
+        if (again && c->fd >= 0 && c->gen == gen && !c->announce_pending)
+            c->announce_pending = 1 + reconnect; /* (this request goes on meanwhile) */
         if (ensure_connected(c, dev) != 0) {
             pthread_mutex_unlock(&c->m);
             return -1;
@@ -632,9 +634,9 @@ int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdi
 {
     struct update_arg a = {bytes, is_allocate};
     uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_update, &a, rsp, 0) != 0)
+    if (attempt(dev, enc_update, &a, rsp, 0) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
         return -1;
-    *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
+    *verdict = gem_wire_rsp_verdict(rsp);
     return 0;
 }
 

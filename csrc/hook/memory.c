@@ -183,21 +183,26 @@ uint64_t gem_mem_used_seen(int dev, uint64_t used)
     return used > mine_unspent ? used - mine_unspent : 0;
 }
 
-void gem_mem_on_connect(int dev, int reconnect)
+int gem_mem_on_connect(int dev, int reconnect)
 {
     gem_um_forget_flags(dev); /* a new pod manager may say otherwise: ask when needed */
     if (!reconnect)
-        return;
+        return 0;
     /* The pod manager gave this process's bytes back when the old connection closed, and the
      * one we reached never granted our lease; the allocations are still alive: claim them. */
     gem_lease_drop(dev);
     uint64_t live = gem_mem_live_bytes(dev);
     int verdict = 0;
-    if (live == 0 || gem_ipc_mem_update_once(dev, live, GEM_MEM_ALLOC, &verdict) != 0)
-        return; /* nothing to claim, or lost again: the next connection claims them */
+    if (live == 0)
+        return 0;
+    if (gem_ipc_mem_update_once(dev, live, GEM_MEM_ALLOC, &verdict) != 0)
+        return -1; /* lost again (the next connection claims them), or refused as a whole (a
+                    * pod manager that does not know its limit yet): again before the next
+                    * request (dropped, they went uncounted for good) */
     if (!verdict)
         GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",
                 (unsigned long long)live);
+    return 0;
 }
 
 void gem_mem_forget_ctx(CUcontext ctx)

@@ -38,6 +38,10 @@ class FakePodManager:
     used: int = 0
     connections: int = 0
     stray: bytes = b""  # sent once, before the next reply (a stream out of step)
+    # While set, MEM_LIMIT and MEM_UPDATE are answered with it (a pod manager that does not
+    # know its client's limit yet); memory_refused counts them.
+    refuse_memory: Status | None = None
+    memory_refused: int = 0
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
@@ -162,6 +166,10 @@ class FakePodManager:
                     threading.Timer(self.quota_delay_s, self._reply,
                                     (conn, req, *reply)).start()
                     return
+            elif (self.refuse_memory is not None
+                  and req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE)):
+                reply = (self.refuse_memory, ())
+                self.memory_refused += 1
             elif req.type is RequestType.MEM_LIMIT:
                 reply = (Status.OK, (self.used, self.limit, self.mem_flags))
             elif req.type is RequestType.MEM_UPDATE:

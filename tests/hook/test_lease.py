@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from gemini.core.wire import MEM_ALLOC, MEM_LEASE, RequestType
+from gemini.core.wire import MEM_ALLOC, MEM_LEASE, RequestType, Status
 
 pytestmark = pytest.mark.hook
 MIB = 1 << 20
@@ -79,5 +79,28 @@ def test_a_free_returns_at_once_while_the_pod_manager_is_gone(hook_env, mini, pm
         proc.popen.stdin.write("free\n")
         proc.popen.stdin.flush()
         assert '"freed": 0' in proc.wait_line('"freed"')
+    finally:
+        proc.kill()
+
+
+def test_live_bytes_a_new_pod_manager_refused_at_first_are_claimed_at_the_next_request(
+        hook_env, mini, pm):
+    """A pod manager back before it knows its client's limit refuses the claim of the live
+    bytes: it is made again before the next request (it was dropped, and 512 MiB went
+    uncounted for good)."""
+    pm.limit = 4 << 30
+    proc = start_two_allocations(hook_env, mini, pm)
+    try:
+        pm.refuse_memory = Status.UNKNOWN_CLIENT
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: p.used == 0)
+        proc.popen.stdin.write("free\n")  # (its cuMemGetInfo after it reconnects)
+        proc.popen.stdin.flush()
+        assert pm.wait_for(lambda p: p.memory_refused >= 2)  # the claim, the limit
+        pm.refuse_memory = None
+        proc.wait_line('"meminfo_free"')
+        assert pm.used == 512 * MIB, updates(pm)
+        proc.popen.stdin.close()
+        assert proc.popen.wait(10) == 0
     finally:
         proc.kill()
