@@ -213,7 +213,9 @@ static void restart_marks(struct inflight *f, CUcontext ctx)
     for (unsigned i = 0; i < MARKS; i++) {
         if (f->ring[i].ev != NULL && destroy != NULL)
             destroy(f->ring[i].ev);
-        f->ring[i].ev = NULL;
+        /* all of it: a tracker waiting for one of them finds it gone (finished_by), where it
+         * queried its event, NULL now, and lost that token's overuse */
+        f->ring[i] = (struct mark){0};
     }
     if (f->anchor.ev != NULL && destroy != NULL)
         destroy(f->anchor.ev);
