@@ -10,6 +10,17 @@
 
 #include <dlfcn.h>
 
+/* Where the compiler can promise a tail call (clang 13+, gcc 15+), it must; elsewhere -O2
+ * makes one (tests/hook's RTLD_NEXT test fails if not). */
+#if defined(__has_attribute)
+#if __has_attribute(musttail)
+#define GEM_TAIL_CALL __attribute__((musttail))
+#endif
+#endif
+#ifndef GEM_TAIL_CALL
+#define GEM_TAIL_CALL
+#endif
+
 GEM_EXPORT void *dlsym(void *handle, const char *symbol)
 {
     int i = gem_sym_find(symbol);
@@ -19,7 +30,9 @@ GEM_EXPORT void *dlsym(void *handle, const char *symbol)
          * was ours: a library preloaded after the hook found its own definition as the next
          * one, and a wrapper calling it recursed until the stack ran out. */
         gem_dlsym_fn real = gem_real_dlsym_fn();
-        return real != NULL ? real(handle, symbol) : NULL;
+        if (real == NULL)
+            return NULL;
+        GEM_TAIL_CALL return real(handle, symbol);
     }
     void *found = gem_real_dlsym(handle, symbol);
     if (found == NULL)
