@@ -30,6 +30,9 @@ struct CUgraphExec_st {
 
 struct CUstream_st {
     uint32_t magic;
+    CUcontext ctx; /* made in it, and dead with its life (fake_ctx_alive); NULL: the legacy or
+                    * a per-thread default stream, which outlive any */
+    uint64_t life;
     int dev;
     int legacy; /* the NULL / CU_STREAM_LEGACY stream: waits for every blocking stream */
     int nonblocking; /* CU_STREAM_NON_BLOCKING: the legacy stream does not wait for it */
@@ -126,6 +129,19 @@ void fake_streams_atfork_child(void)
         g_legacy[d] = NULL; /* the parent's queue is not the child's */
 }
 
+/* A use of a stream or an event whose context was destroyed or reset since it was made: a
+ * real driver frees them with it, and may hand their handles to the next ones made, so a stale
+ * one may be another's.  Here the struct stays (the error is safe to return), and the first
+ * such use in the process is said on stderr, for the tests. */
+static CUresult stale(const char *what, const char *of)
+{
+    static int said;
+    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+        fprintf(stderr, "fake driver: %s on %s of a context destroyed or reset since\n", what,
+                of);
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+}
+
 static CUresult stream_get(CUstream h, int per_thread, struct CUstream_st **out)
 {
     if (!fake_initialized())
@@ -133,6 +149,8 @@ static CUresult stream_get(CUstream h, int per_thread, struct CUstream_st **out)
     if (h != NULL && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
         if (h->magic != STREAM_MAGIC)
             return CUDA_ERROR_INVALID_HANDLE;
+        if (h->ctx != NULL && !fake_ctx_alive(h->ctx, h->life))
+            return stale("a call", "a stream");
         *out = h;
         return CUDA_SUCCESS;
     }
@@ -372,6 +390,7 @@ static CUresult stream_create(CUstream *ph, unsigned flags)
     if (s == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->nonblocking = (flags & CU_STREAM_NON_BLOCKING) != 0;
+    s->ctx = fake_current_ctx_life(&s->life);
     *ph = s;
     return CUDA_SUCCESS;
 }
@@ -781,21 +800,12 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 }
 
 /* ---- events ------------------------------------------------------------------------------------- */
-/* CUDA_SUCCESS, or what a use of event e in `what` returns: a real driver frees a context's
- * events with it, and may hand their handles to the next ones made, so a stale one may be
- * another's.  Here the struct stays (the error is safe to return), and the first such use in
- * the process is said on stderr, for the tests. */
+/* CUDA_SUCCESS, or what a use of event e in `what` returns. */
 static CUresult event_check(CUevent e, const char *what)
 {
     if (e == NULL || e->magic != EVENT_MAGIC)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (fake_ctx_alive(e->ctx, e->life))
-        return CUDA_SUCCESS;
-    static int said;
-    if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-        fprintf(stderr, "fake driver: %s on an event of a context destroyed or reset since\n",
-                what);
-    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    return fake_ctx_alive(e->ctx, e->life) ? CUDA_SUCCESS : stale(what, "an event");
 }
 
 CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)

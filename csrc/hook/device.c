@@ -87,6 +87,14 @@ GEM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
  * (cuDevicePrimaryCtxGetState): retains counted here would miss those of a library loaded with
  * the hook off, and a count too low would give back memory still in use.  VMM handles stay
  * counted until released (memory.c). */
+/* Context ctx is being destroyed or reset: what the hook made in it (the markers' events, the
+ * unified-memory stream) goes with it, and is never used or destroyed again. */
+static void ctx_going(CUcontext ctx)
+{
+    gem_inflight_forget_ctx(ctx);
+    gem_um_forget_ctx(ctx);
+}
+
 static void primary_gone(CUdevice dev)
 {
     CUcontext ctx = atomic_load(&primary[dev]);
@@ -104,7 +112,7 @@ GEM_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
     unsigned int flags = 0;
     int active = 1;
     if (get_state != NULL && get_state(dev, &flags, &active) == CUDA_SUCCESS && !active) {
-        gem_inflight_forget_ctx(atomic_load(&primary[dev])); /* (after: only the last) */
+        ctx_going(atomic_load(&primary[dev])); /* (after: only the last release) */
         primary_gone(dev);
     }
     return r;
@@ -114,7 +122,7 @@ GEM_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
     GEM_ENTER(cuDevicePrimaryCtxReset_v2);
     if (!GEM_PASS() && dev >= 0 && dev < gem_cfg.ndev)
-        gem_inflight_forget_ctx(atomic_load(&primary[dev])); /* before: its events go with it */
+        ctx_going(atomic_load(&primary[dev])); /* before: its events go with it */
     CUresult r = REAL(cuDevicePrimaryCtxReset_v2)(dev);
     if (r == CUDA_SUCCESS && !GEM_PASS() && dev >= 0 && dev < gem_cfg.ndev)
         primary_gone(dev);
@@ -144,7 +152,7 @@ GEM_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     GEM_ENTER(cuCtxDestroy_v2);
     if (!GEM_PASS())
-        gem_inflight_forget_ctx(ctx); /* before: its events go with it */
+        ctx_going(ctx); /* before: its events go with it */
     CUresult r = REAL(cuCtxDestroy_v2)(ctx);
     if (r == CUDA_SUCCESS && !GEM_PASS())
         gem_mem_forget_ctx(ctx);

@@ -371,6 +371,8 @@ void gem_um_on_grant(int dev, CUstream launch_stream, int per_thread);
 void gem_um_on_expiry(int dev, CUcontext ctx);
 int gem_um_evicts(int dev); /* evict-on-release known to be on (no request) */
 void gem_um_reset_after_fork(void);
+/* Context ctx is being destroyed or reset: the hook's stream and event there go with it. */
+void gem_um_forget_ctx(CUcontext ctx);
 void gem_mem_reset_after_fork(void);
 
 #endif

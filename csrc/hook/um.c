@@ -88,6 +88,21 @@ uint64_t gem_um_flags(int dev)
     return v ? v - 1 : 0;
 }
 
+void gem_um_forget_ctx(CUcontext ctx)
+{
+    pthread_once(&devs_once, devs_init);
+    for (int dev = 0; ctx != NULL && dev < GEM_MAX_DEVICES; dev++) {
+        struct um_dev *u = &devs[dev];
+        pthread_mutex_lock(&u->m);
+        if (u->ctx == ctx) { /* (its stream and event go with it: not destroyed here) */
+            u->ctx = NULL;
+            u->stream = NULL;
+            u->ready = NULL;
+        }
+        pthread_mutex_unlock(&u->m);
+    }
+}
+
 /* The hook's stream and event in `ctx` (made current by the caller).  u->m held. */
 static int ensure_stream(struct um_dev *u, CUcontext ctx)
 {

@@ -239,6 +239,18 @@ def test_the_hooks_markers_die_with_their_context(fake_env, pm, how):
     assert "fake driver" not in r.stderr, r.stderr
 
 
+def test_a_unified_memory_clients_prefetch_stream_dies_with_its_context(fake_env, pm):
+    """Each grant prefetches a UM client's allocations on a stream of the hook's: after the
+    primary context's reset (the same handle again) it went on using the dead one."""
+    pm.mem_flags = wire.MEM_FLAG_UNIFIED_MEMORY
+    pm.quota_ms = 2.0
+    r = fake_env.run([prog("gem_client"), "ctx-swap", "--release", "--bursts", "20",
+                      "--allocs", "2", "--bytes", str(1 << 20)])
+    assert r.out[-1]["rc"] == 0, (r.out, r.stderr)
+    assert r.stats["cuMemAlloc_v2"] == 4, r.stats  # (served as managed memory)
+    assert "fake driver" not in r.stderr, r.stderr
+
+
 def test_live_memory_is_claimed_again_on_a_new_connection(fake_env, pm):
     """A pod manager that lost the connection gave the process's bytes back; the allocation is
     still alive, so the hook claims it again before its next request on the new connection."""

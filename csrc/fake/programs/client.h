@@ -39,9 +39,10 @@
  *   primary-reset --bytes B [--path P] [--release [--retain-twice]] [--hold]   allocate in the
  *        primary context, then reset it (--release: release the session's retain instead, which
  *        resets it too; --retain-twice: retain it once more first, so it stays active)
- *   ctx-swap [--release] [--bursts N]   N bursts of three kernels and a sync (default 1) in a
- *        context of its own, destroyed, then in a new one (--release: in the primary context,
- *        whose release resets it, then in it again)
+ *   ctx-swap [--release] [--bursts N] [--allocs K --bytes B]   K allocations of B bytes and N
+ *        bursts of three kernels and a sync (default 1) in a context of its own, destroyed,
+ *        then in a new one (--release: in the primary context, whose release resets it, then
+ *        in it again)
  *   pool-destroy --bytes B [--hold]   allocate from a pool of its own, destroy the pool with
  *        the allocation still out, (hold,) free it, (hold again)
  *   meminfo
@@ -835,6 +836,10 @@ static int cmd_ctx_swap(const struct opts *o)
         CUcontext own = NULL;
         if (!o->release)
             CHECK(&s, s.a.CtxCreate2(&own, 0, s.dev), "cuCtxCreate");
+        for (int i = 0; i < o->allocs && s.rc == 0; i++) { /* (freed with the context) */
+            CUdeviceptr p = 0;
+            CHECK(&s, s.a.MemAlloc(&p, o->bytes), "cuMemAlloc");
+        }
         synced_bursts(&s, o->bursts > 0 ? o->bursts : 1);
         if (own != NULL)
             CHECK(&s, s.a.CtxDestroy(own), "cuCtxDestroy");
