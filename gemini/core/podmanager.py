@@ -310,6 +310,8 @@ class PodCore:
             self.limit_stale = True  # (a client added again may come with another limit)
             return out
         refresh = self._ask_limit() if self.limit_stale else []
+        if not self.hooks:  # (all gone while it was asked for: the report gives it back now)
+            self._last_report = float("-inf")
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0

@@ -249,6 +249,20 @@ def test_a_client_refused_a_token_asks_for_its_limit_with_the_next_one_it_gets()
     assert not [r for r in upstream(grant(pod, 1.1, 10.0)) if r.type is RequestType.MEM_LIMIT]
 
 
+def test_a_token_that_comes_after_every_process_went_is_given_back_at_once():
+    """The scheduler hands a holder's token on when its report says no process is left: sent
+    at once, not when the reports' pace allows (the GPU idled meanwhile)."""
+    pod = PodCore("pod", 0.0)
+    limit_req = upstream(pod.on_scheduler_connected(0.0))[0]
+    pod.on_upstream_response(Response(limit_req.req_id, Status.OK, (0, 1000)), 0.0)
+    pod.on_hook_connect(1, 0.0)
+    pod.on_hook_request(1, quota(1), 0.0)
+    assert pod.fetch_id is not None
+    pod.on_hook_disconnect(1, 0.01)
+    reports = [r for r in upstream(grant(pod, 0.02, 50.0)) if r.type is RequestType.REPORT]
+    assert [r.args[1] for r in reports] == [0]  # (processes)
+
+
 def test_pushed_limit_applies_to_the_next_allocation():
     pod = ready_pod(limit=1000)
     pod.on_upstream_response(Response(-1, Status.OK, (0, 100)), 0.0)
