@@ -303,9 +303,8 @@ class PodCore:
         waiters, self.quota_waiters = self.quota_waiters, []
         self._report_due = True
         if rsp.status is not Status.OK:
-            out: list[Action] = [
-                act.warning(self.name, f"scheduler refused a token: {rsp.status.name}")
-            ]
+            said = act.debug if self.limit_stale else act.warning  # (once until served again)
+            out: list[Action] = [said(self.name, f"scheduler refused a token: {rsp.status.name}")]
             out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
             self.limit_stale = True  # (a client added again may come with another limit)
             return out
@@ -379,8 +378,10 @@ class PodCore:
             waiters, self.memory_waiters = self.memory_waiters, []
             refused = [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status))
                        for w in waiters]
-            why = f"scheduler refused the memory limit: {rsp.status.name}"
-            return [act.warning(self.name, why), *refused]
+            said = act.debug if self.limit_stale else act.warning  # (once until served again)
+            self.limit_stale = True
+            return [said(self.name, f"scheduler refused the memory limit: {rsp.status.name}"),
+                    *refused]
         self.limit_stale = False
         limit = int(rsp.values[1])
         flags = int(rsp.values[2]) if len(rsp.values) > 2 else 0

@@ -193,6 +193,7 @@ class SchedulerCore:
         self.holder: Grant | None = None
         self._recheck_at: float | None = None  # set when every waiting client is capped
         self._grace: tuple[str, float] | None = None  # expired holder, until when
+        self._refused: set[ConnId] = set()  # connections refused since they were last served
         # A client's overrun that no grant covered yet when it was reported: (its client,
         # from, until); the next grant to another client within it was partly taken by it.
         self._overrun: tuple[str, float, float] | None = None
@@ -223,6 +224,7 @@ class SchedulerCore:
         client = self.clients.get(req.name)
         if client is None:
             return self._refuse(conn, req)
+        self._refused.discard(conn)
         client.conns.add(conn)
         if req.type is RequestType.QUOTA:
             self._earn(now)
@@ -278,6 +280,7 @@ class SchedulerCore:
 
     def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
         self._earn(now)
+        self._refused.discard(conn)
         out: list[Action] = []
         self.candidates = [c for c in self.candidates if c.conn != conn]
         for name, client in self.clients.items():
@@ -958,12 +961,15 @@ class SchedulerCore:
         return out
 
     def _refuse(self, conn: ConnId, req: Request) -> list[Action]:
+        """Said once a connection until it is served again: its hooks ask again every second
+        or so, each a line, for as long as the client is not in the config."""
         if req.name in self.removed:
             status, why = Status.CLIENT_REMOVED, "client was removed from the config"
         else:
             status, why = Status.UNKNOWN_CLIENT, "unknown client: not in the config"
-        return [Reply(conn, req.type, Response(req.req_id, status)),
-                act.warning(said_name(req.name), why)]
+        said = act.warning if conn not in self._refused else act.debug
+        self._refused.add(conn)
+        return [Reply(conn, req.type, Response(req.req_id, status)), said(said_name(req.name), why)]
 
     # ---- status --------------------------------------------------------------------------------
 

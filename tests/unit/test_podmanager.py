@@ -1,5 +1,7 @@
 """The pod manager core: one token shared by a client's processes, and its memory ledger."""
 
+import logging
+
 import pytest
 
 from gemini.core import wire
@@ -261,6 +263,26 @@ def test_a_token_that_comes_after_every_process_went_is_given_back_at_once():
     pod.on_hook_disconnect(1, 0.01)
     reports = [r for r in upstream(grant(pod, 0.02, 50.0)) if r.type is RequestType.REPORT]
     assert [r.args[1] for r in reports] == [0]  # (processes)
+
+
+def test_refusals_are_warned_of_once_until_the_client_is_served_again():
+    """(Its hooks ask again every second or so for as long as it is not in the config.)"""
+    def warnings(actions):
+        return [a for a in actions if isinstance(a, Log) and a.level >= logging.WARNING]
+
+    pod = ready_pod()
+    seen = []
+    for t in (0.0, 1.0, 2.0):
+        pod.on_hook_request(1, quota(int(t) + 1), t)
+        seen.append(len(warnings(
+            pod.on_upstream_response(Response(pod.fetch_id, Status.UNKNOWN_CLIENT), t))))
+    assert seen == [1, 0, 0]
+    pod.on_hook_request(1, quota(9), 3.0)
+    [ask] = [r for r in upstream(grant(pod, 3.0, 10.0)) if r.type is RequestType.MEM_LIMIT]
+    pod.on_upstream_response(Response(ask.req_id, Status.OK, (0, 1000)), 3.0)
+    pod.on_hook_request(1, quota(10), 4.0)
+    assert len(warnings(
+        pod.on_upstream_response(Response(pod.fetch_id, Status.CLIENT_REMOVED), 4.0))) == 1
 
 
 def test_pushed_limit_applies_to_the_next_allocation():

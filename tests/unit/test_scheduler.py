@@ -2,6 +2,7 @@
 
 import dataclasses
 import itertools
+import logging
 import math
 import random
 
@@ -374,6 +375,18 @@ def test_a_burst_that_is_not_a_number_is_taken_as_none_said(garbage: float) -> N
         assert len(got) == 1
         assert 0.0 < core.history.latest("a").end - core.history.latest("a").start < 10.0
         assert math.isfinite(core.credits.of("a"))
+
+
+def test_an_unknown_client_is_warned_of_once_a_connection_until_it_is_served():
+    def warned(actions):
+        return [a for a in actions if isinstance(a, Log) and a.level >= logging.WARNING]
+
+    core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
+    assert len(warned(core.on_request(1, quota_req("x", 1), 0.0))) == 1
+    assert warned(core.on_request(1, quota_req("x", 2), 1.0)) == []
+    assert len(warned(core.on_request(2, quota_req("x", 1), 1.0))) == 1  # another connection
+    core.on_request(1, quota_req("a", 3), 2.0)  # (served: a's pod manager, say, renamed)
+    assert len(warned(core.on_request(1, quota_req("x", 4), 3.0))) == 1
 
 
 def hand_over_at_arrival_pair(delivery_ms: float) -> SchedulerCore:
