@@ -40,12 +40,21 @@ def test_over_the_limit_is_still_refused(hook_env, mini, pm):
     assert pm.used == 0
 
 
-
 def start_two_allocations(hook_env, mini, pm, **env: str):
     proc = hook_env.start([str(mini / "mini_client"), "alloc2", str(512 * MIB), str(256 * MIB)],
                           **env)
     assert '"ready": [0, 0]' in proc.wait_line('"ready"')
     return proc
+
+
+def free_the_second(proc) -> None:
+    proc.popen.stdin.write("free\n")
+    proc.popen.stdin.flush()
+
+
+def ended_well(proc) -> bool:
+    proc.popen.stdin.close()
+    return proc.popen.wait(10) == 0
 
 
 @pytest.mark.parametrize("lease_mb", ["0", "32"])
@@ -59,14 +68,12 @@ def test_a_free_after_the_pod_manager_came_back_leaves_the_live_bytes_counted(
     try:
         pm.drop_connections()
         assert pm.wait_for(lambda p: p.used == 0)
-        proc.popen.stdin.write("free\n")
-        proc.popen.stdin.flush()
+        free_the_second(proc)
         assert '"freed": 0' in proc.wait_line('"freed"')
         # (its cuMemGetInfo after the free reaches the new one, which the hook tells first)
         proc.wait_line('"meminfo_free"')
         assert pm.used == 512 * MIB, updates(pm)
-        proc.popen.stdin.close()
-        assert proc.popen.wait(10) == 0
+        assert ended_well(proc)
     finally:
         proc.kill()
 
@@ -76,8 +83,7 @@ def test_a_free_returns_at_once_while_the_pod_manager_is_gone(hook_env, mini, pm
     proc = start_two_allocations(hook_env, mini, pm)
     try:
         pm.close()
-        proc.popen.stdin.write("free\n")
-        proc.popen.stdin.flush()
+        free_the_second(proc)
         assert '"freed": 0' in proc.wait_line('"freed"')
     finally:
         proc.kill()
@@ -94,13 +100,11 @@ def test_live_bytes_a_new_pod_manager_refused_at_first_are_claimed_at_the_next_r
         pm.refuse_memory = Status.UNKNOWN_CLIENT
         pm.drop_connections()
         assert pm.wait_for(lambda p: p.used == 0)
-        proc.popen.stdin.write("free\n")  # (its cuMemGetInfo after it reconnects)
-        proc.popen.stdin.flush()
+        free_the_second(proc)  # (its cuMemGetInfo after it reconnects)
         assert pm.wait_for(lambda p: p.memory_refused >= 2)  # the claim, the limit
         pm.refuse_memory = None
         proc.wait_line('"meminfo_free"')
         assert pm.used == 512 * MIB, updates(pm)
-        proc.popen.stdin.close()
-        assert proc.popen.wait(10) == 0
+        assert ended_well(proc)
     finally:
         proc.kill()
