@@ -154,8 +154,9 @@ class PodCore:
         self._next_id = 0
         self._report_due = False
         self._last_report = float("-inf")
-        # Refused a token since the limit came: the scheduler pushes a new limit to the clients
-        # it knows, and not to one removed and added again, so the next token asks for it.
+        # Refused (a token, or the limit) since the limit last came: the scheduler pushes a new
+        # limit to the clients it knows, not to one removed and added again, so the next token
+        # asks for it; and the refusals after the first are said at debug level.
         self.limit_stale = False
 
     # ---- scheduler connection -----------------------------------------------------------------
