@@ -81,12 +81,6 @@ GEM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     return r;
 }
 
-/* A primary context takes its memory with it when it is reset (cudaDeviceReset) and when its
- * last retain is released (the driver then resets it): the bytes go back to the client's limit
- * then, not when the process exits.  Whether a release was the last is the driver's to say
- * (cuDevicePrimaryCtxGetState): retains counted here would miss those of a library loaded with
- * the hook off, and a count too low would give back memory still in use.  VMM handles stay
- * counted until released (memory.c). */
 /* Context ctx is being destroyed or reset: what the hook made in it (the markers' events, the
  * unified-memory stream) goes with it, and is never used or destroyed again. */
 static void ctx_going(CUcontext ctx)
@@ -95,6 +89,12 @@ static void ctx_going(CUcontext ctx)
     gem_um_forget_ctx(ctx);
 }
 
+/* A primary context takes its memory with it when it is reset (cudaDeviceReset) and when its
+ * last retain is released (the driver then resets it): the bytes go back to the client's limit
+ * then, not when the process exits.  Whether a release was the last is the driver's to say
+ * (cuDevicePrimaryCtxGetState): retains counted here would miss those of a library loaded with
+ * the hook off, and a count too low would give back memory still in use.  VMM handles stay
+ * counted until released (memory.c). */
 static void primary_gone(CUdevice dev)
 {
     CUcontext ctx = atomic_load(&primary[dev]);
