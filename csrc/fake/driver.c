@@ -141,7 +141,7 @@ struct CUctx_st {
     int primary;
     int refs;
     uint64_t life; /* bumped as a real one's resources die (a primary's reset, its last release):
-                    * its events of an older life are dead (fake_ctx_alive) */
+                    * its events and streams of an older life are dead (fake_ctx_alive) */
 };
 
 static struct CUctx_st g_primary[FAKE_MAX_DEVICES];

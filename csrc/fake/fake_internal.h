@@ -149,8 +149,9 @@ FAKE_HIDDEN int fake_device_count(void);
 FAKE_HIDDEN int fake_physical(int ordinal);
 FAKE_HIDDEN void fake_uuid_text(int physical, char *out, size_t cap);
 FAKE_HIDDEN CUresult fake_current_device(int *dev); /* the current context's device */
-/* The current context (NULL if none) and its life: what was made in it (an event) dies with
- * that life, when the context is destroyed or (a primary) reset or released for the last time. */
+/* The current context (NULL if none) and its life: what was made in it (an event, a stream)
+ * dies with that life, when the context is destroyed or (a primary) reset or released for the
+ * last time. */
 FAKE_HIDDEN CUcontext fake_current_ctx_life(uint64_t *life);
 FAKE_HIDDEN int fake_ctx_alive(CUcontext ctx, uint64_t life);
 /* The process's latest kernel end on dev: over all streams (context sync), and over the streams
