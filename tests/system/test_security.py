@@ -202,7 +202,7 @@ def test_a_uid_not_allowed_is_refused_on_the_unix_socket(shared_dir):
     lenient = start_pod_manager("a", 1, "--unix", str(opened), "--allow-uid", str(NOBODY))
     try:
         assert hello_as(NOBODY, closed) == b""
-        strict.wait_for(rf"\[unix pid \d+ uid {NOBODY}\] refused: uid {NOBODY} may not")
+        strict.wait_for(rf"\[a: unix pid \d+ uid {NOBODY}\] refused: uid {NOBODY} may not")
         reply = hello_as(NOBODY, opened)
         assert len(reply) == RSP_MSG_LEN, reply
         assert decode_response(RequestType.HELLO, reply).status is Status.OK
