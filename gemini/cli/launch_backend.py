@@ -111,6 +111,10 @@ class Supervisor:
         self.schedulers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}  # by GPU
         self.managers: dict[tuple[str, str], tuple[int, asyncio.subprocess.Process]] = {}
         self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
+        self.metrics_ports: set[int] = set()  # the schedulers' (a new one must take another)
+        # Schedulers an edit started: one that dies is logged, and the rest keep running (an
+        # edit gets an error, never a stop; the next edit may start it again).
+        self.added: set[str] = set()
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
         # Called when an edit brings the config its first partition (to start MPS).
@@ -129,6 +133,8 @@ class Supervisor:
         )
         if spec.scheduler:
             self.schedulers[spec.gpu] = (spec.port, proc)
+            if "--metrics-port" in spec.argv:
+                self.metrics_ports.add(int(spec.argv[spec.argv.index("--metrics-port") + 1]))
         else:
             self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
         program = os.path.basename(spec.argv[0])
@@ -154,7 +160,14 @@ class Supervisor:
                     exited.cancel()
                     return 0
                 name, proc = exited.result()
-                if any(proc is p for _, p in self.schedulers.values()):
+                gpu = next((g for g, (_, p) in self.schedulers.items() if p is proc), None)
+                if gpu is not None and name in self.added:
+                    del self.schedulers[gpu]  # (the next edit plans it again)
+                    log.error("the %s, started by an edit, exited with %s; GPU %s's clients "
+                              "get no tokens until an edit starts it again, the others keep "
+                              "running", name, proc.returncode, gpu)
+                    continue
+                if gpu is not None:
                     log.error("the %s exited with %s; stopping everything", name, proc.returncode)
                     return 1
                 log.error("pod manager of %s exited with %s; the others keep running",
@@ -178,7 +191,8 @@ class Supervisor:
                          label(name, gpu))
         running = {key: port for key, (port, _) in self.managers.items()}
         schedulers = {gpu: port for gpu, (port, _) in self.schedulers.items()}
-        plan = plan_added(new, self.args, running, schedulers)
+        plan = plan_added(new, self.args, running, schedulers, self.metrics_ports)
+        self.added |= {spec.name for spec in plan if spec.scheduler}
         self.keep(asyncio.ensure_future(self._add(plan)))
 
     def _partition_edits(self, old: ResourceConfig, new: ResourceConfig) -> None:
@@ -288,7 +302,7 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
               mps_check_s: float = MPS_CHECK_S) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         loop.add_signal_handler(sig, stop.set)
     supervisor = Supervisor(args, config)
     watcher = None

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -196,17 +196,21 @@ def plan_added(
     args: BackendArgs,
     running: Mapping[tuple[str, str], int],
     schedulers: Mapping[str, int] | None = None,
+    metrics_ports: Collection[int] = (),
 ) -> list[ProcessSpec]:
     """Daemons for a reloaded config that has some without one: a scheduler for each new GPU,
     a pod manager for each new (client, GPU) pair (`running`: (name, gpu) -> port;
-    `schedulers`: gpu -> port, default GPU 0's on the base port).
+    `schedulers`: gpu -> port, default GPU 0's on the base port; `metrics_ports`: those the
+    running schedulers serve their metrics on).
 
     Each gets the port it would get at launch (`place`) unless a running daemon already holds
-    it; then the next port above every one in use, so none ever moves.
+    it; then the next port above every one in use, so none ever moves.  A new scheduler's
+    metrics port likewise (its GPU's place in the new config may be a running one's).
     """
     schedulers = dict(schedulers) if schedulers is not None else {DEFAULT_GPU: args.port}
     want = place(config, args.port)
     used = {*schedulers.values(), *running.values()}
+    metrics_used = set(metrics_ports)
 
     def free(port: int) -> int:
         if port in used:
@@ -214,11 +218,18 @@ def plan_added(
         used.add(port)
         return port
 
+    def metrics_index(index: int) -> int:
+        while args.metrics_port is not None and args.metrics_port + index in metrics_used:
+            index += 1
+        if args.metrics_port is not None:
+            metrics_used.add(args.metrics_port + index)
+        return index
+
     out = []
     for index, (gpu, port) in enumerate(want.schedulers.items()):
         if gpu not in schedulers:
             schedulers[gpu] = free(port)
-            out.append(plan_scheduler(args, gpu, schedulers[gpu], index))
+            out.append(plan_scheduler(args, gpu, schedulers[gpu], metrics_index(index)))
     for (name, gpu), port in want.managers.items():
         if (name, gpu) not in running:
             out.append(plan_pod_manager(name, free(port), args, gpu, schedulers[gpu]))

@@ -28,7 +28,8 @@ PY = sys.executable
 CONFIG = "2\nclient1 0.5 0.5 4GiB\nclient2 0.3 0.8 2GiB\n"
 
 # Prints one JSON line (role, argv, env) and waits; SIGTERM -> prints "stopped" and exits 0.
-# STANDIN_DIE=<role or POD_NAME> makes that one exit 3 right away, as a crash.
+# STANDIN_DIE=<role or POD_NAME> makes that one exit 3 right away, as a crash;
+# STANDIN_DIE_GPU=<gpu> the scheduler of that GPU.
 STANDIN = r"""
 import json, os, signal, sys
 role = sys.argv[1]
@@ -41,6 +42,9 @@ keys = ("SCHEDULER_IP", "SCHEDULER_PORT", "POD_MANAGER_IP", "POD_MANAGER_PORT", 
 say(json.dumps({"role": role, "who": who, "argv": sys.argv[2:], "pid": os.getpid(),
                 "env": {k: os.environ[k] for k in keys if k in os.environ}}))
 if os.environ.get("STANDIN_DIE") == who:
+    sys.exit(3)
+if role == "scheduler" and "--gpu" in sys.argv and \
+        sys.argv[sys.argv.index("--gpu") + 1] == os.environ.get("STANDIN_DIE_GPU"):
     sys.exit(3)
 signal.sigwait({signal.SIGTERM})
 say(f"stopped {who}")
@@ -200,6 +204,35 @@ def test_scheduler_death_stops_everything(tmp_path: Path, standin: Path) -> None
     code, err = finish(proc)
     assert code == 1
     assert "the scheduler exited with 3; stopping everything" in err
+
+
+def test_a_scheduler_an_edit_started_that_dies_stops_nothing_else(
+    tmp_path: Path, standin: Path
+) -> None:
+    """An edit gets an error, never a stop (a new GPU's scheduler that could not start, its
+    port taken, stopped every daemon)."""
+    proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE_GPU": "2"})
+    wait_started(lines, 3)
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text(CONFIG.replace("2\n", "3\n", 1) + "client3 0.1 0.2 1GiB gpu=2\n")
+    wait_started(lines, 2)  # GPU 2's scheduler (which dies) and client3's pod manager
+    assert proc.stderr is not None
+    while "started by an edit, exited with 3" not in (line := proc.stderr.readline()):
+        assert line, "no line about the scheduler's death"
+    assert "the others keep running" in line
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    assert {"stopped scheduler", "stopped client1", "stopped client3"} <= set(lines.until_eof())
+    assert finish(proc)[0] == 0
+
+
+def test_a_closed_terminal_stops_every_daemon(tmp_path: Path, standin: Path) -> None:
+    """(SIGHUP: the daemons, in sessions of their own, never see the terminal's hangup.)"""
+    proc, lines = start_backend(tmp_path, standin)
+    wait_started(lines, 3)
+    proc.send_signal(signal.SIGHUP)
+    assert {"stopped scheduler", "stopped client1", "stopped client2"} <= set(lines.until_eof())
+    assert finish(proc)[0] == 0
 
 
 def test_client_added_to_the_config_gets_a_pod_manager(tmp_path: Path, standin: Path) -> None:

@@ -127,6 +127,16 @@ def test_a_client_moved_to_a_new_gpu_gets_a_scheduler_there_and_a_free_port() ->
     assert plan[1].env["SCHEDULER_PORT"] == "50054"
 
 
+def test_a_new_gpus_scheduler_gets_a_metrics_port_no_running_one_holds() -> None:
+    """b moves from GPU 1 to GPU 2: GPU 2 is the new config's second GPU, whose port GPU 1's
+    scheduler, still running, holds (the new one failed to start, and stopped everything)."""
+    args = BackendArgs("s", "p", metrics_port=9400)
+    new = parse_text("2\na 0.5 0.5 1 gpu=0\nb 0.5 0.5 1 gpu=2\n")
+    running = {("a", "0"): 50052, ("b", "1"): 50053}
+    (schd, _) = plan_added(new, args, running, {"0": 50051, "1": 50054}, {9400, 9401})
+    assert schd.argv[schd.argv.index("--metrics-port") + 1] == "9402"
+
+
 def test_command_plan() -> None:
     spec = plan_command("client1", 50052, ["python", "-c", "print(1)"], "/lib/libgemhook.so.1")
     assert spec.argv == ("python", "-c", "print(1)")
