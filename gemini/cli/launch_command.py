@@ -127,14 +127,16 @@ def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
 
 
 def _forward_signals(proc: subprocess.Popen[bytes]) -> dict[int, object]:
-    """Ctrl-C / SIGTERM -> SIGTERM to the child's group; a second one -> SIGKILL."""
+    """Ctrl-C / SIGTERM / SIGHUP (a closed terminal) -> SIGTERM to the child's group; a second
+    one -> SIGKILL."""
     count = [0]
 
     def forward(signum: int, frame: FrameType | None) -> None:
         count[0] += 1
         _signal_group(proc, signal.SIGTERM if count[0] == 1 else signal.SIGKILL)
 
-    return {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    return {sig: signal.signal(sig, forward)
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
 
 
 def _absolute(path: str | None) -> str | None:
@@ -178,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_NOT_FOUND
     previous = _forward_signals(proc)
     try:
-        return exit_code(_wait(proc, args.timeout))
+        code = exit_code(_wait(proc, args.timeout))
+        # What it left running (a data loader's workers) is in its session, where no terminal's
+        # Ctrl-C reaches: it ends with the command.
+        _signal_group(proc, signal.SIGTERM)
+        return code
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -429,10 +430,37 @@ def test_command_timeout_stops_the_whole_group(hook: Path) -> None:
     assert "timeout after 0.5 s" in err
 
 
-def test_command_ctrl_c_is_forwarded_to_the_group(hook: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])  # (SIGHUP: a closed terminal)
+def test_command_ctrl_c_is_forwarded_to_the_group(hook: Path, sig: signal.Signals) -> None:
     proc, lines = start_command(hook, PY, "-c", FAMILY)
     while not {"child", "grandchild"} <= set(lines.seen):
         lines.next()
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     lines.until_eof()
     assert finish(proc)[0] == 128 + signal.SIGTERM
+
+
+def test_what_the_command_left_running_ends_with_it(hook: Path, tmp_path: Path) -> None:
+    """(Left in a session of its own, out of reach of the terminal's Ctrl-C.)"""
+    pidf = tmp_path / "grandchild"
+    script = ("import subprocess, sys; g = subprocess.Popen([sys.executable, '-c', "
+              "'import time; time.sleep(60)']); open(sys.argv[1], 'w').write(str(g.pid)); "
+              "sys.exit(5)")
+    assert launch_command.main(["--name", "c", "--port", "1", PY, "-c", script, str(pidf)]) == 5
+    grandchild = int(pidf.read_text())
+    deadline = time.monotonic() + TIMEOUT_S  # (no child of ours: waited for by looking)
+    while not _gone(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = _gone(grandchild)
+    if not gone:
+        os.kill(grandchild, signal.SIGKILL)
+    assert gone
+
+
+def _gone(pid: int) -> bool:
+    """Exited (a zombie waiting to be reaped by init counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
