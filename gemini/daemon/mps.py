@@ -177,6 +177,7 @@ class MpsKeeper:
         self.tried = False  # whether we ever ran the control program (then quit it at the end)
         self._faulted: set[int] = set()
         self._dead: set[int] = set()  # servers listed but gone at the last look
+        self._unanswered = False  # the last look got no answer from the control daemon
 
     def _set(self, state: MpsState) -> None:
         self.state = state
@@ -214,6 +215,12 @@ class MpsKeeper:
                 return ["MPS is back: new processes of partitions run side by side again"]
             return []
         problem, dead, faulted = await self.control.look()
+        if problem is not None and not self._unanswered:
+            # Unanswered twice in a row is dead: one slow answer on a loaded host is not, and a
+            # restart ends the GPU work of every client of a partition.
+            self._unanswered = True
+            return [f"{problem}; asking again at the next check before restarting MPS"]
+        self._unanswered = False
         # A server that just exited may still be listed once: gone at two looks in a row is dead.
         gone, self._dead = dead & self._dead, dead
         if problem is None and gone:

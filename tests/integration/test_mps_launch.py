@@ -276,6 +276,24 @@ def test_a_dead_control_daemon_is_restarted(tmp_path: Path, bin_dir: Path) -> No
     assert backend.stop() == 0
 
 
+def test_a_control_daemon_that_misses_one_look_is_not_restarted(
+        tmp_path: Path, bin_dir: Path) -> None:
+    """(A restart ends the GPU work of every client of a partition: one slow answer did.)"""
+    backend = start(tmp_path, bin_dir, "--mps-check", "0.3")
+    backend.out.until(lambda x: x.startswith("mps:"))
+    gone = subprocess.Popen([PY, "-c", "pass"])
+    gone.wait()
+    up = tmp_path / "mps" / "pipe" / "standin-up"
+    saved = up.read_bytes()
+    up.unlink()  # silent once
+    backend.err.until(lambda x: "asking again at the next check before restarting MPS" in x)
+    up.write_bytes(saved)  # it answers again (within the 0.3 s to the next look) ...
+    (tmp_path / "mps" / "pipe" / "servers").write_text(f"{gone.pid}\n")  # ... and lists one gone
+    backend.err.until(lambda x: f"MPS server {gone.pid} is gone; restarting MPS" in x)
+    assert [c["cmd"] for c in backend.calls()] == ["-d", "quit", "-d"]  # (that one restart)
+    assert backend.stop() == 0
+
+
 def test_a_dead_server_is_noticed_and_mps_restarted(tmp_path: Path, bin_dir: Path) -> None:
     backend = start(tmp_path, bin_dir, "--mps-check", "0.1")
     backend.out.until(lambda x: x.startswith("mps:"))
