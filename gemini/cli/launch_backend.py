@@ -269,9 +269,15 @@ async def watch_mps(keeper: MpsKeeper, stop: asyncio.Event, interval: float) -> 
     while not stop.is_set():
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), interval)
-        if not stop.is_set():
-            for line in await keeper.check():
-                log.warning("%s", line)
+        if stop.is_set():
+            return
+        try:
+            lines = await keeper.check()
+        except Exception:  # (a state file that cannot be written): said, and watched on
+            log.exception("the MPS check failed; checking again in %g s", interval)
+            continue
+        for line in lines:
+            log.warning("%s", line)
 
 
 class MpsService:

@@ -11,7 +11,9 @@ Synchronisation is on output lines and files written before the lines, each with
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import queue
 import signal
@@ -25,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from gemini.cli import launch_command
+from gemini.cli.launch_backend import watch_mps
 from gemini.client import query_status
 from tests.procs import free_ports, stop_process
 
@@ -443,3 +446,28 @@ def test_command_runs_a_partition_client_time_sliced_without_mps(
     env, err = run_command("a", conf, tmp_path / "mps", capfd)
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}
     assert "needs MPS, and MPS could not start: no GPU" in err
+
+
+def test_mps_is_watched_on_after_a_check_fails(caplog: pytest.LogCaptureFixture) -> None:
+    """(A check that raised, its state file not written, ended the watch for good, unsaid.)"""
+    async def main() -> int:
+        stop = asyncio.Event()
+
+        class Keeper:
+            checks = 0
+
+            async def check(self) -> list[str]:
+                self.checks += 1
+                if self.checks == 1:
+                    raise OSError(28, "No space left on device")
+                stop.set()
+                return ["MPS is back"]
+
+        keeper = Keeper()
+        await asyncio.wait_for(watch_mps(keeper, stop, 0.01), 10)  # type: ignore[arg-type]
+        return keeper.checks
+
+    with caplog.at_level(logging.WARNING):
+        assert asyncio.run(main()) == 2
+    assert "the MPS check failed" in caplog.text and "No space left" in caplog.text
+    assert "MPS is back" in caplog.text
