@@ -144,6 +144,17 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
 
 
+def _unused_options(args: argparse.Namespace) -> str | None:
+    """Why an option given would do nothing here (else it was silently ignored), or None."""
+    if args.config and args.gpus:
+        return "--gpus with --config: the config says the client's GPUs"
+    if not args.config:
+        given = [o for o, v in (("--unix-dir", args.unix_dir), ("--mps-dir", args.mps_dir)) if v]
+        if given:
+            return f"{' and '.join(given)} only with --config"
+    return None
+
+
 def _usage_error(message: str) -> int:
     print(f"{PROG}: {message}", file=sys.stderr)
     return EXIT_USAGE
@@ -156,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         hook = hook_library_path()
     except NativeBuildMissing as exc:
         return _usage_error(f"the Gemini hook is missing: {exc}")
+    if (why := _unused_options(args)) is not None:
+        return _usage_error(why)
     try:
         if args.secret_file:
             load_secret(args.secret_file)  # the hook would only wait forever on a bad file

@@ -367,6 +367,22 @@ def test_command_gpu_errors(hook: Path, capfd: pytest.CaptureFixture[str], tmp_p
     assert message in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("given, said", [
+    (["--config", "CONF", "--gpus", "3"], "--gpus with --config"),
+    (["--port", "50052", "--unix-dir", "/tmp/x"], "--unix-dir only with --config"),
+    (["--port", "50052", "--mps-dir", "/tmp/x"], "--mps-dir only with --config"),
+])
+def test_command_options_that_would_do_nothing_are_refused(
+        hook: Path, capfd: pytest.CaptureFixture[str], tmp_path: Path, given: list[str],
+        said: str) -> None:
+    """(They were silently ignored: --gpus gave way to the config's GPUs.)"""
+    conf = tmp_path / "r.txt"
+    conf.write_text("1\na 0.4 0.4 1\n")
+    argv = ["--name", "a", *[str(conf) if g == "CONF" else g for g in given], PY, "-c", "1"]
+    assert launch_command.main(argv) == 2
+    assert said in capfd.readouterr().err
+
+
 def test_command_argv_is_not_a_shell_line(hook: Path, capfd: pytest.CaptureFixture[str]) -> None:
     code = launch_command.main(["--name", "c", "--port", "1", "--ip", "10.0.0.9", PY, "-c",
                                 "import sys; print(sys.argv[1:])", "a b", "$HOME", ";"])
