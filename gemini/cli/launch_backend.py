@@ -29,7 +29,15 @@ from pathlib import Path
 
 from gemini.cli._args import add_verbosity, expand_verbosity
 from gemini.core.config import ConfigError, ResourceConfig
-from gemini.core.launch import BackendArgs, ProcessSpec, label, plan_added, plan_backend
+from gemini.core.launch import (
+    BackendArgs,
+    ProcessSpec,
+    label,
+    placement_name,
+    placement_text,
+    plan_added,
+    plan_backend,
+)
 from gemini.core.mps import CONTROL, MpsPaths, default_dir
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.mps import MpsKeeper
@@ -137,9 +145,26 @@ class Supervisor:
                 self.metrics_ports.add(int(spec.argv[spec.argv.index("--metrics-port") + 1]))
         else:
             self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
+            self._say_placement()
         program = os.path.basename(spec.argv[0])
         say(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})")
         self.keep(asyncio.ensure_future(self._reap(spec.name, proc)))
+
+    @property
+    def placement_file(self) -> Path:
+        return Path(tempfile.gettempdir()) / placement_name(os.getuid(), self.args.port)
+
+    def _say_placement(self) -> None:
+        """Where the pod managers listen, for launch-command --config (an edit moves none, so
+        the config's order may no longer say it); replaced at once, readers never see half."""
+        managers = {key: port for key, (port, _) in self.managers.items()}
+        tmp = self.placement_file.with_name(self.placement_file.name + ".tmp")
+        try:
+            tmp.write_text(placement_text(managers), encoding="utf-8")
+            os.replace(tmp, self.placement_file)
+        except OSError as exc:
+            log.warning("cannot write %s (%s): launch-command --config places its clients "
+                        "as the config's order does", self.placement_file, exc)
 
     async def _reap(self, name: str, proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
@@ -224,6 +249,8 @@ class Supervisor:
     async def shutdown(self) -> None:
         """SIGTERM to every child still running, SIGKILL to those left after GRACE_S."""
         self.stopping = True
+        with contextlib.suppress(OSError):
+            self.placement_file.unlink()
         procs = [p for _, p in [*self.schedulers.values(), *self.managers.values()]]
         alive = [p for p in procs if p.returncode is None]
         for proc in alive:

@@ -24,7 +24,7 @@ from types import FrameType
 
 from gemini.cli._args import gpu_list, port_list
 from gemini.core.config import ClientSpec, ConfigError
-from gemini.core.launch import place, plan_command, socket_path
+from gemini.core.launch import parse_placement, placed, placement_name, plan_command, socket_path
 from gemini.core.mps import MpsPaths, client_env, default_dir
 from gemini.daemon.mps import read_state
 from gemini.daemon.watcher import read_config
@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "comma-separated, in the same order")
     where.add_argument("--config", metavar="FILE",
                        help="find the client's GPUs and pod manager ports in launch-backend's "
-                       "config (as placed at launch; --backend-port is launch-backend's --port)")
+                       "config, where the running launch-backend put them (its placement file "
+                       "in the temporary directory; --backend-port is its --port)")
     where.add_argument("--unix", metavar="PATH",
                        help="the pod manager's Unix socket (gem-pmgr --unix), instead of --port")
     p.add_argument("--gpus", type=gpu_list, default=(),
@@ -82,10 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _from_config(
     path: str, name: str, backend_port: int
 ) -> tuple[list[int], tuple[str, ...], tuple[ClientSpec, ...]]:
-    """The client's pod manager ports and GPUs as launch-backend placed them at launch, and its
-    specs in the same order."""
+    """The client's pod manager ports and GPUs as launch-backend placed them (its placement
+    file; else as at launch), and its specs in the same order."""
     config = read_config(Path(path))
-    where = place(config, backend_port).of_client(name)
+    where = placed(config, backend_port, name, _running_placement(backend_port))
     if not where:
         raise ValueError(f"{path} has no client {name!r} (clients: {', '.join(config.names)})")
     # GPU 0 too is made the only one the program sees: a GPU it may not use would only make
@@ -93,6 +94,19 @@ def _from_config(
     specs = {c.gpu: c for c in config.of_client(name)}
     return ([port for _, port in where], tuple(gpu for gpu, _ in where),
             tuple(specs[gpu] for gpu, _ in where))
+
+
+def _running_placement(backend_port: int) -> dict[tuple[str, str], int]:
+    """Where the running launch-backend put its pod managers ({} if none says)."""
+    path = os.path.join(tempfile.gettempdir(), placement_name(os.getuid(), backend_port))
+    try:
+        return parse_placement(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"{PROG}: {path} unreadable ({exc}): ports as the config places them",
+              file=sys.stderr)
+        return {}
 
 
 def _mps_env(args: argparse.Namespace, specs: tuple[ClientSpec, ...]) -> dict[str, str]:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -74,6 +75,36 @@ def place(config: ResourceConfig, base: int) -> Ports:
     for k, gpu in enumerate(gpus[1:], start=1):
         schedulers[gpu] = base + len(managers) + k
     return Ports(schedulers, managers)
+
+
+def placement_name(uid: int, port: int) -> str:
+    """The file (in the temporary directory) where launch-backend, its first scheduler on
+    `port`, says on which port each of its pod managers listens: after a live edit they are not
+    where the config's order places them (a running one never moves), and launch-command
+    --config reads them there."""
+    return f"gemini-placement-{uid}-{port}.json"
+
+
+def placement_text(managers: Mapping[tuple[str, str], int]) -> str:
+    rows = [{"name": name, "gpu": gpu, "port": port} for (name, gpu), port in managers.items()]
+    return json.dumps({"pod_managers": rows}, indent=1) + "\n"
+
+
+def parse_placement(text: str) -> dict[tuple[str, str], int]:
+    """ValueError for anything that is not a placement file."""
+    try:
+        rows = json.loads(text)["pod_managers"]
+        return {(str(r["name"]), str(r["gpu"])): int(r["port"]) for r in rows}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a placement file: {exc}") from None
+
+
+def placed(config: ResourceConfig, base: int, name: str,
+           running: Mapping[tuple[str, str], int]) -> list[tuple[str, int]]:
+    """(gpu, pod manager port) of each of a client's GPUs, in config order: where a running
+    launch-backend put it (`running`, its placement file), else where `place` would."""
+    return [(gpu, running.get((name, gpu), port))
+            for gpu, port in place(config, base).of_client(name)]
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,28 @@ def test_client_added_to_the_config_gets_a_pod_manager(tmp_path: Path, standin: 
     assert finish(proc)[0] == 0
 
 
+def test_a_command_finds_its_pod_manager_where_the_backend_put_it_after_an_edit(
+    tmp_path: Path, standin: Path
+) -> None:
+    """A client inserted at the top takes the next free port, the running ones keep theirs:
+    launch-command --config, placing by the config's order, sent client1's program to
+    client2's pod manager (which refused it)."""
+    proc, lines = start_backend(tmp_path, standin)
+    before = {r["who"]: r["env"]["POD_MANAGER_PORT"] for r in wait_started(lines, 3)
+              if r["role"] == "pmgr"}
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text("3\nclient0 0.1 0.1 1GiB\n" + CONFIG.split("\n", 1)[1])
+    (added,) = wait_started(lines, 1)
+    assert added["who"] == "client0" and added["env"]["POD_MANAGER_PORT"] == "50054"
+    for name in ("client1", "client2", "client0"):
+        ports, _, _ = launch_command._from_config(str(conf), name, 50051)
+        assert ports == [int(before.get(name, "50054"))], name
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 0
+    assert launch_command._running_placement(50051) == {}  # (the file goes with the backend)
+
+
 def test_two_gpus_get_a_scheduler_each_and_a_moved_client_a_new_pod_manager(
     tmp_path: Path, standin: Path
 ) -> None:

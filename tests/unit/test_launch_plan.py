@@ -6,7 +6,10 @@ from gemini.core.config import parse_text
 from gemini.core.launch import (
     BackendArgs,
     ProcessSpec,
+    parse_placement,
     place,
+    placed,
+    placement_text,
     plan_added,
     plan_backend,
     plan_command,
@@ -135,6 +138,17 @@ def test_a_new_gpus_scheduler_gets_a_metrics_port_no_running_one_holds() -> None
     running = {("a", "0"): 50052, ("b", "1"): 50053}
     (schd, _) = plan_added(new, args, running, {"0": 50051, "1": 50054}, {9400, 9401})
     assert schd.argv[schd.argv.index("--metrics-port") + 1] == "9402"
+
+
+def test_a_placement_file_round_trips_and_says_where_a_running_backend_put_a_client() -> None:
+    running = {("client1", "0"): 50052, ("client0", "0"): 50054}
+    assert parse_placement(placement_text(running)) == running
+    config = parse_text("2\nclient0 0.5 0.5 1\nclient1 0.5 0.5 1\n")
+    assert placed(config, 50051, "client1", running) == [("0", 50052)]
+    assert placed(config, 50051, "client1", {}) == [("0", 50053)]  # (as the order places it)
+    for garbage in ("", "{}", '{"pod_managers": [{"name": "a"}]}', "[1]"):
+        with pytest.raises(ValueError):
+            parse_placement(garbage)
 
 
 def test_command_plan() -> None:
