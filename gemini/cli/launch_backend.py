@@ -123,6 +123,8 @@ class Supervisor:
         # Schedulers an edit started: one that dies is logged, and the rest keep running (an
         # edit gets an error, never a stop; the next edit may start it again).
         self.added: set[str] = set()
+        self.down: dict[str, ProcessSpec] = {}  # such a scheduler, dead: by GPU
+        self._specs: dict[str, ProcessSpec] = {}  # every spawned daemon's, by name
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
         # Called when an edit brings the config its first partition (to start MPS).
@@ -139,6 +141,7 @@ class Supervisor:
         proc = await asyncio.create_subprocess_exec(
             *spec.argv, env={**os.environ, **spec.env}, start_new_session=True
         )
+        self._specs[spec.name] = spec
         if spec.scheduler:
             self.schedulers[spec.gpu] = (spec.port, proc)
             if "--metrics-port" in spec.argv:
@@ -187,7 +190,8 @@ class Supervisor:
                 name, proc = exited.result()
                 gpu = next((g for g, (_, p) in self.schedulers.items() if p is proc), None)
                 if gpu is not None and name in self.added:
-                    del self.schedulers[gpu]  # (the next edit plans it again)
+                    del self.schedulers[gpu]
+                    self.down[gpu] = self._specs[name]  # (the next edit starts it again)
                     log.error("the %s, started by an edit, exited with %s; GPU %s's clients "
                               "get no tokens until an edit starts it again, the others keep "
                               "running", name, proc.returncode, gpu)
@@ -215,8 +219,12 @@ class Supervisor:
                 log.info("%s removed from the config: its pod manager keeps running",
                          label(name, gpu))
         running = {key: port for key, (port, _) in self.managers.items()}
+        # A scheduler an edit started, and that died, comes back as it was (its GPU's pod
+        # managers know its port), if the config still has its GPU.
+        again = [self.down.pop(gpu) for gpu in new.gpus if gpu in self.down]
         schedulers = {gpu: port for gpu, (port, _) in self.schedulers.items()}
-        plan = plan_added(new, self.args, running, schedulers, self.metrics_ports)
+        schedulers |= {spec.gpu: spec.port for spec in again}
+        plan = again + plan_added(new, self.args, running, schedulers, self.metrics_ports)
         self.added |= {spec.name for spec in plan if spec.scheduler}
         self.keep(asyncio.ensure_future(self._add(plan)))
 

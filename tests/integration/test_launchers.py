@@ -216,12 +216,17 @@ def test_a_scheduler_an_edit_started_that_dies_stops_nothing_else(
     wait_started(lines, 3)
     conf = tmp_path / "resource-config.txt"
     conf.write_text(CONFIG.replace("2\n", "3\n", 1) + "client3 0.1 0.2 1GiB gpu=2\n")
-    wait_started(lines, 2)  # GPU 2's scheduler (which dies) and client3's pod manager
+    first = [r for r in wait_started(lines, 2) if r["role"] == "scheduler"]  # (it dies)
     assert proc.stderr is not None
     while "started by an edit, exited with 3" not in (line := proc.stderr.readline()):
         assert line, "no line about the scheduler's death"
     assert "the others keep running" in line
     assert proc.poll() is None
+    # The next edit starts it again, on its port (client3's pod manager knows that one).
+    conf.write_text(CONFIG.replace("2\n", "4\n", 1) + "client3 0.1 0.2 1GiB gpu=2\n"
+                    "client4 0.1 0.2 1GiB\n")
+    again = [r for r in wait_started(lines, 2) if r["role"] == "scheduler"]
+    assert [r["argv"] for r in again] == [r["argv"] for r in first]
     proc.send_signal(signal.SIGINT)
     assert {"stopped scheduler", "stopped client1", "stopped client3"} <= set(lines.until_eof())
     assert finish(proc)[0] == 0
