@@ -7,7 +7,9 @@
  *   POD_MANAGER_PORT  default 50052; comma-separated list, element i = pod manager of device i
  *                     (a device beyond the list cannot be used: device.c); an element
  *                     "unix:/path" is a Unix socket
- *   POD_NAME          default the host name
+ *   POD_NAME          default the host name; GEMINI_CLIENT, where set, comes first (the
+ *                     Kubernetes agent sets it: a container's own env, which wins over the
+ *                     device plugin's, often sets POD_NAME to the pod's name)
  *   GEMINI_SECRET_FILE  32 hex digits (whitespace around them allowed): proved to the pod
  *                     manager in a HELLO after each connect.  Read once, here; a missing or bad
  *                     file leaves the pod manager unreachable (fail closed, one line, never exit)
@@ -201,7 +203,9 @@ static void init_once(void)
     gem_cfg.ticks_anchor.tick = gem_ticks();
     gem_cfg.ticks_anchor.ns = gem_now_ns();
     gem_log_init();
-    const char *name = getenv("POD_NAME");
+    const char *name = getenv("GEMINI_CLIENT");
+    if (name == NULL || name[0] == '\0')
+        name = getenv("POD_NAME");
     if (name != NULL && name[0] != '\0')
         copy(gem_cfg.pod_name, sizeof(gem_cfg.pod_name), name);
     else if (gethostname(gem_cfg.pod_name, sizeof(gem_cfg.pod_name) - 1) != 0)

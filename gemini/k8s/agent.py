@@ -11,8 +11,8 @@ so the agent works in two steps:
 1. **Allocate** (share units): checks that the units are on one GPU, names a client for them
    (`k8s-g<GPU>-<random>`), makes its directory (later its pod manager's socket, and a copy of
    the secret) and answers with what the container needs: the hook mounted read-only and
-   preloaded, POD_NAME, POD_MANAGER_PORT=unix:<socket>, GEMINI_SECRET_FILE, the GPU
-   (NVIDIA_VISIBLE_DEVICES and its device nodes).
+   preloaded, GEMINI_CLIENT and POD_NAME, POD_MANAGER_PORT=unix:<socket>, GEMINI_SECRET_FILE,
+   the GPU (NVIDIA_VISIBLE_DEVICES and its device nodes).
 2. **PreStartContainer** (the share plugin asks for it), called just before the container starts,
    when the kubelet has recorded the allocation: the agent asks the kubelet's **PodResources
    API** which container holds exactly these share units and which memory units it got, reads
@@ -376,6 +376,9 @@ class Agent:
     def _container_response(self, alloc: Allocation) -> dp.ContainerAllocateResponse:
         gpu = self.gpus[alloc.gpu]
         envs = {
+            # Both: the hook reads GEMINI_CLIENT first, as a container's own env (which wins
+            # over ours) often sets POD_NAME to the pod's name (the downward API).
+            "GEMINI_CLIENT": alloc.name,
             "POD_NAME": alloc.name,
             "POD_MANAGER_PORT": "unix:" + socket_path(CONTAINER_DIR, alloc.name, alloc.gpu),
             "NVIDIA_VISIBLE_DEVICES": gpu.uuid,

@@ -140,6 +140,15 @@ def test_the_hooks_threads_take_none_of_the_applications_signals(hook_env, mini,
     assert r.out[0]["sigint_open"] == 0, r.out
 
 
+def test_the_client_name_in_gemini_client_wins_over_pod_name(hook_env, mini, pm):
+    """A Kubernetes container's own env, which wins over the device plugin's, often sets
+    POD_NAME to the pod's name (the downward API): the pod manager refused every request."""
+    r = hook_env.run([str(mini / "mini_client"), "launch", "1"], POD_NAME="my-pod-7f9c",
+                     GEMINI_CLIENT=pm.name)
+    assert r.out == [{"launched": 1, "rc": 0}], r.stderr
+    assert {q.name for q in pm.requests} == {pm.name}
+
+
 def test_disable_is_a_pure_pass_through(hook_env, mini, pm):
     pm.limit = 10
     r = hook_env.run([str(mini / "mini_client"), "alloc", "5000"], GEMINI_HOOK_DISABLE="1")

@@ -85,6 +85,7 @@ def test_allocate_answers_what_the_container_needs(kubelet, start_agent, short_t
     name = c.envs["POD_NAME"]
     assert name.startswith("k8s-g1-")
     assert dict(c.envs) == {
+        "GEMINI_CLIENT": name,  # (the hook's first choice: a pod's own env may set POD_NAME)
         "POD_NAME": name,
         "POD_MANAGER_PORT": f"unix:{CONTAINER_DIR}/{name}@gpu1.sock",
         "GEMINI_SECRET_FILE": f"{CONTAINER_DIR}/secret",
