@@ -97,6 +97,21 @@ def _memory_ops(container: Mapping[str, Any], index: int, units: int) -> list[di
     return ops
 
 
+# What the agent's Allocate sets for the hook: a container's own value would win over it, and
+# its hook would look for another pod manager, client or GPU.  (POD_NAME may be the pod's own:
+# the hook reads GEMINI_CLIENT first.)
+AGENT_ENV = ("GEMINI_CLIENT", "POD_MANAGER_PORT", "POD_MANAGER_IP", "GEMINI_SECRET_FILE",
+             "NVIDIA_VISIBLE_DEVICES")
+
+
+def _check_own_env(container: Mapping[str, Any], ask: ContainerAsk) -> None:
+    for var in container.get("env") or []:
+        if var.get("name") in AGENT_ENV:
+            raise Rejected(f'container "{ask.name}" sets {var["name"]}: gemini\'s agent sets it '
+                           "(the container's own would win, and its hook would miss its pod "
+                           "manager or GPU)")
+
+
 def _preload_env_ops(container: Mapping[str, Any], index: int, ask: ContainerAsk
                      ) -> list[dict[str, Any]]:
     for j, var in enumerate(container.get("env") or []):
@@ -173,6 +188,7 @@ def patch_pod(pod: Mapping[str, Any], settings: WebhookSettings) -> list[dict[st
             limit = (parse_limit(annotations[LIMIT_ANNOTATION], ask)
                      if LIMIT_ANNOTATION in annotations else ask.request)
             record[ask.name] = {"share": ask.share, "limit": limit, "memory_mib": mib}
+            _check_own_env(container, ask)
             ops += _preload_env_ops(container, index, ask)
         if settings.preload == "file":
             ops += _preload_file_ops(pod, found, settings)

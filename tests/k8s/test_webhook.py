@@ -134,11 +134,21 @@ def test_file_preload_mounts_the_agents_ld_so_preload():
     (pod(gpu(), initContainers=[gpu("init")]), 'init container "init" asks for'),
     (pod(gpu(env=[{"name": "LD_PRELOAD", "valueFrom": {"fieldRef": {"fieldPath": "x"}}}])),
      "takes LD_PRELOAD from valueFrom"),
+    (pod(gpu(env=[{"name": "POD_MANAGER_PORT", "value": "50052"}])),
+     'container "main" sets POD_MANAGER_PORT: gemini\'s agent sets it'),
+    (pod(gpu(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])),
+     "sets NVIDIA_VISIBLE_DEVICES"),
 ])
 def test_impossible_requests_are_refused_with_a_message(p, message):
     with pytest.raises(Rejected) as err:
         patch_pod(p, SETTINGS)
     assert message in str(err.value)
+
+
+def test_a_pods_own_pod_name_is_let_through():
+    """(The hook reads the agent's GEMINI_CLIENT first.)"""
+    own = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    assert record(apply(pod(gpu(env=[own])), patch_pod(pod(gpu(env=[own])), SETTINGS)))
 
 
 def test_no_memory_and_no_gpu_size_is_refused():
