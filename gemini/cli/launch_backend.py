@@ -39,6 +39,7 @@ from gemini.core.launch import (
     plan_backend,
 )
 from gemini.core.mps import CONTROL, MpsPaths, default_dir
+from gemini.daemon.files import replace_text
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.mps import MpsKeeper
 from gemini.daemon.watcher import ConfigWatcher, read_config
@@ -161,10 +162,8 @@ class Supervisor:
         """Where the pod managers listen, for launch-command --config (an edit moves none, so
         the config's order may no longer say it); replaced at once, readers never see half."""
         managers = {key: port for key, (port, _) in self.managers.items()}
-        tmp = self.placement_file.with_name(self.placement_file.name + ".tmp")
         try:
-            tmp.write_text(placement_text(managers), encoding="utf-8")
-            os.replace(tmp, self.placement_file)
+            replace_text(self.placement_file, placement_text(managers))
         except OSError as exc:
             log.warning("cannot write %s (%s): launch-command --config places its clients "
                         "as the config's order does", self.placement_file, exc)

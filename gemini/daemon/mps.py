@@ -30,6 +30,7 @@ from gemini.core.mps import (
     is_fault,
     server_pids,
 )
+from gemini.daemon.files import replace_text
 
 log = logging.getLogger("gemini.mps")
 COMMAND_TIMEOUT_S = 10.0
@@ -49,10 +50,7 @@ def read_state(path: str | Path) -> MpsState:
 
 def write_state(path: str | Path, state: MpsState) -> None:
     """Replace the state file at once (readers never see half of it)."""
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(state.to_json(), encoding="utf-8")
-    os.replace(tmp, target)
+    replace_text(path, state.to_json())
 
 
 def _pid_alive(pid: int) -> bool:
