@@ -201,8 +201,8 @@ int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
  * the pod manager refused the request as a whole (a status other than OK). */
 int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict);
 int gem_ipc_mem_limit_once(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
-/* One attempt on the connection open now only, never a new one: -1 when there is none (or
- * it is not yet announced) or it failed. */
+/* The same on the connection open now only, never a new one: -1 also when there is none (or
+ * it is not yet announced). */
 int gem_ipc_mem_update_open(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* PROCESS with this process's pid: the client's process at `index` (see wire.h). */
 int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, uint64_t *bytes);

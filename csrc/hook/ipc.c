@@ -630,24 +630,25 @@ int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, u
     return 0;
 }
 
-int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict)
+/* One MEM_UPDATE on connection `pin` (attempt's): -1 not answered, or refused as a whole. */
+static int update_once(int dev, uint64_t bytes, int is_allocate, int *verdict, uint64_t pin)
 {
     struct update_arg a = {bytes, is_allocate};
     uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_update, &a, rsp, 0) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
+    if (attempt(dev, enc_update, &a, rsp, pin) != 0 || gem_wire_rsp_status(rsp) != GEM_STATUS_OK)
         return -1;
     *verdict = gem_wire_rsp_verdict(rsp);
     return 0;
 }
 
+int gem_ipc_mem_update_once(int dev, uint64_t bytes, int is_allocate, int *verdict)
+{
+    return update_once(dev, bytes, is_allocate, verdict, 0);
+}
+
 int gem_ipc_mem_update_open(int dev, uint64_t bytes, int is_allocate, int *verdict)
 {
-    struct update_arg a = {bytes, is_allocate};
-    uint8_t rsp[GEM_RSP_MSG_LEN];
-    if (attempt(dev, enc_update, &a, rsp, PIN_OPEN) != 0)
-        return -1;
-    *verdict = gem_wire_rsp_status(rsp) == GEM_STATUS_OK && gem_wire_rsp_verdict(rsp);
-    return 0;
+    return update_once(dev, bytes, is_allocate, verdict, PIN_OPEN);
 }
 
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict)

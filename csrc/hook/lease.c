@@ -61,8 +61,8 @@ static void tell_freed(int dev, uint64_t bytes)
 {
     int verdict = 0;
     if (gem_ipc_mem_update_open(dev, bytes, GEM_MEM_FREE, &verdict) != 0)
-        GEM_LOG(GEM_LOG_DEBUG, "%llu B given back while the pod manager was away: not sent",
-                (unsigned long long)bytes);
+        GEM_LOG(GEM_LOG_DEBUG, "%llu B given back: no pod manager took them (gone, or not "
+                "yet told)", (unsigned long long)bytes);
 }
 
 int gem_lease_take(int dev, uint64_t bytes)
