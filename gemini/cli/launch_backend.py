@@ -149,7 +149,6 @@ class Supervisor:
                 self.metrics_ports.add(int(spec.argv[spec.argv.index("--metrics-port") + 1]))
         else:
             self.managers[(spec.env["POD_NAME"], spec.gpu)] = (spec.port, proc)
-            self._say_placement()
         program = os.path.basename(spec.argv[0])
         say(f"{spec.name}: {program} on {spec.listen} (pid {proc.pid})")
         self.keep(asyncio.ensure_future(self._reap(spec.name, proc)))
@@ -175,6 +174,7 @@ class Supervisor:
     async def start(self, plan: list[ProcessSpec]) -> None:
         for spec in plan:  # schedulers first
             await self.spawn(spec)
+        self._say_placement()
 
     async def supervise(self, stop: asyncio.Event) -> int:
         """0 when `stop` is set, 1 when a scheduler dies; pod manager deaths are only logged."""
@@ -252,6 +252,7 @@ class Supervisor:
                 await self.spawn(spec)
             except OSError as exc:
                 log.error("cannot start %s: %s", spec.name, exc)
+        self._say_placement()  # (once for the edit's pod managers, as at start)
 
     async def shutdown(self) -> None:
         """SIGTERM to every child still running, SIGKILL to those left after GRACE_S."""
