@@ -352,6 +352,17 @@ static int session_open(struct session *s, const struct opts *o)
 static const char g_image[] = "gemini fake module";
 
 /* ---- work ------------------------------------------------------------------------------------- */
+/* Kernel `name` of the fake's image, in the current context (NULL, and s->rc set, if not). */
+static CUfunction load_kernel(struct session *s, const char *name)
+{
+    CUmodule mod = NULL;
+    CUfunction f = NULL;
+    CHECK(s, s->a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
+    if (s->rc == 0)
+        CHECK(s, s->a.ModuleGetFunction(&f, mod, name), "cuModuleGetFunction");
+    return f;
+}
+
 static CUresult launch_one(struct session *s, const char *how, CUfunction f, CUstream st,
                            uint64_t *ns)
 {
@@ -581,11 +592,7 @@ static int cmd_work(const struct opts *o)
         printf("{\"rc\": -1, \"error\": \"bad --launch\"}\n");
         return 0;
     }
-    CUmodule mod = NULL;
-    CUfunction f = NULL;
-    CHECK(&s, s.a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
-    if (s.rc == 0)
-        CHECK(&s, s.a.ModuleGetFunction(&f, mod, o->kernel_name), "cuModuleGetFunction");
+    CUfunction f = load_kernel(&s, o->kernel_name);
     CUdeviceptr *bufs = o->allocs > 0 ? calloc((size_t)o->allocs, sizeof *bufs) : NULL;
     for (int i = 0; i < o->allocs && s.rc == 0 && bufs != NULL; i++)
         CHECK(&s, s.a.MemAlloc(&bufs[i], o->bytes), "cuMemAlloc");
@@ -813,12 +820,8 @@ static int cmd_primary_reset(const struct opts *o)
 /* ---- ctx-swap: kernels in a context that is destroyed (or reset), then in the next one ------ */
 static void synced_bursts(struct session *s, long bursts)
 {
-    CUmodule mod = NULL;
-    CUfunction f = NULL;
+    CUfunction f = load_kernel(s, "gem_sleep_kernel");
     uint64_t ns = 100000; /* 0.1 ms */
-    CHECK(s, s->a.ModuleLoadData(&mod, g_image), "cuModuleLoadData");
-    if (s->rc == 0)
-        CHECK(s, s->a.ModuleGetFunction(&f, mod, "gem_sleep_kernel"), "cuModuleGetFunction");
     for (long b = 0; b < bursts && s->rc == 0; b++) {
         for (int i = 0; i < 3 && s->rc == 0; i++)
             CHECK(s, launch_one(s, "kernel", f, NULL, &ns), "cuLaunchKernel");
