@@ -6,6 +6,10 @@ temporary file and rename it over the config replace the inode, which a watch on
 the event loop; reading, parsing and deciding happen on the loop, after a short debounce so that
 one save (create + modify + close + move) is one reload.
 
+A file written in place (truncate, write, close) is read when its writer closes it, or once it has
+had no write for `settle_s`: read in the middle of the write, a cut-off YAML list or the first lines
+of a text file can parse as a valid config that silently drops clients.
+
 A bad edit is logged once and ignored: the daemon keeps running on the last good config.
 """
 
@@ -42,6 +46,8 @@ _CONTENT_EVENTS = frozenset({
     EVENT_TYPE_CLOSED,
     EVENT_TYPE_DELETED,
 })
+# Events on the config itself that mean a writer has it open and its content may be partial.
+_WRITING_EVENTS = frozenset({EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED})
 _STOP_JOIN_S = 2.0
 
 
@@ -59,13 +65,21 @@ def read_config(path: Path) -> ResourceConfig:
 class _Poker(FileSystemEventHandler):
     """Runs in watchdog's thread: filters events and wakes the loop, nothing else."""
 
-    def __init__(self, relevant: Callable[[FileSystemEvent], bool], poke: Callable[[], None]):
+    def __init__(
+        self,
+        target: str,
+        relevant: Callable[[FileSystemEvent], bool],
+        poke: Callable[[bool], None],
+    ):
+        self._target = target
         self._relevant = relevant
         self._poke = poke
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in _CONTENT_EVENTS and self._relevant(event):
-            self._poke()
+            writing = (event.event_type in _WRITING_EVENTS
+                       and os.fsdecode(event.src_path) == self._target)
+            self._poke(writing)
 
 
 class ConfigWatcher:
@@ -85,6 +99,7 @@ class ConfigWatcher:
         on_config: Callable[[ResourceConfig], None],
         debounce_s: float = 0.05,
         *,
+        settle_s: float = 1.0,
         current: ResourceConfig | None = None,
         validate: Callable[[ResourceConfig], None] | None = None,
     ) -> None:
@@ -93,6 +108,7 @@ class ConfigWatcher:
         self._loop = loop
         self._on_config = on_config
         self._debounce_s = debounce_s
+        self._settle_s = settle_s  # how long a write with no close may pause before it is read
         self._current = current
         self._validate = validate  # raises ConfigError for a config the caller cannot run
         self._last_error: str | None = None
@@ -103,7 +119,8 @@ class ConfigWatcher:
 
     def start(self) -> None:
         observer = Observer()
-        observer.schedule(_Poker(self._is_relevant, self._poke_threadsafe), str(self.path.parent))
+        poker = _Poker(str(self.path), self._is_relevant, self._poke_threadsafe)
+        observer.schedule(poker, str(self.path.parent))
         observer.start()  # the inotify watch exists when this returns
         self._observer = observer
         # Read after the watch is in place, so an edit in between is seen one way or the other.
@@ -135,19 +152,24 @@ class ConfigWatcher:
         # swapped; any event in the directory may be that, and an unchanged re-read is harmless.
         return self.path.is_symlink()
 
-    def _poke_threadsafe(self) -> None:
+    def _poke_threadsafe(self, writing: bool) -> None:
         # RuntimeError: the loop closed while we were stopping; there is nobody left to tell.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._poke)
+            self._loop.call_soon_threadsafe(self._poke, writing)
 
     # ---- loop thread ----------------------------------------------------------------------------
 
-    def _poke(self) -> None:
+    def _poke(self, writing: bool = False) -> None:
+        """A content event; `writing`: the config itself was created or written to and its close
+        is still to come, so the read waits for that close (any other event) or `settle_s`."""
         if self._observer is None:  # stopped after the event was queued
             return
         if self._timer is not None:
             self._timer.cancel()
-        self._timer = self._loop.call_later(self._debounce_s, self._reload)
+        if writing:
+            log.debug("config %s is being written; reading it once closed", self.path)
+        delay = self._settle_s if writing else self._debounce_s
+        self._timer = self._loop.call_later(delay, self._reload)
 
     def _reload(self) -> None:
         self._timer = None

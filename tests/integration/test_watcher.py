@@ -117,6 +117,34 @@ def test_unchanged_content_and_other_files_do_not_call_back(conf: Path) -> None:
     run_watching(conf, body)
 
 
+def test_a_file_being_written_is_read_once_its_writer_closes_it(conf: Path) -> None:
+    """Read between its two writes, the file says client2 has 2 bytes: a valid config, wrong."""
+    cut = TWO.index("GiB", TWO.index("client2"))
+    written: asyncio.Queue[logging.LogRecord] = asyncio.Queue()
+    waiting = _Queue(written)
+    waiting.setLevel(logging.DEBUG)
+    logger = logging.getLogger("gemini.config")
+
+    async def body(h: Harness) -> None:
+        with conf.open("w") as f:
+            f.write(TWO[:cut])
+            f.flush()
+            while "being written" not in (await asyncio.wait_for(written.get(), TIMEOUT_S)).msg:
+                pass
+            f.write(TWO[cut:])
+        assert await h.next_config() == parse_text(TWO)
+        assert h.configs.empty()
+
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(waiting)
+    try:
+        run_watching(conf, body, settle_s=TIMEOUT_S)
+    finally:
+        logger.removeHandler(waiting)
+        logger.setLevel(level)
+
+
 def test_deleted_then_recreated(conf: Path) -> None:
     async def body(h: Harness) -> None:
         conf.unlink()
