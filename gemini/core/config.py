@@ -462,6 +462,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         line = None if mark is None else mark.line + 1
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(source, line, f"invalid YAML: {problem}") from None
+    except RecursionError:  # PyYAML's recursive parser on a few thousand nested brackets
+        raise ConfigError(source, None, "invalid YAML: nested too deeply") from None
 
 
 def _clients_list(data: Any, root: yaml.Node | None, source: str) -> list[Any]:

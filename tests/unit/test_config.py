@@ -160,6 +160,7 @@ def _item(**fields: object) -> str:
 YAML_ERRORS = [
     ("", None, "empty config: expected a 'clients:' list"),
     ("clients: [\n", 2, "invalid YAML"),
+    ("clients: " + "[" * 5000 + "]" * 5000 + "\n", None, "invalid YAML: nested too deeply"),
     ("- a\n- b\n", 1, "expected a mapping with a 'clients:' list"),
     ("clients: []\nextra: 1\n", 2, "unknown top-level key 'extra'"),
     ("clients: {a: 1}\n", 1, "'clients' must be a list"),
