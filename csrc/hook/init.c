@@ -233,6 +233,23 @@ static void init_once(void)
             gem_cfg.disabled ? ", disabled (pass-through)" : "");
 }
 
+long long gem_env_number(const char *name, long long dflt, long long lo, long long hi)
+{
+    const char *v = getenv(name);
+    if (v == NULL || v[0] == '\0')
+        return dflt;
+    char *end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    while (end != NULL && isspace((unsigned char)*end))
+        end++;
+    if (errno == 0 && end != v && *end == '\0' && n >= lo && n <= hi)
+        return n;
+    GEM_LOG(GEM_LOG_WARN, "%s=%s is not a whole number from %lld to %lld; using %lld", name, v,
+            lo, hi, dflt);
+    return dflt;
+}
+
 void gem_init(void)
 {
     pthread_once(&once, init_once);

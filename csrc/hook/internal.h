@@ -108,6 +108,9 @@ extern _Atomic uint64_t gem_calls[GEM_SYM_COUNT];
 extern int gem_stats_on;
 
 void gem_init(void);
+/* The whole number in environment variable `name`, in [lo, hi]; unset or empty: `dflt`; anything
+ * else (not a number, out of range) is logged once and gives `dflt`. */
+long long gem_env_number(const char *name, long long dflt, long long lo, long long hi);
 static inline void gem_enter(enum gem_sym s)
 {
     gem_init();

@@ -24,9 +24,9 @@ static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
 
 static void read_chunk(void)
 {
-    const char *env = getenv("GEMINI_MEM_LEASE_MB");
-    long mb = env != NULL && env[0] != '\0' ? strtol(env, NULL, 10) : DEFAULT_LEASE_MB;
-    chunk_bytes = mb > 0 ? (uint64_t)mb << 20 : 0;
+    /* up to 1 TiB: a lease is spare memory held against the limit, never more than a GPU has */
+    long long mb = gem_env_number("GEMINI_MEM_LEASE_MB", DEFAULT_LEASE_MB, 0, 1 << 20);
+    chunk_bytes = (uint64_t)mb << 20;
 }
 
 static uint64_t chunk(void)

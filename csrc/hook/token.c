@@ -146,13 +146,10 @@ static void token_init(struct token *t)
     gem_predictor_init(&t->window, 0);
 }
 
-/* Microseconds from the environment variable `name`, in ns (unset or empty: `dflt`; never
- * below 0). */
+/* Microseconds from the environment variable `name`, in ns: 0 to 10 s (a knob, not a quota). */
 static int64_t env_us_as_ns(const char *name, int64_t dflt)
 {
-    const char *v = getenv(name);
-    int64_t ns = v != NULL && *v != '\0' ? strtoll(v, NULL, 10) * 1000 : dflt;
-    return ns < 0 ? 0 : ns;
+    return gem_env_number(name, dflt / 1000, 0, 10 * 1000 * 1000) * 1000;
 }
 
 static void tokens_init(void)

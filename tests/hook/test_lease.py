@@ -25,6 +25,19 @@ def test_an_allocation_and_its_free_cost_one_round_trip(hook_env, mini, pm):
     assert pm.wait_for(lambda p: p.used == 0)  # the lease went back with the connection
 
 
+@pytest.mark.parametrize("value", ["lots", "99999999999999", "-5"])
+def test_a_lease_size_that_is_no_size_is_said_once_and_the_default_used(
+    hook_env, mini, pm, value
+):
+    pm.limit = 1 << 30
+    r = hook_env.run([str(mini / "mini_client"), "alloc", str(MIB), "free"],
+                     GEMINI_MEM_LEASE_MB=value)
+    assert r.out == [{"rc": 0}]
+    assert updates(pm) == [(33 * MIB, MEM_LEASE)]  # the default 32 MiB lease
+    said = [line for line in r.stderr.splitlines() if "GEMINI_MEM_LEASE_MB" in line]
+    assert len(said) == 1 and f"={value} is not a whole number from 0 to" in said[0], r.stderr
+
+
 def test_near_the_limit_the_exact_amount_is_asked_for(hook_env, mini, pm):
     pm.limit = 10 * MIB
     r = hook_env.run([str(mini / "mini_client"), "alloc", str(5 * MIB)], **LEASE)
