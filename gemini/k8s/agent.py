@@ -206,6 +206,12 @@ class Agent:
         _write_atomic(self.s.lib_dir / "ld.so.preload", f"{HOOK_IN_CONTAINER}\n".encode(), 0o644)
 
     def _recover(self) -> None:
+        for d in sorted(self.s.clients_dir.iterdir()):
+            if d.is_dir() and not (d / "allocation.json").exists():
+                # an agent that died between making a client's directory and saving its record
+                # (the secret's copy in it): no container was ever given it
+                log.warning("%s has no allocation record; removing it", d)
+                shutil.rmtree(d, ignore_errors=True)
         for record in sorted(self.s.clients_dir.glob("*/allocation.json")):
             try:
                 alloc = Allocation.from_json(record.read_text())

@@ -227,6 +227,18 @@ def test_a_restarted_agent_runs_its_clients_again(kubelet, start_agent, api, sho
     assert (spec.name, spec.request) == (name, 0.5)
 
 
+def test_a_client_directory_left_without_its_record_is_removed_at_start(
+    kubelet, start_agent, short_tmp
+):
+    orphan = short_tmp / "state/clients/k8s-g0-0badf00d"
+    orphan.mkdir(parents=True)
+    (orphan / "secret").write_text("0" * 32)
+    agent = start_agent(Node(list(TWO_GPUS)))
+    ready(kubelet)
+    assert not orphan.exists()
+    assert agent.agent.allocations == {}
+
+
 def test_a_pod_running_as_another_uid_may_use_its_socket(kubelet, start_agent, api, short_tmp):
     agent = start_agent(Node(list(TWO_GPUS)))
     ready(kubelet)
