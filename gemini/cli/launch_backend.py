@@ -321,21 +321,31 @@ class MpsService:
     def __init__(self, keeper: MpsKeeper, enabled: bool, check_s: float,
                  stop: asyncio.Event) -> None:
         self.keeper, self.enabled, self.check_s, self.stop = keeper, enabled, check_s, stop
-        self.started = False
+        self.starting: asyncio.Future[None] | None = None
         self.watch: asyncio.Future[None] | None = None
 
     async def ensure(self) -> None:
-        if self.started:
-            return
-        self.started = True
+        if self.starting is None:
+            self.starting = asyncio.ensure_future(self._start())
+        # Shielded: whoever awaits is cancelled at exit, while a control daemon half started
+        # must finish starting so that close() can quit it.
+        await asyncio.shield(self.starting)
+
+    async def _start(self) -> None:
         await start_mps(self.keeper, self.enabled)
-        self.watch = asyncio.ensure_future(watch_mps(self.keeper, self.stop, self.check_s))
+        if not self.stop.is_set():
+            self.watch = asyncio.ensure_future(watch_mps(self.keeper, self.stop, self.check_s))
 
     async def close(self) -> None:
+        if self.starting is None:
+            return
+        # A start still under way (an edit's, as the backend stops) ends first: quit before it
+        # had made the daemon, and the daemon it then made would outlive us.
+        with contextlib.suppress(Exception):
+            await self.starting
         if self.watch is not None:
             self.watch.cancel()
-        if self.started:  # after the clients' daemons, so nothing is left using it
-            await self.keeper.stop()
+        await self.keeper.stop()  # after the clients' daemons, so nothing is left using it
 
 
 async def run(args: BackendArgs, config: ResourceConfig, follow: bool,

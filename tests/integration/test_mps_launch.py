@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from gemini.cli import launch_command
-from gemini.cli.launch_backend import watch_mps
+from gemini.cli.launch_backend import MpsService, watch_mps
 from gemini.client import query_status
 from tests.procs import free_ports, stop_process
 
@@ -471,3 +471,41 @@ def test_mps_is_watched_on_after_a_check_fails(caplog: pytest.LogCaptureFixture)
         assert asyncio.run(main()) == 2
     assert "the MPS check failed" in caplog.text and "No space left" in caplog.text
     assert "MPS is back" in caplog.text
+
+
+def test_a_stop_during_an_edits_mps_start_quits_the_daemon_once_started() -> None:
+    """(close() quit MPS while the start an edit began was still under way: the control daemon
+    that start then made outlived launch-backend.)"""
+    async def main() -> list[str]:
+        stop, gate = asyncio.Event(), asyncio.Event()
+        events: list[str] = []
+
+        class Keeper:
+            paths = None
+
+            async def start(self) -> bool:
+                events.append("start")
+                await gate.wait()
+                events.append("started")
+                return False  # (so start_mps says why, and needs no paths)
+
+            async def stop(self) -> None:
+                events.append("stop")
+
+            state = type("State", (), {"reason": "stand-in"})()
+
+        service = MpsService(Keeper(), True, 3600.0, stop)  # type: ignore[arg-type]
+        edit = asyncio.ensure_future(service.ensure())
+        while events != ["start"]:
+            await asyncio.sleep(0)
+        stop.set()
+        closing = asyncio.ensure_future(service.close())
+        edit.cancel()  # as asyncio.run does to what is left at exit
+        for _ in range(10):
+            await asyncio.sleep(0)
+        gate.set()
+        await asyncio.wait_for(closing, 10)
+        assert service.watch is None
+        return events
+
+    assert asyncio.run(main()) == ["start", "started", "stop"]
