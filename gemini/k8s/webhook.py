@@ -114,6 +114,9 @@ def _check_own_env(container: Mapping[str, Any], ask: ContainerAsk) -> None:
 
 def _preload_env_ops(container: Mapping[str, Any], index: int, ask: ContainerAsk
                      ) -> list[dict[str, Any]]:
+    """The hook first in each of the container's own LD_PRELOADs: every one, since where a name
+    is listed twice the last one is what the program gets.  None: the agent's Allocate sets it."""
+    ops = []
     for j, var in enumerate(container.get("env") or []):
         if var.get("name") != "LD_PRELOAD":
             continue
@@ -123,11 +126,11 @@ def _preload_env_ops(container: Mapping[str, Any], index: int, ask: ContainerAsk
         value = str(var.get("value") or "")
         first = value.replace(" ", ":").split(":")[0]
         if first == HOOK_IN_CONTAINER:
-            return []
+            continue
         merged = f"{HOOK_IN_CONTAINER}:{value}" if value else HOOK_IN_CONTAINER
-        return [{"op": "add", "path": f"/spec/containers/{index}/env/{j}/value",
-                 "value": merged}]
-    return []  # the agent's Allocate sets LD_PRELOAD
+        ops.append({"op": "add", "path": f"/spec/containers/{index}/env/{j}/value",
+                    "value": merged})
+    return ops
 
 
 def _preload_file_ops(pod: Mapping[str, Any], found: Sequence[tuple[int, ContainerAsk]],

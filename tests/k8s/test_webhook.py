@@ -90,6 +90,16 @@ def test_the_issue_pod_gets_its_record_and_the_hook_first_in_its_own_ld_preload(
     assert patch_pod(patched, SETTINGS) == []
 
 
+def test_every_ld_preload_of_a_container_gets_the_hook_first():
+    """(A name listed twice: the last one is the program's, and it kept no hook.)"""
+    p = pod(gpu(env=[{"name": "LD_PRELOAD", "value": "/a.so"},
+                     {"name": "LD_PRELOAD", "value": "/b.so"}]))
+    patched = apply(p, patch_pod(p, SETTINGS))
+    values = [v["value"] for v in patched["spec"]["containers"][0]["env"]]
+    assert values == [f"{HOOK_IN_CONTAINER}:/a.so", f"{HOOK_IN_CONTAINER}:/b.so"]
+    assert patch_pod(patched, SETTINGS) == []
+
+
 def test_missing_memory_is_the_share_of_the_gpu_and_annotations_are_created():
     p = pod(gpu(share=25, memory=None), gpu("two", share=50, memory=None))
     p["spec"]["containers"][1]["resources"]["requests"] = {SHARE: "50"}
