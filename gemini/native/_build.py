@@ -47,19 +47,35 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
-def _shared_library(out: Path, sources: list[str], soname: str, extra: list[str]) -> None:
+def _shared_library(out: Path, sources: list[str], soname: str, extra: list[str],
+                    libs: tuple[str, ...] = ("-ldl", "-lpthread", "-lrt")) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*_cc(), *CFLAGS, "-shared", f"-Wl,-soname,{soname}", "-o", str(out), *sources]
-    _run(cmd + extra + ["-ldl", "-lpthread", "-lrt"])
+    _run(cmd + extra + list(libs))
+
+
+def _glibc_compat() -> tuple[list[str], tuple[str, ...]]:
+    """The hook's flags and libraries for loading on a glibc older than the one here
+    (csrc/hook/glibc_compat.h says why); none where this glibc has no libdl.so.2 to name."""
+    header = CSRC / "hook" / "glibc_compat.h"
+    found = subprocess.run([*_cc(), "-print-file-name=libdl.so.2"], capture_output=True,
+                           text=True, check=False).stdout.strip()
+    if not header.exists() or not os.path.isabs(found):
+        return [], ("-ldl", "-lpthread", "-lrt")
+    return (["-include", str(header)],
+            ("-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
+             "-Wl,--pop-state", "-lrt"))
 
 
 def build_hook(out_dir: Path) -> Path:
     out = out_dir / "libgemhook.so.1"
-    extra = ["-fvisibility=hidden", "-Wl,-z,defs", "-Wl,-z,now"]
+    compat, libs = _glibc_compat()
+    extra = [*compat, "-fvisibility=hidden", "-Wl,-z,defs", "-Wl,-z,now"]
     version_script = CSRC / "hook" / "libgemhook.map"
     if version_script.exists():
         extra.append(f"-Wl,--version-script={version_script}")
-    _shared_library(out, _c_sources(CSRC / "hook") + _c_sources(CSRC / "common"), out.name, extra)
+    _shared_library(out, _c_sources(CSRC / "hook") + _c_sources(CSRC / "common"), out.name, extra,
+                    libs)
     return out
 
 

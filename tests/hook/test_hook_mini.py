@@ -4,6 +4,7 @@ limit, robustness.  The full path matrix against the fake driver is in test_hook
 from __future__ import annotations
 
 import math
+import platform
 import re
 import socket
 import subprocess
@@ -28,6 +29,25 @@ def test_exported_symbols_are_the_table_plus_dlsym(hook_lib):
                         text=True, check=True)
     exported = {line.split()[-1].split("@")[0] for line in nm.stdout.splitlines() if line.strip()}
     assert exported == table_symbols() | {"dlsym"}
+
+
+def _glibc(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the versions checked are x86-64's")
+def test_the_hook_asks_nothing_of_a_glibc_newer_than_2_17(hook_lib):
+    """An image with an older glibc (Ubuntu 20.04, RHEL 8) drops a preload that asks for
+    GLIBC_2.34 and runs the program unhooked; the dl* and pthread_* it needs from libdl.so.2
+    and libpthread.so.0 there are named as needed."""
+    symbols = subprocess.run(["objdump", "-T", str(hook_lib)], capture_output=True, text=True,
+                             check=True).stdout
+    versions = set(re.findall(r"\bGLIBC_([0-9.]+)\b", symbols))
+    assert versions and max(versions, key=_glibc) == "2.17", sorted(versions, key=_glibc)
+    dynamic = subprocess.run(["readelf", "-d", str(hook_lib)], capture_output=True, text=True,
+                             check=True).stdout
+    needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic))
+    assert {"libdl.so.2", "libpthread.so.0"} <= needed, needed
 
 
 def test_a_library_preloaded_after_the_hook_finds_the_next_definition(hook_env, mini, tmp_path):
