@@ -59,6 +59,7 @@ from gemini.core.wire import (
 )
 
 MS = 1000.0
+F32_MAX = 3.4028234663852886e38  # the largest finite f32: a run's sum travels as one
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
@@ -248,7 +249,10 @@ class PodCore:
         # (A process that counts otherwise than the ones before it in this token: its run is
         # left out, as a sum of launches and graph launches counts nothing.)
         same_unit = self.run_count == 0 or run_graphs == self.run_graphs
-        if run_count > 0 and math.isfinite(run_ms) and run_ms > 0.0 and same_unit:
+        # (Each run is a finite f32, but their sum must stay one too, or the fetch that carries
+        # it cannot be encoded: a few garbage runs of 3e38 ms froze the client's fetches.)
+        fits = self.run_ms + run_ms <= F32_MAX
+        if run_count > 0 and math.isfinite(run_ms) and run_ms > 0.0 and same_unit and fits:
             self.run_ms += run_ms
             self.run_count += run_count
             self.run_graphs = run_graphs

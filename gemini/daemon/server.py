@@ -185,11 +185,10 @@ class FrameServer:
         """Hand the core one event (`event()` returns its actions) and carry the actions out.
         False: the core failed on it (see `_failed`); the caller ends what fed it."""
         try:
-            actions = event()
-        except Exception:
+            self.run(event())
+        except Exception:  # (in `run` too: an action that cannot be carried out, say encoded)
             self._failed(who, what)
             return False
-        self.run(actions)
         return True
 
     def _failed(self, who: str, what: str) -> None:
@@ -218,11 +217,10 @@ class FrameServer:
     def received(self, conn: ConnId, req: Request) -> bool:
         """One request to the core; False: the core failed on it (the caller closes)."""
         try:  # (not through feed: no closure on the hot path)
-            actions = self._on_request(conn, req, self.now())
+            self.run(self._on_request(conn, req, self.now()))
         except Exception:
             self._failed(req.name, f"a {req.type.name} request")
             return False
-        self.run(actions)
         return True
 
     def disconnected(self, conn: ConnId, peer: str) -> None:

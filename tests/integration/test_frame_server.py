@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import gemini.daemon.server as server_mod
-from gemini.core.actions import Action, ConnId, Reply
+from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
     REQ_MSG_LEN,
     RSP_MSG_LEN,
@@ -308,6 +308,29 @@ def test_a_core_that_fails_on_one_clients_request_closes_only_that_connection(ca
         asyncio.run(main())
     assert "[bad] internal error on a QUOTA request" in caplog.text
     assert "KeyError: 'bad'" in caplog.text  # the traceback, for the report
+
+
+def test_an_action_that_cannot_be_carried_out_is_logged_and_the_server_goes_on(caplog):
+    """(A fetch the scheduler's link could not encode raised out of `feed`, and with it out
+    of the pod manager's task that keeps that link: never reconnected, nothing said.)"""
+    def cannot_send(action: SendUpstream) -> None:
+        raise OverflowError("float too large to pack with f format")
+
+    async def main() -> None:
+        core = RecordingCore()
+        srv = FrameServer(core, core.on_request, core.on_disconnect, send_upstream=cannot_send)
+        port = await srv.start("127.0.0.1", 0)
+        fetch = SendUpstream(Request("a", 1, RequestType.QUOTA, (0.0, 1.0)))
+        assert srv.feed("a", "the scheduler's connection", lambda: [fetch]) is False
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(7))
+        assert await read_quotas(reader, 1) == [7.0]  # still serving
+        writer.close()
+        await srv.close()
+
+    with caplog.at_level(logging.ERROR, logger="gemini.server"):
+        asyncio.run(main())
+    assert "[a] internal error on the scheduler's connection" in caplog.text
 
 
 def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):

@@ -150,6 +150,19 @@ def test_fetch_reports_the_largest_overuse_burst_and_wait_on_the_gpu_and_the_run
     assert fetch.args[3:] == (0.0, 0)
 
 
+def test_runs_whose_sum_is_no_f32_are_left_out_and_the_fetch_still_encodes():
+    """(Three runs of 3e38 ms, each a valid f32, summed past the largest one: the fetch could not
+    be encoded, and every later QUOTA of the client waited behind it for good.)"""
+    pod = ready_pod()
+    pod.on_hook_request(2, quota(1, burst=40.0), 0.0)
+    grant(pod, 0.0, 100.0)
+    for req_id, now in ((2, 0.01), (3, 0.02), (4, 0.03)):
+        pod.on_hook_request(2, quota(req_id, burst=10.0, run=(3e38, 1)), now)
+    [fetch] = fetches(pod.on_hook_request(2, quota(5, burst=40.0), 0.2))
+    assert fetch.args[3:] == (pytest.approx(3e38), 1)
+    wire.decode_request(wire.encode_request(fetch))
+
+
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
