@@ -166,8 +166,11 @@ class PodCore:
         self.connected = True
         self.deliveries.clear()  # (another scheduler's grants: on another clock, perhaps)
         out: list[Action] = [self._send(RequestType.MEM_LIMIT, ())]
-        if self.fetch_id is not None:
-            out += self._fetch()
+        if self.fetch_id is not None:  # (pending while the scheduler was away)
+            if self.quota_waiters:
+                out += self._fetch()
+            else:
+                self.fetch_id = None  # (nobody waits for it any more)
         self._report_due = True
         return out + self._maybe_report(now)
 
@@ -274,6 +277,9 @@ class PodCore:
         return [*self._fetch_when_free(now), *self._maybe_report(now)]
 
     def _fetch_when_free(self, now: float) -> list[Action]:
+        if not self.quota_waiters:  # (those it waited for are gone: a token would go unused)
+            self.fetch_at = None
+            return []
         busy_until = max((h.running_until for h in self.hooks.values()), default=now)
         if busy_until > now:
             self.fetch_at = busy_until

@@ -163,6 +163,26 @@ def test_runs_whose_sum_is_no_f32_are_left_out_and_the_fetch_still_encodes():
     wire.decode_request(wire.encode_request(fetch))
 
 
+def test_no_token_is_fetched_for_processes_that_are_gone():
+    """(A fetch waiting for another process's handed-out time, or for the scheduler, went out
+    after the one process that wanted it had exited: the client was charged a token no one
+    used.)"""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    grant(pod, 0.0, 100.0)
+    pod.on_hook_request(1, quota(2, burst=40.0), 0.01)  # process 1 runs until 0.11
+    assert fetches(pod.on_hook_request(2, quota(1, burst=80.0), 0.05)) == []  # waits for 1
+    pod.on_hook_disconnect(2, 0.06)
+    assert fetches(pod.on_deadline(0.06) + pod.on_deadline(0.2)) == []
+    assert pod.fetch_at is None
+
+    pod.on_hook_request(1, quota(3, burst=80.0), 0.3)  # a fetch goes out ...
+    pod.on_scheduler_lost(0.31)  # ... and is lost with the scheduler: pending again
+    pod.on_hook_disconnect(1, 0.32)
+    assert fetches(pod.on_scheduler_connected(0.4)) == []
+    assert pod.fetch_id is None
+
+
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
