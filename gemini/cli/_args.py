@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -16,6 +17,17 @@ def port_list(text: str) -> list[int]:
         return [int(p) for p in text.split(",") if p]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports") from None
+
+
+def finite(text: str) -> float:
+    """A number flag: `inf` and `nan` are no durations or ratios (float() takes both)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
 
 
 def gpu_list(text: str) -> tuple[str, ...]:

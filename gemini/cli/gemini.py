@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gemini.cli._args import add_secret_file, load_secret_arg, port_list
+from gemini.cli._args import add_secret_file, finite, load_secret_arg, port_list
 from gemini.core.status import render
 from gemini.secret import SecretError
 
@@ -71,7 +71,7 @@ def cmd_top(argv: list[str]) -> int:
         epilog="example: gemini top --interval 0.5",
     )
     _status_args(p)
-    p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (1)")
+    p.add_argument("--interval", type=finite, default=1.0, help="seconds between refreshes (1)")
     p.add_argument("--count", type=int, default=0, help="stop after this many refreshes (0: never)")
     args = p.parse_args(argv)
     secret = _secret("gemini top", args.secret_file)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gemini.cli._args import add_verbosity, expand_verbosity
+from gemini.cli._args import add_verbosity, expand_verbosity, finite
 from gemini.core.config import ConfigError, ResourceConfig
 from gemini.core.launch import (
     BackendArgs,
@@ -67,9 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "config order, other GPUs' schedulers the ports after them "
                    f"(default {d.port})")
     p.add_argument("--config", default=d.config, help=f"text or YAML config ({d.config})")
-    p.add_argument("--base_quota", type=float, default=d.base_quota, help="ms (300)")
-    p.add_argument("--min_quota", type=float, default=d.min_quota, help="ms (20)")
-    p.add_argument("--window", type=float, default=d.window, help="ms (10000)")
+    p.add_argument("--base_quota", type=finite, default=d.base_quota, help="ms (300)")
+    p.add_argument("--min_quota", type=finite, default=d.min_quota, help="ms (20)")
+    p.add_argument("--window", type=finite, default=d.window, help="ms (10000)")
     p.add_argument("--no-follow", dest="follow", action="store_false",
                    help="do not start pod managers for clients added to the config later")
     p.add_argument("--secret-file", metavar="PATH",
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clock", dest="clock", action="store_false",
                    help="the schedulers do not read the GPU's clock: caps are charged in time, "
                    "not by work (gem-schd --no-clock)")
-    p.add_argument("--short-window", type=float, default=None, metavar="MS",
+    p.add_argument("--short-window", type=finite, default=None, metavar="MS",
                    help="the schedulers' short window (gem-schd --short-window; 0: off)")
     p.add_argument("--shared-speed", action="store_true",
                    help="uncapped clients beside others share by work (gem-schd --shared-speed)")
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: TMPDIR/gemini-mps-UID-PORT; launch-command --mps-dir)")
     mps.add_argument("--no-mps", action="store_true",
                      help="do not start MPS: the config's partitions are time-sliced")
-    mps.add_argument("--mps-check", type=float, default=MPS_CHECK_S, metavar="SECONDS",
+    mps.add_argument("--mps-check", type=finite, default=MPS_CHECK_S, metavar="SECONDS",
                      help=f"how often to check that MPS still serves ({MPS_CHECK_S:g})")
     add_verbosity(p)
     return p

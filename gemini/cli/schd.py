@@ -10,6 +10,7 @@ from gemini.cli._args import (
     add_secret_file,
     add_verbosity,
     expand_verbosity,
+    finite,
     load_secret_arg,
     one_gpu,
 )
@@ -31,15 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-P", "--port", type=int, default=50051, help="TCP port (default 50051)")
     p.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("-q", "--quota", type=float, default=250.0, help="base quota, ms (250)")
-    p.add_argument("-m", "--min_quota", type=float, default=100.0, help="minimum quota, ms (100)")
-    p.add_argument("-w", "--window", type=float, default=10000.0, help="usage window, ms (10000)")
-    p.add_argument("--max_quota", type=float, default=None,
+    p.add_argument("-q", "--quota", type=finite, default=250.0, help="base quota, ms (250)")
+    p.add_argument("-m", "--min_quota", type=finite, default=100.0, help="minimum quota, ms (100)")
+    p.add_argument("-w", "--window", type=finite, default=10000.0, help="usage window, ms (10000)")
+    p.add_argument("--max_quota", type=finite, default=None,
                    help="longest quota, ms (default 4 x --quota); a newcomer waits at most this")
-    p.add_argument("--short-window", type=float, default=1000.0, metavar="MS",
+    p.add_argument("--short-window", type=finite, default=1000.0, metavar="MS",
                    help="caps and shares also hold over this window, and no grant is longer "
                    "than a tenth of it, ms (1000; 0: Gemini's own quotas, caps over -w only)")
-    p.add_argument("--grace", type=float, default=5.0,
+    p.add_argument("--grace", type=finite, default=5.0,
                    help="ms an expired token holder may take to ask again while it is next (5)")
     um = p.add_argument_group("unified memory (see README: Unified-memory mode)")
     um.add_argument("--unified-memory", action="store_true",
@@ -49,10 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     um.add_argument("--device-memory", type=_size, default=None, metavar="BYTES",
                     help="the card's memory (e.g. 80GiB), for the oversubscription check "
                     "(default: unknown, no check)")
-    um.add_argument("--oversubscription", type=float, default=1.0, metavar="RATIO",
+    um.add_argument("--oversubscription", type=finite, default=1.0, metavar="RATIO",
                     help="refuse configs whose UM clients' GPU_MEM add up to more than "
                     "RATIO x --device-memory (1.0)")
-    um.add_argument("--um-min-quota", type=float, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
+    um.add_argument("--um-min-quota", type=finite, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gemini.cli._args import add_secret_file, load_secret_arg, port_list
+from gemini.cli._args import add_secret_file, finite, load_secret_arg, port_list
 from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
 from gemini.secret import SecretError
 
@@ -81,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ip", default="127.0.0.1")
     p.add_argument("--port", type=port_list, default=[50051],
                    help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
-    p.add_argument("--seconds", type=float, default=10.0)
+    p.add_argument("--seconds", type=finite, default=10.0)
     p.add_argument("--out", type=Path, default=Path("gemini-trace.json"))
     p.add_argument("--png", type=Path, default=None, help="PNG path (default: --out with .png)")
-    p.add_argument("--bin", type=float, default=1.0, help="seconds per share bin in the PNG")
+    p.add_argument("--bin", type=finite, default=1.0, help="seconds per share bin in the PNG")
     add_secret_file(p, from_env=True)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:

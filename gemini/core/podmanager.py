@@ -59,6 +59,7 @@ from gemini.core.wire import (
 )
 
 MS = 1000.0
+TOKEN_MAX_MS = 3600 * MS  # a token's ms beyond any grant (the hook's QUOTA_MAX_MS alike)
 F32_MAX = 3.4028234663852886e38  # the largest finite f32: a run's sum travels as one
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
@@ -313,9 +314,17 @@ class PodCore:
         self.overuse_in_flight = 0.0  # (answered: the scheduler has it)
         waiters, self.quota_waiters = self.quota_waiters, []
         self._report_due = True
+        quota_ms = float(rsp.values[0]) if rsp.values else 0.0
+        if rsp.status is Status.OK and not 0.0 <= quota_ms < TOKEN_MAX_MS:
+            # (No scheduler grants that; cached, it was served to every process for good.)
+            rsp = Response(rsp.req_id, Status.BAD_REQUEST)
+            out: list[Action] = [act.warning(
+                self.name, f"scheduler granted a token of {quota_ms!r} ms: refused as none")]
+        else:
+            out = []
         if rsp.status is not Status.OK:
             said = act.debug if self.limit_stale else act.warning  # (once until served again)
-            out: list[Action] = [said(self.name, f"scheduler refused a token: {rsp.status.name}")]
+            out += [said(self.name, f"scheduler refused a token: {rsp.status.name}")]
             out += [Reply(w.conn, w.req.type, Response(w.req.req_id, rsp.status)) for w in waiters]
             self.limit_stale = True  # (a client added again may come with another limit)
             return out

@@ -9,6 +9,7 @@ UM limits may oversubscribe the card, and how long a UM client's quota must at l
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from gemini.core.config import ClientSpec, ConfigError, ResourceConfig
@@ -37,12 +38,14 @@ class UmPolicy:
     min_quota_s: float = DEFAULT_UM_MIN_QUOTA_S
 
     def __post_init__(self) -> None:
-        if not self.oversubscription > 0:
-            raise ValueError(f"oversubscription must be > 0, got {self.oversubscription!r}")
+        if not 0 < self.oversubscription < math.inf:
+            raise ValueError(f"oversubscription must be > 0 and finite, got "
+                             f"{self.oversubscription!r}")
         if self.device_memory is not None and self.device_memory <= 0:
             raise ValueError(f"device memory must be > 0 bytes, got {self.device_memory!r}")
-        if self.min_quota_s < 0:
-            raise ValueError(f"the UM minimum quota must be >= 0, got {self.min_quota_s!r}")
+        if not 0 <= self.min_quota_s < math.inf:
+            raise ValueError(f"the UM minimum quota must be >= 0 and finite, got "
+                             f"{self.min_quota_s!r}")
 
 
 def is_um(spec: ClientSpec, policy: UmPolicy) -> bool:

@@ -183,6 +183,18 @@ def test_no_token_is_fetched_for_processes_that_are_gone():
     assert pod.fetch_id is None
 
 
+@pytest.mark.parametrize("quota_ms", [float("inf"), float("nan"), 4e6, -5.0])
+def test_a_token_no_scheduler_grants_is_refused_not_cached(quota_ms):
+    """(An endless token was cached and served to every process for good; the hooks refuse it
+    and ask again, and the pod manager answered with the same.)"""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    out = grant(pod, 0.01, quota_ms)
+    assert [(c, r.status) for c, r in replies(out)] == [(1, Status.BAD_REQUEST)]
+    assert any("refused as none" in a.message for a in out if isinstance(a, Log))
+    assert fetches(pod.on_hook_request(1, quota(2, burst=10.0), 0.02))  # asked anew
+
+
 def test_a_fetch_says_no_wait_on_the_gpu_when_no_hook_said_one():
     pod = ready_pod()
     [fetch] = fetches(pod.on_hook_request(1, quota(1, burst=10.0), 0.0))
