@@ -417,7 +417,20 @@ class PodCore:
         waiters, self.memory_waiters = self.memory_waiters, []
         for w in waiters:
             out += self._on_hook_memory(w, now)
-        return out + self._serve_recall_waiters(now)  # a larger limit may fit them now
+        return out + self._recall_over_limit() + self._serve_recall_waiters(now)
+
+    def _recall_over_limit(self) -> list[Action]:
+        """A limit lowered below what is held: the unspent leases come back, as the hooks spend
+        them without asking (each up to 2 x GEMINI_MEM_LEASE_MB past the new limit)."""
+        assert self.limit is not None
+        over = self.used - self.limit
+        holders = [c for c, h in self.hooks.items() if h.leases and h.reserved > 0]
+        if over <= 0 or not holders:
+            return []
+        return [act.info(self.name, f"over the lowered limit ({self._in_use()}): asking "
+                         f"{len(holders)} process(es) for their unspent leases"),
+                *(Reply(c, RequestType.RECALL, Response(NOTIFY_ID, Status.OK, (over,)))
+                  for c in holders)]
 
     def _on_hook_memory(self, w: Waiter, now: float) -> list[Action]:
         assert self.limit is not None
@@ -436,7 +449,9 @@ class PodCore:
             hook.leases = True
             # Never ahead of allocations waiting for recalled bytes; refused, the hook asks
             # for the exact amount, which waits its turn.
-            ok = not self.recall_waiters and self._fits(size)
+            # Nor while a recall is out: a lease taken then is asked for by no one, and the
+            # allocations queued behind the recall were refused while it sat unspent.
+            ok = not self.recall_waiters and not self.recall_asked and self._fits(size)
             out = [self._grant(w, size)] if ok else [self._verdict(w, False)]
             if not ok:
                 out.append(act.debug(self.name, f"lease of {size} B refused: {self._in_use()}"))

@@ -218,3 +218,29 @@ def test_the_ledger_holds_and_every_allocation_is_answered(steps):
         waiting[c] -= 1
     assert all(v == 0 for v in waiting.values()), waiting
     assert pod.recall_waiters == [] and pod.recall_asked == set()
+
+
+def test_a_lease_is_not_granted_while_a_recall_is_out():
+    """(Granted between two answers, it was asked for by no recall, and an allocation queued
+    behind that recall was refused while it sat unspent.)"""
+    pod = ready_pod()
+    leased(pod, 1, 300)
+    leased(pod, 2, 300)
+    assert verdicts(mem(pod, 3, 500, MEM_ALLOC)) == []  # 400 free: asks 1 and 2
+    assert verdicts(give_back(pod, 1, 300)) == [(3, 1)]  # 3 served; 2 has not answered
+    assert verdicts(mem(pod, 1, 200, MEM_LEASE, req_id=3)) == [(1, 0)]  # not while 2 may answer
+    assert verdicts(mem(pod, 4, 300, MEM_ALLOC)) == []  # 200 free, 2's 300 asked: waits
+    assert verdicts(give_back(pod, 2, 300)) == [(4, 1)]
+
+
+def test_a_limit_lowered_below_what_is_held_recalls_the_unspent_leases():
+    pod = ready_pod()
+    leased(pod, 1, 300)
+    assert verdicts(mem(pod, 2, 400, MEM_ALLOC)) == [(2, 1)]
+    lowered = pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 500)), 1.0)
+    assert recalls(lowered) == [1]
+    give_back(pod, 1, 300, now=1.1)
+    assert pod.used == 400
+    # A limit still above what is held asks nobody.
+    leased(pod, 1, 50)
+    assert recalls(pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 450)), 2.0)) == []
