@@ -195,11 +195,11 @@ int gem_mem_on_connect(int dev, int reconnect)
     int verdict = 0;
     if (live == 0)
         return 0;
-    if (gem_ipc_mem_update_once(dev, live, GEM_MEM_ALLOC, &verdict) != 0)
+    if (gem_ipc_mem_update_once(dev, live, GEM_MEM_CLAIM, &verdict) != 0)
         return -1; /* lost again (the next connection claims them), or refused as a whole (a
                     * pod manager that does not know its limit yet): again before the next
                     * request (dropped, they went uncounted for good) */
-    if (!verdict)
+    if (!verdict) /* (a pod manager from before claims, which took it as an allocation) */
         GEM_LOG(GEM_LOG_WARN, "pod manager refused to take back %llu B still allocated",
                 (unsigned long long)live);
     return 0;

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
+    MEM_ALLOC,
+    MEM_CLAIM,
     MEM_FLAG_EVICT_ON_RELEASE,
     MEM_FLAG_UNIFIED_MEMORY,
     MEM_FREE,
@@ -445,6 +447,16 @@ class PodCore:
         if kind == MEM_FREE:
             self._give_back(hook, size)
             out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
+        elif kind == MEM_CLAIM:
+            # Allocated already, whatever we say: counted, over the limit too (refused, they
+            # went uncounted, and the client then allocated past its limit by as much).
+            out = [self._grant(w, size)]
+            if not self._fits(0):
+                out.append(act.warning(self.name, f"a process reconnected holding {size} B: "
+                                       f"{self._in_use()}, over the limit until it frees"))
+        elif kind not in (MEM_ALLOC, MEM_LEASE):
+            out = [Reply(w.conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
+                   act.warning(self.name, f"unknown kind {kind} of memory update refused")]
         elif kind == MEM_LEASE:
             hook.leases = True
             # Never ahead of allocations waiting for recalled bytes; refused, the hook asks

@@ -44,7 +44,7 @@ class RequestType(enum.IntEnum):
     # run_launches]] -> quota_ms, flags, sharers
     QUOTA = 0
     MEM_LIMIT = 1  # -> used_bytes, limit_bytes, flags (MEM_FLAG_*; v1 peers send/read 0)
-    MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/MEM_ALLOC/MEM_LEASE) -> verdict (1 ok, 0 refused)
+    MEM_UPDATE = 2  # bytes, is_allocate (MEM_FREE/ALLOC/LEASE/CLAIM) -> verdict (1 ok, 0 refused)
     STATUS = 3  # tool -> schd: -> body_len + JSON body
     REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
     HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
@@ -59,10 +59,13 @@ class RequestType(enum.IntEnum):
 
 # MEM_UPDATE's is_allocate.  v1 hooks send 0 and 1.  A lease is bytes a hook reserves ahead and
 # spends locally: the pod manager grants it only if it fits now, while an allocation that does
-# not fit may wait for neighbours to give their unspent leases back (RECALL).
+# not fit may wait for neighbours to give their unspent leases back (RECALL).  A claim is bytes
+# a process already holds on the GPU, said again to a pod manager it reached anew (one that
+# restarted): always counted, over the limit too, since they are allocated whatever it says.
 MEM_FREE = 0
 MEM_ALLOC = 1
 MEM_LEASE = 2
+MEM_CLAIM = 3
 
 # Bits of the QUOTA reply's flags word (frame offset 12; v1 peers send, and read, only the quota).
 # ALONE: no other client of the token's group wanted the GPU when it was granted, and the

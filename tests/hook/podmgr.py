@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from gemini.core import wire
-from gemini.core.wire import Request, RequestType, Response, Status
+from gemini.core.wire import MEM_CLAIM, Request, RequestType, Response, Status
 
 
 @dataclass
@@ -175,8 +175,8 @@ class FakePodManager:
             elif req.type is RequestType.MEM_UPDATE:
                 size, is_alloc = int(req.args[0]), int(req.args[1])
                 mine = self._per_conn.get(key, 0)
-                if is_alloc:
-                    ok = self.used + size <= self.limit
+                if is_alloc:  # (a claim, MEM_CLAIM, is counted over the limit too)
+                    ok = is_alloc == MEM_CLAIM or self.used + size <= self.limit
                     if ok:
                         self.used += size
                         self._per_conn[key] = mine + size

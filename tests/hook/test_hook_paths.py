@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gemini.core import wire
-from gemini.core.wire import RequestType
+from gemini.core.wire import MEM_CLAIM, RequestType
 
 from .conftest import PROGRAMS, prog
 
@@ -265,7 +265,7 @@ def test_live_memory_is_claimed_again_on_a_new_connection(fake_env, pm):
     assert pm.wait_for(lambda p: p.connections == 2 and p.used == 8 << 20)
     assert proc.popen.wait(timeout=20) == 0
     updates = [u.args for u in pm.of_type(RequestType.MEM_UPDATE)]
-    assert updates == [(8 << 20, 1), (8 << 20, 1), (8 << 20, 0)], updates
+    assert updates == [(8 << 20, 1), (8 << 20, MEM_CLAIM), (8 << 20, 0)], updates
 
 
 @pytest.mark.parametrize("gap_ms", ["1", "3"])

@@ -25,8 +25,8 @@ def test_constants_agree():
         assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
     assert lib.GEM_MEM_FLAG_UNIFIED_MEMORY == wire.MEM_FLAG_UNIFIED_MEMORY
     assert lib.GEM_MEM_FLAG_EVICT_ON_RELEASE == wire.MEM_FLAG_EVICT_ON_RELEASE
-    assert (lib.GEM_MEM_FREE, lib.GEM_MEM_ALLOC, lib.GEM_MEM_LEASE) == (
-        wire.MEM_FREE, wire.MEM_ALLOC, wire.MEM_LEASE)
+    assert (lib.GEM_MEM_FREE, lib.GEM_MEM_ALLOC, lib.GEM_MEM_LEASE, lib.GEM_MEM_CLAIM) == (
+        wire.MEM_FREE, wire.MEM_ALLOC, wire.MEM_LEASE, wire.MEM_CLAIM)
     for s in wire.Status:
         assert getattr(lib, f"GEM_STATUS_{s.name}") == s.value
 

@@ -10,6 +10,7 @@ from gemini.core.actions import Reply, SendUpstream
 from gemini.core.podmanager import RECALL_TIMEOUT_S, PodCore
 from gemini.core.wire import (
     MEM_ALLOC,
+    MEM_CLAIM,
     MEM_FREE,
     MEM_LEASE,
     NOTIFY_ID,
@@ -244,3 +245,25 @@ def test_a_limit_lowered_below_what_is_held_recalls_the_unspent_leases():
     # A limit still above what is held asks nobody.
     leased(pod, 1, 50)
     assert recalls(pod.on_upstream_response(Response(NOTIFY_ID, Status.OK, (0, 450)), 2.0)) == []
+
+
+def test_bytes_claimed_after_a_restart_count_over_the_limit_and_hold_new_ones_off():
+    """After a pod manager restart a neighbour filled the limit first, and the claim of bytes
+    allocated all along was refused: uncounted, they let the client allocate past its limit
+    for good (1,100 of 1,000 on the GPU once the claimer freed its old bytes)."""
+    pod = ready_pod()
+    assert verdicts(mem(pod, 1, 400, MEM_CLAIM)) == [(1, 1)]
+    assert verdicts(mem(pod, 1, 500, MEM_ALLOC, req_id=2)) == [(1, 1)]
+    out = mem(pod, 2, 500, MEM_CLAIM)
+    assert verdicts(out) == [(2, 1)] and pod.used == 1400
+    assert any("over the limit until it frees" in getattr(a, "message", "") for a in out)
+    assert verdicts(mem(pod, 2, 100, MEM_ALLOC, req_id=2)) == [(2, 0)]
+    mem(pod, 2, 500, MEM_FREE, req_id=3)
+    assert verdicts(mem(pod, 1, 100, MEM_ALLOC, req_id=4)) == [(1, 1)] and pod.used == 1000
+    assert verdicts(mem(pod, 1, 1, MEM_ALLOC, req_id=5)) == [(1, 0)]
+
+
+def test_a_memory_update_of_no_known_kind_is_refused():
+    pod = ready_pod()
+    [reply] = [a for a in mem(pod, 1, 100, 9) if isinstance(a, Reply)]
+    assert reply.response.status is Status.BAD_REQUEST and pod.used == 0

@@ -37,10 +37,13 @@ enum gem_request_type {
 
 /* MEM_UPDATE's is_allocate: a lease (bytes reserved ahead, spent locally) is granted only if
  * it fits now; an allocation that does not fit may wait while the pod manager recalls the
- * client's other processes' unspent leases. */
+ * client's other processes' unspent leases.  A claim is bytes a process already holds on the
+ * GPU, said again to a pod manager it reached anew: always counted, over the limit too (a pod
+ * manager from before 2026-12-05 takes it as an allocation, and may refuse it). */
 #define GEM_MEM_FREE 0
 #define GEM_MEM_ALLOC 1
 #define GEM_MEM_LEASE 2
+#define GEM_MEM_CLAIM 3
 
 /* Bits of the MEM_LIMIT reply's flags word (frame offset 20; v1 peers send zero there). */
 #define GEM_MEM_FLAG_UNIFIED_MEMORY 1
