@@ -24,6 +24,10 @@ class NotAuthorized(ConnectionError):
     """The server wants a shared secret we do not have (or have wrong): --secret-file."""
 
 
+class NotAScheduler(ConnectionError):
+    """What answered is no gem-schd (a pod manager's port, say), or its reply made no sense."""
+
+
 class Connection:
     """One connection to a daemon: TCP to host:port, or the Unix socket `unix` when given.
     With a `secret`, the first message proves it (a server with a secret refuses all else)."""
@@ -101,9 +105,20 @@ class Connection:
 def query_status(
     host: str, port: int, timeout: float = 5.0, secret: bytes | None = None
 ) -> dict[str, Any]:
-    with Connection(host, port, "gemini-status", timeout, secret=secret) as conn:
-        rsp, body = conn.call(RequestType.STATUS)
-    if rsp.status is Status.NOT_AUTHORIZED:
-        raise NotAuthorized("the scheduler wants a shared secret: --secret-file")
-    result: dict[str, Any] = json.loads(body)
+    """The scheduler's status; an OSError for anything else (NotAuthorized: a secret is wanted,
+    NotAScheduler: another daemon answered, or nonsense)."""
+    try:
+        with Connection(host, port, "gemini-status", timeout, secret=secret) as conn:
+            rsp, body = conn.call(RequestType.STATUS)
+        if rsp.status is Status.NOT_AUTHORIZED:
+            raise NotAuthorized("the scheduler wants a shared secret: --secret-file")
+        if rsp.status is not Status.OK:
+            raise NotAScheduler(f"port {port} answered {rsp.status.name}: not a gem-schd (a pod "
+                                "manager's port?)")
+        result = json.loads(body)
+    except (WireError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise NotAScheduler(f"port {port} does not answer as a gem-schd does ({exc})") from None
+    if not isinstance(result, dict):
+        raise NotAScheduler(f"port {port} does not answer as a gem-schd does (a JSON "
+                            f"{type(result).__name__})")
     return result

@@ -12,11 +12,14 @@ from gemini.secret import ENV, load_optional, world_readable
 
 
 def port_list(text: str) -> list[int]:
-    """`--port A,B`: one port per GPU (or per scheduler), comma-separated."""
+    """`--port A,B`: one port per GPU (or per scheduler), comma-separated, each 1 to 65535."""
     try:
-        return [int(p) for p in text.split(",") if p]
+        ports = [int(p) for p in text.split(",") if p.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports") from None
+        ports = []
+    if not ports or not all(0 < p <= 65535 for p in ports):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port or a list of ports (1 to 65535)")
+    return ports
 
 
 def finite(text: str) -> float:
@@ -27,6 +30,25 @@ def finite(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def positive(text: str) -> float:
+    """A finite number above 0 (an interval, a bin: 0 or less would spin or divide by 0)."""
+    value = finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not above 0")
+    return value
+
+
+def port(text: str) -> int:
+    """A port to listen on: 0 (any free one) to 65535 (above, it wrapped: 70000 was 4464)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
     return value
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from gemini.cli._args import finite
+from gemini.cli._args import finite, port
 from gemini.core.config import ResourceConfig
 from gemini.core.status import render
 from gemini.daemon.watcher import read_config
@@ -66,7 +66,7 @@ def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[b
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="gemini demo", description=__doc__)
     p.add_argument("--config", type=Path, default=Path("resource-config.txt"))
-    p.add_argument("--port", type=int, default=50051)
+    p.add_argument("--port", type=port, default=50051)
     p.add_argument("--seconds", type=finite, default=0, help="stop after this long (0: Ctrl-C)")
     p.add_argument("--logs", type=Path, default=Path("demo-logs"))
     args = p.parse_args(argv)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from gemini.cli._args import add_secret_file, finite, load_secret_arg, port_list
+from gemini.cli._args import add_secret_file, load_secret_arg, port_list, positive
 from gemini.core.status import render
 from gemini.secret import SecretError
 
@@ -23,10 +23,22 @@ def _status_args(p: argparse.ArgumentParser) -> None:
     add_secret_file(p, from_env=True)
 
 
-def _fetch(ip: str, ports: list[int], secret: bytes | None) -> dict[int, dict[str, object]]:
-    from gemini.client import query_status
+def _fetch(ip: str, ports: list[int], secret: bytes | None
+           ) -> tuple[dict[int, dict[str, object]], dict[int, str]]:
+    """Each scheduler's status, and why each one that did not answer did not: one down (a GPU's
+    scheduler restarting, say) hides none of the others."""
+    from gemini.client import NotAuthorized, query_status
 
-    return {port: query_status(ip, port, secret=secret) for port in ports}
+    snaps, errors = {}, {}
+    for port in ports:
+        try:
+            snaps[port] = query_status(ip, port, secret=secret)
+        except NotAuthorized as exc:
+            errors[port] = f"{ip}:{port}: {exc}"
+        except OSError as exc:
+            errors[port] = (f"cannot reach the scheduler at {ip}:{port}: {exc}. Is gem-schd "
+                            "running (tools/launch-backend.py)?")
+    return snaps, errors
 
 
 def _secret(prog: str, path: str | None) -> bytes | None:
@@ -47,44 +59,33 @@ def cmd_status(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print JSON for scripts")
     args = p.parse_args(argv)
     secret = _secret("gemini status", args.secret_file)
-    from gemini.client import NotAuthorized
-
-    try:
-        snaps = _fetch(args.ip, args.port, secret)
-    except NotAuthorized as exc:
-        print(f"gemini status: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"gemini status: cannot reach the scheduler at {args.ip}:{args.port}: {exc}. "
-              "Is gem-schd running (tools/launch-backend.py)?", file=sys.stderr)
-        return 1
-    if args.json:
+    snaps, errors = _fetch(args.ip, args.port, secret)
+    if args.json and snaps:
         print(json.dumps({str(port): snap for port, snap in snaps.items()}, indent=1))
-    else:
+    elif snaps:
         print("\n\n".join(render(s, f"GPU scheduler :{port}  ") for port, s in snaps.items()))
-    return 0
+    for error in errors.values():
+        print(f"gemini status: {error}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 def cmd_top(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="gemini top", description="Live view of the shares, refreshed (q or Ctrl-C quits).",
+        prog="gemini top", description="Live view of the shares, refreshed (Ctrl-C quits).",
         epilog="example: gemini top --interval 0.5",
     )
     _status_args(p)
-    p.add_argument("--interval", type=finite, default=1.0, help="seconds between refreshes (1)")
+    p.add_argument("--interval", type=positive, default=1.0, help="seconds between refreshes (1)")
     p.add_argument("--count", type=int, default=0, help="stop after this many refreshes (0: never)")
     args = p.parse_args(argv)
     secret = _secret("gemini top", args.secret_file)
     shown = 0
     try:
         while True:
-            try:
-                text = "\n\n".join(
-                    render(s, f"GPU scheduler :{port}  ", with_bars=True)
-                    for port, s in _fetch(args.ip, args.port, secret).items()
-                )
-            except OSError as exc:
-                text = f"scheduler at {args.ip}:{args.port} unreachable: {exc}"
+            snaps, errors = _fetch(args.ip, args.port, secret)
+            text = "\n\n".join(
+                [render(s, f"GPU scheduler :{port}  ", with_bars=True)
+                 for port, s in snaps.items()] + list(errors.values()))
             sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini top\n") + text + "\n")
             sys.stdout.flush()
             shown += 1

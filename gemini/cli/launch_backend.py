@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, port
 from gemini.core.config import ConfigError, ResourceConfig
 from gemini.core.launch import (
     BackendArgs,
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("schd", metavar="SCHD", help="scheduler command, e.g. gem-schd")
     p.add_argument("pmgr", metavar="PMGR", help="pod manager command, e.g. gem-pmgr")
     p.add_argument("--ip", default=d.ip, help=f"address of everything (default {d.ip})")
-    p.add_argument("--port", type=int, default=d.port,
+    p.add_argument("--port", type=port, default=d.port,
                    help="the first GPU's scheduler port; pod managers get port+1, +2, ... in "
                    "config order, other GPUs' schedulers the ports after them "
                    f"(default {d.port})")
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "GPU 0), peer uid checked, instead of TCP ports")
     p.add_argument("--allow-uid", type=int, action="append", default=[], metavar="UID",
                    help="another uid whose programs may use the --unix sockets (repeatable)")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="Prometheus /metrics of the first GPU's scheduler; the next GPU's on "
                    "PORT+1, …")
     p.add_argument("--no-clock", dest="clock", action="store_false",

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from gemini.cli._args import finite, gpu_list, port_list
+from gemini.cli._args import finite, gpu_list, port, port_list
 from gemini.core.config import ClientSpec, ConfigError
 from gemini.core.launch import parse_placement, placed, placement_name, plan_command, socket_path
 from gemini.core.mps import MpsPaths, client_env, default_dir
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=gpu_list, default=(),
                    help="the client's GPUs (indices or UUIDs, comma-separated): the only ones "
                    "the command sees (CUDA_VISIBLE_DEVICES)")
-    p.add_argument("--backend-port", type=int, default=50051,
+    p.add_argument("--backend-port", type=port, default=50051,
                    help="launch-backend's --port, with --config (default 50051)")
     p.add_argument("--unix-dir", metavar="DIR",
                    help="with --config: the pod managers are on launch-backend --unix DIR's "

@@ -12,6 +12,7 @@ from gemini.cli._args import (
     add_verbosity,
     expand_verbosity,
     load_secret_arg,
+    port,
 )
 from gemini.core.wire import check_name
 from gemini.daemon.lifecycle import run_until_signal
@@ -33,13 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--name", default=env("POD_NAME") or socket.gethostname(),
                    help="client name, an ID of the config (env POD_NAME, default the host name)")
-    p.add_argument("--port", type=int, default=int(env("POD_MANAGER_PORT", "50052")),
-                   help="port for the hooks (env POD_MANAGER_PORT, default 50052)")
+    p.add_argument("--port", type=port, default=None,
+                   help="port for the hooks (env POD_MANAGER_PORT, default 50052; the hook's "
+                   "unix:PATH there means --unix PATH)")
     p.add_argument("--ip", default=env("POD_MANAGER_IP", "127.0.0.1"),
                    help="address for the hooks (env POD_MANAGER_IP, default 127.0.0.1)")
     p.add_argument("--scheduler-ip", default=env("SCHEDULER_IP", "127.0.0.1"),
                    help="scheduler address (env SCHEDULER_IP, default 127.0.0.1)")
-    p.add_argument("--scheduler-port", type=int, default=int(env("SCHEDULER_PORT", "50051")),
+    p.add_argument("--scheduler-port", type=port, default=env("SCHEDULER_PORT", "50051"),
                    help="scheduler port (env SCHEDULER_PORT, default 50051)")
     p.add_argument("--unix", default=env("POD_MANAGER_SOCKET") or None, metavar="PATH",
                    help="serve the hooks on this Unix socket instead of TCP, mode 0660, only "
@@ -57,11 +59,30 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def hooks_endpoint(args: argparse.Namespace) -> None:
+    """--port and --unix where the flags leave them, from POD_MANAGER_PORT as the hook reads
+    it: a port, or unix:PATH (a list, one per GPU, is the hook's alone).  ValueError names it."""
+    if args.port is not None:
+        return
+    value = os.environ.get("POD_MANAGER_PORT", "").strip() or "50052"
+    path = value.removeprefix("unix:")
+    if path != value and "," not in value:
+        args.unix = args.unix or path
+        args.port = 50052  # (unused: the hooks come over the socket)
+        return
+    try:
+        args.port = port(value)
+    except argparse.ArgumentTypeError:
+        raise ValueError(f"POD_MANAGER_PORT={value!r} is neither a port nor unix:PATH (a list, "
+                         "one per GPU, is for the hook): give --port or --unix") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     # Every problem with the arguments is a ValueError (a non-numeric port in the environment,
     # WireError for the name, SecretError for the secret file).
     try:
         args = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+        hooks_endpoint(args)
         check_name(args.name)
         secret = load_secret_arg("gem-pmgr", args.secret_file)
     except ValueError as exc:

@@ -13,6 +13,7 @@ from gemini.cli._args import (
     finite,
     load_secret_arg,
     one_gpu,
+    port,
 )
 from gemini.core.config import DEFAULT_GPU, ConfigError
 from gemini.core.scheduler import Timing
@@ -30,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Gemini scheduler: hands out GPU time tokens to clients per the config file.",
         epilog=EXAMPLE,
     )
-    p.add_argument("-P", "--port", type=int, default=50051, help="TCP port (default 50051)")
+    p.add_argument("-P", "--port", type=port, default=50051, help="TCP port (default 50051)")
     p.add_argument("--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("-q", "--quota", type=finite, default=250.0, help="base quota, ms (250)")
     p.add_argument("-m", "--min_quota", type=finite, default=100.0, help="minimum quota, ms (100)")
@@ -55,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "RATIO x --device-memory (1.0)")
     um.add_argument("--um-min-quota", type=finite, default=DEFAULT_UM_MIN_QUOTA_S * 1000,
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")
     p.add_argument("--gpu", default=DEFAULT_GPU, type=one_gpu,
                    help="serve the config's clients of this GPU (index or UUID, default 0)")

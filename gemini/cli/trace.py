@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from gemini.cli._args import add_secret_file, finite, load_secret_arg, port_list
+from gemini.cli._args import add_secret_file, load_secret_arg, port_list, positive
 from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
 from gemini.secret import SecretError
 
@@ -19,17 +20,26 @@ POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
 
 def record(
     ip: str, ports: list[int], seconds: float, secret: bytes | None = None
-) -> dict[int, list[Interval]]:
-    """The grants of each scheduler (one per GPU), by port."""
+) -> tuple[dict[int, list[Interval]], dict[int, str]]:
+    """The grants of each scheduler (one per GPU), by port; and why each scheduler that never
+    answered did not.  A look that fails is skipped: the scheduler's history covers the gap
+    if it answers again within its window."""
     from gemini.client import query_status
 
     recorders = {port: TraceRecorder() for port in ports}
+    answered: set[int] = set()
+    errors: dict[int, str] = {}
     end = time.monotonic() + seconds
     while True:
         for port, recorder in recorders.items():
-            recorder.add(query_status(ip, port, secret=secret)["history"])
+            try:
+                recorder.add(query_status(ip, port, secret=secret)["history"])
+                answered.add(port)
+            except (OSError, KeyError, TypeError) as exc:
+                errors[port] = f"{ip}:{port}: {exc}"
         if time.monotonic() >= end:
-            return {port: r.intervals() for port, r in recorders.items()}
+            return ({port: r.intervals() for port, r in recorders.items() if port in answered},
+                    {port: why for port, why in errors.items() if port not in answered})
         time.sleep(POLL_S)
 
 
@@ -81,10 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ip", default="127.0.0.1")
     p.add_argument("--port", type=port_list, default=[50051],
                    help="scheduler port(s), comma-separated: one scheduler per GPU (50051)")
-    p.add_argument("--seconds", type=finite, default=10.0)
+    p.add_argument("--seconds", type=positive, default=10.0)
     p.add_argument("--out", type=Path, default=Path("gemini-trace.json"))
     p.add_argument("--png", type=Path, default=None, help="PNG path (default: --out with .png)")
-    p.add_argument("--bin", type=finite, default=1.0, help="seconds per share bin in the PNG")
+    p.add_argument("--bin", type=positive, default=1.0, help="seconds per share bin in the PNG")
     add_secret_file(p, from_env=True)
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -92,18 +102,28 @@ def main(argv: list[str] | None = None) -> int:
     except SecretError as exc:
         print(f"gemini trace: {exc}", file=sys.stderr)
         return 2
-    try:
-        intervals_by_port = record(args.ip, args.port, args.seconds, secret)
-    except OSError as exc:
-        print(f"gemini trace: cannot reach the scheduler at {args.ip}:{args.port}: {exc}",
-              file=sys.stderr)
+    png = args.png or args.out.with_suffix(".png")
+    # Said before the recording, not after it, which they would throw away.
+    for path in (args.out, png):
+        if not path.absolute().parent.is_dir():
+            print(f"gemini trace: no directory {path.absolute().parent} for {path}",
+                  file=sys.stderr)
+            return 2
+    can_plot = importlib.util.find_spec("matplotlib") is not None
+    intervals_by_port, errors = record(args.ip, args.port, args.seconds, secret)
+    for why in errors.values():
+        print(f"gemini trace: no answer from the scheduler at {why}", file=sys.stderr)
+    if not intervals_by_port:
         return 1
     trace, intervals = merged(intervals_by_port)
     args.out.write_text(json.dumps(trace))
-    png = args.png or args.out.with_suffix(".png")
-    plot(intervals, png, args.bin)
-    print(f"{len(intervals)} grants: {args.out} and {png}")
-    return 0
+    if can_plot:
+        plot(intervals, png, args.bin)
+        print(f"{len(intervals)} grants: {args.out} and {png}")
+    else:
+        print(f"{len(intervals)} grants: {args.out} (no PNG without matplotlib: "
+              "pip install '.[plot]')")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -58,13 +58,18 @@ def chrome_trace(intervals: list[Interval], gpu: str = "GPU", pid: int = 1) -> d
 def shares_over_time(
     intervals: list[Interval], bin_s: float
 ) -> dict[str, list[tuple[float, float]]]:
-    """Per client, (bin start, fraction of the bin its grants covered); the last bin may be
-    shorter than the others and is measured by its own length."""
+    """Per client, (bin start, fraction of the bin its grants covered), over whole bins: a short
+    last bin is left out (the last 20 ms, one client's grant, read as a share of 1.0), unless
+    the whole trace is shorter than a bin, which is then measured by its own length."""
     if not intervals:
         return {}
     t0 = min(s for _, s, _ in intervals)
     t1 = max(e for _, _, e in intervals)
-    bins = max(1, int((t1 - t0) / bin_s + 0.999))
+    bins = int((t1 - t0) / bin_s + 1e-9)
+    if bins == 0:
+        bins = 1
+    else:
+        t1 = t0 + bins * bin_s
     out: dict[str, list[float]] = {n: [0.0] * bins for n, _, _ in intervals}
     for n, s, e in intervals:
         first, last = int((s - t0) // bin_s), int(min(bins - 1, (e - t0) // bin_s))

@@ -54,7 +54,7 @@ from typing import Any
 
 import grpc
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, port
 from gemini.client import query_status
 from gemini.core.config import ConfigError
 from gemini.core.launch import BackendArgs, socket_path
@@ -512,12 +512,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"seconds between looks at the kubelet's socket ({d.watch_interval_s})")
     p.add_argument("--schd", default=b.schd, help=f"scheduler command ({b.schd})")
     p.add_argument("--pmgr", default=b.pmgr, help=f"pod manager command ({b.pmgr})")
-    p.add_argument("--port", type=int, default=b.port,
+    p.add_argument("--port", type=port, default=b.port,
                    help=f"GPU i's scheduler listens on 127.0.0.1:PORT+i ({b.port})")
     p.add_argument("--base_quota", type=finite, default=b.base_quota, help="ms (300)")
     p.add_argument("--min_quota", type=finite, default=b.min_quota, help="ms (20)")
     p.add_argument("--window", type=finite, default=b.window, help="ms (10000)")
-    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="Prometheus /metrics of GPU i's scheduler on PORT+i")
     add_verbosity(p)
     return p

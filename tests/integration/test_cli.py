@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.procs import ROOT
+from tests.procs import ROOT, start_pod_manager, start_scheduler
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -93,3 +93,47 @@ def test_status_without_a_scheduler_says_what_to_do():
     proc = run("gemini.cli.gemini", "status", "--port", "1")
     assert proc.returncode == 1
     assert "Is gem-schd running" in proc.stderr
+
+
+def test_status_shows_the_schedulers_that_answer_and_says_which_did_not(tmp_path):
+    """(One port down hid every other, naming the whole list; a pod manager's port, which
+    launch-backend prints beside the scheduler's, gave a traceback.)"""
+    cfg = tmp_path / "resource-config.txt"
+    cfg.write_text("1\na 0.5 1.0 1GiB\n")
+    schd = start_scheduler(cfg)
+    pm = start_pod_manager("a", schd.port)
+    try:
+        ports = f"{schd.port},1,{pm.port}"
+        for command in (["status", "--port", ports], ["top", "--count", "1", "--port", ports]):
+            proc = run("gemini.cli.gemini", *command)
+            assert proc.returncode == (1 if command[0] == "status" else 0), proc.stderr
+            assert f"GPU scheduler :{schd.port}" in proc.stdout, proc.stdout
+            said = proc.stdout + proc.stderr
+            assert "Traceback" not in said, said
+            assert "cannot reach the scheduler at 127.0.0.1:1:" in said
+            assert f"port {pm.port} answered UNKNOWN_CLIENT: not a gem-schd" in said
+    finally:
+        pm.stop()
+        schd.stop()
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["status", "--port", ","], "is not a port or a list of ports"),
+    (["status", "--port", "107587"], "is not a port or a list of ports"),
+    (["top", "--interval=-1"], "is not above 0"),
+    (["trace", "--bin", "0"], "is not above 0"),
+    (["trace", "--seconds", "0.1", "--out", "/nonexistent-dir/x.json", "--port", "1"],
+     "no directory /nonexistent-dir"),
+])
+def test_tool_flags_that_cannot_work_are_refused_at_once(argv, says):
+    proc = run("gemini.cli.gemini", *argv)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_a_pod_manager_takes_the_hooks_unix_socket_from_pod_manager_port(tmp_path):
+    sock = tmp_path / "a.sock"
+    env = {**os.environ, "POD_MANAGER_PORT": f"unix:{sock}"}
+    proc = run("gemini.cli.pmgr", "--help", env=env)
+    assert proc.returncode == 0, proc.stderr
+    bad = run("gemini.cli.pmgr", "--name", "a", env={**os.environ, "POD_MANAGER_PORT": "x1"})
+    assert bad.returncode == 2 and "POD_MANAGER_PORT='x1' is neither a port nor" in bad.stderr

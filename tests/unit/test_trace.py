@@ -31,10 +31,15 @@ def test_chrome_trace_has_one_track_per_client():
     assert len({e["tid"] for e in slices}) == 2
 
 
-def test_shares_per_bin_including_a_short_last_bin():
-    shares = shares_over_time([("a", 0.0, 0.75), ("b", 0.75, 1.5)], bin_s=1.0)
-    assert shares["a"] == [(0.0, 0.75), (1.0, pytest.approx(0.0))]
-    assert shares["b"] == [(0.0, 0.25), (1.0, pytest.approx(1.0))]
+def test_shares_per_whole_bin_and_a_short_last_bin_left_out():
+    """(The last bin was measured by its own length: b's last 20 ms read as a share of 1.0.)"""
+    grants = [("a", 0.0, 0.5), ("b", 0.5, 1.0), ("a", 1.0, 1.5), ("b", 1.5, 2.0), ("a", 2.0, 2.02)]
+    shares = shares_over_time(grants, bin_s=1.0)
+    assert shares["a"] == [(0.0, 0.5), (1.0, 0.5)]
+    assert shares["b"] == [(0.0, 0.5), (1.0, 0.5)]
+    # A trace shorter than one bin: that one, by its own length.
+    short = shares_over_time([("a", 0.0, 0.75), ("b", 0.75, 0.9)], bin_s=1.0)
+    assert short["a"] == [(0.0, pytest.approx(0.75 / 0.9))]
 
 
 def test_traces_of_several_gpus_get_a_process_row_each() -> None:
