@@ -1,14 +1,16 @@
 """`make run`: the scheduler and pod managers from resource-config.txt, plus a busy demo program
 for each of the first two clients, under the hook; their shares shown live until Ctrl-C.
 
-On a machine with an NVIDIA GPU the demo programs are PyTorch (or CuPy) matrix loops on it; on any
-other machine they run on the fake CUDA driver's simulated GPU.  Edit resource-config.txt while it
+On a machine with an NVIDIA GPU, and PyTorch or CuPy beside gemini, the demo programs are matrix
+loops on it; on any other machine they run on the fake CUDA driver's simulated GPU (the banner
+says why).  Edit resource-config.txt while it
 runs and watch the shares follow.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 from gemini.cli._args import finite, port
-from gemini.core.config import ResourceConfig
+from gemini.core.config import ConfigError, ResourceConfig
 from gemini.core.status import render
 from gemini.daemon.watcher import read_config
 from gemini.native import fake_driver_dir, hook_library_path, program_path
@@ -38,11 +40,17 @@ while True:
 """
 
 
-def real_gpu_present() -> bool:
+def real_gpu_present() -> str | None:
+    """None where the demo can run on a real GPU, else why it runs on the simulated one."""
     smi = shutil.which("nvidia-smi")
-    if smi is None or os.environ.get("GEMINI_DEMO_FAKE") == "1":
-        return False
-    return subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+    if os.environ.get("GEMINI_DEMO_FAKE") == "1":
+        return "GEMINI_DEMO_FAKE=1"
+    if smi is None or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:
+        return "no GPU found by nvidia-smi"
+    if not any(importlib.util.find_spec(m) for m in ("torch", "cupy")):
+        # (the demo's programs need one; without, both died at once and the shares read 0)
+        return f"a GPU, but neither torch nor cupy in {sys.executable}"
+    return None
 
 
 def workload(real_gpu: bool) -> tuple[list[str], dict[str, str]]:
@@ -70,15 +78,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=finite, default=0, help="stop after this long (0: Ctrl-C)")
     p.add_argument("--logs", type=Path, default=Path("demo-logs"))
     args = p.parse_args(argv)
-    config: ResourceConfig = read_config(args.config)
-    real = real_gpu_present()
+    try:
+        config: ResourceConfig = read_config(args.config)
+    except ConfigError as exc:
+        print(f"gemini demo: {exc}", file=sys.stderr)
+        return 2
+    why_simulated = real_gpu_present()
+    real = why_simulated is None
     args.logs.mkdir(exist_ok=True)
     # A shared secret, as a cluster should run it: only programs that can read it get tokens.
     secret_file = (args.logs / "secret").resolve()
     create_secret_file(secret_file, force=True)
-    print(f"gemini demo on {'the real GPU' if real else 'the simulated GPU (fake driver)'}; "
-          f"config {args.config} (edit it live); logs in {args.logs}/; Ctrl-C stops.")
+    where = "the real GPU" if real else f"the simulated GPU (fake driver: {why_simulated})"
+    print(f"gemini demo on {where}; config {args.config} (edit it live); logs in {args.logs}/; "
+          "Ctrl-C stops.")
     py = sys.executable
+    names = ["launch-backend"] + [c.name for c in config.clients[:2]]
     procs = [start([py, "-m", "gemini.cli.launch_backend", f"{py} -m gemini.cli.schd",
                     f"{py} -m gemini.cli.pmgr", "--config", str(args.config),
                     "--port", str(args.port), "--secret-file", str(secret_file)], {},
@@ -95,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         procs.append(start(work_argv, hook_env, args.logs / f"{client.name}.log"))
     try:
-        return watch(args.port, args.seconds, load_secret(secret_file))
+        return watch(args.port, args.seconds, load_secret(secret_file),
+                     dict(zip(names, procs, strict=True)), args.logs)
     except KeyboardInterrupt:
         return 0
     finally:
@@ -103,16 +119,36 @@ def main(argv: list[str] | None = None) -> int:
             stop(proc)
 
 
-def watch(port: int, seconds: float, secret: bytes) -> int:
+def last_lines(log: Path, n: int = 1) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(lines[-n:])
+
+
+def watch(port: int, seconds: float, secret: bytes, procs: dict[str, subprocess.Popen[bytes]],
+          logs: Path) -> int:
+    """The shares until Ctrl-C (or `seconds`); a program that died is said with its log's last
+    line, and the backend's death ends the demo."""
     from gemini.client import query_status
 
     end = time.monotonic() + seconds if seconds else None
     while end is None or time.monotonic() < end:
         time.sleep(1.0)  # the refresh period of the display
+        backend = procs["launch-backend"]
+        if backend.poll() is not None:
+            print(f"gemini demo: launch-backend exited ({backend.returncode}): "
+                  f"{last_lines(logs / 'backend.log', 2)}", file=sys.stderr)
+            return 1
         try:
             text = render(query_status("127.0.0.1", port, secret=secret), with_bars=True)
         except OSError as exc:
             text = f"waiting for the scheduler on port {port}: {exc}"
+        for name, proc in procs.items():
+            if name != "launch-backend" and proc.poll() is not None:
+                text += (f"\n{name}'s program exited ({proc.returncode}): "
+                         f"{last_lines(logs / f'{name}.log')}")
         sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini demo\n") + text + "\n")
         sys.stdout.flush()
     return 0

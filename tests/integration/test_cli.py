@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -137,3 +138,41 @@ def test_a_pod_manager_takes_the_hooks_unix_socket_from_pod_manager_port(tmp_pat
     assert proc.returncode == 0, proc.stderr
     bad = run("gemini.cli.pmgr", "--name", "a", env={**os.environ, "POD_MANAGER_PORT": "x1"})
     assert bad.returncode == 2 and "POD_MANAGER_PORT='x1' is neither a port nor" in bad.stderr
+
+
+def test_the_demo_says_a_bad_config_and_a_dead_backend_and_ends(tmp_path):
+    """(A bad config gave a traceback; a port already taken left the demo waiting for a
+    scheduler that had died, its reason only in a log.)"""
+    bad = tmp_path / "bad.txt"
+    bad.write_text("1\nc 0.5 0.4 1GiB\n")
+    env = {**os.environ, "GEMINI_DEMO_FAKE": "1"}
+    proc = run("gemini.cli.demo", "--config", str(bad), "--logs", str(tmp_path / "l1"), env=env)
+    assert proc.returncode == 2 and "bad.txt:2: request 0.5 is above limit 0.4" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    good = tmp_path / "good.txt"
+    good.write_text("2\nclient1 0.3 1.0 1GiB\nclient2 0.7 1.0 1GiB\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run("gemini.cli.demo", "--config", str(good), "--port", str(port), "--seconds",
+                   "50", "--logs", str(tmp_path / "l2"), env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "launch-backend exited (1)" in proc.stderr and "address already in use" in proc.stderr
+
+
+def test_the_demo_runs_on_the_simulated_gpu_where_no_program_could_use_the_real_one(
+        tmp_path, monkeypatch):
+    """(With nvidia-smi but neither torch nor cupy, both demo programs died at once and the
+    shares read 0.000 for good.)"""
+    from gemini.cli import demo
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("GEMINI_DEMO_FAKE", raising=False)
+    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
+    assert "neither torch nor cupy" in (demo.real_gpu_present() or "")
+    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: name == "cupy" or None)
+    assert demo.real_gpu_present() is None
