@@ -200,6 +200,12 @@ class PartitionRouter:
         out: list[Action] = [act.info(name, f"now in {describe_group(key, spec.partition)}")]
         conns = sorted(self.conns.get(name, ()))
         if old is not None:
+            # The metrics' counters go on from where the old group had them (a restart at 0
+            # reads as a reset to Prometheus, and its rate() around the move is wrong).
+            moved = core.clients[name]
+            moved.tokens += int(old["tokens"])
+            moved.overuse_s += float(old["overuse_s"])
+            moved.overrun_s += float(old["overrun_s"])
             counts = (int(old["mem_used"]), int(old["processes"]), int(old["waiting_processes"]))
             said = (*counts, float(old["delivery_ms"]))
             for conn in conns:  # what the pod manager last reported, told to the new group
@@ -223,7 +229,8 @@ class PartitionRouter:
             return None
         return {"mem_used": state.mem_used, "processes": state.processes,
                 "waiting_processes": state.waiting, "gpu_mem": state.spec.gpu_mem,
-                "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS}
+                "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS,
+                "tokens": state.tokens, "overuse_s": state.overuse_s, "overrun_s": state.overrun_s}
 
     def _answered(self, actions: list[Action]) -> list[Action]:
         """Forget the QUOTA requests these actions answer."""

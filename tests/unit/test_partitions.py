@@ -207,6 +207,28 @@ def test_a_moved_client_keeps_its_reported_memory_and_processes() -> None:
                                                                           True)
 
 
+def test_the_metrics_counters_of_a_moved_client_go_on_from_where_they_were() -> None:
+    """(A move to another group started them at 0: a reset to Prometheus.)"""
+    sim = sim_of("2\na 1 1 1GiB sm=50\nb 1 1 1GiB sm=50\n", spatial=True)
+    sim.start("a")
+    sim.start("b")
+    sim.run_until(5.0)
+    router: PartitionRouter = sim.core  # type: ignore[assignment]
+
+    def counters() -> dict[str, tuple[float, ...]]:
+        return {c["name"]: (c["tokens"], c["overuse_s"], c["overrun_s"])
+                for c in router.snapshot(sim.now)["clients"]}  # type: ignore[union-attr]
+
+    before = counters()
+    assert before["a"][0] > 0
+    sim._handle(router.on_mode(False, sim.now))  # MPS down: both move to the time-sliced group
+    after = counters()
+    for name in ("a", "b"):
+        assert all(x >= y for x, y in zip(after[name], before[name], strict=True)), (name, after)
+    sim.run_until(10.0)
+    assert counters()["a"][0] > after["a"][0]
+
+
 def test_removed_and_unknown_clients_are_refused_by_name() -> None:
     router = PartitionRouter(cfg.parse_text("2\na 1 1 1 sm=50@p\nb 1 1 1\n"), LAUNCHER, 0.0,
                              spatial=True)
