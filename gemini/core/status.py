@@ -5,6 +5,7 @@ A spatial partition's client (issue 13) shows its mode, and its share is of its 
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 BAR_WIDTH = 20
@@ -66,7 +67,17 @@ def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -
             rows[-1].append(bar(c["share"]))
     if with_bars:
         columns.append("share of window")
-    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
-    lines = [head, "  ".join(col.ljust(w) for col, w in zip(columns, widths, strict=True))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
+    widths = [max(cells(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
+    lines = [head] + ["  ".join(pad(v, w) for v, w in zip(r, widths, strict=True))
+                      for r in [columns, *rows]]
     return "\n".join(line.rstrip() for line in lines)
+
+
+def cells(text: str) -> int:
+    """Terminal cells `text` takes: two for a wide character (CJK), none for a combining one."""
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def pad(text: str, width: int) -> str:
+    return text + " " * (width - cells(text))

@@ -45,6 +45,18 @@ def test_status_without_mps_says_the_partition_is_time_sliced() -> None:
     assert "time-sliced (big 70%, no MPS)" in rows["train"]
 
 
+def test_a_client_named_in_wide_characters_keeps_the_columns_in_line() -> None:
+    """(Widths were counted in characters: a CJK name, two cells a character, pushed its row
+    four cells right of the others.)"""
+    from gemini.core.status import cells
+
+    router = PartitionRouter(cfg.parse_text("2\n训练任务 0.3 1 1GiB\ninfer 0.3 1 1GiB\n"),
+                             Timing(), 0.0)
+    lines = render(router.snapshot(1.0)).splitlines()[1:]
+    starts = {cells(line[:line.index("0.30")]) for line in lines[1:]}
+    assert len(starts) == 1 and starts == {cells(lines[0][:lines[0].index("request")])}
+
+
 def test_status_of_a_v1_config_has_no_mode_column() -> None:
     router = PartitionRouter(cfg.parse_text("1\na 1 1 1\n"), Timing(), 0.0)
     head, columns = render(router.snapshot(1.0)).splitlines()[:2]
