@@ -914,6 +914,11 @@ class SchedulerCore:
                 self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)
                 if old:
                     out.append(act.info(spec.name, "client added"))
+                if spec.capped and self.history.has(spec.name):
+                    # Removed and added again (two saves of the config): its cap holds from
+                    # now on, as a cap lowered in place does, not against the time it used
+                    # before (0.3 added back after running alone: nothing for 7 s).
+                    self._capped_since[spec.name] = now
                 continue
             if state.spec != spec:
                 out.append(act.info(spec.name, f"client changed: {_describe(spec)}"))

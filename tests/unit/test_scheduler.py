@@ -512,6 +512,22 @@ def test_a_lowered_cap_holds_from_the_edit_on_without_a_stall():
         assert sim.share("c", t, t + 10.0) <= 0.1 + 0.02, t
 
 
+def test_a_client_removed_and_added_back_capped_holds_its_cap_from_then_on():
+    """(Two saves of the config, one without it and one with it capped at 0.1: its old use
+    stayed in its windows, and it got nothing for 8 s.)"""
+    sim = Sim([("c", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0)
+    sim.start("c")
+    sim.run_until(12.0)
+    sim.configure(ResourceConfig(()))
+    sim.configure(ResourceConfig((ClientSpec("c", 0.05, 0.1, 1 << 30),)))
+    sim.start("c")
+    sim.run_until(35.0)
+    for t in range(13, 34):
+        assert sim.share("c", t, t + 1.0) >= 0.05, t
+    for t in range(12, 25):
+        assert sim.share("c", t, t + 10.0) <= 0.1 + 0.02, t
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_lowered_cap_holds_from_the_edit_on_in_its_first_second_too(seed):
     """b, uncapped at 0.75 beside a, is capped at 0.3.  Its 1 s window still held the 0.75 s
