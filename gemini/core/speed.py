@@ -321,6 +321,11 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
     continuous = statistics.median(costs) if shared else max(costs)
+    if not shared and continuous > TAIL_SPEED_MAX * grants:
+        # No clock makes that (TAIL_SPEED_MAX): its grants run other kernels than its tails
+        # did, a new program under the same pod manager.  Charged 2x (SPEED_RANGE) until the
+        # next calibration, a client capped at 0.4 did 0.19-0.23 of its work for 7 s.
+        return None
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
 

@@ -905,3 +905,18 @@ def test_a_lone_capped_clients_calibration_fits_its_windows_by_what_it_is_charge
     for end in ends:
         used = core.history.usage(end - 1.0, end)["capped"]
         assert used <= allowed + 1e-3, (end, used)
+
+
+def test_a_capped_client_whose_program_launches_cheaper_kernels_is_not_charged_double():
+    """A new job under the same pod manager: its grants' cost per launch fell 4x, its tails still
+    the old program's, and the ratio (no clock explains more than TAIL_SPEED_MAX) was charged at
+    SPEED_RANGE's 2: 0.19-0.23 of its work at a 0.4 cap, until its next calibration."""
+    sim = Sim([("a", 0.1, 0.4)], timing=Timing(0.3, 0.02, 10.0), burst_ms=40.0, clock=GpuClock(),
+              gpu_wait=0.8, launch_s=0.0002, seed=1)
+    sim.start("a")
+    sim.run_until(20.0)
+    sim.launch_s = 0.00005
+    sim.run_until(28.0)
+    assert sim.clock is not None
+    for t in range(21, 28):
+        assert sim.clock.work("a", t - 1.0, t) >= 0.33, t
