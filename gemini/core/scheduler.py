@@ -632,8 +632,9 @@ class SchedulerCore:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
         if now >= interval.end:
             return
-        self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
-        self._pace(interval.name, now - interval.end)
+        if interval.name in self.clients:  # (a removed one's books are gone: left so)
+            self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
+            self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
     def _pace(self, name: str, seconds: float) -> None:
@@ -677,7 +678,7 @@ class SchedulerCore:
         the other way, and the next to come took that in one lump (H200, 0.4/0.5 uncapped, b
         joining a alone for 10 s: four 50 ms grants in a row, 0.593 of its first second)."""
         self.credits.earn(self._by_work(self._targets(wanting)), until)
-        if len(wanting) == 1:
+        if len(wanting) == 1 and wanting <= self.clients.keys():
             (name,) = wanting
             held = self.holder.interval if self.holder is not None else None
             unspent = held.end - until if held is not None and held.name == name else 0.0

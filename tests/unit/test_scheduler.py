@@ -488,6 +488,19 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
     assert again.response.status is Status.CLIENT_REMOVED
 
 
+def test_a_client_removed_while_it_holds_the_token_comes_back_owed_nothing():
+    """(Its token, ended after its removal, gave the unused part back to books already
+    forgotten: added again, it started with that credit, 140 ms.)"""
+    cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
+    core = SchedulerCore(cfg, WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1, burst=80.0), 0.0)
+    core.on_request(2, quota_req("b", 1, burst=80.0), 0.005)
+    core.on_config(config(("b", 0.5, 1, 1)), 0.01)
+    core.on_disconnect(1, 0.02)  # its pod manager goes, 145 ms of the grant unused
+    core.on_config(cfg, 0.03)
+    assert core.credits.of("a") == 0.0
+
+
 def test_reload_with_same_config_changes_nothing():
     cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
     core = SchedulerCore(cfg, WHOLE_QUOTAS, 0.0)
