@@ -119,11 +119,15 @@ def main(argv: list[str] | None = None) -> int:
             stop(proc)
 
 
-def last_lines(log: Path, n: int = 1) -> str:
+def last_lines(log: Path, n: int = 1, errors_only: bool = False) -> str:
+    """The log's last `n` lines (`errors_only`: of those that say something failed: the
+    daemons' lines interleave, and the reason is seldom the very last)."""
     try:
         lines = log.read_text(errors="replace").strip().splitlines()
     except OSError:
         return ""
+    if errors_only:
+        lines = [line for line in lines if " ERROR " in line or ": cannot " in line] or lines
     return " | ".join(lines[-n:])
 
 
@@ -139,7 +143,7 @@ def watch(port: int, seconds: float, secret: bytes, procs: dict[str, subprocess.
         backend = procs["launch-backend"]
         if backend.poll() is not None:
             print(f"gemini demo: launch-backend exited ({backend.returncode}): "
-                  f"{last_lines(logs / 'backend.log', 2)}", file=sys.stderr)
+                  f"{last_lines(logs / 'backend.log', 3, errors_only=True)}", file=sys.stderr)
             return 1
         try:
             text = render(query_status("127.0.0.1", port, secret=secret), with_bars=True)
