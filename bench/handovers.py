@@ -1,6 +1,7 @@
 """Where a pair's overuse comes from: tokens that end after the next holder's began.
 
   python3 bench/handovers.py LOGS.tar[.xz] [--over-ms 1.0]
+  python3 bench/handovers.py LOGS.tar[.xz] --deliveries
 
 For each case of clients that took turns (`pairs-<case>-<client>.log`, the hook's debug log
 that `bench/paths.py --keep-logs` keeps for pairs and trios; clients of one process), and each
@@ -11,6 +12,11 @@ overlap with that one: this token's end by its own hook's clock less the next on
 its hook's (CLOCK_MONOTONIC, one host).  A positive overlap: the next holder's work could reach
 the GPU before this token had ended.  Printed for the tokens whose overuse is over --over-ms
 and for the rest apart (count, overlap p10 / p50 / p90 in ms), as one JSON object.
+
+--deliveries: instead, how long each client's grants took to reach its pod manager, from the
+pod managers' logs (`made X ms before`; before 2026-12-05 04:00, `granted X ms before`): count
+and p50 / p90 / max in ms, per case and client.  `gem-schd --hand-over-at-arrival` waits that
+long (its median, at most 2 ms) at each hand-over made at a grant's end.
 
 Why: on the H200 (2026-12-04 16:27, `…-162742-paths-caps-60s-pairs-solo-tc-logs.tar.xz`) the
 pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from 2-6 %
@@ -43,6 +49,11 @@ HOOK_LOG = re.compile(r"^(?P<case>pairs-.+)-(?P<client>[a-z])\.log$")
 # A token's end line comes when its tracker has read it, after the end: the first one after
 # the end, less this, is that token's.
 END_SLACK_S = 0.002
+
+
+# A pod manager's debug line at each token: how long after the scheduler made it
+MADE = re.compile(r"(?:made|granted) ([\d.]+) ms before")
+PMGR_LOG = re.compile(r"^(?P<case>pairs-.+)-pmgr-(?P<client>[^.]+)\.log$")
 
 
 def tokens(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
@@ -109,12 +120,32 @@ def handovers(logs: dict[str, str], over_ms: float) -> dict:
             for case, clients in case_overlaps(logs).items()}
 
 
+def deliveries(logs: dict[str, str]) -> dict[str, dict[str, dict]]:
+    """Per pairs case and client, its grants' delivery to its pod manager (ms)."""
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for name, text in sorted(logs.items()):
+        if (m := PMGR_LOG.match(name)) is None:
+            continue
+        made = [float(v) for v in MADE.findall(text)]
+        row: dict = {"grants": len(made)}
+        if len(made) >= 3:
+            deciles = statistics.quantiles(made, n=10)
+            row |= {"made_ms_p50": round(statistics.median(made), 3),
+                    "made_ms_p90": round(deciles[8], 3), "made_ms_max": round(max(made), 3)}
+        out[m["case"]][m["client"]] = row
+    return dict(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("logs", type=Path, help="a bench/paths.py --keep-logs archive")
     p.add_argument("--over-ms", type=float, default=1.0)
+    p.add_argument("--deliveries", action="store_true",
+                   help="the grants' delivery to the pod managers instead (see above)")
     args = p.parse_args(argv)
-    print(json.dumps(handovers(read_logs(args.logs), args.over_ms), indent=1))
+    logs = read_logs(args.logs)
+    got = deliveries(logs) if args.deliveries else handovers(logs, args.over_ms)
+    print(json.dumps(got, indent=1))
     return 0
 
 

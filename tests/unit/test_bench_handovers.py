@@ -57,3 +57,18 @@ def test_it_reads_a_kept_logs_archive(tmp_path: Path, capsys) -> None:
     assert handovers.main([str(archive), "--over-ms", "2"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["pairs-0.3-0.7"]["a"]["overuse_over_2_ms"]["tokens"] == 3
+
+
+def test_the_grants_delivery_is_read_from_the_pod_managers_logs(tmp_path: Path, capsys) -> None:
+    made = [0.4, 0.5, 0.6, 0.7, 2.5]
+    pmgr = "".join(f"[a] token from the scheduler: 30.000 ms, made {ms:.3f} ms before, "
+                   "1 waiting\n" for ms in made)
+    old = "[b] token from the scheduler: 70.000 ms, granted 0.900 ms before, 1 waiting\n" * 3
+    archive = tmp_path / "x-logs.tar"
+    keep_logs(archive, {**pair_logs(), "pairs-0.3-0.7-pmgr-a.log": pmgr,
+                        "pairs-0.3-0.7-pmgr-b.log": old})
+    assert handovers.main([str(archive), "--deliveries"]) == 0
+    got = json.loads(capsys.readouterr().out)["pairs-0.3-0.7"]
+    assert got["a"]["grants"] == 5 and got["a"]["made_ms_p50"] == 0.6
+    assert got["a"]["made_ms_max"] == 2.5
+    assert got["b"] == {"grants": 3, "made_ms_p50": 0.9, "made_ms_p90": 0.9, "made_ms_max": 0.9}
