@@ -134,6 +134,17 @@ class Timing:
     hand_over_at_arrival: bool = False
 
 
+def describe_timing(t: Timing) -> str:
+    """One line for the log at start: what a run's logs must show to be read right."""
+    options = [name for name, on in (("shared speed", t.shared_speed),
+                                     ("hand-overs at the grant's arrival",
+                                      t.hand_over_at_arrival)) if on]
+    return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
+            f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
+            f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"
+            + "".join(f", {o}" for o in options))
+
+
 # The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival): grants
 # reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under 1.
 HAND_OVER_DELAY_MAX_S = 0.002

@@ -12,7 +12,7 @@ from pathlib import Path
 from gemini.core.config import DEFAULT_GPU, ResourceConfig
 from gemini.core.mps import MpsState
 from gemini.core.partitions import PartitionRouter
-from gemini.core.scheduler import Timing
+from gemini.core.scheduler import Timing, describe_timing
 from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
 from gemini.daemon.server import FrameServer
@@ -97,6 +97,7 @@ async def serve_scheduler(
     guarded = ", clients must prove the secret" if secret is not None else ""
     log.info("scheduler of GPU %s listening on %s:%d, config %s%s", gpu, host, bound,
              config_path, guarded)
+    log.info("%s", describe_timing(timing))
     watcher = ConfigWatcher(config_path, asyncio.get_running_loop(), apply,
                             current=config, validate=validate)
     watcher.start()

@@ -945,3 +945,13 @@ def test_clients_back_from_pauses_get_their_shares_second_by_second(seed):
     worst = max((abs(sim.share(n, lo, lo + 1.0) - expected[n]), n, lo)
                 for lo in windows for n in names)
     assert worst[0] <= 0.06, worst
+
+
+def test_the_start_line_names_the_timing_and_the_options_on():
+    """(A run's logs could not show whether --hand-over-at-arrival was on.)"""
+    from gemini.core.scheduler import describe_timing
+
+    assert describe_timing(Timing()) == ("quota 250 ms (min 100, max 1000), window 10 s, "
+                                         "short window 1 s, grace 5 ms")
+    assert describe_timing(Timing(hand_over_at_arrival=True)).endswith(
+        ", hand-overs at the grant's arrival")
