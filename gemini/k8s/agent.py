@@ -322,9 +322,12 @@ class Agent:
             raise UnitError(f"GPU {gpu} of {kind.resource} units {list(ids)[:3]}... is not on "
                             "this node")
         # The container's other resource should come from the same GPU: say so to
-        # GetPreferredAllocation (a preference only; PreStartContainer checks).
+        # GetPreferredAllocation (a preference only; PreStartContainer checks).  The second of
+        # the pair clears it: left, it steered the next container's first resource to this
+        # GPU, whatever that container needs.
         other = Kind.MEMORY if kind is Kind.SHARE else Kind.SHARE
-        self._hints[other], self._hints[kind] = gpu, None
+        second = self._hints.get(kind) is not None
+        self._hints[other], self._hints[kind] = (None if second else gpu), None
         if kind is Kind.MEMORY:
             return dp.ContainerAllocateResponse()
         async with self.lock:

@@ -12,7 +12,7 @@ import pytest
 from gemini.core.config import parse_text
 from gemini.k8s.agent import CONTAINER_DIR, HOOK_IN_CONTAINER
 from gemini.k8s.api import deviceplugin_pb2 as dp
-from gemini.k8s.units import MEMORY_RESOURCE, SHARE_RESOURCE, Gpu
+from gemini.k8s.units import MEMORY_RESOURCE, SHARE_RESOURCE, Gpu, Kind
 from tests.k8s.conftest import Node
 from tests.k8s.fake_kubelet import AdmissionError
 
@@ -70,6 +70,14 @@ def test_memory_units_follow_the_share_units_gpu(kubelet, start_agent, api):
     got = kubelet.admit("ns", "p", {"c": {SHARE: 100, MEMORY: 8}})["c"]
     assert {u.split("-")[0] for u in got.units[SHARE]} == {"g0"}
     assert {u.split("-")[0] for u in got.units[MEMORY]} == {"g0"}
+
+
+def test_no_hint_outlives_the_container_whose_pair_it_kept_together(kubelet, start_agent, api):
+    agent = start_agent(Node(list(TWO_GPUS)))
+    ready(kubelet)
+    api.add_pod("ns", "p", {"c": {SHARE: 10, MEMORY: 8}})
+    kubelet.admit("ns", "p", {"c": {SHARE: 10, MEMORY: 8}})
+    assert agent.agent.hint(Kind.SHARE) is None and agent.agent.hint(Kind.MEMORY) is None
 
 
 def test_allocate_answers_what_the_container_needs(kubelet, start_agent, short_tmp):
