@@ -62,23 +62,37 @@ def read_config(path: Path) -> ResourceConfig:
     return parse(text, str(path))
 
 
+def _observer() -> BaseObserver:
+    """inotify with whole events where there is one: a file moved in from a directory not
+    watched is then a move, not a creation (which is awaited as being written, for 1 s)."""
+    try:
+        from watchdog.observers.inotify import InotifyObserver
+
+        return InotifyObserver(generate_full_events=True)
+    except (ImportError, TypeError):  # (another OS; a watchdog without whole events)
+        return Observer()
+
+
 class _Poker(FileSystemEventHandler):
     """Runs in watchdog's thread: filters events and wakes the loop, nothing else."""
 
     def __init__(
         self,
-        target: str,
-        relevant: Callable[[FileSystemEvent], bool],
+        names: Callable[[], set[str]],
+        relevant: Callable[[FileSystemEvent, set[str]], bool],
         poke: Callable[[bool], None],
     ):
-        self._target = target
+        self._names = names
         self._relevant = relevant
         self._poke = poke
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _CONTENT_EVENTS and self._relevant(event):
+        if event.event_type not in _CONTENT_EVENTS:
+            return
+        names = self._names()
+        if self._relevant(event, names):
             writing = (event.event_type in _WRITING_EVENTS
-                       and os.fsdecode(event.src_path) == self._target)
+                       and os.fsdecode(event.src_path) in names)
             self._poke(writing)
 
 
@@ -105,6 +119,8 @@ class ConfigWatcher:
     ) -> None:
         # absolute(), not resolve(): the name is what gets renamed over, even through a symlink.
         self.path = Path(os.path.abspath(path))
+        # The directory watched, resolved: a watch on a symlink to a directory saw nothing.
+        self._watch_dir = os.path.realpath(self.path.parent)
         self._loop = loop
         self._on_config = on_config
         self._debounce_s = debounce_s
@@ -118,9 +134,9 @@ class ConfigWatcher:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        observer = Observer()
-        poker = _Poker(str(self.path), self._is_relevant, self._poke_threadsafe)
-        observer.schedule(poker, str(self.path.parent))
+        observer = _observer()
+        poker = _Poker(self._names, self._is_relevant, self._poke_threadsafe)
+        observer.schedule(poker, self._watch_dir)
         observer.start()  # the inotify watch exists when this returns
         self._observer = observer
         # Read after the watch is in place, so an edit in between is seen one way or the other.
@@ -143,10 +159,15 @@ class ConfigWatcher:
 
     # ---- watchdog thread ------------------------------------------------------------------------
 
-    def _is_relevant(self, event: FileSystemEvent) -> bool:
-        target = str(self.path)
+    def _names(self) -> set[str]:
+        """The paths events name the config by: as given, in the resolved directory, and the
+        file a symlinked config points to now (written through the link, events name it)."""
+        return {str(self.path), os.path.join(self._watch_dir, self.path.name),
+                os.path.realpath(self.path)}
+
+    def _is_relevant(self, event: FileSystemEvent, names: set[str]) -> bool:
         paths = {os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "") or "")}
-        if target in paths:
+        if paths & names:
             return True
         # A symlinked config (e.g. a Kubernetes ConfigMap) changes when a link *next to it* is
         # swapped; any event in the directory may be that, and an unchanged re-read is harmless.

@@ -117,16 +117,24 @@ def test_unchanged_content_and_other_files_do_not_call_back(conf: Path) -> None:
     run_watching(conf, body)
 
 
-def test_a_file_being_written_is_read_once_its_writer_closes_it(conf: Path) -> None:
-    """Read between its two writes, the file says client2 has 2 bytes: a valid config, wrong."""
+@pytest.mark.parametrize("through_link", [False, True])
+def test_a_file_being_written_is_read_once_its_writer_closes_it(
+    conf: Path, through_link: bool
+) -> None:
+    """Read between its two writes, the file says client2 has 2 bytes: a valid config, wrong.
+    (Through a symlinked config, the events name the file it points to: read half-written.)"""
     cut = TWO.index("GiB", TWO.index("client2"))
+    if through_link:
+        real = conf.with_name("resource-config.v1.txt")
+        conf.rename(real)
+        conf.symlink_to(real.name)
     written: asyncio.Queue[logging.LogRecord] = asyncio.Queue()
     waiting = _Queue(written)
     waiting.setLevel(logging.DEBUG)
     logger = logging.getLogger("gemini.config")
 
     async def body(h: Harness) -> None:
-        with conf.open("w") as f:
+        with conf.open("w") as f:  # (through the link: the file it points to)
             f.write(TWO[:cut])
             f.flush()
             while "being written" not in (await asyncio.wait_for(written.get(), TIMEOUT_S)).msg:
@@ -143,6 +151,35 @@ def test_a_file_being_written_is_read_once_its_writer_closes_it(conf: Path) -> N
     finally:
         logger.removeHandler(waiting)
         logger.setLevel(level)
+
+
+def test_a_config_moved_in_from_another_directory_is_read_at_once(
+    conf: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """(Seen as a file created, it was awaited as being written: read only after settle_s.)"""
+    staged = tmp_path_factory.mktemp("staging") / "new.txt"
+    staged.write_text(TWO)
+
+    async def body(h: Harness) -> None:
+        os.replace(staged, conf)
+        assert await asyncio.wait_for(h.configs.get(), TIMEOUT_S / 2) == parse_text(TWO)
+
+    run_watching(conf, body, settle_s=TIMEOUT_S * 2)
+
+
+def test_a_config_in_a_symlinked_directory_is_watched(tmp_path: Path) -> None:
+    """(The watch was put on the link: no edit was ever seen.)"""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "resource-config.txt").write_text(ONE)
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+
+    async def body(h: Harness) -> None:
+        (link / "resource-config.txt").write_text(TWO)
+        assert await h.next_config() == parse_text(TWO)
+
+    run_watching(link / "resource-config.txt", body)
 
 
 def test_deleted_then_recreated(conf: Path) -> None:
