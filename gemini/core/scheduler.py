@@ -221,6 +221,8 @@ class SchedulerCore:
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
         self._capped_since: dict[str, float] = {}
+        # When each client's books began: its grants from before are on none (_end_early).
+        self._books_since: dict[str, float] = {}
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -643,7 +645,9 @@ class SchedulerCore:
         """The token came back (or its holder went): if before its quota ran out, it ends now."""
         if now >= interval.end:
             return
-        if interval.name in self.clients:  # (a removed one's books are gone: left so)
+        # (A grant made before its client was removed, or before it was added again, is not
+        # on its books: the unused part went back to none, or to the new ones.)
+        if interval.start >= self._books_since.get(interval.name, math.inf):
             self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
             self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
@@ -924,6 +928,7 @@ class SchedulerCore:
             state = old.get(spec.name)
             if state is None:
                 self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)
+                self._books_since[spec.name] = now
                 if old:
                     out.append(act.info(spec.name, "client added"))
                 if spec.capped and self.history.has(spec.name):
@@ -954,6 +959,7 @@ class SchedulerCore:
             self.clients[spec.name] = state
         for name in old.keys() - self.clients.keys():
             self.credits.forget(name)
+            self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
             self.pacer.forget(name)

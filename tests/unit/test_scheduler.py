@@ -501,6 +501,23 @@ def test_a_client_removed_while_it_holds_the_token_comes_back_owed_nothing():
     assert core.credits.of("a") == 0.0
 
 
+@pytest.mark.parametrize("ends_by", ["disconnect", "request"])
+def test_a_client_removed_and_added_back_before_its_grant_ends_starts_owed_nothing(ends_by):
+    """(The grant made before its removal, ended after it came back, gave its unused part to
+    the new books: 140 ms ahead.)"""
+    cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
+    core = SchedulerCore(cfg, WHOLE_QUOTAS, 0.0)
+    core.on_request(1, quota_req("a", 1, burst=80.0), 0.0)
+    core.on_request(2, quota_req("b", 1, burst=80.0), 0.005)
+    core.on_config(config(("b", 0.5, 1, 1)), 0.01)
+    core.on_config(cfg, 0.015)
+    if ends_by == "disconnect":
+        core.on_disconnect(1, 0.02)
+    else:
+        core.on_request(1, quota_req("a", 2), 0.02)
+    assert core.credits.of("a") < 0.01  # (what it earned as holder since: 2.5 ms)
+
+
 def test_reload_with_same_config_changes_nothing():
     cfg = config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1))
     core = SchedulerCore(cfg, WHOLE_QUOTAS, 0.0)
