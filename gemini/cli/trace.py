@@ -21,26 +21,29 @@ POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
 def record(
     ip: str, ports: list[int], seconds: float, secret: bytes | None = None
 ) -> tuple[dict[int, list[Interval]], dict[int, str]]:
-    """The grants of each scheduler (one per GPU), by port; and why each scheduler that never
-    answered did not.  A look that fails is skipped: the scheduler's history covers the gap
-    if it answers again within its window."""
+    """The grants of each scheduler (one per GPU), by port; and why each one that did not
+    answer the first look did not (it is left out at once, not asked five times a second for
+    the whole recording).  A later look that fails is skipped: the scheduler's history covers
+    the gap if it answers again within its window."""
     from gemini.client import query_status
 
     recorders = {port: TraceRecorder() for port in ports}
-    answered: set[int] = set()
     errors: dict[int, str] = {}
     end = time.monotonic() + seconds
-    while True:
-        for port, recorder in recorders.items():
+    first = True
+    while recorders:
+        for port, recorder in list(recorders.items()):
             try:
                 recorder.add(query_status(ip, port, secret=secret)["history"])
-                answered.add(port)
             except (OSError, KeyError, TypeError) as exc:
-                errors[port] = f"{ip}:{port}: {exc}"
+                if first:
+                    del recorders[port]
+                    errors[port] = f"{ip}:{port}: {exc}"
+        first = False
         if time.monotonic() >= end:
-            return ({port: r.intervals() for port, r in recorders.items() if port in answered},
-                    {port: why for port, why in errors.items() if port not in answered})
+            break
         time.sleep(POLL_S)
+    return {port: r.intervals() for port, r in recorders.items()}, errors
 
 
 def merged(traces: dict[int, list[Interval]]) -> tuple[dict[str, Any], list[Interval]]:

@@ -118,6 +118,14 @@ def test_status_shows_the_schedulers_that_answer_and_says_which_did_not(tmp_path
         schd.stop()
 
 
+def test_trace_with_no_scheduler_to_record_says_so_at_once():
+    """(Each look that failed was skipped and tried again until --seconds had passed.)"""
+    proc = run("gemini.cli.gemini", "trace", "--port", "1", "--seconds", "120", "--out",
+               "/tmp/gemini-trace-never.json")
+    assert proc.returncode == 1
+    assert "no answer from the scheduler at 127.0.0.1:1" in proc.stderr
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (["status", "--port", ","], "is not a port or a list of ports"),
     (["status", "--port", "107587"], "is not a port or a list of ports"),
