@@ -152,6 +152,12 @@ static int64_t env_us_as_ns(const char *name, int64_t dflt)
     return gem_env_number(name, dflt / 1000, 0, 10 * 1000 * 1000) * 1000;
 }
 
+static void reset_tokens(void)
+{
+    for (int i = 0; i < GEM_MAX_DEVICES; i++)
+        token_init(&tokens[i]);
+}
+
 static void tokens_init(void)
 {
     tail_ns = env_us_as_ns("GEMINI_HOOK_TAIL_US", DEFAULT_TAIL_NS);
@@ -159,15 +165,15 @@ static void tokens_init(void)
     alone_early_max_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_MAX_US", DEFAULT_ALONE_EARLY_MAX_NS);
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
-    for (int i = 0; i < GEM_MAX_DEVICES; i++)
-        token_init(&tokens[i]);
+    reset_tokens();
 }
 
 void gem_token_reset_after_fork(void)
 {
-    /* The child has none of the parent's threads, and CUDA state does not survive fork. */
+    /* The child has none of the parent's threads, and CUDA state does not survive fork; the
+     * knobs it keeps as the parent read them (a bad one is said once, not by every worker). */
     pthread_once(&tokens_once, tokens_init);
-    tokens_init();
+    reset_tokens();
     memset(go_uses, 0, sizeof(go_uses));
     memset(graph_uses, 0, sizeof(graph_uses));
     gem_inflight_reset_after_fork();

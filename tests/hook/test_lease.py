@@ -38,6 +38,13 @@ def test_a_lease_size_that_is_no_size_is_said_once_and_the_default_used(
     assert len(said) == 1 and f"={value} is not a whole number from 0 to" in said[0], r.stderr
 
 
+def test_a_bad_knob_is_said_by_the_parent_not_again_by_each_forked_child(hook_env, mini):
+    r = hook_env.run([str(mini / "mini_client"), "fork"], GEMINI_HOOK_TAIL_US="1.5")
+    assert r.out == [{"child": 0}], r.stderr
+    said = [line for line in r.stderr.splitlines() if "GEMINI_HOOK_TAIL_US" in line]
+    assert len(said) == 1, r.stderr
+
+
 def test_near_the_limit_the_exact_amount_is_asked_for(hook_env, mini, pm):
     pm.limit = 10 * MIB
     r = hook_env.run([str(mini / "mini_client"), "alloc", str(5 * MIB)], **LEASE)
