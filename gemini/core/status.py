@@ -74,8 +74,9 @@ def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -
 
 
 def cells(text: str) -> int:
-    """Terminal cells `text` takes: two for a wide character (CJK), none for a combining one."""
-    return sum(0 if unicodedata.combining(ch) else
+    """Terminal cells `text` takes: two for a wide character (CJK), none for a mark or a
+    format character (Thai vowel signs, zero-width joiners and spaces)."""
+    return sum(0 if unicodedata.category(ch) in ("Mn", "Me", "Cf") else
                2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
 
 

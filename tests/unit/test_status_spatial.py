@@ -55,6 +55,7 @@ def test_a_client_named_in_wide_characters_keeps_the_columns_in_line() -> None:
     lines = render(router.snapshot(1.0)).splitlines()[1:]
     starts = {cells(line[:line.index("0.30")]) for line in lines[1:]}
     assert len(starts) == 1 and starts == {cells(lines[0][:lines[0].index("request")])}
+    assert [cells(t) for t in ("训练", "กั", "a\u200bb", "e\u0301")] == [4, 1, 2, 1]
 
 
 def test_status_of_a_v1_config_has_no_mode_column() -> None:
