@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, port
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
 from gemini.core.config import ConfigError, ResourceConfig
 from gemini.core.launch import (
     BackendArgs,
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default: TMPDIR/gemini-mps-UID-PORT; launch-command --mps-dir)")
     mps.add_argument("--no-mps", action="store_true",
                      help="do not start MPS: the config's partitions are time-sliced")
-    mps.add_argument("--mps-check", type=finite, default=MPS_CHECK_S, metavar="SECONDS",
+    mps.add_argument("--mps-check", type=positive, default=MPS_CHECK_S, metavar="SECONDS",
                      help=f"how often to check that MPS still serves ({MPS_CHECK_S:g})")
     add_verbosity(p)
     return p
@@ -395,8 +395,6 @@ def main(argv: list[str] | None = None) -> int:
                        shared_speed=ns.shared_speed,
                        hand_over_at_arrival=ns.hand_over_at_arrival)
     try:
-        if not ns.mps_check > 0:
-            raise ValueError(f"--mps-check must be > 0 seconds, got {ns.mps_check:g}")
         if args.unix_dir:
             os.makedirs(args.unix_dir, mode=0o755, exist_ok=True)
         if secret_file:

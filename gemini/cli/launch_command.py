@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from types import FrameType
 
-from gemini.cli._args import finite, gpu_list, port, port_list
+from gemini.cli._args import gpu_list, port, port_list, positive
 from gemini.core.config import ClientSpec, ConfigError
 from gemini.core.launch import parse_placement, placed, placement_name, plan_command, socket_path
 from gemini.core.mps import MpsPaths, client_env, default_dir
@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--secret-file", metavar="PATH",
                    help="shared secret the hook proves to the pod manager (GEMINI_SECRET_FILE)")
     p.add_argument("--ip", default="127.0.0.1", help="pod manager address (default 127.0.0.1)")
-    p.add_argument("--timeout", type=finite, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive, default=None, metavar="SECONDS",
                    help="stop the command's process group after this many seconds")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND...")
     return p

@@ -54,7 +54,7 @@ from typing import Any
 
 import grpc
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, port
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
 from gemini.client import query_status
 from gemini.core.config import ConfigError
 from gemini.core.launch import BackendArgs, socket_path
@@ -509,9 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "makes more units than the kubelet reads in one message, ~170 GiB)")
     p.add_argument("--no-secret", dest="secret", action="store_false",
                    help="run the daemons without a shared secret")
-    p.add_argument("--sync-interval", type=finite, default=d.sync_interval_s,
+    p.add_argument("--sync-interval", type=positive, default=d.sync_interval_s,
                    help=f"seconds between GPU scans and pod checks ({d.sync_interval_s})")
-    p.add_argument("--watch-interval", type=finite, default=d.watch_interval_s,
+    p.add_argument("--watch-interval", type=positive, default=d.watch_interval_s,
                    help=f"seconds between looks at the kubelet's socket ({d.watch_interval_s})")
     p.add_argument("--schd", default=b.schd, help=f"scheduler command ({b.schd})")
     p.add_argument("--pmgr", default=b.pmgr, help=f"pod manager command ({b.pmgr})")

@@ -139,6 +139,17 @@ def test_tool_flags_that_cannot_work_are_refused_at_once(argv, says):
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize(("module", "argv"), [
+    ("gemini.cli.launch_backend", ["--mps-check", "0", "--config", "x.txt"]),
+    ("gemini.cli.launch_command", ["--timeout", "0", "--port", "50052", "--", "true"]),
+    ("gemini.k8s.agent", ["--sync-interval", "0"]),
+    ("gemini.k8s.agent", ["--watch-interval=-1"]),
+])
+def test_an_interval_of_zero_is_refused_not_spun_on(module, argv):
+    proc = run(module, *argv)
+    assert proc.returncode == 2 and "is not above 0" in proc.stderr, proc.stderr
+
+
 def test_a_pod_manager_takes_the_hooks_unix_socket_from_pod_manager_port(tmp_path):
     sock = tmp_path / "a.sock"
     env = {**os.environ, "POD_MANAGER_PORT": f"unix:{sock}"}
