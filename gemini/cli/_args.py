@@ -6,9 +6,13 @@ import argparse
 import math
 import os
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 from gemini.core.config import parse_gpu
 from gemini.secret import ENV, load_optional, world_readable
+
+T = TypeVar("T")
 
 
 def port_list(text: str) -> list[int]:
@@ -22,34 +26,30 @@ def port_list(text: str) -> list[int]:
     return ports
 
 
+def _checked(text: str, convert: Callable[[str], T], valid: Callable[[T], bool], says: str) -> T:
+    """`convert(text)` where it converts and is `valid`; else argparse's error, `text` `says`."""
+    try:
+        value = convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} {says}") from None
+    if not valid(value):
+        raise argparse.ArgumentTypeError(f"{text!r} {says}")
+    return value
+
+
 def finite(text: str) -> float:
     """A number flag: `inf` and `nan` are no durations or ratios (float() takes both)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
-    return value
+    return _checked(text, float, math.isfinite, "is not a finite number")
 
 
 def positive(text: str) -> float:
     """A finite number above 0 (an interval, a bin: 0 or less would spin or divide by 0)."""
-    value = finite(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not above 0")
-    return value
+    return _checked(text, finite, lambda v: v > 0, "is not above 0")
 
 
 def port(text: str) -> int:
     """A port to listen on: 0 (any free one) to 65535 (above, it wrapped: 70000 was 4464)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
-    return value
+    return _checked(text, int, lambda v: 0 <= v <= 65535, "is not a port (0 to 65535)")
 
 
 def gpu_list(text: str) -> tuple[str, ...]:
