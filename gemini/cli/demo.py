@@ -117,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for proc in reversed(procs):
             stop(proc)
+        segment = work_env.get("GEMINI_FAKE_GPU")
+        if segment:  # the simulated GPU's shared memory, 250 KB of /dev/shm kept otherwise
+            Path("/dev/shm", segment.lstrip("/")).unlink(missing_ok=True)
 
 
 def last_lines(log: Path, n: int = 1, errors_only: bool = False) -> str:

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -178,6 +179,7 @@ def test_the_demo_says_a_bad_config_and_a_dead_backend_and_ends(tmp_path):
                    "50", "--logs", str(tmp_path / "l2"), env=env)
     assert proc.returncode == 1, proc.stderr
     assert "launch-backend exited (1)" in proc.stderr and "address already in use" in proc.stderr
+    assert not Path(f"/dev/shm/gemini-demo-{os.getuid()}").exists()  # its simulated GPU's
 
 
 def test_the_demo_runs_on_the_simulated_gpu_where_no_program_could_use_the_real_one(
