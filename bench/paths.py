@@ -275,6 +275,15 @@ def share_summary(values: list[float], target: float) -> dict:
             "shares": [rnd(v) for v in values]}
 
 
+def sliding_summary(values: list[float], target: float) -> dict:
+    """The 1 s windows sliding by SLIDE_STEP_S: the largest |share - target| (pp), the lowest
+    and the highest share."""
+    if not values:
+        return {"error_pp_max_sliding": None, "low_sliding": None, "high_sliding": None}
+    return {"error_pp_max_sliding": rnd(max(abs(v - target) for v in values) * 100, 2),
+            "low_sliding": rnd(min(values)), "high_sliding": rnd(max(values))}
+
+
 def cap_metrics(samples: Samples, bare: float, target: float = CAP_TARGET) -> dict:
     """A capped client's run (samples from its start, steps 0) against its bare rate."""
     t0, t_end = samples[0][0], samples[-1][0]
@@ -306,6 +315,11 @@ def cap_metrics(samples: Samples, bare: float, target: float = CAP_TARGET) -> di
         "cap_err1_worst_at_s": argmax(err1),
         "cap_err10_max_pp": rnd(max(err10), 2) if err10 else None,
         "cap_err10_worst_at_s": argmax(err10),
+        # The worst of every 1 s window, either way (the whole seconds alone read 1.4x lower
+        # at the median on the H200's kept logs, up to 6x: a second's two halves at 0.5 and
+        # 0.1 of a 0.3 cap read 0.3).
+        "cap_err1_sliding_max_pp": (rnd(max(abs(v - target) for v in sliding) * 100, 2)
+                                    if sliding else None),
         "cap_high1_sliding": rnd(sliding[high]) if high is not None else None,
         "cap_high1_sliding_at_s": rnd(slide[high][0] - t0, 2) if high is not None else None,
         "cap_low1_sliding": rnd(min(sliding)) if sliding else None,
@@ -333,6 +347,9 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
     bins = window_list(t0 + warm, t_end, 1.0, 1.0)
     per1 = {n: shares(samples[n], bins, bare_of[n]) for n in names}
     agg1 = [sum(per1[n][i] for n in names) for i in range(len(bins))]
+    # Every 1 s window, not the whole seconds alone (see cap_metrics' cap_err1_sliding_max_pp).
+    slide = window_list(t0 + warm, t_end, 1.0, SLIDE_STEP_S)
+    sliding = {n: shares(samples[n], slide, bare_of[n]) for n in names}
     out = []
     for width in (10, 1):
         wins = bins if width == 1 else window_list(t0 + warm, t_end, 10.0, 1.0)
@@ -342,6 +359,7 @@ def pair_entries(case: str, samples: dict[str, list[list[float]]], targets: dict
             "case": case, "window_s": width, "path": path, "windows": len(wins),
             "bare_rate": None if per_client else rnd(bare_of[names[0]], 2),
             "clients": [{"name": n, "target": targets[n], **share_summary(per[n], targets[n]),
+                         **(sliding_summary(sliding[n], targets[n]) if width == 1 else {}),
                          **({"bare_rate": rnd(bare_of[n], 2)} if per_client else {})}
                         for n in names],
             "aggregate_median": rnd(statistics.median(agg)) if agg else None,
@@ -543,8 +561,9 @@ def markdown(res: dict) -> str:
               f"unless the note says) ± {tol} over 15 s "
               f"and 60 s; worst window error ≤ {GOALS['err1_pp']:g} pp (1 s), "
               f"≤ {GOALS['err10_pp']:g} pp (10 s).", "",
-              "| path | bare steps/s | solo/bare (pair min–max) | cap 15 s | cap 60 s "
-              "| cap worst 1 s / 10 s err [pp] | cap 1 s sliding: high / low "
+              "| path | bare steps/s | solo/bare (pair min–max) | cap 15 s | cap whole run "
+              "| cap worst 1 s (whole seconds; every window) / 10 s err [pp] "
+              "| cap 1 s sliding: high / low "
               "| overuse p50 / p99 [ms] (n) | note |",
               "|---|---|---|---|---|---|---|---|---|"]
     for p in [*PATHS, *[q for q in res.get("paths", {}) if q not in PATHS]]:
@@ -574,9 +593,12 @@ def markdown(res: dict) -> str:
             + _ok(sob >= GOALS["solo_over_bare"]))
         c15, c60 = r.get("cap_15s"), r.get("cap_60s")
         e1, e10 = r.get("cap_err1_max_pp"), r.get("cap_err10_max_pp")
+        e1s = r.get("cap_err1_sliding_max_pp")  # (judged where there is one: every window)
         ok10 = None if e10 is None else e10 <= GOALS["err10_pp"]
-        err = "—" if e1 is None else (f"{_f(e1, 1)}{_ok(e1 <= GOALS['err1_pp'])} / "
-                                      f"{_f(e10, 1)}{_ok(ok10)}")
+        judged = e1s if e1s is not None else e1
+        err = "—" if e1 is None else (
+            f"{_f(e1, 1)}" + ("" if e1s is None else f" (sliding {_f(e1s, 1)})")
+            + f"{_ok(judged <= GOALS['err1_pp'])} / {_f(e10, 1)}{_ok(ok10)}")
         hi, lo = r.get("cap_high1_sliding"), r.get("cap_low1_sliding")
         slid = "—" if hi is None else (
             f"{_f(hi)}{_ok(hi <= target + GOALS['err1_pp'] / 100 + 1e-9)} at "
@@ -598,6 +620,8 @@ def markdown(res: dict) -> str:
                   "windows)", "",
                   "(granted: the scheduler's books, the GPU time it gave; MHz: the GPU's median "
                   "SM clock over the run)", "",
+                  "(1 s rows: max err over the whole seconds, then over every 1 s window "
+                  "sliding by 50 ms, which is judged, with its lowest and highest share)", "",
                   "| case | programs | window | client | target | worst window | max err [pp] "
                   "| p90 err [pp] | aggregate | granted | MHz |", "|---|---|---|---|---|---|---|---"
                   "|---|---|---|"]
@@ -610,9 +634,14 @@ def markdown(res: dict) -> str:
             goal = GOALS["err10_pp"] if e["window_s"] >= 10 else GOALS["err1_pp"]
             for c in e["clients"]:
                 m = c.get("error_pp_max")
+                ms = c.get("error_pp_max_sliding")
+                judged = ms if ms is not None else m
+                err = _f(m, 2) if ms is None else (
+                    f"{_f(m, 2)}; {_f(ms, 2)} ({_f(c.get('low_sliding'))}–"
+                    f"{_f(c.get('high_sliding'))})")
                 lines.append(f"| {e['case']} | {programs} | {e['window_s']} s | {c['name']} | "
-                             f"{c['target']} | {_f(c.get('achieved'))} | {_f(m, 2)}"
-                             f"{_ok(None if m is None else m <= goal)} | "
+                             f"{c['target']} | {_f(c.get('achieved'))} | {err}"
+                             f"{_ok(None if judged is None else judged <= goal)} | "
                              f"{_f(c.get('error_pp_p90'), 2)} | {_f(e.get('aggregate_median'))} | "
                              f"{_f(c.get('granted'))} | {_f(e.get('sm_mhz'), 0)} |")
     if res.get("rtt_us_p50") is not None:

@@ -88,6 +88,32 @@ def test_a_capped_run_is_judged_on_every_1s_window_not_only_its_whole_seconds() 
     assert 2.25 - 1e-6 <= m["cap_high1_sliding_at_s"] <= 2.75 + 1e-6
     assert m["cap_low1_sliding"] == pytest.approx(0.2, abs=1e-6)
     assert "0.500 ❌ at 2.2 s / 0.200" in paths.markdown({"paths": {"triton": m}})
+    # The worst 1 s error is judged over every window: 0.2 below 0.4, not 0.05 (whole seconds).
+    assert m["cap_err1_max_pp"] <= 5.0 + 1e-6 and m["cap_err1_sliding_max_pp"] == 20.0
+    assert "(sliding 20.0) ❌" in paths.markdown({"paths": {"triton": m}})
+
+
+def test_a_pairs_1s_shares_are_judged_on_every_window_not_only_its_whole_seconds() -> None:
+    """(Whole seconds of exactly 0.3 can hold halves at 0.5 and 0.1: judged on the seconds,
+    71 of 211 pair clients of the H200's kept logs passed 5 points that every window fails.)"""
+    def halves(high: float, low: float, seconds: int) -> list[list[float]]:
+        """high then low in even seconds, low then high in odd ones (10 ms steps, bare 100/s)."""
+        out, steps = [[0.0, 0.0]], 0.0
+        for i in range(seconds * 100):
+            second, first_half = divmod(i, 100)[0], i % 100 < 50
+            steps += high if first_half == (second % 2 == 0) else low
+            out.append([(i + 1) / 100, steps])
+        return out
+
+    samples = {"a": halves(0.5, 0.1, 14), "b": halves(0.5, 0.9, 14)}
+    _, one = paths.pair_entries("0.3/0.7", samples, {"a": 0.3, "b": 0.7}, 0.0, 14.0, 100.0)
+    a = {c["name"]: c for c in one["clients"]}["a"]
+    assert a["error_pp_max"] == pytest.approx(0.0, abs=1e-6)
+    assert a["error_pp_max_sliding"] == pytest.approx(20.0, abs=0.5)
+    assert (a["low_sliding"], a["high_sliding"]) == (pytest.approx(0.1, abs=0.01),
+                                                     pytest.approx(0.5, abs=0.01))
+    table = paths.markdown({"pairs": [one]})
+    assert "| 0.3/0.7 | " in table and "❌" in table
 
 
 def test_the_table_names_the_bare_rate_a_capped_run_was_divided_by_where_it_differs() -> None:
