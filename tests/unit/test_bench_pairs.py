@@ -13,6 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import paths
 
+from tests.unit.steps import halves
+
 
 def steady(rate: float, seconds: int) -> list[list[float]]:
     return [[t / 10, rate * t / 10] for t in range(seconds * 10 + 1)]
@@ -96,15 +98,6 @@ def test_a_capped_run_is_judged_on_every_1s_window_not_only_its_whole_seconds() 
 def test_a_pairs_1s_shares_are_judged_on_every_window_not_only_its_whole_seconds() -> None:
     """(Whole seconds of exactly 0.3 can hold halves at 0.5 and 0.1: judged on the seconds,
     71 of 211 pair clients of the H200's kept logs passed 5 points that every window fails.)"""
-    def halves(high: float, low: float, seconds: int) -> list[list[float]]:
-        """high then low in even seconds, low then high in odd ones (10 ms steps, bare 100/s)."""
-        out, steps = [[0.0, 0.0]], 0.0
-        for i in range(seconds * 100):
-            second, first_half = divmod(i, 100)[0], i % 100 < 50
-            steps += high if first_half == (second % 2 == 0) else low
-            out.append([(i + 1) / 100, steps])
-        return out
-
     samples = {"a": halves(0.5, 0.1, 14), "b": halves(0.5, 0.9, 14)}
     _, one = paths.pair_entries("0.3/0.7", samples, {"a": 0.3, "b": 0.7}, 0.0, 14.0, 100.0)
     a = {c["name"]: c for c in one["clients"]}["a"]
