@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import math
 import os
 import queue
 import re
@@ -435,10 +436,12 @@ def windows(a: float, b: float, width: float) -> list[tuple[float, float]]:
 
 
 def pct(values: Sequence[float], q: float) -> float:
+    """The nearest-rank q-quantile: the smallest value with at least q of them at or below it
+    (until 2026-12-05 one rank higher where q * n is whole: p99 of 100 was their largest)."""
     if not values:
         return float("nan")
     s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
+    return s[min(len(s) - 1, max(math.ceil(q * len(s) - 1e-9) - 1, 0))]
 
 
 # ---- token grants, from the scheduler's status -------------------------------------------------

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import random
 import sys
 import time
@@ -55,8 +56,9 @@ def emit(obj: dict) -> None:
 
 
 def pct(values: list[float], q: float) -> float:
+    """Nearest rank, as bench/common.py's (this app runs on its own, without it)."""
     s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+    return s[min(len(s) - 1, max(math.ceil(q * len(s) - 1e-9) - 1, 0))] if s else float("nan")
 
 
 # ---- the workloads: (step, sync) -----------------------------------------------------------------

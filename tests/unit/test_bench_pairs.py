@@ -243,3 +243,13 @@ def test_a_capped_runs_overuse_is_read_from_its_log_up_to_the_cap_lifted() -> No
     assert cut == "".join(log.splitlines(keepends=True)[:3])
     assert paths.overuse_of(cut)["overuse_ms_max"] == 0.1
     assert paths.log_until(log, None) == log
+
+
+def test_percentiles_take_the_nearest_rank() -> None:
+    """(One rank too high where q * n was whole: p99 of 100 values was their largest.)"""
+    from common import pct
+
+    assert pct(list(range(1, 101)), 0.99) == 99
+    assert pct(list(range(1, 21)), 0.9) == 18
+    assert pct([1, 2, 3, 4], 0.5) == 2
+    assert (pct([5], 0.5), pct([1, 2, 3], 0.0), pct([1, 2, 3], 1.0)) == (5, 1, 3)
