@@ -275,6 +275,20 @@ def share_summary(values: list[float], target: float) -> dict:
             "shares": [rnd(v) for v in values]}
 
 
+def failed_runs(bare: list[dict], solo: list[dict]) -> dict:
+    """The bare and hooked runs that failed (a crash under the hook is its own result: dropped
+    from the ratios, one run in five crashing still read "alone at bare speed ✅")."""
+    failed = {kind: [r["error"] for r in runs if "error" in r]
+              for kind, runs in (("bare", bare), ("solo", solo))}
+    if not any(failed.values()):
+        return {}
+    said = "; ".join(f"{len(errors)} of {len(runs)} {kind} runs failed ({errors[0][:60]})"
+                     for (kind, errors), runs in zip(failed.items(), (bare, solo), strict=True)
+                     if errors)
+    return {"bare_failed": len(failed["bare"]), "solo_failed": len(failed["solo"]),
+            "runs_failed_note": said}
+
+
 def sliding_summary(values: list[float], target: float) -> dict:
     """The 1 s windows sliding by SLIDE_STEP_S: the largest |share - target| (pp), the lowest
     and the highest share."""
@@ -574,6 +588,8 @@ def markdown(res: dict) -> str:
         notes = [f"capped at {target:g}"] if target != CAP_TARGET else []
         notes += [str(r[k])[:90] for k in ("error", "solo_error", "solo_skipped", "cap_error",
                                            "cap_skipped", "overuse_note") if r.get(k)]
+        if r.get("runs_failed_note"):
+            notes.append(str(r["runs_failed_note"])[:160])
         if r.get("cap_work_per_granted_s") is not None:
             notes.append(f"a granted second did {_f(r['cap_work_per_granted_s'])}, charged "
                          f"{_f(r.get('cap_charged_per_granted_s'))}")
@@ -590,7 +606,7 @@ def markdown(res: dict) -> str:
         sob = r.get("solo_over_bare")
         sob_s = "—" if sob is None else (
             f"{sob:.4f} ({_f(r.get('solo_over_bare_min'), 4)}–{_f(r.get('solo_over_bare_max'), 4)})"
-            + _ok(sob >= GOALS["solo_over_bare"]))
+            + _ok(sob >= GOALS["solo_over_bare"] and not r.get("solo_failed")))
         c15, c60 = r.get("cap_15s"), r.get("cap_60s")
         e1, e10 = r.get("cap_err1_max_pp"), r.get("cap_err10_max_pp")
         e1s = r.get("cap_err1_sliding_max_pp")  # (judged where there is one: every window)
@@ -1008,8 +1024,9 @@ class Bench:
                 if fresh:
                     w.close()
                     workers.pop(variant, None)
-            kept = ("rate", "steps", "seconds") + (("samples",) if variant == "bare" else ())
-            return {x: r[x] for x in kept}  # (a bare run's samples: own_seconds)
+            kept = ("rate", "steps", "seconds", "sm_mhz", "power_w") + (
+                ("samples",) if variant == "bare" else ())
+            return {x: r[x] for x in kept if x in r}  # (a bare run's samples: own_seconds)
 
         try:
             for i in range(a.solo_runs):
@@ -1080,6 +1097,7 @@ class Bench:
             out["solo_over_bare_max"] = rnd(max(ratios)) if ratios else None
         else:
             out["solo_error"] = next((r["error"] for r in solo if "error" in r), "no solo run")
+        out.update(failed_runs(bare, solo))
         return out
 
     def unit_cap(self, procs: Procs, path: str) -> dict:

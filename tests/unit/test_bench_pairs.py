@@ -253,3 +253,17 @@ def test_percentiles_take_the_nearest_rank() -> None:
     assert pct(list(range(1, 21)), 0.9) == 18
     assert pct([1, 2, 3, 4], 0.5) == 2
     assert (pct([5], 0.5), pct([1, 2, 3], 0.0), pct([1, 2, 3], 1.0)) == (5, 1, 3)
+
+
+def test_a_hooked_run_that_failed_is_said_and_fails_the_row() -> None:
+    """(Dropped from the ratios, one crash in five still read "alone at bare speed ✅".)"""
+    bare = [{"rate": 1000.0}] * 5
+    solo = [{"rate": 999.0}] * 2 + [{"error": "exit -11 (SIGSEGV)"}] + [{"rate": 999.0}] * 2
+    failed = paths.failed_runs(bare, solo)
+    assert failed["solo_failed"] == 1 and failed["bare_failed"] == 0
+    assert "1 of 5 solo runs failed (exit -11" in failed["runs_failed_note"]
+    row = {"solo_over_bare": 0.999, "solo_over_bare_min": 0.999, "solo_over_bare_max": 0.999,
+           **failed}
+    table = paths.markdown({"paths": {"torch-eager": row}})
+    assert "0.9990 (0.9990–0.9990) ❌" in table and "1 of 5 solo runs failed" in table
+    assert paths.failed_runs(bare, bare) == {}
