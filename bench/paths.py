@@ -443,6 +443,16 @@ def log_until(text: str, t: float | None) -> str:
     return text
 
 
+def log_between(text: str, start: float, end: float | None) -> str:
+    """A hook's debug lines stamped from `start` to `end` (None: on to the end): the measured
+    run's tokens, not its warm-up's nor those after it (a warm-up token was the whole p99 of a
+    run of 100)."""
+    stamp = re.compile(r"\] debug: \[(\d+\.\d+)\]")
+    return "".join(line for line in text.splitlines(keepends=True)
+                   if (m := stamp.search(line)) and start <= float(m.group(1))
+                   and (end is None or float(m.group(1)) <= end))
+
+
 def overuse_of(log_text: str) -> dict:
     """parse_overuse over a hook's debug log, on its lines that speak of overuse."""
     return parse_overuse("".join(line for line in log_text.splitlines(keepends=True)
@@ -1147,7 +1157,7 @@ class Bench:
         try:
             hook_log = log_until(Path(r["log"]).read_text(errors="replace"),
                                  r.get("capped_until"))
-            out.update(overuse_of(hook_log))
+            out.update(overuse_of(log_between(hook_log, r["samples"][0][0], None)))
         except OSError as exc:  # (the why, not overuse_of's "no line matching")
             hook_log = ""
             out.update(overuse_of(hook_log), overuse_note=f"no hook log: {exc}")
@@ -1229,7 +1239,8 @@ class Bench:
         # client's queues ran past its tokens (all its processes' lines), where a share differs.
         a = start + warm
         books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
-                     **overuse_of("\n".join(t for w, t in hook_logs.items() if client_of[w] == n))}
+                     **overuse_of("".join(log_between(t, a, t_end)
+                                          for w, t in hook_logs.items() if client_of[w] == n))}
                  for n in nprocs}
         clock = self.clock.over(a, t_end)
         if editor is not None and editor.written_at is not None:

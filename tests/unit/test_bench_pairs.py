@@ -245,6 +245,18 @@ def test_a_capped_runs_overuse_is_read_from_its_log_up_to_the_cap_lifted() -> No
     assert paths.log_until(log, None) == log
 
 
+def test_a_runs_overuse_is_read_from_its_measured_span_only() -> None:
+    """(The warm-up's tokens counted too: one of them was a run's whole p99.)"""
+    log = ("gemini-hook[a 1] debug: [9.000000] token end: overuse 5.200 ms\n"  # warm-up
+           "gemini-hook[a 1] debug: [10.040000] token end: overuse 0.100 ms\n"
+           "gemini-hook[a 1] warning: no stamp here\n"
+           "gemini-hook[a 1] debug: [10.500000] token end: overuse 0.300 ms\n"
+           "gemini-hook[a 1] debug: [31.000000] token end: overuse 7.000 ms\n")  # after it
+    span = paths.log_between(log, 10.0, 30.0)
+    assert paths.overuse_of(span)["overuse_ms_max"] == 0.3
+    assert paths.overuse_of(paths.log_between(log, 10.0, None))["overuse_ms_max"] == 7.0
+
+
 def test_percentiles_take_the_nearest_rank() -> None:
     """(One rank too high where q * n was whole: p99 of 100 values was their largest.)"""
     from common import pct
