@@ -497,8 +497,11 @@ def phase_of(key: str) -> str:
 
 
 def _part_ok(part: dict) -> bool:
-    return bool(part) and not any(k == "error" or k.endswith(("_error", "_skipped"))
-                                  for k in part)
+    """Whether a phase's results stand.  A capped run's uncapped follow-up (`cap_self_*`)
+    failing leaves the capped run standing (it was thrown away for the older one)."""
+    return bool(part) and not any(
+        k == "error" or (k.endswith(("_error", "_skipped")) and k != "cap_self_error")
+        for k in part)
 
 
 def merge_row(old: dict, new: dict) -> dict:

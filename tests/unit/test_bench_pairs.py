@@ -279,3 +279,10 @@ def test_a_hooked_run_that_failed_is_said_and_fails_the_row() -> None:
     table = paths.markdown({"paths": {"torch-eager": row}})
     assert "0.9990 (0.9990–0.9990) ❌" in table and "1 of 5 solo runs failed" in table
     assert paths.failed_runs(bare, bare) == {}
+
+
+def test_a_merge_keeps_a_new_capped_run_whose_uncapped_follow_up_failed() -> None:
+    old = {"cap_60s": 0.42, "cap_15s": 0.43}
+    new = {"cap_60s": 0.398, "cap_15s": 0.401, "cap_self_error": "worker exited"}
+    assert paths.merge_row(old, new)["cap_60s"] == 0.398
+    assert paths.merge_row(old, {"cap_error": "daemons did not start"})["cap_60s"] == 0.42
