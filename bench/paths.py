@@ -519,11 +519,27 @@ def _pair_ok(e: dict) -> bool:
     return "error" not in e and "skipped" not in e
 
 
+def stamped(results: dict) -> dict:
+    """A copy whose rows (each phase of a path's, each pair entry) say when and with which
+    hook they were measured, where they do not yet: a merged file's top-level date and
+    hook_build are its last invocation's (rows of a day before were read as today's)."""
+    out = copy.deepcopy(results)
+    stamp = {"date": results.get("date"),
+             "hook_sources_sha256": (results.get("hook_build") or {}).get("sources_sha256")}
+    for row in out.get("paths", {}).values():
+        for phase in {phase_of(k) for k in row}:  # (cap_measured is of the cap phase)
+            row.setdefault(f"{phase}_measured", stamp)
+    for e in out.get("pairs", []):
+        e.setdefault("measured", stamp)
+    return out
+
+
 def merge_results(old: dict | None, new: dict) -> dict:
     """An earlier paths.json updated with this invocation's rows (see merge_row); pairs by
     (case, window_s, path); rtt when measured; notes appended; commands listed."""
+    new = stamped(new)
     if not old:
-        return copy.deepcopy(new)
+        return new
     out = copy.deepcopy(old)
     notes = list(out.get("notes", []))
     if old.get("device") and new.get("device") and old["device"] != new["device"]:

@@ -286,3 +286,19 @@ def test_a_merge_keeps_a_new_capped_run_whose_uncapped_follow_up_failed() -> Non
     new = {"cap_60s": 0.398, "cap_15s": 0.401, "cap_self_error": "worker exited"}
     assert paths.merge_row(old, new)["cap_60s"] == 0.398
     assert paths.merge_row(old, {"cap_error": "daemons did not start"})["cap_60s"] == 0.42
+
+
+def test_a_merged_files_rows_say_when_and_with_which_hook_each_phase_was_measured() -> None:
+    """(The merged file's date and hook were its last invocation's, also for rows of the day
+    before.)"""
+    day1 = {"date": "12-03 18:02", "hook_build": {"sources_sha256": "6e0e"},
+            "paths": {"torch-eager": {"solo_over_bare": 0.9998, "cap_60s": 0.41}}}
+    day2 = {"date": "12-04 16:27", "hook_build": {"sources_sha256": "2a1a"},
+            "paths": {"torch-eager": {"cap_60s": 0.398}},
+            "pairs": [{"case": "0.3/0.7", "window_s": 1, "clients": []}]}
+    row = paths.merge_results(paths.merge_results(None, day1), day2)["paths"]["torch-eager"]
+    assert row["solo_measured"] == {"date": "12-03 18:02", "hook_sources_sha256": "6e0e"}
+    assert row["cap_measured"] == {"date": "12-04 16:27", "hook_sources_sha256": "2a1a"}
+    assert row["cap_60s"] == 0.398 and row["solo_over_bare"] == 0.9998
+    merged = paths.merge_results(None, day2)
+    assert merged["pairs"][0]["measured"]["date"] == "12-04 16:27"
