@@ -64,12 +64,12 @@ def read_config(path: Path) -> ResourceConfig:
 
 def _observer() -> BaseObserver:
     """inotify with whole events where there is one: a file moved in from a directory not
-    watched is then a move, not a creation (which is awaited as being written, for 1 s)."""
+    watched is then a move, not a creation (which is awaited as being written, for 1 s).
+    watchdog's Observer is inotify's on Linux; elsewhere, or in a watchdog without whole
+    events, it takes no such argument."""
     try:
-        from watchdog.observers.inotify import InotifyObserver
-
-        return InotifyObserver(generate_full_events=True)
-    except (ImportError, TypeError):  # (another OS; a watchdog without whole events)
+        return Observer(generate_full_events=True)  # type: ignore[call-arg]
+    except TypeError:
         return Observer()
 
 

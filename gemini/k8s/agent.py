@@ -42,11 +42,13 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import secrets
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -83,6 +85,7 @@ HOOK_NAME = "libgemhook.so.1"
 CONTAINER_DIR = "/var/run/gemini"
 DEVICE_NODES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")
 SCHEDULER_TIMEOUT_S = 10.0
+HINT_FOR_S = 5.0  # how long a container's first resource steers its second (Agent.hint)
 
 DEFAULT_BACKEND = BackendArgs("gem-schd", "gem-pmgr")
 
@@ -138,7 +141,9 @@ class Agent:
         self.plugins = {kind: UnitPlugin(kind, self) for kind in Kind}
         self.servers = {kind: PluginServer(p, settings.plugin_dir / ENDPOINTS[kind])
                         for kind, p in self.plugins.items()}
-        self._hints: dict[Kind, str | None] = {}
+        # GPU and when, per kind: where the other resource of a container went (allocate)
+        self._hints: dict[Kind, tuple[str, float]] = {}
+        self._now = time.monotonic  # (the hints' clock; a test's own)
         self._registered: tuple[int, int] | None = None
         self._listing_failed = False
         self._scanned = False
@@ -314,7 +319,11 @@ class Agent:
     # ---- the device plugins' Handler -------------------------------------------------------
 
     def hint(self, kind: Kind) -> str | None:
-        return self._hints.get(kind)
+        """The GPU the container allocated just now has its other resource on, if any: the
+        kubelet allocates a container's resources one right after the other, so an older hint
+        is another container's, left by one whose second resource never came."""
+        gpu, at = self._hints.get(kind, ("", -math.inf))
+        return gpu if self._now() - at <= HINT_FOR_S else None
 
     async def allocate(self, kind: Kind, ids: Sequence[str]) -> dp.ContainerAllocateResponse:
         gpu = one_gpu(ids, kind)
@@ -326,8 +335,12 @@ class Agent:
         # the pair clears it: left, it steered the next container's first resource to this
         # GPU, whatever that container needs.
         other = Kind.MEMORY if kind is Kind.SHARE else Kind.SHARE
-        second = self._hints.get(kind) is not None
-        self._hints[other], self._hints[kind] = (None if second else gpu), None
+        second = self.hint(kind) is not None
+        self._hints.pop(kind, None)
+        if second:
+            self._hints.pop(other, None)
+        else:
+            self._hints[other] = (gpu, self._now())
         if kind is Kind.MEMORY:
             return dp.ContainerAllocateResponse()
         async with self.lock:

@@ -80,6 +80,27 @@ def test_no_hint_outlives_the_container_whose_pair_it_kept_together(kubelet, sta
     assert agent.agent.hint(Kind.SHARE) is None and agent.agent.hint(Kind.MEMORY) is None
 
 
+def test_a_hint_left_by_a_container_without_its_second_resource_goes_stale(
+    kubelet, start_agent, api
+):
+    """A share-only container leaves its hint (no memory came); the next container, memory
+    first, must still be steered: its first allocation is not taken for the old one's second."""
+    agent = start_agent(Node(list(TWO_GPUS)))
+    ready(kubelet)
+    clock = [1000.0]
+    agent.agent._now = lambda: clock[0]
+    api.add_pod("ns", "p1", {"c": {SHARE: 10}})
+    with pytest.raises(AdmissionError):
+        kubelet.admit("ns", "p1", {"c": {SHARE: 10}})  # (refused: no memory asked)
+    assert agent.agent.hint(Kind.MEMORY) == "0"
+    clock[0] += 60.0  # the next container comes a minute later
+    assert agent.agent.hint(Kind.MEMORY) is None
+    api.add_pod("ns", "p2", {"c": {MEMORY: 8, SHARE: 10}})
+    got = kubelet.admit("ns", "p2", {"c": {MEMORY: 8, SHARE: 10}})["c"]
+    assert {u.split("-")[0] for u in got.units[SHARE]} == {
+        u.split("-")[0] for u in got.units[MEMORY]}
+
+
 def test_allocate_answers_what_the_container_needs(kubelet, start_agent, short_tmp):
     for node in ("nvidiactl", "nvidia1"):  # nvidia-uvm absent: not offered
         (short_tmp / "dev").mkdir(exist_ok=True)

@@ -70,5 +70,5 @@ def test_the_grants_delivery_is_read_from_the_pod_managers_logs(tmp_path: Path, 
     assert handovers.main([str(archive), "--deliveries"]) == 0
     got = json.loads(capsys.readouterr().out)["pairs-0.3-0.7"]
     assert got["a"]["grants"] == 5 and got["a"]["made_ms_p50"] == 0.6
-    assert got["a"]["made_ms_max"] == 2.5
+    assert got["a"]["made_ms_max"] == 2.5 and got["a"]["made_ms_p90"] <= 2.5
     assert got["b"] == {"grants": 3, "made_ms_p50": 0.9, "made_ms_p90": 0.9, "made_ms_max": 0.9}

@@ -302,3 +302,23 @@ def test_a_merged_files_rows_say_when_and_with_which_hook_each_phase_was_measure
     assert row["cap_60s"] == 0.398 and row["solo_over_bare"] == 0.9998
     merged = paths.merge_results(None, day2)
     assert merged["pairs"][0]["measured"]["date"] == "12-04 16:27"
+
+
+def test_a_capped_runs_first_second_is_one_of_its_windows() -> None:
+    """(The sliding windows began a second in, and only they were judged: a first second at
+    0.6 of a 0.4 cap passed.)"""
+    samples, steps = [[0.0, 0.0]], 0.0
+    for i in range(1, 601):  # 6 s in 10 ms steps, bare 100/s: 0.6 in the first second, then 0.4
+        steps += 0.6 if i <= 100 else 0.4
+        samples.append([i / 100, steps])
+    m = paths.cap_metrics(samples, 100.0)
+    assert m["cap_err1_sliding_max_pp"] == pytest.approx(20.0)
+    assert "(sliding 20.0) ❌" in paths.markdown({"paths": {"triton": m}})
+
+
+def test_a_file_merged_before_rows_were_stamped_gets_no_stamps_of_its_last_run() -> None:
+    merged = {"date": "12-04 16:27", "hook_build": {"sources_sha256": "2a1a"},
+              "commands": ["paths.py --only solo:torch-eager", "paths.py --only cap:torch-eager"],
+              "paths": {"torch-eager": {"solo_over_bare": 0.9998, "cap_60s": 0.398}}}
+    row = paths.stamped(merged)["paths"]["torch-eager"]
+    assert "solo_measured" not in row and "cap_measured" not in row
