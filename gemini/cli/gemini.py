@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import select
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from gemini.cli._args import add_secret_file, load_secret_arg, port_list, positive
@@ -69,9 +72,33 @@ def cmd_status(argv: list[str]) -> int:
     return 1 if errors else 0
 
 
+@contextlib.contextmanager
+def _keys() -> Iterator[Callable[[float], str]]:
+    """`pressed(seconds)`: waits that long, or until a key comes, and returns it ("" for none).
+    On a terminal, keys come one by one (no Enter needed); elsewhere none come: it only waits."""
+    if not sys.stdin.isatty():
+        yield lambda seconds: time.sleep(seconds) or ""
+        return
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def pressed(seconds: float) -> str:
+        ready, _, _ = select.select([fd], [], [], seconds)
+        return os.read(fd, 1).decode(errors="replace") if ready else ""
+
+    try:
+        yield pressed
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
 def cmd_top(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
-        prog="gemini top", description="Live view of the shares, refreshed (Ctrl-C quits).",
+        prog="gemini top", description="Live view of the shares, refreshed (q or Ctrl-C quits).",
         epilog="example: gemini top --interval 0.5",
     )
     _status_args(p)
@@ -81,17 +108,19 @@ def cmd_top(argv: list[str]) -> int:
     secret = _secret("gemini top", args.secret_file)
     shown = 0
     try:
-        while True:
-            snaps, errors = _fetch(args.ip, args.port, secret)
-            text = "\n\n".join(
-                [render(s, f"GPU scheduler :{port}  ", with_bars=True)
-                 for port, s in snaps.items()] + list(errors.values()))
-            sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini top\n") + text + "\n")
-            sys.stdout.flush()
-            shown += 1
-            if args.count and shown >= args.count:
-                return 0
-            time.sleep(args.interval)
+        with _keys() as pressed:
+            while True:
+                snaps, errors = _fetch(args.ip, args.port, secret)
+                text = "\n\n".join(
+                    [render(s, f"GPU scheduler :{port}  ", with_bars=True)
+                     for port, s in snaps.items()] + list(errors.values()))
+                sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini top\n") + text + "\n")
+                sys.stdout.flush()
+                shown += 1
+                if args.count and shown >= args.count:
+                    return 0
+                if pressed(args.interval) == "q":
+                    return 0
     except KeyboardInterrupt:
         return 0
 

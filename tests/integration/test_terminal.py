@@ -95,6 +95,18 @@ def test_top_shows_every_client_live_and_quits_on_ctrl_c(tmux, busy_backend):
     tmux.wait_for(lambda s: "EXIT=0" in s)
 
 
+def test_top_quits_on_q_and_gives_the_terminal_back(tmux, busy_backend):
+    """(Its help said q quits, and nothing read a key.)"""
+    tmux.type(shell_line(sys.executable, "-m", "gemini.cli.gemini", "top", "--port",
+                         str(busy_backend), "--interval", "0.3"), "Enter")
+    tmux.wait_for(lambda s: "alpha" in s and "held" in s)
+    tmux.type("q")
+    tmux.wait_for(lambda s: "EXIT=0" in s)
+    tmux.type("stty -a | grep -q ' icanon' && echo COOKED", "Enter")  # the terminal's own mode
+    tmux.wait_for(lambda s: any(line.strip() == "COOKED"
+                                for line in s.split("EXIT=0")[-1].splitlines()))
+
+
 def test_trace_writes_a_chrome_trace_and_a_png(tmp_path, busy_backend):
     out = tmp_path / "trace.json"
     proc = subprocess.run(
