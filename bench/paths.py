@@ -314,6 +314,7 @@ def cap_metrics(samples: Samples, bare: float, target: float = CAP_TARGET) -> di
     # straddling two bins may hold the end of one burst and the start of the next).
     slide = window_list(t0, t_end, 1.0, SLIDE_STEP_S)
     sliding = shares(samples, slide, bare)
+    every = sliding_summary(sliding, target)
     high = argmax(sliding)
     speed = burst_speed(samples, bare)
     return {
@@ -332,11 +333,10 @@ def cap_metrics(samples: Samples, bare: float, target: float = CAP_TARGET) -> di
         # The worst of every 1 s window, either way (the whole seconds alone read 1.4x lower
         # at the median on the H200's kept logs, up to 3.3x: a second's two halves at 0.5 and
         # 0.1 of a 0.3 cap read 0.3).
-        "cap_err1_sliding_max_pp": (rnd(max(abs(v - target) for v in sliding) * 100, 2)
-                                    if sliding else None),
-        "cap_high1_sliding": rnd(sliding[high]) if high is not None else None,
+        "cap_err1_sliding_max_pp": every["error_pp_max_sliding"],
+        "cap_high1_sliding": every["high_sliding"],
         "cap_high1_sliding_at_s": rnd(slide[high][0] - t0, 2) if high is not None else None,
-        "cap_low1_sliding": rnd(min(sliding)) if sliding else None,
+        "cap_low1_sliding": every["low_sliding"],
         "per_second": [rnd(v) for v in per_second],
         "cap_10s": [rnd(v) for v in ten],
     }
@@ -432,12 +432,16 @@ def against_self(cap: dict, bare: float, self_rate: float | None) -> dict:
                if cap.get(k) is not None}}
 
 
+# A hook's debug line's stamp (CLOCK_MONOTONIC seconds)
+DEBUG_STAMP = re.compile(r"\] debug: \[(\d+\.\d+)\]")
+
+
 def log_until(text: str, t: float | None) -> str:
     """A hook's log up to its first line stamped after `t` (CLOCK_MONOTONIC), all of it for
     None: the capped run's tokens, not those after its cap was lifted."""
     if t is None:
         return text
-    for m in re.finditer(r"^.*?\] debug: \[(\d+\.\d+)\]", text, re.M):
+    for m in re.finditer(r"^.*?" + DEBUG_STAMP.pattern, text, re.M):
         if float(m.group(1)) > t:
             return text[:m.start()]
     return text
@@ -447,9 +451,8 @@ def log_between(text: str, start: float, end: float | None) -> str:
     """A hook's debug lines stamped from `start` to `end` (None: on to the end): the measured
     run's tokens, not its warm-up's nor those after it (a warm-up token was the whole p99 of a
     run of 100)."""
-    stamp = re.compile(r"\] debug: \[(\d+\.\d+)\]")
     return "".join(line for line in text.splitlines(keepends=True)
-                   if (m := stamp.search(line)) and start <= float(m.group(1))
+                   if (m := DEBUG_STAMP.search(line)) and start <= float(m.group(1))
                    and (end is None or float(m.group(1)) <= end))
 
 

@@ -29,6 +29,7 @@ from paths import (
     SLIDE_STEP_S,
     cap_metrics,
     shares,
+    sliding_summary,
     window_list,
 )
 
@@ -68,11 +69,11 @@ def pairs(results: dict, logs: dict[str, str]) -> list[dict]:
             bare = c.get("bare_rate") or e.get("bare_rate")
             if not bare:
                 continue
-            values = shares(samples[c["name"]], slide, bare)
+            every = sliding_summary(shares(samples[c["name"]], slide, bare), c["target"])
             out.append({"pair": e["case"], "client": c["name"], "target": c["target"],
                         "whole_s_pp": c.get("error_pp_max"),
-                        "sliding_pp": round(max(abs(v - c["target"]) for v in values) * 100, 2),
-                        "low": round(min(values), 3), "high": round(max(values), 3)})
+                        "sliding_pp": every["error_pp_max_sliding"],
+                        "low": every["low_sliding"], "high": every["high_sliding"]})
     return out
 
 
