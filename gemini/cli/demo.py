@@ -93,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"gemini demo on {where}; config {args.config} (edit it live); logs in {args.logs}/; "
           "Ctrl-C stops.")
     py = sys.executable
-    names = ["launch-backend"] + [c.name for c in config.clients[:2]]
     procs = [start([py, "-m", "gemini.cli.launch_backend", f"{py} -m gemini.cli.schd",
                     f"{py} -m gemini.cli.pmgr", "--config", str(args.config),
                     "--port", str(args.port), "--secret-file", str(secret_file)], {},
@@ -110,8 +109,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         procs.append(start(work_argv, hook_env, args.logs / f"{client.name}.log"))
     try:
-        return watch(args.port, args.seconds, load_secret(secret_file),
-                     dict(zip(names, procs, strict=True)), args.logs)
+        programs = {c.name: proc for c, proc in zip(config.clients[:2], procs[1:], strict=True)}
+        return watch(args.port, args.seconds, load_secret(secret_file), procs[0], programs,
+                     args.logs)
     except KeyboardInterrupt:
         return 0
     finally:
@@ -134,8 +134,8 @@ def last_lines(log: Path, n: int = 1, errors_only: bool = False) -> str:
     return " | ".join(lines[-n:])
 
 
-def watch(port: int, seconds: float, secret: bytes, procs: dict[str, subprocess.Popen[bytes]],
-          logs: Path) -> int:
+def watch(port: int, seconds: float, secret: bytes, backend: subprocess.Popen[bytes],
+          programs: dict[str, subprocess.Popen[bytes]], logs: Path) -> int:
     """The shares until Ctrl-C (or `seconds`); a program that died is said with its log's last
     line, and the backend's death ends the demo."""
     from gemini.client import query_status
@@ -143,7 +143,6 @@ def watch(port: int, seconds: float, secret: bytes, procs: dict[str, subprocess.
     end = time.monotonic() + seconds if seconds else None
     while end is None or time.monotonic() < end:
         time.sleep(1.0)  # the refresh period of the display
-        backend = procs["launch-backend"]
         if backend.poll() is not None:
             print(f"gemini demo: launch-backend exited ({backend.returncode}): "
                   f"{last_lines(logs / 'backend.log', 3, errors_only=True)}", file=sys.stderr)
@@ -152,8 +151,8 @@ def watch(port: int, seconds: float, secret: bytes, procs: dict[str, subprocess.
             text = render(query_status("127.0.0.1", port, secret=secret), with_bars=True)
         except OSError as exc:
             text = f"waiting for the scheduler on port {port}: {exc}"
-        for name, proc in procs.items():
-            if name != "launch-backend" and proc.poll() is not None:
+        for name, proc in programs.items():
+            if proc.poll() is not None:
                 text += (f"\n{name}'s program exited ({proc.returncode}): "
                          f"{last_lines(logs / f'{name}.log')}")
         sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini demo\n") + text + "\n")
