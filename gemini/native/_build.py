@@ -47,8 +47,11 @@ def _run(cmd: list[str]) -> None:
     subprocess.run(cmd, check=True)
 
 
+LIBS = ("-ldl", "-lpthread", "-lrt")  # what every library here links
+
+
 def _shared_library(out: Path, sources: list[str], soname: str, extra: list[str],
-                    libs: tuple[str, ...] = ("-ldl", "-lpthread", "-lrt")) -> None:
+                    libs: tuple[str, ...] = LIBS) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     cmd = [*_cc(), *CFLAGS, "-shared", f"-Wl,-soname,{soname}", "-o", str(out), *sources]
     _run(cmd + extra + list(libs))
@@ -61,7 +64,7 @@ def _glibc_compat() -> tuple[list[str], tuple[str, ...]]:
     found = subprocess.run([*_cc(), "-print-file-name=libdl.so.2"], capture_output=True,
                            text=True, check=False).stdout.strip()
     if not header.exists() or not os.path.isabs(found):
-        return [], ("-ldl", "-lpthread", "-lrt")
+        return [], LIBS
     return (["-include", str(header)],
             ("-Wl,--push-state,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
              "-Wl,--pop-state", "-lrt"))
