@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Backend, Client, Procs, fake_work_app, kernels, print_and_write
+from common import Backend, Client, Procs, fake_gpu_segment, fake_work_app, kernels, print_and_write
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,9 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    app, env = fake_work_app(args.seconds)
     shares = []
-    with Procs() as procs:
+    with fake_gpu_segment() as gpu, Procs() as procs:
+        app, env = fake_work_app(args.seconds, gpu)
         for _ in range(args.rounds):
             bare = kernels(procs, app, env, "bare")
             backend = Backend(procs, [Client("cap", args.cap, args.cap)], tag="cap-fake")

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -398,14 +398,26 @@ def fake_env(gpu_name: str) -> dict[str, str]:
             "GEMINI_FAKE_GPU": gpu_name}
 
 
-def fake_work_app(seconds: float) -> tuple[list[str], dict[str, str]]:
+@contextlib.contextmanager
+def fake_gpu_segment() -> Iterator[str]:
+    """A fake GPU of this run's own (its shared-memory segment's name, GEMINI_FAKE_GPU), gone
+    afterwards: two bench runs at once do not share one timeline, and none is left behind."""
+    name = f"/gembench-{os.getpid()}"
+    try:
+        yield name
+    finally:
+        Path("/dev/shm", name.lstrip("/")).unlink(missing_ok=True)
+
+
+def fake_work_app(seconds: float, gpu: str) -> tuple[list[str], dict[str, str]]:
     """The fake GPU's test client as bench/cap_fake.py and bench/pair_fake.py run it (0.2 ms
-    kernels in bursts of 25, a sync after each, for `seconds`), and its environment."""
+    kernels in bursts of 25, a sync after each, for `seconds`), and its environment on the
+    fake GPU `gpu` (fake_gpu_segment)."""
     from gemini.native import program_path
 
     app = [str(program_path("gem_client")), "work", "--kernel-ms", "0.2", "--burst", "25",
            "--sync", "ctx", "--seconds", f"{seconds:g}"]
-    return app, {**base_env(), **fake_env("NVIDIA H100 80GB HBM3")}
+    return app, {**base_env(), **fake_env(gpu)}
 
 
 # ---- share arithmetic ----------------------------------------------------------------------------

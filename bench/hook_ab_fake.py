@@ -34,11 +34,10 @@ from common import (
     Procs,
     base_env,
     fake_env,
+    fake_gpu_segment,
     kernels,
     print_and_write,
 )
-
-FAKE_GPU = "NVIDIA H100 80GB HBM3"
 
 
 def build_hooks(old: str, tmp: Path) -> dict[str, Path]:
@@ -79,10 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     app = [str(program_path("gem_client")), "work", "--kernel-ms", args.kernel_ms,
            "--idle-ms", args.idle_ms, "--burst", args.burst, "--sync", args.sync,
            "--seconds", f"{args.seconds:g}", "--allocs", "1", "--bytes", str(1 << 20)]
-    env = {**base_env(), **fake_env(FAKE_GPU)}
     shares: dict[str, list[float]] = {"old": [], "new": []}
     bare: list[int] = []
-    with tempfile.TemporaryDirectory(prefix="gem-hook-ab-") as tmp, Procs() as procs:
+    with (tempfile.TemporaryDirectory(prefix="gem-hook-ab-") as tmp, fake_gpu_segment() as gpu,
+          Procs() as procs):
+        env = {**base_env(), **fake_env(gpu)}
         hooks = build_hooks(args.old, Path(tmp))
         for i in range(args.rounds):
             bare.append(kernels(procs, app, env, "bare"))
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"new {shares['new'][-1]}", flush=True)
     out = {
         "command": ["bench/hook_ab_fake.py", *(argv if argv is not None else sys.argv[1:])],
-        "device": "fake-gpu", "fake_gpu": FAKE_GPU, "cap": args.cap, "bare_kernels": bare,
+        "device": "fake-gpu", "fake_gpu": gpu, "cap": args.cap, "bare_kernels": bare,
         "shares": shares,
         "median": {k: statistics.median(v) for k, v in shares.items()},
         "min_max": {k: [min(v), max(v)] for k, v in shares.items()},

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Backend, Client, Procs, fake_work_app, print_and_write
+from common import Backend, Client, Procs, fake_gpu_segment, fake_work_app, print_and_write
 from handovers import case_overlaps, split_summary
 
 
@@ -58,9 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     timing = {"hand_over_at_arrival": True} if args.hand_over_at_arrival else {}
-    app, env = fake_work_app(args.seconds)
     rounds = []
-    with Procs() as procs:
+    with fake_gpu_segment() as gpu, Procs() as procs:
+        app, env = fake_work_app(args.seconds, gpu)
         for _ in range(args.rounds):
             logs = one_round(procs, app, env, timing)
             by_client = case_overlaps(logs).get("pairs-fake", {})
