@@ -346,6 +346,14 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
     pthread_mutex_lock(&t->m);
     uint64_t seen = t->generation;
     for (;;) {
+        /* A launching thread's request is out: it handed the token back (v1's early request,
+         * or a tail the renewer could not take), and the tracker stopped counting what runs on
+         * it.  Another thread's launch in the tail went on, unmeasured, while another client
+         * held the GPU (not so the renewer's: the token is ours until its answer comes). */
+        if (t->fetching && !t->renewing) {
+            pthread_cond_wait(&t->cv, &t->m);
+            continue;
+        }
         int64_t now = gem_now_ns();
         int64_t at = atomic_load_explicit(&t->expires_at_ns, memory_order_relaxed);
         int64_t ask = ask_at(t, at);
@@ -367,7 +375,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         /* In the tail a unified-memory client asks itself: its launch prefetches on a grant. */
         int um = gem_um_maybe(dev);
         int in_tail = need == GEM_STAT_FETCH_TAIL && !um;
-        if (need && t->fetching && in_tail)
+        if (need && t->renewing && in_tail)
             need = 0; /* the renewer is asking: go on with what is left */
         if (need) {
             if (t->fetching) {
@@ -422,6 +430,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
          * look, it let two threads of tiny graphs queue the room twice at a token's end (fake
          * GPU: 3.4 ms past a 50 ms token, where the newer look had left none). */
         if (t->looks != looks)
+            continue;
+        /* Nor a look at a token another thread handed back meanwhile (a look set then let
+         * launches go on no token, unmeasured, until the answer came). */
+        if (t->fetching && !t->renewing)
             continue;
         t->looks++;
         /* Look again after half the room, before the time to ask, and before the launches that
