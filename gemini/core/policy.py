@@ -129,10 +129,12 @@ class Pacer:
         """A grant of `seconds` to a request that came at `asked`."""
         self._pace[name] = max(self._pace.get(name, asked), asked) + seconds / limit
 
-    def adjust(self, name: str, seconds: float, limit: float) -> None:
-        """The latest grant served `seconds` more (overuse) or fewer (given back)."""
+    def adjust(self, name: str, seconds: float, limit: float, until: float = math.inf) -> None:
+        """The latest grant served `seconds` more (overuse) or fewer (given back); its pace
+        then no later than `until` (the windows, not the pace, hold back a large charge: a 2 s
+        overrun at a cap of 0.1 held its client for 20 s, past the 10 s window that held it)."""
         if name in self._pace:
-            self._pace[name] += seconds / limit
+            self._pace[name] = min(self._pace[name] + seconds / limit, until)
 
     def raised(self, name: str, old_limit: float, new_limit: float, now: float) -> None:
         """Its limit was raised: the rest still due for time served under the old one is what

@@ -477,7 +477,7 @@ class SchedulerCore:
         credit and the pace."""
         self.history.charge(name, at, seconds)
         self.credits.spend(name, seconds)
-        self._pace(name, seconds)
+        self._pace(name, seconds, until=at + self.timing.window_s)
 
     def _refund_overrun(self, name: str, at: float, seconds: float) -> None:
         """`name`'s work ran `seconds` past its token's end at `at` (its overuse): the clients
@@ -655,10 +655,10 @@ class SchedulerCore:
             self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
-    def _pace(self, name: str, seconds: float) -> None:
+    def _pace(self, name: str, seconds: float, until: float = math.inf) -> None:
         client = self.clients.get(name)
         if client is not None and client.spec.capped:
-            self.pacer.adjust(name, seconds, client.spec.limit)
+            self.pacer.adjust(name, seconds, client.spec.limit, until)
 
     def _earn(self, now: float) -> None:
         """Credit the clients that wanted the GPU since the last event (holder, waiting, or an

@@ -199,13 +199,15 @@ def check_name(name: str) -> bytes:
 
 
 def quota_args(req: Request) -> tuple[float, float, float | None]:
-    """A QUOTA request's overuse_ms, burst_ms and gpu_wait_ms (None: not said).  A burst that
-    is not a finite number is none said (0): the adaptive quota follows each burst from the
-    last, and one NaN made it NaN for good."""
+    """A QUOTA request's overuse_ms, burst_ms and gpu_wait_ms (None: not said).  A burst or an
+    overuse that is not a finite number is none said (0): the adaptive quota follows each
+    burst from the last, and one NaN made it NaN for good; an infinite overuse was charged as
+    a whole window, and held a capped client back for 20 s."""
     overuse, burst, *rest = req.args
     gpu_wait = float(rest[0]) if rest and rest[0] is not None else None  # type: ignore[arg-type]
-    burst_ms = float(burst)  # type: ignore[arg-type]
-    return float(overuse), burst_ms if math.isfinite(burst_ms) else 0.0, gpu_wait  # type: ignore[arg-type]
+    burst_ms, overuse_ms = float(burst), float(overuse)  # type: ignore[arg-type]
+    return (overuse_ms if math.isfinite(overuse_ms) else 0.0,
+            burst_ms if math.isfinite(burst_ms) else 0.0, gpu_wait)
 
 
 def quota_run(req: Request) -> tuple[float, int, bool]:

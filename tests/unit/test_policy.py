@@ -95,6 +95,8 @@ def test_pace_spreads_a_capped_clients_grants_by_one_over_its_limit():
     assert pacer.ready_in("a", 1.04) == pytest.approx(0.06)  # 40 ms served, 60 ms of rest
     pacer.adjust("a", -0.02, 0.4)  # half of it given back
     assert pacer.ready_in("a", 1.04) == pytest.approx(0.01)
+    pacer.adjust("a", 2.0, 0.4, until=3.0)  # 2 s more: 5 s of rest, but no later than 3.0
+    assert pacer.ready_in("a", 1.04) == pytest.approx(1.96)
     assert pacer.ready_in("b", 1.04) == 0.0  # never served: ready
 
 

@@ -191,6 +191,21 @@ def test_an_overrun_into_the_clients_own_next_grant_is_not_given_back():
     assert core.history.usage(0.0, 0.4)["a"] == pytest.approx(0.4 + 0.03)
 
 
+def test_a_large_overuse_holds_a_capped_client_back_as_long_as_its_window_and_no_longer():
+    """2 s past its token at a cap of 0.1: its 10 s window holds it back until the overuse
+    leaves it, 10 s on; its pace held it for 2 / 0.1 = 20 s."""
+    core = SchedulerCore(config(("a", 0.1, 0.1, 1)), LAUNCHER, 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1, burst=10.0), 0.0))
+    end = g.response.values[0] / 1000
+    assert not grants(core.on_request(1, quota_req("a", 2, overuse=2000.0, burst=10.0), end))
+    now = end
+    while not grants(core.on_deadline(now)):
+        deadline = core.next_deadline()
+        assert deadline is not None and deadline > now
+        now = deadline
+    assert end + 10.0 <= now <= end + 10.5
+
+
 def test_overuse_of_a_token_returned_early_is_charged_too():
     """The hook asks for its next token before the current one ends and reports the previous
     token's overuse with it (measured meanwhile): Gemini's `min(now, end + overuse)` lost it."""
@@ -201,7 +216,7 @@ def test_overuse_of_a_token_returned_early_is_charged_too():
     assert core.history.usage(0.0, 0.4)["a"] == pytest.approx(0.4 + 0.005)
 
 
-@pytest.mark.parametrize("bad", [-3.0, float("nan"), 0.0])
+@pytest.mark.parametrize("bad", [-3.0, float("nan"), float("inf"), 0.0])
 def test_no_overuse_charges_nothing(bad):
     core = SchedulerCore(config(("a", 0.5, 1, 1)), WHOLE_QUOTAS, 0.0)
     core.on_request(1, quota_req("a", 1), 0.0)
