@@ -236,7 +236,7 @@ class SchedulerCore:
             return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
         client = self.clients.get(req.name)
         if client is None:
-            return self._refuse(conn, req)
+            return self._refuse(conn, req) + self._removed_holder_asked(conn, req, now)
         self._refused.discard(conn)
         client.conns.add(conn)
         if req.type is RequestType.QUOTA:
@@ -985,6 +985,16 @@ class SchedulerCore:
             self.candidates.remove(c)
             out += self._refuse(c.conn, Request(c.name, c.req_id, RequestType.QUOTA))
         return out
+
+    def _removed_holder_asked(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        """A client removed while it held the token asks for the next: it is done with this
+        one, as any holder that asks is (else the GPU idled for the rest of its grant)."""
+        if req.type is not RequestType.QUOTA or self.holder is None or self.holder.conn != conn:
+            return []
+        self._earn(now)
+        self._end_early(self.holder.interval, now)
+        self.holder = None
+        return self._schedule(now)
 
     def _refuse(self, conn: ConnId, req: Request) -> list[Action]:
         """Said once a connection until it is served again: its hooks ask again every second

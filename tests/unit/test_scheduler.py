@@ -503,6 +503,21 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
     assert again.response.status is Status.CLIENT_REMOVED
 
 
+def test_a_client_removed_while_it_holds_the_token_hands_it_on_when_it_asks_again():
+    """Refused as removed, its request still says it is done with its token: the next client
+    gets the GPU then, not at the grant's end (the GPU idled 88 ms of 100 here)."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), LAUNCHER, 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 1, burst=100.0), 0.0))
+    assert g.response.values[0] >= 50.0
+    core.on_request(2, quota_req("b", 1, burst=100.0), 0.001)  # waits behind a
+    core.on_config(config(("b", 0.5, 1, 1)), 0.005)
+    actions = core.on_request(1, quota_req("a", 2, burst=100.0), 0.012)
+    refused, granted = grants(actions)
+    assert refused.conn == 1 and refused.response.status is Status.CLIENT_REMOVED
+    assert granted.conn == 2 and granted.response.status is Status.OK
+    assert core.holder is not None and core.holder.interval.start == 0.012
+
+
 def test_a_client_removed_while_it_holds_the_token_comes_back_owed_nothing():
     """(Its token, ended after its removal, gave the unused part back to books already
     forgotten: added again, it started with that credit, 140 ms.)"""
