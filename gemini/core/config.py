@@ -34,6 +34,8 @@ SM_KEY = "sm"
 DEFAULT_GPU = "0"
 OVERSUBSCRIBE = "oversubscribe"
 _PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+MAX_GPU_MEM = 2**64 - 1  # the wire's u64 (MEM_LIMIT's reply)
+MAX_GPU_INDEX_DIGITS = 6  # (Python's int() refuses strings of over 4300 digits)
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,9 @@ def _memory(value: object) -> int:
         raise _Invalid(f"gpu_mem must be bytes or a size like '4GiB', got {value!r}")
     if size <= 0:
         raise _Invalid(f"gpu_mem must be greater than 0, got {value!r}")
+    if size > MAX_GPU_MEM:
+        # (its every MEM_LIMIT reply failed to encode: its pod manager reconnected for ever)
+        raise _Invalid(f"gpu_mem {value!r} is more than the 2^64 - 1 bytes a limit can be")
     return size
 
 
@@ -207,7 +212,7 @@ def parse_gpu(value: object) -> str:
             raise _Invalid(f"gpu index {value} is negative")
         return str(value)
     if isinstance(value, str):
-        if value.isdigit():
+        if value.isdigit() and len(value) <= MAX_GPU_INDEX_DIGITS:
             return str(int(value))
         if value.startswith(("GPU-", "MIG-")) and len(value) > 4 and "," not in value:
             return value
@@ -464,6 +469,8 @@ def _load_yaml(text: str, source: str) -> tuple[Any, yaml.Node | None]:
         raise ConfigError(source, line, f"invalid YAML: {problem}") from None
     except RecursionError:  # PyYAML's recursive parser on a few thousand nested brackets
         raise ConfigError(source, None, "invalid YAML: nested too deeply") from None
+    except ValueError as exc:  # PyYAML's int() of a number of over 4300 digits
+        raise ConfigError(source, None, f"invalid YAML: {exc}") from None
 
 
 def _clients_list(data: Any, root: yaml.Node | None, source: str) -> list[Any]:
