@@ -185,11 +185,11 @@ class FrameServer:
         """Hand the core one event (`event()` returns its actions) and carry the actions out.
         False: the core failed on it (see `_failed`); the caller ends what fed it."""
         try:
-            self.run(event())
-        except Exception:  # (in `run` too: an action that cannot be carried out, say encoded)
+            actions = event()
+        except Exception:
             self._failed(who, what)
             return False
-        return True
+        return self.run(actions, who, what)
 
     def _failed(self, who: str, what: str) -> None:
         """A core that raises is a bug of ours, and one client's event must not stop the daemon
@@ -216,12 +216,13 @@ class FrameServer:
 
     def received(self, conn: ConnId, req: Request) -> bool:
         """One request to the core; False: the core failed on it (the caller closes)."""
+        what = f"a {req.type.name} request"
         try:  # (not through feed: no closure on the hot path)
-            self.run(self._on_request(conn, req, self.now()))
+            actions = self._on_request(conn, req, self.now())
         except Exception:
-            self._failed(req.name, f"a {req.type.name} request")
+            self._failed(req.name, what)
             return False
-        return True
+        return self.run(actions, req.name, what)
 
     def disconnected(self, conn: ConnId, peer: str) -> None:
         """An admitted connection is gone."""
@@ -253,23 +254,35 @@ class FrameServer:
             log.warning("[%s] refused: no or wrong secret", peer)
         return ok
 
-    def run(self, actions: list[Action]) -> None:
+    def run(self, actions: list[Action], who: str, what: str) -> bool:
+        """Carry out the core's actions on `who`'s `what`.  One that cannot be (a reply that
+        does not encode) is logged as the core's failure, and the rest are still carried out:
+        a config edit's later replies were dropped, and never sent again.  False: one failed."""
         self.busy_poll.touch(self.loop)  # the next message (a renewal, a reply) comes soon
+        ok = True
         for action in actions:
-            if isinstance(action, Reply):
-                transport = self.transports.get(action.conn)
-                if transport is not None and not transport.is_closing():
-                    transport.write(encode_response(action.type, action.response) + action.body)
-            elif isinstance(action, SendUpstream):
-                if self._send_upstream is not None:
-                    self._send_upstream(action)
-            elif isinstance(action, Close):
-                transport = self.transports.get(action.conn)
-                if transport is not None:
-                    transport.close()
-            elif isinstance(action, Log):
-                log.log(action.level, "[%s] %s", action.client, action.message)
+            try:
+                self._carry_out(action)
+            except Exception:
+                self._failed(who, what)
+                ok = False
         self._rearm()
+        return ok
+
+    def _carry_out(self, action: Action) -> None:
+        if isinstance(action, Reply):
+            transport = self.transports.get(action.conn)
+            if transport is not None and not transport.is_closing():
+                transport.write(encode_response(action.type, action.response) + action.body)
+        elif isinstance(action, SendUpstream):
+            if self._send_upstream is not None:
+                self._send_upstream(action)
+        elif isinstance(action, Close):
+            transport = self.transports.get(action.conn)
+            if transport is not None:
+                transport.close()
+        elif isinstance(action, Log):
+            log.log(action.level, "[%s] %s", action.client, action.message)
 
     def _rearm(self) -> None:
         deadline = self.core.next_deadline()

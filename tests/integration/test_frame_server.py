@@ -333,6 +333,27 @@ def test_an_action_that_cannot_be_carried_out_is_logged_and_the_server_goes_on(c
     assert "[a] internal error on the scheduler's connection" in caplog.text
 
 
+def test_the_actions_after_one_that_cannot_be_carried_out_still_are(caplog):
+    """A config edit's replies: one that does not encode (a limit past the wire's u64) stopped
+    the rest, and the pod managers after it never heard of their new limits."""
+    async def main() -> None:
+        srv, core, port = await serve()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(quota(7))
+        assert await read_quotas(reader, 1) == [7.0]
+        [(conn, _)] = core.requests
+        too_big = Reply(conn, RequestType.MEM_LIMIT, Response(0, Status.OK, (0, 2**64, 0)))
+        pushed = Reply(conn, RequestType.QUOTA, Response(8, Status.OK, (8.0, 0, 0)))
+        assert srv.feed("config", "a config edit", lambda: [too_big, pushed]) is False
+        assert await read_quotas(reader, 1) == [8.0]
+        writer.close()
+        await srv.close()
+
+    with caplog.at_level(logging.ERROR, logger="gemini.server"):
+        asyncio.run(main())
+    assert "[config] internal error on a config edit" in caplog.text
+
+
 def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):
     async def main() -> None:
         core = FailingCore(deadline_failures=3)
