@@ -354,6 +354,39 @@ def test_the_actions_after_one_that_cannot_be_carried_out_still_are(caplog):
     assert "[config] internal error on a config edit" in caplog.text
 
 
+class BulkyCore(RecordingCore):
+    """Answers every request with a reply and 1 KiB more, as STATUS does."""
+
+    def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
+        [reply] = super().on_request(conn, req, now)
+        assert isinstance(reply, Reply)
+        return [Reply(reply.conn, reply.type, reply.response, b"x" * 1024)]
+
+
+def test_a_peer_that_does_not_read_its_replies_is_not_read_from_until_it_does():
+    """Its replies were buffered without bound (650 MiB in 20 s of STATUS requests), and every
+    other client waited behind them."""
+    async def main() -> None:
+        srv, core, port = await serve(core=BulkyCore())
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        sent = 20_000  # 20 MiB of replies, more than the kernel's buffers hold
+        writer.write(b"".join(quota(i) for i in range(sent)))
+        await core.until(lambda: bool(core.requests))
+        [transport] = srv.transports.values()
+        await core.until(lambda: len(core.requests) == sent or not transport.is_reading())
+        assert transport.get_write_buffer_size() < 1 << 20, len(core.requests)
+        got = 0  # read: it is read from again, and every request is answered
+        while got < sent * (RSP_MSG_LEN + 1024):
+            chunk = await asyncio.wait_for(reader.read(1 << 20), 5)
+            assert chunk
+            got += len(chunk)
+        assert len(core.requests) == sent
+        writer.close()
+        await srv.close()
+
+    asyncio.run(main())
+
+
 def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):
     async def main() -> None:
         core = FailingCore(deadline_failures=3)
