@@ -63,6 +63,7 @@ from gemini.core.wire import (
 MS = 1000.0
 TOKEN_MAX_MS = 3600 * MS  # a token's ms beyond any grant (the hook's QUOTA_MAX_MS alike)
 F32_MAX = 3.4028234663852886e38  # the largest finite f32: a run's sum travels as one
+MAX_BYTES = 2**64 - 1  # a client's use travels as a u64 (MEM_LIMIT's reply, REPORT)
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.
@@ -448,12 +449,7 @@ class PodCore:
             self._give_back(hook, size)
             out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
         elif kind == MEM_CLAIM:
-            # Allocated already, whatever we say: counted, over the limit too (refused, they
-            # went uncounted, and the client then allocated past its limit by as much).
-            out = [self._grant(w, size)]
-            if not self._fits(0):
-                out.append(act.warning(self.name, f"a process reconnected holding {size} B: "
-                                       f"{self._in_use()}, over the limit until it frees"))
+            out = self._claim(w, size)
         elif kind not in (MEM_ALLOC, MEM_LEASE):
             out = [Reply(w.conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
                    act.warning(self.name, f"unknown kind {kind} of memory update refused")]
@@ -475,6 +471,21 @@ class PodCore:
         else:
             out = self._recall_for(w, size, now)
         return out + self._maybe_report(now)
+
+    def _claim(self, w: Waiter, size: int) -> list[Action]:
+        """Bytes a process held before it reconnected: allocated already, whatever we say, so
+        counted, over the limit too (refused, they went uncounted, and the client then
+        allocated past its limit by as much).  But not past the wire's u64, which no GPU has:
+        two claims of 2^63 B left every reply and report of the client unencodable."""
+        if self.used + size > MAX_BYTES:
+            return [Reply(w.conn, w.req.type, Response(w.req.req_id, Status.BAD_REQUEST)),
+                    act.warning(self.name, f"a claim of {size} B refused: past the 2^64 - 1 B "
+                                f"a client's use can be ({self._in_use()})")]
+        out: list[Action] = [self._grant(w, size)]
+        if not self._fits(0):
+            out.append(act.warning(self.name, f"a process reconnected holding {size} B: "
+                                   f"{self._in_use()}, over the limit until it frees"))
+        return out
 
     def _in_use(self) -> str:
         return f"{self.used} of {self.limit} B in use"

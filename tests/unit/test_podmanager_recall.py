@@ -263,6 +263,15 @@ def test_bytes_claimed_after_a_restart_count_over_the_limit_and_hold_new_ones_of
     assert verdicts(mem(pod, 1, 1, MEM_ALLOC, req_id=5)) == [(1, 0)]
 
 
+def test_a_claim_past_what_a_u64_holds_is_refused_and_the_client_still_answered():
+    """Two claims of 2^63 B took the client's use past the wire's u64: every MEM_LIMIT reply
+    and REPORT failed to encode from then on."""
+    pod = ready_pod()
+    assert verdicts(mem(pod, 1, 2**63, MEM_CLAIM)) == [(1, 1)]
+    [reply] = [a for a in mem(pod, 2, 2**63, MEM_CLAIM) if isinstance(a, Reply)]
+    assert reply.response.status is Status.BAD_REQUEST and pod.used == 2**63
+
+
 def test_a_memory_update_of_no_known_kind_is_refused():
     pod = ready_pod()
     [reply] = [a for a in mem(pod, 1, 100, 9) if isinstance(a, Reply)]
