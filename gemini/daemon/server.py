@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import hmac
 import itertools
 import logging
@@ -123,6 +124,7 @@ class FrameServer:
         self.owner = owner
         self.allowed_uids: frozenset[int] = frozenset()
         self.unix_path: str | None = None
+        self._unix_file: tuple[int, int] | None = None  # (its device and inode: close())
         self._on_request = on_request
         self._on_disconnect = on_disconnect
         self._on_connect = on_connect
@@ -161,9 +163,12 @@ class FrameServer:
         """Listen on a Unix stream socket (mode 0660) that only our own uid, root and
         `allow_uids` may use: the file mode keeps strangers out, SO_PEERCRED checks the rest."""
         self.allowed_uids = frozenset({os.getuid(), 0, *allow_uids})
-        self.unix_path = path
+        if _someone_listens(path):  # (asyncio would take the path from under it)
+            raise OSError(errno.EADDRINUSE, "another daemon listens there")
         self.server = await self.loop.create_unix_server(self._connection, path)
         os.chmod(path, SOCKET_MODE)
+        self.unix_path = path
+        self._unix_file = _file_id(path)
 
     async def close(self) -> None:
         if self._timer is not None:
@@ -174,9 +179,11 @@ class FrameServer:
             transport.close()
         if self.server is not None:
             await self.server.wait_closed()
-        if self.unix_path is not None:
+        # Before 3.13 asyncio leaves the file behind; but not one that another daemon, started
+        # meanwhile, listens on now (a restart whose new daemon came up first lost it).
+        if self.unix_path is not None and _file_id(self.unix_path) == self._unix_file:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.unix_path)  # before 3.13 asyncio leaves the file behind
+                os.unlink(self.unix_path)
 
     def _connection(self) -> FrameConnection:
         return FrameConnection(self, next(self._ids))
@@ -332,6 +339,28 @@ def _peer_creds(transport: asyncio.BaseTransport) -> tuple[int, int, int] | None
         return -1, -1, -1  # unknown: no uid is allowed, so the peer is refused (fail closed)
     pid, uid, gid = _PEERCRED.unpack(raw)
     return pid, uid, gid
+
+
+def _someone_listens(path: str) -> bool:
+    """Does a live server answer on the Unix socket `path`?  (A file left by one that died
+    refuses the connection: it is taken over.)"""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.setblocking(False)
+        try:
+            probe.connect(path)
+        except BlockingIOError:  # (its backlog is full: it lives)
+            return True
+        except OSError:
+            return False
+        return True
+
+
+def _file_id(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _peer(transport: asyncio.BaseTransport) -> str:

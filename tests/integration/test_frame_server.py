@@ -7,8 +7,10 @@ its log line."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 import logging
+import os
 import socket
 from collections.abc import Coroutine
 from typing import Any
@@ -383,6 +385,45 @@ def test_a_peer_that_does_not_read_its_replies_is_not_read_from_until_it_does():
         assert len(core.requests) == sent
         writer.close()
         await srv.close()
+
+    asyncio.run(main())
+
+
+def test_a_unix_socket_served_is_not_taken_over_and_only_its_own_file_is_removed(tmp_path):
+    """A second pod manager on the same path took the socket file over from the first (asyncio
+    removes it), and the first, stopped, removed the second's: its hooks reached no one."""
+    path = str(tmp_path / "pmgr.sock")
+
+    async def reachable() -> bool:
+        try:
+            _, writer = await asyncio.open_unix_connection(path)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
+    async def main() -> None:
+        core = RecordingCore()
+        first = FrameServer(core, core.on_request, core.on_disconnect)
+        await first.start_unix(path)
+        second = FrameServer(core, core.on_request, core.on_disconnect)
+        with pytest.raises(OSError) as refused:
+            await second.start_unix(path)
+        assert refused.value.errno == errno.EADDRINUSE
+        assert await reachable()
+        os.unlink(path)  # (gone from under it: a new one may take the path)
+        await second.start_unix(path)
+        await first.close()
+        assert await reachable()  # the second's file stays
+        await second.close()
+        assert not os.path.exists(path)
+        stale = socket.socket(socket.AF_UNIX)  # bound, never listening: a dead daemon's file
+        stale.bind(path)
+        third = FrameServer(core, core.on_request, core.on_disconnect)
+        await third.start_unix(path)
+        assert await reachable()
+        await third.close()
+        stale.close()
 
     asyncio.run(main())
 
