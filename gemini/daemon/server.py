@@ -188,15 +188,17 @@ class FrameServer:
     def _connection(self) -> FrameConnection:
         return FrameConnection(self, next(self._ids))
 
-    def feed(self, who: str, what: str, event: Callable[[], list[Action]]) -> bool:
+    def feed(self, who: str, what: str, event: Callable[[], list[Action]],
+             poll: bool = True) -> bool:
         """Hand the core one event (`event()` returns its actions) and carry the actions out.
-        False: the core failed on it (see `_failed`); the caller ends what fed it."""
+        False: the core failed on it (see `_failed`); the caller ends what fed it.  `poll`:
+        the clients' next messages come soon after it (BusyPoll)."""
         try:
             actions = event()
         except Exception:
             self._failed(who, what)
             return False
-        return self.run(actions, who, what)
+        return self.run(actions, who, what, poll)
 
     def _failed(self, who: str, what: str) -> None:
         """A core that raises is a bug of ours, and one client's event must not stop the daemon
@@ -261,11 +263,12 @@ class FrameServer:
             log.warning("[%s] refused: no or wrong secret", peer)
         return ok
 
-    def run(self, actions: list[Action], who: str, what: str) -> bool:
+    def run(self, actions: list[Action], who: str, what: str, poll: bool = True) -> bool:
         """Carry out the core's actions on `who`'s `what`.  One that cannot be (a reply that
         does not encode) is logged as the core's failure, and the rest are still carried out:
         a config edit's later replies were dropped, and never sent again.  False: one failed."""
-        self.busy_poll.touch(self.loop)  # the next message (a renewal, a reply) comes soon
+        if poll:
+            self.busy_poll.touch(self.loop)  # the next message (a renewal, a reply) comes soon
         ok = True
         for action in actions:
             try:

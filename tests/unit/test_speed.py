@@ -901,14 +901,22 @@ def test_the_sampler_reads_as_the_core_wants_it():
             self.stop.set()  # one round
             return []
 
+    polls: list[bool] = []
+
+    def feed_server(who: str, what: str, event, poll: bool = True) -> bool:  # type: ignore[no-untyped-def]
+        polls.append(poll)
+        return bool(event())
+
     async def feed(capped: bool) -> list[bool]:
         sampler, stop = Sampler(), asyncio.Event()
-        await feed_clock(sampler, Core(capped, stop), lambda who, what, event: bool(event()),
-                         lambda: 0.0, stop)
+        await feed_clock(sampler, Core(capped, stop), feed_server, lambda: 0.0, stop)
         return sampler.wanted
 
     assert asyncio.run(feed(False)) == [False]
     assert asyncio.run(feed(True)) == [True]
+    # No client's message comes sooner for the clock's samples: with GEMINI_BUSY_POLL_MS, an
+    # idle scheduler polled on for them, every 50 ms, at 40 % of a core.
+    assert polls == [False, False]
 
 
 def test_a_lone_capped_clients_calibration_fits_its_windows_by_what_it_is_charged():
