@@ -122,8 +122,11 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
     pthread_mutex_unlock(&map_m);
 }
 
-/* After a successful free: give the bytes back if we know the handle. */
-static void forget(int kind, uint64_t key)
+/* A handle about to be freed: its entry out of the books before the free, not after.  Once
+ * the driver has freed it, another thread's allocation may get the same address, and the
+ * entry found after the free by that key was the new one's: 512 MiB live, uncounted (mini
+ * driver).  NULL: not ours. */
+static struct entry *take(int kind, uint64_t key)
 {
     unsigned b = bucket(kind, key);
     struct entry *found = NULL;
@@ -136,12 +139,29 @@ static void forget(int kind, uint64_t key)
             break;
         }
     pthread_mutex_unlock(&map_m);
-    if (found == NULL) {
-        GEM_LOG(GEM_LOG_DEBUG, "freeing unknown memory %#llx", (unsigned long long)key);
+    return found;
+}
+
+/* The free that `e` was taken for (take) returned `r`: its bytes go back, or it goes back
+ * into the books if the free failed. */
+static void taken_freed(struct entry *e, CUresult r, uint64_t key)
+{
+    if (e == NULL) {
+        if (r == CUDA_SUCCESS)
+            GEM_LOG(GEM_LOG_DEBUG, "freeing unknown memory %#llx", (unsigned long long)key);
         return;
     }
-    gem_lease_give(found->dev, found->bytes);
-    free(found);
+    if (r != CUDA_SUCCESS) {
+        unsigned b = bucket(e->kind, e->key);
+        pthread_mutex_lock(&map_m);
+        e->next = buckets[b];
+        buckets[b] = e;
+        live[e->dev] += e->bytes;
+        pthread_mutex_unlock(&map_m);
+        return;
+    }
+    gem_lease_give(e->dev, e->bytes);
+    free(e);
 }
 
 /* The last MEM_LIMIT figures per device, for NVML while the pod manager cannot be reached. */
@@ -310,9 +330,11 @@ static void note_not_managed(int dev, const char *sym, _Atomic int *said)
 #define FREE(sym, kind, key, call)                                                               \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
+        if (GEM_PASS())                                                                          \
+            return REAL(sym) call;                                                               \
+        struct entry *e_ = take(kind, (uint64_t)(key));                                          \
         CUresult r_ = REAL(sym) call;                                                            \
-        if (r_ == CUDA_SUCCESS && !GEM_PASS())                                                   \
-            forget(kind, (uint64_t)(key));                                                       \
+        taken_freed(e_, r_, (uint64_t)(key));                                                    \
         return r_;                                                                               \
     } while (0)
 

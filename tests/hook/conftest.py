@@ -35,7 +35,8 @@ def mini(tmp_path_factory) -> Path:
     src = HERE / "snippets"
     subprocess.run([*cc, "-shared", "-o", str(out / "libcuda.so.1"), str(src / "mini_driver.c")],
                    check=True)
-    subprocess.run([*cc, "-o", str(out / "mini_client"), str(src / "mini_client.c"), "-ldl"],
+    subprocess.run([*cc, "-o", str(out / "mini_client"), str(src / "mini_client.c"), "-ldl",
+                    "-lpthread"],
                    check=True)
     return out
 

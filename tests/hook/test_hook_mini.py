@@ -103,6 +103,17 @@ def test_over_limit_allocation_is_refused_and_leaves_nothing(hook_env, mini, pm)
     assert pm.wait_for(lambda p: p.used == 0)
 
 
+def test_an_address_freed_and_taken_again_meanwhile_keeps_the_new_allocation_counted(
+        hook_env, mini, pm):
+    """A thread frees 1 MiB; before its free returns, another thread's 512 MiB get the same
+    address.  The hook forgot the allocation after the free, by address: the 512 MiB went,
+    uncounted, and a 600 MiB allocation fitted a 1 GiB limit beside them."""
+    pm.limit = 1 << 30
+    r = hook_env.run([str(mini / "mini_client"), "reuse", str(1 << 20), str(512 << 20),
+                      str(600 << 20)], MINI_DRIVER_FREE_WAITS="1")
+    assert r.out == [{"b": 0, "same": 1, "c": 2}], (r.stderr, pm.used)
+
+
 def test_meminfo_shows_the_limit(hook_env, mini, pm):
     pm.limit = 3 << 30
     pm.used = 1 << 30

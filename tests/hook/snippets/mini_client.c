@@ -10,11 +10,16 @@
  *   mini_client meminfo             prints {"free": F, "total": T}
  *   mini_client threads             3 launches, then prints {"threads": N, "sigint_open": K}:
  *                                   of the threads other than main, how many take SIGINT
- *   mini_client fork                launch in a forked child too */
+ *   mini_client fork                launch in a forked child too
+ *   mini_client reuse A B C         a thread allocates A bytes and frees them; while its free
+ *                                   is in the driver (MINI_DRIVER_FREE_WAITS=1), B bytes are
+ *                                   allocated at the address it gave back, then C bytes;
+ *                                   prints {"b": RB, "same": S, "c": RC} */
 #include "gemini/cuda_subset.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +101,38 @@ static int alloc_two(unsigned long long a_bytes, unsigned long long b_bytes)
     return 0;
 }
 
+struct freer {
+    __typeof__(&cuMemFree_v2) release;
+    CUdeviceptr ptr;
+};
+
+static void *free_it(void *arg)
+{
+    struct freer *f = arg;
+    f->release(f->ptr);
+    return NULL;
+}
+
+static int reuse_race(void *driver, unsigned long long a_bytes, unsigned long long b_bytes,
+                      unsigned long long c_bytes)
+{
+    __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
+    int (*freeing)(void) = (int (*)(void))dlsym(driver, "mini_driver_freeing");
+    struct freer f = {get("cuMemFree", 12000, 0), 0};
+    if (freeing == NULL || alloc(&f.ptr, a_bytes) != CUDA_SUCCESS)
+        return 1;
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, &f);
+    while (!freeing()) /* the address is free, the free not returned yet */
+        usleep(100);
+    CUdeviceptr b = 0, c = 0;
+    int rb = (int)alloc(&b, b_bytes);
+    pthread_join(t, NULL);
+    int rc = (int)alloc(&c, c_bytes);
+    printf("{\"b\": %d, \"same\": %d, \"c\": %d}\n", rb, b == f.ptr, rc);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -158,6 +195,9 @@ int main(int argc, char **argv)
         printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
     }
-    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork\n");
+    if (argc >= 5 && strcmp(argv[1], "reuse") == 0)
+        return reuse_race(h, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+                          strtoull(argv[4], NULL, 10));
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork | reuse A B C\n");
     return 2;
 }

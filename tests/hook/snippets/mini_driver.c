@@ -3,9 +3,11 @@
  * Every call is counted; MINI_DRIVER_LOG=path appends "name\n" per call. */
 #include "gemini/cuda_subset.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static unsigned long long next_ptr = 0x7f0000000000ull;
 static int initialised;
@@ -47,16 +49,58 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
     note("cuLaunchKernel_ptsz");
     return CUDA_SUCCESS;
 }
+/* The latest address freed is handed out again first (as real allocators do).  With
+ * MINI_DRIVER_FREE_WAITS=1 a free returns only once another allocation took its address (or
+ * after 2 s): the address is free before the call returns, and another thread may get it. */
+static pthread_mutex_t mem_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mem_cv = PTHREAD_COND_INITIALIZER;
+static unsigned long long reuse;
+static int freeing;
+
+int mini_driver_freeing(void) /* (for mini_client: a free waits for an allocation now) */
+{
+    pthread_mutex_lock(&mem_m);
+    int f = freeing;
+    pthread_mutex_unlock(&mem_m);
+    return f;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     note("cuMemAlloc_v2");
     if (n > (1ull << 40))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *p = next_ptr;
-    next_ptr += (n + 4095) & ~4095ull;
+    pthread_mutex_lock(&mem_m);
+    if (reuse != 0) {
+        *p = reuse;
+        reuse = 0;
+        pthread_cond_broadcast(&mem_cv);
+    } else {
+        *p = next_ptr;
+        next_ptr += (n + 4095) & ~4095ull;
+    }
+    pthread_mutex_unlock(&mem_m);
     return CUDA_SUCCESS;
 }
-CUresult cuMemFree_v2(CUdeviceptr p) { (void)p; note("cuMemFree_v2"); return CUDA_SUCCESS; }
+
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+    note("cuMemFree_v2");
+    const char *waits = getenv("MINI_DRIVER_FREE_WAITS");
+    pthread_mutex_lock(&mem_m);
+    reuse = p;
+    if (waits != NULL && strcmp(waits, "1") == 0) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 2;
+        freeing = 1;
+        while (reuse == p && pthread_cond_timedwait(&mem_cv, &mem_m, &until) == 0) {
+        }
+        freeing = 0;
+    }
+    pthread_mutex_unlock(&mem_m);
+    return CUDA_SUCCESS;
+}
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) { *free_b = 70ull << 30; *total = 80ull << 30; return CUDA_SUCCESS; }
 CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = 80ull << 30; return CUDA_SUCCESS; }
 
