@@ -48,6 +48,11 @@ from gemini.secret import load_secret
 log = logging.getLogger("gemini.launch")
 GRACE_S = 5.0
 MPS_CHECK_S = 5.0
+# A pod manager that exits is started again, on its port (its client's hooks know that one),
+# after 0.5 s, then 1, 2, ... up to 30 s while it keeps dying within 30 s of its start.
+RESTART_FIRST_S = 0.5
+RESTART_MAX_S = 30.0
+RESTART_RESET_S = 30.0
 EXAMPLE = "example: tools/launch-backend.py gem-schd gem-pmgr --config resource-config.txt"
 
 
@@ -128,6 +133,9 @@ class Supervisor:
         self._specs: dict[str, ProcessSpec] = {}  # every spawned daemon's, by name
         self.stopping = False
         self._tasks: set[asyncio.Task[None]] = set()
+        # Each pod manager's start (loop time) and the exits in a row soon after one.
+        self._started_at: dict[str, float] = {}
+        self._quick_exits: dict[str, int] = {}
         # Called when an edit brings the config its first partition (to start MPS).
         self.on_partitions: Callable[[], None] | None = None
 
@@ -143,6 +151,7 @@ class Supervisor:
             *spec.argv, env={**os.environ, **spec.env}, start_new_session=True
         )
         self._specs[spec.name] = spec
+        self._started_at[spec.name] = asyncio.get_running_loop().time()
         if spec.scheduler:
             self.schedulers[spec.gpu] = (spec.port, proc)
             if "--metrics-port" in spec.argv:
@@ -177,7 +186,8 @@ class Supervisor:
         self._say_placement()
 
     async def supervise(self, stop: asyncio.Event) -> int:
-        """0 when `stop` is set, 1 when a scheduler dies; pod manager deaths are only logged."""
+        """0 when `stop` is set, 1 when a scheduler dies; a pod manager that dies is started
+        again (_pod_manager_exited)."""
         stopped = asyncio.ensure_future(stop.wait())
         try:
             while True:
@@ -198,10 +208,41 @@ class Supervisor:
                 if gpu is not None:
                     log.error("the %s exited with %s; stopping everything", name, proc.returncode)
                     return 1
-                log.error("pod manager of %s exited with %s; the others keep running",
-                          name, proc.returncode)
+                self._pod_manager_exited(name, proc)
         finally:
             stopped.cancel()
+
+    def _pod_manager_exited(self, name: str, proc: asyncio.subprocess.Process) -> None:
+        """Started again, on its port, after a pause that grows while it keeps dying soon
+        after its start: else its client was left with none for good (an edit that removed
+        and added the client back thought it running), and launch-command waited on its port
+        for ever.  Not one whose client has left the config: a later edit that brings the
+        client back starts a new one."""
+        spec = self._specs[name]
+        key = (spec.env["POD_NAME"], spec.gpu)
+        if key not in {(c.name, c.gpu) for c in self.config.clients}:
+            self.managers.pop(key, None)
+            self._say_placement()
+            log.error("pod manager of %s exited with %s; its client is no longer in the config: "
+                      "not started again", name, proc.returncode)
+            return
+        now = asyncio.get_running_loop().time()
+        quick = self._quick_exits.get(name, 0) if now - self._started_at[name] < \
+            RESTART_RESET_S else 0
+        delay = min(RESTART_FIRST_S * 2 ** quick, RESTART_MAX_S)
+        self._quick_exits[name] = quick + 1
+        log.error("pod manager of %s exited with %s; starting it again in %g s (the others "
+                  "keep running)", name, proc.returncode, delay)
+        self.keep(asyncio.ensure_future(self._start_again(spec, delay)))
+
+    async def _start_again(self, spec: ProcessSpec, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self.stopping:
+            return
+        try:
+            await self.spawn(spec)
+        except OSError as exc:
+            log.error("cannot start %s again: %s", spec.name, exc)
 
     def on_config(self, new: ResourceConfig) -> None:
         before = {(c.name, c.gpu) for c in self.config.clients}

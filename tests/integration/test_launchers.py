@@ -184,14 +184,20 @@ def test_backend_yaml_config(tmp_path: Path, standin: Path) -> None:
     assert finish(proc)[0] == 0
 
 
-def test_pod_manager_death_is_logged_and_the_rest_keep_running(
+def test_a_pod_manager_that_dies_is_started_again_on_its_port_and_the_rest_keep_running(
     tmp_path: Path, standin: Path
 ) -> None:
+    """(It was only logged: its client had no pod manager until the backend restarted, and
+    launch-command waited on its port for ever.)"""
     proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE": "client2"})
-    wait_started(lines, 3)
+    first = {r["who"]: r for r in wait_started(lines, 3)}
     assert proc.stderr is not None
     err_line = proc.stderr.readline()  # blocks until the launcher has logged the death
-    assert "pod manager of client2 exited with 3; the others keep running" in err_line
+    assert "pod manager of client2 exited with 3; starting it again in 0.5 s" in err_line
+    [again] = wait_started(lines, 1)
+    assert again["who"] == "client2" and again["env"] == first["client2"]["env"]
+    err_line = proc.stderr.readline()  # (it dies again, soon after its start: a longer pause)
+    assert "pod manager of client2 exited with 3; starting it again in 1 s" in err_line
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     rest = lines.until_eof()
@@ -238,6 +244,28 @@ def test_a_closed_terminal_stops_every_daemon(tmp_path: Path, standin: Path) -> 
     wait_started(lines, 3)
     proc.send_signal(signal.SIGHUP)
     assert {"stopped scheduler", "stopped client1", "stopped client2"} <= set(lines.until_eof())
+    assert finish(proc)[0] == 0
+
+
+def test_a_removed_clients_pod_manager_that_dies_is_not_started_again_until_it_is_added_back(
+    tmp_path: Path, standin: Path
+) -> None:
+    proc, lines = start_backend(tmp_path, standin)
+    pids = {r["who"]: r["pid"] for r in wait_started(lines, 3)}
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text("1\nclient1 0.5 0.5 4GiB\n")
+    assert proc.stderr is not None
+    while "client2 removed from the config" not in (line := proc.stderr.readline()):
+        assert line, "no line about the edit"
+    os.kill(pids["client2"], signal.SIGTERM)
+    while "pod manager of client2 exited" not in (line := proc.stderr.readline()):
+        assert line, "no line about its exit"
+    assert "no longer in the config: not started again" in line
+    conf.write_text(CONFIG)  # back: a pod manager of its own again
+    (report,) = wait_started(lines, 1)
+    assert report["who"] == "client2" and report["pid"] != pids["client2"]
+    proc.send_signal(signal.SIGINT)
+    assert "stopped client2" in lines.until_eof()
     assert finish(proc)[0] == 0
 
 
