@@ -86,9 +86,19 @@ def _from_config(
     """The client's pod manager ports and GPUs as launch-backend placed them (its placement
     file; else as at launch), and its specs in the same order."""
     config = read_config(Path(path))
-    where = placed(config, backend_port, name, _running_placement(backend_port))
+    running = _running_placement(backend_port)
+    if running is None:  # (said: a wrong --backend-port sent programs to another's daemons)
+        print(f"{PROG}: no launch-backend --port {backend_port} says where its pod managers "
+              f"are: ports as {path}'s order places them", file=sys.stderr)
+    where = placed(config, backend_port, name, running or {})
     if not where:
         raise ValueError(f"{path} has no client {name!r} (clients: {', '.join(config.names)})")
+    missing = [gpu for gpu, _ in where if running and (name, gpu) not in running]
+    if missing:  # (its port by the config's order is another client's, or none's)
+        raise ValueError(
+            f"the launch-backend on --port {backend_port} runs no pod manager for {name!r} on "
+            f"GPU {', '.join(missing)}: added while it did not follow {path} (--no-follow), "
+            f"or just now (its pod manager still starting: try again)")
     # GPU 0 too is made the only one the program sees: a GPU it may not use would only make
     # frameworks that open every visible GPU (JAX) fail.
     specs = {c.gpu: c for c in config.of_client(name)}
@@ -96,13 +106,14 @@ def _from_config(
             tuple(specs[gpu] for gpu, _ in where))
 
 
-def _running_placement(backend_port: int) -> dict[tuple[str, str], int]:
-    """Where the running launch-backend put its pod managers ({} if none says)."""
+def _running_placement(backend_port: int) -> dict[tuple[str, str], int] | None:
+    """Where the running launch-backend put its pod managers (None: no file says; {}: one
+    that cannot be read)."""
     path = os.path.join(tempfile.gettempdir(), placement_name(os.getuid(), backend_port))
     try:
         return parse_placement(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return {}
+        return None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"{PROG}: {path} unreadable ({exc}): ports as the config places them",
               file=sys.stderr)

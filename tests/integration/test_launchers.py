@@ -301,7 +301,27 @@ def test_a_command_finds_its_pod_manager_where_the_backend_put_it_after_an_edit(
     proc.send_signal(signal.SIGINT)
     lines.until_eof()
     assert finish(proc)[0] == 0
-    assert launch_command._running_placement(50051) == {}  # (the file goes with the backend)
+    assert launch_command._running_placement(50051) is None  # (the file goes with the backend)
+
+
+def test_a_command_for_a_client_the_running_backend_has_no_pod_manager_for_is_refused(
+    tmp_path: Path, standin: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Added while the backend did not follow the config: launch-command placed it by the
+    config's order, on another client's pod manager, which refused it for ever, unsaid."""
+    proc, lines = start_backend(tmp_path, standin, "--no-follow")
+    wait_started(lines, 3)
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text("3\nnewbie 0.1 0.1 1GiB\n" + CONFIG.split("\n", 1)[1])
+    with pytest.raises(ValueError, match="runs no pod manager for 'newbie' on GPU 0"):
+        launch_command._from_config(str(conf), "newbie", 50051)
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 0
+    # No backend there at all: said, and placed by the config's order.
+    ports, _, _ = launch_command._from_config(str(conf), "newbie", 50051)
+    assert ports == [50052]
+    assert "no launch-backend --port 50051 says where" in capfd.readouterr().err
 
 
 def test_two_gpus_get_a_scheduler_each_and_a_moved_client_a_new_pod_manager(
