@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import signal
@@ -26,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import IO
 
 from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
 from gemini.core.config import ConfigError, ResourceConfig
@@ -424,6 +426,27 @@ async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
             loop.remove_signal_handler(sig)
 
 
+def hold_port(port: int) -> IO[str] | None:
+    """The lock that says this launch-backend runs on `port` (held until we exit: the file
+    stays open), or None where another holds it.  A second one on the same port failed to bind
+    only after it had taken the first one's placement file and quit its MPS on the way out."""
+    path = Path(tempfile.gettempdir()) / f"gemini-backend-{os.getuid()}-{port}.lock"
+    lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open for our whole run)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        print(f"launch-backend: another launch-backend (pid {holder}) runs on --port {port}",
+              file=sys.stderr)
+        return None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
+
+
 def main(argv: list[str] | None = None) -> int:
     ns = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
     setup_logging("launch-backend", ns.verbose)
@@ -435,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
                        clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed,
                        hand_over_at_arrival=ns.hand_over_at_arrival)
+    lock = hold_port(ns.port)
+    if lock is None:
+        return 2
     try:
         if args.unix_dir:
             os.makedirs(args.unix_dir, mode=0o755, exist_ok=True)

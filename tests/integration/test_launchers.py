@@ -205,6 +205,28 @@ def test_a_pod_manager_that_dies_is_started_again_on_its_port_and_the_rest_keep_
     assert finish(proc)[0] == 0
 
 
+def test_a_second_backend_on_the_same_port_is_refused_and_leaves_the_first_as_it_was(
+    tmp_path: Path, standin: Path
+) -> None:
+    """It failed to bind only later, and on its way out removed the first one's placement
+    file and quit the first one's MPS."""
+    proc, lines = start_backend(tmp_path, standin)
+    wait_started(lines, 3)
+    placement = launch_command._running_placement(50051)
+    assert placement
+    second = tmp_path / "second"
+    second.mkdir()
+    other, _ = start_backend(second, standin)
+    code, err = finish(other)
+    assert code == 2
+    assert f"another launch-backend (pid {proc.pid}) runs on --port 50051" in err
+    assert launch_command._running_placement(50051) == placement
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 0
+
+
 def test_scheduler_death_stops_everything(tmp_path: Path, standin: Path) -> None:
     proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE": "scheduler"})
     lines.until_eof()  # the pod managers are stopped too, so the pipe closes
