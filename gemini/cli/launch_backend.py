@@ -42,6 +42,7 @@ from gemini.core.launch import (
 )
 from gemini.core.mps import CONTROL, MpsPaths, default_dir
 from gemini.daemon.files import replace_text
+from gemini.daemon.lifecycle import STOP_WITH_ENV
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.mps import MpsKeeper
 from gemini.daemon.watcher import ConfigWatcher, read_config
@@ -149,9 +150,9 @@ class Supervisor:
     async def spawn(self, spec: ProcessSpec) -> None:
         # Own session and group: a terminal's Ctrl-C reaches only us, so we decide the stop
         # order, and a child exiting from that signal is never mistaken for a crash.
-        proc = await asyncio.create_subprocess_exec(
-            *spec.argv, env={**os.environ, **spec.env}, start_new_session=True
-        )
+        # (STOP_WITH_ENV: our daemons stop when we exit, even killed with SIGKILL)
+        env = {**os.environ, **spec.env, STOP_WITH_ENV: str(os.getpid())}
+        proc = await asyncio.create_subprocess_exec(*spec.argv, env=env, start_new_session=True)
         self._specs[spec.name] = spec
         self._started_at[spec.name] = asyncio.get_running_loop().time()
         if spec.scheduler:

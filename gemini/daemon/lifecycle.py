@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import signal
@@ -42,8 +43,32 @@ async def wait_for_signal() -> int:
             loop.remove_signal_handler(sig)
 
 
+STOP_WITH_ENV = "GEMINI_STOP_WITH"  # a pid: stop when that parent exits (launch-backend's)
+PR_SET_PDEATHSIG = 1
+
+
+def parent_gone() -> bool:
+    """With GEMINI_STOP_WITH=PID (launch-backend sets its own), SIGTERM comes to us when our
+    parent exits, and True if it has already: a launch-backend killed with SIGKILL left its
+    daemons running on their ports, unsupervised, and a new one could not start."""
+    text = os.environ.get(STOP_WITH_ENV, "")
+    if not text.isdigit():
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError) as exc:
+        log.warning("cannot stop with the parent (%s): a daemon outlives a killed launcher", exc)
+    return os.getppid() != int(text)  # (after the prctl: no exit between the two is missed)
+
+
 def run_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run `serve(stop)` until it returns; a signal sets `stop`.  Exit code 0 after a signal."""
+    """Run `serve(stop)` until it returns; a signal sets `stop`.  Exit code 0 after a signal
+    (or at once where the parent it was to stop with is gone: parent_gone)."""
+    if parent_gone():
+        log.warning("the launcher that started us (pid %s) is gone: not starting",
+                    os.environ[STOP_WITH_ENV])
+        return 0
 
     async def main() -> None:
         stop = asyncio.Event()
