@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import IO
 
 from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
-from gemini.core.config import ConfigError, ResourceConfig
+from gemini.cli.gemini import present_gpus
+from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
 from gemini.core.launch import (
     BackendArgs,
     ProcessSpec,
@@ -122,9 +123,11 @@ def say(line: str) -> None:
 class Supervisor:
     """Owns the child processes: starts them, notices deaths, stops them all at the end."""
 
-    def __init__(self, args: BackendArgs, config: ResourceConfig) -> None:
+    def __init__(self, args: BackendArgs, config: ResourceConfig,
+                 gpus: list[tuple[int, str]] | None = None) -> None:
         self.args = args
         self.config = config
+        self.gpus = gpus  # nvidia-smi's (index, UUID) at start; None: it did not answer
         self.schedulers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}  # by GPU
         self.managers: dict[tuple[str, str], tuple[int, asyncio.subprocess.Process]] = {}
         self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
@@ -248,6 +251,12 @@ class Supervisor:
             log.error("cannot start %s again: %s", spec.name, exc)
 
     def on_config(self, new: ResourceConfig) -> None:
+        if self.gpus is not None and (problems := gpu_problems(new, self.gpus)):
+            # (a typo's GPU got a scheduler and a pod manager, and the program failed at
+            # cuInit; one GPU named two ways got two schedulers, and its caps no longer held)
+            log.error("%s: not applied here (no daemon started or stopped): %s", self.args.config,
+                      "; ".join(problems))
+            return
         before = {(c.name, c.gpu) for c in self.config.clients}
         after = {(c.name, c.gpu) for c in new.clients}
         self._partition_edits(self.config, new)
@@ -323,8 +332,6 @@ class Supervisor:
 
 def gpu_problem() -> str | None:
     """Why MPS has no GPU to serve here, or None (nvidia-smi lists one)."""
-    from gemini.cli.gemini import present_gpus
-
     gpus = present_gpus()
     if gpus is None:
         return "no GPU: nvidia-smi is missing or did not answer"
@@ -394,12 +401,12 @@ class MpsService:
 
 async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
               keeper: MpsKeeper | None = None, mps: bool = True,
-              mps_check_s: float = MPS_CHECK_S) -> int:
+              mps_check_s: float = MPS_CHECK_S, gpus: list[tuple[int, str]] | None = None) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         loop.add_signal_handler(sig, stop.set)
-    supervisor = Supervisor(args, config)
+    supervisor = Supervisor(args, config, gpus)
     watcher = None
     service = None if keeper is None else MpsService(keeper, mps, mps_check_s, stop)
     try:
@@ -475,10 +482,13 @@ def main(argv: list[str] | None = None) -> int:
         keeper = MpsKeeper(MpsPaths(root), gpu_problem)
         args = replace(args, mps_state=keeper.paths.state_file)
         plan_backend(config, args)  # check ports and commands before starting anything
+        gpus = present_gpus() or None  # (none listed: nothing to check against)
+        if gpus is not None and (problems := gpu_problems(config, gpus)):
+            raise ValueError(f"{args.config}: " + "; ".join(problems))
     except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run(args, config, ns.follow, keeper, not ns.no_mps, ns.mps_check))
+    return asyncio.run(run(args, config, ns.follow, keeper, not ns.no_mps, ns.mps_check, gpus))
 
 
 if __name__ == "__main__":

@@ -227,6 +227,44 @@ def test_a_second_backend_on_the_same_port_is_refused_and_leaves_the_first_as_it
     assert finish(proc)[0] == 0
 
 
+def nvidia_smi_listing(tmp_path: Path, *gpus: str) -> dict[str, str]:
+    """An environment whose nvidia-smi lists `gpus` ("index, UUID" lines)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{g}'" for g in gpus) + "\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_gpus_the_machine_does_not_have_are_refused_at_start_and_in_an_edit(
+    tmp_path: Path, standin: Path
+) -> None:
+    """(A typo's GPU got a scheduler and a pod manager, and its program failed at cuInit; one
+    GPU named by index and by UUID got two schedulers, and its caps no longer held.)"""
+    env = nvidia_smi_listing(tmp_path, "0, GPU-aaa", "1, GPU-bbb")
+    conf = tmp_path / "resource-config.txt"
+    conf.write_text(CONFIG.replace("2GiB\n", "2GiB gpu=11\n"))
+    proc, _ = start_backend(tmp_path, standin, env=env)
+    code, err = finish(proc)
+    assert code == 2 and "client2: GPU 11 is not on this machine (GPUs: 0 (GPU-aaa), 1 " \
+        "(GPU-bbb))" in err
+    conf.write_text(CONFIG)
+    proc, lines = start_backend(tmp_path, standin, env=env)
+    wait_started(lines, 3)
+    conf.write_text(CONFIG.replace("2\n", "3\n", 1) + "client3 0.1 0.2 1GiB gpu=GPU-aaa\n")
+    assert proc.stderr is not None
+    while "not applied here" not in (line := proc.stderr.readline()):
+        assert line, "no line about the edit"
+    assert "GPU 0 is named 0 and GPU-aaa: use one name for it" in line
+    conf.write_text(CONFIG.replace("2\n", "3\n", 1) + "client3 0.1 0.2 1GiB gpu=1\n")
+    started = wait_started(lines, 2)  # GPU 1's scheduler and client3's pod manager only
+    assert {r["who"] for r in started} == {"scheduler", "client3"}
+    proc.send_signal(signal.SIGINT)
+    lines.until_eof()
+    assert finish(proc)[0] == 0
+
+
 def test_scheduler_death_stops_everything(tmp_path: Path, standin: Path) -> None:
     proc, lines = start_backend(tmp_path, standin, env={"STANDIN_DIE": "scheduler"})
     lines.until_eof()  # the pod managers are stopped too, so the pipe closes

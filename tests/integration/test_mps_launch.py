@@ -425,10 +425,10 @@ def test_command_gives_a_partition_client_its_mps_environment(
                    "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=4096M,1=1978M",
                    "CUDA_VISIBLE_DEVICES": "0,1"}
     assert "launch-command: a runs spatial: partition p, 30% of the SMs (MPS)" in err
-    # a client without a partition is left as it was, and says nothing
+    # a client without a partition is left as it was, and says nothing of a mode
     env, err = run_command("b", conf, mps, capfd)
     assert env == {"CUDA_VISIBLE_DEVICES": "0"}
-    assert "launch-command" not in err
+    assert "launch-command: b runs" not in err
 
 
 def test_command_runs_a_partition_client_time_sliced_without_mps(
