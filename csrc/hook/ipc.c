@@ -535,17 +535,37 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
     return 0;
 }
 
-/* Retries until answered with status OK.  Backoff 50 ms doubling to 1 s. */
+/* What a refusal means to the program's user. */
+static const char *refusal(int32_t status)
+{
+    switch (status) {
+    case GEM_STATUS_UNKNOWN_CLIENT:
+        return "this client is not in the scheduler's config: waiting until it is";
+    case GEM_STATUS_CLIENT_REMOVED:
+        return "this client was removed from the config: waiting until it is added back";
+    case GEM_STATUS_BAD_REQUEST:
+        return "the request was bad; retrying";
+    default:
+        return "retrying";
+    }
+}
+
+/* Retries until answered with status OK.  Backoff 50 ms doubling to 1 s.  A refusal is said
+ * once (then in the debug log): a removed client's process wrote the same line every second,
+ * for as long as it waited, and none of them said why. */
 static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
 {
     int64_t backoff = 50000000;
+    int32_t said = GEM_STATUS_OK;
     for (;;) {
         if (attempt(dev, encode, arg, rsp, 0) == 0) {
             int32_t status = gem_wire_rsp_status(rsp);
             if (status == GEM_STATUS_OK)
                 return;
-            GEM_LOG(GEM_LOG_ERROR, "pod manager refused a request (status %d); retrying",
-                    (int)status);
+            GEM_LOG(status == said ? GEM_LOG_DEBUG : GEM_LOG_ERROR,
+                    "pod manager refused a request (status %d): %s", (int)status,
+                    refusal(status));
+            said = status;
         }
         gem_sleep_ns(backoff);
         backoff = backoff * 2 > 1000000000 ? 1000000000 : backoff * 2;

@@ -3,6 +3,9 @@ lets a lease make an allocation fail that fits, and never exceeds the limit."""
 
 from __future__ import annotations
 
+import contextlib
+import queue
+
 import pytest
 
 from gemini.core.wire import MEM_ALLOC, MEM_LEASE, RequestType, Status
@@ -126,5 +129,26 @@ def test_live_bytes_a_new_pod_manager_refused_at_first_are_claimed_at_the_next_r
         proc.wait_line('"meminfo_free"')
         assert pm.used == 512 * MIB, updates(pm)
         assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
+def test_a_refusal_is_said_once_with_what_it_means(hook_env, mini, pm):
+    """A removed client's process wrote "refused a request (status 3); retrying" every
+    second for as long as it waited."""
+    pm.refuse_memory = Status.CLIENT_REMOVED
+    proc = hook_env.start([str(mini / "mini_client"), "meminfo"])
+    try:
+        said = proc.wait_line("refused a request")
+        assert "removed from the config: waiting until it is added back" in said
+        assert pm.wait_for(lambda p: p.memory_refused >= 4)
+        pm.refuse_memory = None
+        assert proc.popen.wait(10) == 0
+        rest = []  # (its pipes are closed: what is left comes at once)
+        with contextlib.suppress(queue.Empty):
+            while True:
+                rest.append(proc.lines.get(timeout=2)[1])
+        assert any('"rc": 0' in line for line in rest), rest
+        assert not [line for line in rest if "refused a request" in line], rest
     finally:
         proc.kill()
