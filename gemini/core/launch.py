@@ -219,6 +219,14 @@ def plan_backend(config: ResourceConfig, args: BackendArgs) -> list[ProcessSpec]
         plan_pod_manager(name, port, args, gpu, ports.schedulers[gpu])
         for (name, gpu), port in ports.managers.items()
     ]
+    if args.metrics_port is not None:  # (else the scheduler failed to bind it, and all stopped)
+        listen = {spec.port: spec.name for spec in [*schedulers, *managers]
+                  if not spec.listen.startswith("unix:")}
+        for index in range(len(schedulers)):
+            if (taken := listen.get(args.metrics_port + index)) is not None:
+                raise ValueError(f"--metrics-port {args.metrics_port}: port "
+                                 f"{args.metrics_port + index} is the {taken}'s; take one "
+                                 f"outside {min(listen)}..{max(listen)}")
     return [*schedulers, *managers]
 
 
@@ -243,14 +251,16 @@ def plan_added(
     used = {*schedulers.values(), *running.values()}
     metrics_used = set(metrics_ports)
 
-    def free(port: int) -> int:
-        if port in used:
+    def free(port: int) -> int:  # (nor a metrics port: the daemon could not bind it)
+        if port in used or port in metrics_used:
             port = max(used) + 1
+            while port in metrics_used:
+                port += 1
         used.add(port)
         return port
 
     def metrics_index(index: int) -> int:
-        while args.metrics_port is not None and args.metrics_port + index in metrics_used:
+        while args.metrics_port is not None and args.metrics_port + index in metrics_used | used:
             index += 1
         if args.metrics_port is not None:
             metrics_used.add(args.metrics_port + index)

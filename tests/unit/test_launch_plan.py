@@ -199,6 +199,26 @@ def test_metrics_ports_follow_the_gpus() -> None:
     assert all("--metrics-port" not in p.argv for p in plan_backend(CONFIG, BackendArgs("s", "p")))
 
 
+def test_a_metrics_port_a_daemon_listens_on_is_refused_and_an_edit_takes_neither() -> None:
+    """--port 56051 --metrics-port 56052: client1's pod manager's port; the scheduler could
+    not bind it, and everything stopped."""
+    with pytest.raises(ValueError, match=r"port 50052 is the client1's; take one outside "
+                                         r"50051\.\.50053"):
+        plan_backend(CONFIG, BackendArgs("s", "p", metrics_port=50052))
+    assert plan_backend(CONFIG, BackendArgs("s", "p", metrics_port=50054))
+    # An edit: a new client's pod manager does not take a scheduler's metrics port, nor a new
+    # scheduler's metrics port a pod manager's.
+    args = BackendArgs("s", "p", metrics_port=50054)
+    running = {("client1", "0"): 50052, ("client2", "0"): 50053}
+    added = parse_text("4\nclient1 0.5 0.5 4GiB\nclient2 0.3 0.8 2GiB\nc3 0.1 0.1 1\n"
+                       "c4 0.1 0.1 1 gpu=1\n")
+    plan = plan_added(added, args, running, metrics_ports={50054})
+    ports = {spec.name: spec.port for spec in plan}
+    metrics = [int(p.argv[p.argv.index("--metrics-port") + 1]) for p in plan if p.scheduler]
+    assert 50054 not in ports.values()
+    assert not set(metrics) & {*ports.values(), *running.values(), 50051}
+
+
 def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     from gemini.cli import launch_backend, schd
 
