@@ -37,11 +37,13 @@ struct entry {
     short dev;
     short um; /* managed memory served for a plain allocation: prefetched at each grant */
     CUcontext ctx; /* current when allocated: destroying it frees the memory */
+    uint64_t claim; /* taken for a free: the reconnection claims made by then (take) */
 };
 
 #define NBUCKETS 4096
 static struct entry *buckets[NBUCKETS];
 static uint64_t live[GEM_MAX_DEVICES];
+static uint64_t claims[GEM_MAX_DEVICES]; /* reconnections' claims of `live` so far (claim_live) */
 static pthread_mutex_t map_m = PTHREAD_MUTEX_INITIALIZER;
 
 static unsigned bucket(int kind, uint64_t key)
@@ -101,6 +103,17 @@ uint64_t gem_mem_live_bytes(int dev)
     return v;
 }
 
+/* The bytes a new connection claims: those live now.  A free in flight took its allocation
+ * out before (take): it is not in them, and its bytes go back to no one (taken_freed). */
+static uint64_t claim_live(int dev)
+{
+    pthread_mutex_lock(&map_m);
+    claims[dev]++;
+    uint64_t v = live[dev];
+    pthread_mutex_unlock(&map_m);
+    return v;
+}
+
 static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
 {
     struct entry *e = malloc(sizeof(*e));
@@ -136,6 +149,7 @@ static struct entry *take(int kind, uint64_t key)
             found = *p;
             *p = found->next;
             live[found->dev] -= found->bytes;
+            found->claim = claims[found->dev];
             break;
         }
     pthread_mutex_unlock(&map_m);
@@ -160,7 +174,13 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
         pthread_mutex_unlock(&map_m);
         return;
     }
-    gem_lease_give(e->dev, e->bytes);
+    pthread_mutex_lock(&map_m);
+    int claimed_since = e->claim != claims[e->dev];
+    pthread_mutex_unlock(&map_m);
+    /* A pod manager reached meanwhile never counted these bytes: given to it, they came off
+     * allocations still alive (which it caps its give-backs at), and those went uncounted. */
+    if (!claimed_since)
+        gem_lease_give(e->dev, e->bytes);
     free(e);
 }
 
@@ -211,7 +231,7 @@ int gem_mem_on_connect(int dev, int reconnect)
     /* The pod manager gave this process's bytes back when the old connection closed, and the
      * one we reached never granted our lease; the allocations are still alive: claim them. */
     gem_lease_drop(dev);
-    uint64_t live = gem_mem_live_bytes(dev);
+    uint64_t live = claim_live(dev);
     int verdict = 0;
     if (live == 0)
         return 0;

@@ -101,6 +101,32 @@ def test_a_free_after_the_pod_manager_came_back_leaves_the_live_bytes_counted(
         proc.kill()
 
 
+@pytest.mark.parametrize("lease_mb", ["0", "32"])
+def test_a_free_in_the_driver_across_a_reconnect_leaves_the_live_bytes_counted(
+        hook_env, mini, pm, lease_mb):
+    """The free took its allocation out of the books before the driver's free, so the claim
+    made on reconnecting meanwhile left it out; given back to the new pod manager when the
+    free returned, its bytes came off the allocation still alive: 0 B counted of 256 MiB."""
+    pm.limit = 4 << 30
+    proc = hook_env.start([str(mini / "mini_client"), "freeing", str(512 * MIB),
+                           str(256 * MIB)], MINI_DRIVER_FREE_WAITS="1",
+                          GEMINI_MEM_LEASE_MB=lease_mb)
+    try:
+        assert '"ready": [0, 0]' in proc.wait_line('"ready"')
+        proc.popen.stdin.write("free\n")
+        proc.popen.stdin.flush()
+        proc.wait_line('"freeing"')  # the free is in the driver
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: p.used == 0)
+        proc.popen.stdin.write("info\n")  # reconnects: the claim
+        proc.popen.stdin.flush()
+        assert '"freed": 0' in proc.wait_line('"freed"')
+        assert pm.wait_for(lambda p: p.used == 256 * MIB), updates(pm)
+        assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
 def test_a_free_returns_at_once_while_the_pod_manager_is_gone(hook_env, mini, pm):
     """Its bytes went back with the connection: nothing to wait for (it retried forever)."""
     proc = start_two_allocations(hook_env, mini, pm)

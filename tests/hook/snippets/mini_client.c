@@ -14,7 +14,13 @@
  *   mini_client reuse A B C         a thread allocates A bytes and frees them; while its free
  *                                   is in the driver (MINI_DRIVER_FREE_WAITS=1), B bytes are
  *                                   allocated at the address it gave back, then C bytes;
- *                                   prints {"b": RB, "same": S, "c": RC} */
+ *                                   prints {"b": RB, "same": S, "c": RC}
+ *   mini_client freeing A B         allocates A and B bytes, prints {"ready": [RA, RB]}; at a
+ *                                   line on stdin frees A on a thread and, its free in the
+ *                                   driver (MINI_DRIVER_FREE_WAITS=1), prints {"freeing": 1};
+ *                                   at the next line asks cuMemGetInfo (the pod manager gone
+ *                                   meanwhile: it reconnects), lets the free return, prints
+ *                                   {"freed": R}, and waits for stdin's end, B still allocated */
 #include "gemini/cuda_subset.h"
 
 #include <dirent.h>
@@ -104,12 +110,13 @@ static int alloc_two(unsigned long long a_bytes, unsigned long long b_bytes)
 struct freer {
     __typeof__(&cuMemFree_v2) release;
     CUdeviceptr ptr;
+    int rc;
 };
 
 static void *free_it(void *arg)
 {
     struct freer *f = arg;
-    f->release(f->ptr);
+    f->rc = (int)f->release(f->ptr);
     return NULL;
 }
 
@@ -118,7 +125,7 @@ static int reuse_race(void *driver, unsigned long long a_bytes, unsigned long lo
 {
     __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
     int (*freeing)(void) = (int (*)(void))dlsym(driver, "mini_driver_freeing");
-    struct freer f = {get("cuMemFree", 12000, 0), 0};
+    struct freer f = {get("cuMemFree", 12000, 0), 0, 0};
     if (freeing == NULL || alloc(&f.ptr, a_bytes) != CUDA_SUCCESS)
         return 1;
     pthread_t t;
@@ -130,6 +137,38 @@ static int reuse_race(void *driver, unsigned long long a_bytes, unsigned long lo
     pthread_join(t, NULL);
     int rc = (int)alloc(&c, c_bytes);
     printf("{\"b\": %d, \"same\": %d, \"c\": %d}\n", rb, b == f.ptr, rc);
+    return 0;
+}
+
+static int free_across_a_reconnect(void *driver, unsigned long long a_bytes,
+                                   unsigned long long b_bytes)
+{
+    __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
+    __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
+    int (*freeing)(void) = (int (*)(void))dlsym(driver, "mini_driver_freeing");
+    struct freer f = {get("cuMemFree", 12000, 0), 0, 0};
+    CUdeviceptr b = 0;
+    int ra = (int)alloc(&f.ptr, a_bytes), rb = (int)alloc(&b, b_bytes);
+    printf("{\"ready\": [%d, %d]}\n", ra, rb);
+    fflush(stdout);
+    char line[64];
+    if (freeing == NULL || fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    pthread_t t;
+    pthread_create(&t, NULL, free_it, &f);
+    while (!freeing())
+        usleep(100);
+    printf("{\"freeing\": 1}\n");
+    fflush(stdout);
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    size_t free_bytes = 0, total = 0;
+    info(&free_bytes, &total); /* reconnects: the hook claims its live bytes */
+    pthread_join(t, NULL);     /* (the free returns once the driver's wait times out) */
+    printf("{\"freed\": %d}\n", f.rc);
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin) != NULL)
+        ;
     return 0;
 }
 
@@ -195,9 +234,12 @@ int main(int argc, char **argv)
         printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
     }
+    if (argc >= 4 && strcmp(argv[1], "freeing") == 0)
+        return free_across_a_reconnect(h, strtoull(argv[2], NULL, 10),
+                                       strtoull(argv[3], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "reuse") == 0)
         return reuse_race(h, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                           strtoull(argv[4], NULL, 10));
-    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork | reuse A B C\n");
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork | reuse A B C | freeing A B\n");
     return 2;
 }
