@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import logging
 import os
 import signal
@@ -43,35 +42,51 @@ async def wait_for_signal() -> int:
             loop.remove_signal_handler(sig)
 
 
-STOP_WITH_ENV = "GEMINI_STOP_WITH"  # a pid: stop when that parent exits (launch-backend's)
-PR_SET_PDEATHSIG = 1
+STOP_WITH_ENV = "GEMINI_STOP_WITH"  # a pid: stop when that process exits (launch-backend's)
 
 
-def parent_gone() -> bool:
-    """With GEMINI_STOP_WITH=PID (launch-backend sets its own), SIGTERM comes to us when our
-    parent exits, and True if it has already: a launch-backend killed with SIGKILL left its
-    daemons running on their ports, unsupervised, and a new one could not start."""
+def watch_launcher(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> bool:
+    """With GEMINI_STOP_WITH=PID (launch-backend sets its own), `stop` is set when that process
+    exits, even killed with SIGKILL: its daemons ran on, on their ports, unsupervised, and a
+    new launch-backend could not start.  False: it is gone already.  (Its pid, not our
+    parent's: a wrapper that forks, `sudo -u` or a shell script, may stand in between.)"""
     text = os.environ.get(STOP_WITH_ENV, "")
     if not text.isdigit():
-        return False
+        return True
+    pid = int(text)
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except (OSError, AttributeError) as exc:
-        log.warning("cannot stop with the parent (%s): a daemon outlives a killed launcher", exc)
-    return os.getppid() != int(text)  # (after the prctl: no exit between the two is missed)
+        exits = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError as exc:  # (a kernel before 5.3)
+        log.warning("cannot watch the launcher, pid %d (%s): this daemon outlives it if it is "
+                    "killed", pid, exc)
+        return True
+
+    def exited() -> None:
+        loop.remove_reader(exits)
+        os.close(exits)
+        log.warning("the launcher that started us (pid %d) is gone: stopping", pid)
+        stop.set()
+
+    loop.add_reader(exits, exited)
+    return True
 
 
 def run_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
-    """Run `serve(stop)` until it returns; a signal sets `stop`.  Exit code 0 after a signal
-    (or at once where the parent it was to stop with is gone: parent_gone)."""
-    if parent_gone():
-        log.warning("the launcher that started us (pid %s) is gone: not starting",
-                    os.environ[STOP_WITH_ENV])
-        return 0
+    """Run `serve(stop)` until it returns; a signal, or the end of the launcher it is to stop
+    with (watch_launcher), sets `stop`.  Exit code 0 after a signal; 1 where that launcher was
+    gone before we started."""
+    gone = False
 
     async def main() -> None:
+        nonlocal gone
         stop = asyncio.Event()
+        if not watch_launcher(asyncio.get_running_loop(), stop):
+            log.warning("the launcher that started us (pid %s) is gone: not starting",
+                        os.environ[STOP_WITH_ENV])
+            gone = True
+            return
         waiter = asyncio.ensure_future(wait_for_signal())
         waiter.add_done_callback(lambda _: stop.set())
         try:
@@ -80,4 +95,4 @@ def run_until_signal(serve: Callable[[asyncio.Event], Awaitable[None]]) -> int:
             waiter.cancel()
 
     _run(main())
-    return 0
+    return 1 if gone else 0
