@@ -615,13 +615,15 @@ def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
 
 def gpu_problems(config: ResourceConfig, present: list[tuple[int, str]]) -> list[str]:
     """What is wrong with the config's GPUs on a machine with `present` ((index, UUID) pairs):
-    a GPU that is not there, or one GPU named two ways (it would get two schedulers)."""
+    a GPU that is not there, or one GPU named two ways (it would get two schedulers).  A MIG
+    instance's UUID is not checked: nvidia-smi --query-gpu lists whole GPUs only (every MIG
+    config was refused)."""
     by_name = {str(i): i for i, _ in present} | {u: i for i, u in present}
     listed = ", ".join(f"{i} ({u})" for i, u in present) or "none"
     problems = [
         f"{c.name}: GPU {c.gpu} is not on this machine (GPUs: {listed})"
         for c in config.clients
-        if c.gpu not in by_name
+        if c.gpu not in by_name and not c.gpu.startswith("MIG-")
     ]
     spellings: dict[int, list[str]] = {}
     for gpu in config.gpus:

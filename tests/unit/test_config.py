@@ -265,6 +265,9 @@ def test_gpu_problems_name_each_missing_gpu() -> None:
     assert cfg.gpu_problems(c, [(0, "GPU-zz"), (1, "GPU-aa"), (2, "GPU-bb")]) == []
     assert cfg.gpu_problems(c, [(0, "GPU-zz"), (1, "GPU-bb"), (2, "GPU-aa")]) == [
         "GPU 2 is named GPU-aa and 2: use one name for it"]
+    # a MIG instance: nvidia-smi --query-gpu lists whole GPUs only, so it is not checked
+    mig = cfg.parse_text("1\na 0.5 0.5 1 gpu=MIG-1b2c3d4e-0000-0000-0000-000000000000\n")
+    assert cfg.gpu_problems(mig, present) == []
 
 
 # ---- diff ----------------------------------------------------------------------------------------
