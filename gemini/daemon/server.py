@@ -124,7 +124,7 @@ class FrameServer:
         self.owner = owner
         self.allowed_uids: frozenset[int] = frozenset()
         self.unix_path: str | None = None
-        self._unix_file: tuple[int, int] | None = None  # (its device and inode: close())
+        self._unix_file: tuple[int, int, int] | None = None  # (which file it is: close())
         self._on_request = on_request
         self._on_disconnect = on_disconnect
         self._on_connect = on_connect
@@ -175,15 +175,17 @@ class FrameServer:
             self._timer.cancel()
         if self.server is not None:
             self.server.close()
+        # Before 3.13 asyncio leaves the file behind; but not one that another daemon, started
+        # meanwhile, listens on now (a restart whose new daemon came up first lost it).  At
+        # once, as listening ends: the awaits below left another daemon the time to take the
+        # path over (and a file made within the same clock tick may read as ours: _file_id).
+        if self.unix_path is not None and _file_id(self.unix_path) == self._unix_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.unix_path)
         for transport in list(self.transports.values()):
             transport.close()
         if self.server is not None:
             await self.server.wait_closed()
-        # Before 3.13 asyncio leaves the file behind; but not one that another daemon, started
-        # meanwhile, listens on now (a restart whose new daemon came up first lost it).
-        if self.unix_path is not None and _file_id(self.unix_path) == self._unix_file:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.unix_path)
 
     def _connection(self) -> FrameConnection:
         return FrameConnection(self, next(self._ids))
@@ -358,12 +360,14 @@ def _someone_listens(path: str) -> bool:
         return True
 
 
-def _file_id(path: str) -> tuple[int, int] | None:
+def _file_id(path: str) -> tuple[int, int, int] | None:
+    """Which file `path` is: its device, inode and change time (ext4 hands a new file the
+    inode number just freed: another daemon's socket, made as ours closed, read as ours)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_dev, st.st_ino
+    return st.st_dev, st.st_ino, st.st_ctime_ns
 
 
 def _peer(transport: asyncio.BaseTransport) -> str:

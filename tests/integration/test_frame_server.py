@@ -428,6 +428,30 @@ def test_a_unix_socket_served_is_not_taken_over_and_only_its_own_file_is_removed
     asyncio.run(main())
 
 
+def test_a_daemon_stopping_leaves_the_socket_file_of_one_that_took_the_path_as_it_stopped(
+        tmp_path):
+    """Between the first daemon's end of listening and its removal of the file, a second one
+    took the path over; on ext4 its file got the freed inode number back, and the first,
+    comparing the inode alone, removed it."""
+    path = str(tmp_path / "pmgr.sock")
+
+    async def main() -> None:
+        core = RecordingCore()
+        first = FrameServer(core, core.on_request, core.on_disconnect)
+        await first.start_unix(path)
+        assert first.server is not None
+        first.server.close()  # (as close() begins: no longer listening)
+        await first.server.wait_closed()
+        second = FrameServer(core, core.on_request, core.on_disconnect)
+        await second.start_unix(path)
+        await first.close()
+        _, writer = await asyncio.open_unix_connection(path)  # the second's, still there
+        writer.close()
+        await second.close()
+
+    asyncio.run(main())
+
+
 def test_a_deadline_the_core_fails_on_is_tried_again_after_growing_pauses(caplog):
     async def main() -> None:
         core = FailingCore(deadline_failures=3)
