@@ -133,8 +133,10 @@ class Pacer:
         """The latest grant served `seconds` more (overuse) or fewer (given back); its pace
         then no later than `until` (the windows, not the pace, hold back a large charge: a 2 s
         overrun at a cap of 0.1 held its client for 20 s, past the 10 s window that held it)."""
-        if name in self._pace:
-            self._pace[name] = min(self._pace[name] + seconds / limit, until)
+        pace = self._pace.get(name)
+        if pace is not None:  # (a charge past `until` moves it no later, and never earlier)
+            moved = pace + seconds / limit
+            self._pace[name] = max(pace, min(moved, until)) if seconds > 0 else moved
 
     def raised(self, name: str, old_limit: float, new_limit: float, now: float) -> None:
         """Its limit was raised: the rest still due for time served under the old one is what

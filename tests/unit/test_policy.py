@@ -97,6 +97,8 @@ def test_pace_spreads_a_capped_clients_grants_by_one_over_its_limit():
     assert pacer.ready_in("a", 1.04) == pytest.approx(0.01)
     pacer.adjust("a", 2.0, 0.4, until=3.0)  # 2 s more: 5 s of rest, but no later than 3.0
     assert pacer.ready_in("a", 1.04) == pytest.approx(1.96)
+    pacer.adjust("a", 0.01, 0.4, until=2.5)  # more, made earlier: no earlier (it moved to 2.5)
+    assert pacer.ready_in("a", 1.04) == pytest.approx(1.96)
     assert pacer.ready_in("b", 1.04) == 0.0  # never served: ready
 
 
