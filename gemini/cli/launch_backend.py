@@ -225,10 +225,7 @@ class Supervisor:
         for ever.  Not one whose client has left the config: a later edit that brings the
         client back starts a new one."""
         spec = self._specs[name]
-        key = (spec.env["POD_NAME"], spec.gpu)
-        if key not in {(c.name, c.gpu) for c in self.config.clients}:
-            self.managers.pop(key, None)
-            self._say_placement()
+        if not self._still_configured(spec):
             log.error("pod manager of %s exited with %s; its client is no longer in the config: "
                       "not started again", name, proc.returncode)
             return
@@ -241,9 +238,22 @@ class Supervisor:
                   "keep running)", name, proc.returncode, delay)
         self.keep(asyncio.ensure_future(self._start_again(spec, delay)))
 
+    def _still_configured(self, spec: ProcessSpec) -> bool:
+        """Is a pod manager's client still in the config?  If not, it is forgotten (a later
+        edit that brings the client back starts a new one)."""
+        key = (spec.env["POD_NAME"], spec.gpu)
+        if key in {(c.name, c.gpu) for c in self.config.clients}:
+            return True
+        self.managers.pop(key, None)
+        self._say_placement()
+        return False
+
     async def _start_again(self, spec: ProcessSpec, delay: float) -> None:
         await asyncio.sleep(delay)
         if self.stopping:
+            return
+        if not self._still_configured(spec):  # (removed during the pause)
+            log.info("%s left the config: its pod manager is not started again", spec.name)
             return
         try:
             await self.spawn(spec)
@@ -439,7 +449,11 @@ def hold_port(port: int) -> IO[str] | None:
     stays open), or None where another holds it.  A second one on the same port failed to bind
     only after it had taken the first one's placement file and quit its MPS on the way out."""
     path = Path(tempfile.gettempdir()) / f"gemini-backend-{os.getuid()}-{port}.lock"
-    lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open for our whole run)
+    try:
+        lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (held open for our whole run)
+    except OSError as exc:
+        print(f"launch-backend: cannot open {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -239,3 +239,31 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
                 "--hand-over-at-arrival"} & set(default.argv)
     timing = schd._settings(schd.build_parser().parse_args([]))[0]
     assert not timing.shared_speed and not timing.hand_over_at_arrival
+
+
+def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:
+    import asyncio
+
+    from gemini.cli.launch_backend import Supervisor
+
+    args = BackendArgs("s", "p")
+    [spec] = [s for s in plan_backend(CONFIG, args) if s.env.get("POD_NAME") == "client2"]
+    spawned = []
+
+    async def main() -> None:
+        supervisor = Supervisor(args, parse_text("1\nclient1 0.5 0.5 4GiB\n"))
+        supervisor.spawn = spawned.append  # type: ignore[assignment,method-assign]
+        supervisor._say_placement = lambda: None  # type: ignore[method-assign]
+        await supervisor._start_again(spec, 0.0)
+
+    asyncio.run(main())
+    assert spawned == []
+
+
+def test_a_lock_file_that_cannot_be_opened_is_said(tmp_path, monkeypatch, capsys) -> None:
+    from gemini.cli import launch_backend
+
+    monkeypatch.setattr(launch_backend.tempfile, "gettempdir", lambda: str(tmp_path))
+    (tmp_path / f"gemini-backend-{launch_backend.os.getuid()}-50051.lock").mkdir()
+    assert launch_backend.hold_port(50051) is None
+    assert "launch-backend: cannot open" in capsys.readouterr().err
