@@ -115,8 +115,13 @@ class PartitionRouter:
             self.conns.setdefault(req.name, set()).add(conn)
             if req.type is RequestType.QUOTA:
                 self.pending[(conn, req.req_id)] = req
-        core = self.cores[self.group.get(req.name, TIME_SLICED)]
-        return self._answered(core.on_request(conn, req, now))
+        key = self.group.get(req.name, TIME_SLICED)
+        out: list[Action] = []
+        if req.type is RequestType.QUOTA:  # a client moved from a group whose token it holds
+            for other, core in self.cores.items():
+                if other != key:
+                    out += core.on_holder_asked_elsewhere(conn, now)
+        return self._answered(out + self.cores[key].on_request(conn, req, now))
 
     def on_disconnect(self, conn: ConnId, now: float) -> list[Action]:
         for conns in self.conns.values():

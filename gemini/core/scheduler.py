@@ -989,7 +989,14 @@ class SchedulerCore:
     def _removed_holder_asked(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         """A client removed while it held the token asks for the next: it is done with this
         one, as any holder that asks is (else the GPU idled for the rest of its grant)."""
-        if req.type is not RequestType.QUOTA or self.holder is None or self.holder.conn != conn:
+        if req.type is not RequestType.QUOTA:
+            return []
+        return self.on_holder_asked_elsewhere(conn, now)
+
+    def on_holder_asked_elsewhere(self, conn: ConnId, now: float) -> list[Action]:
+        """`conn`'s client, gone from this core's config (removed, or moved to another MPS
+        partition: PartitionRouter), asked for a token: if it holds ours, it is done with it."""
+        if self.holder is None or self.holder.conn != conn:
             return []
         self._earn(now)
         self._end_early(self.holder.interval, now)

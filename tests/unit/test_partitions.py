@@ -193,6 +193,21 @@ def test_a_client_moved_to_another_partition_takes_its_queued_request_along() ->
     assert {p["name"]: p["holder"] for p in snap["partitions"]} == {"p": "a", "q": "b"}  # type: ignore[index]
 
 
+def test_a_client_moved_while_it_holds_its_old_partitions_token_hands_it_on_when_it_asks() -> None:
+    """Its next request goes to the new partition: the old one kept the grant to its end, and
+    its other clients idled (b waited 88 ms of a 100 ms grant here)."""
+    r = PartitionRouter(cfg.parse_text("2\na 0.5 1 1GiB sm=50@p\nb 0.5 1 1GiB sm=50@p\n"),
+                        Timing(), 0.0, spatial=True)
+    [g] = grants(r.on_request(1, quota("a", 1, burst_ms=1000.0), 0.0))
+    assert g.conn == 1 and g.response.values[0] >= 50.0
+    assert not grants(r.on_request(2, quota("b", 1, burst_ms=1000.0), 0.001))  # waits behind a
+    r.on_config(cfg.parse_text("2\na 0.5 1 1GiB sm=50@q\nb 0.5 1 1GiB sm=50@p\n"), 0.010)
+    granted = grants(r.on_request(1, quota("a", 2, burst_ms=1000.0), 0.012))
+    assert sorted(g.conn for g in granted) == [1, 2]  # a in q, and b in p at once
+    holder = r.cores["p"].holder
+    assert holder is not None and holder.interval.name == "b" and holder.interval.start == 0.012
+
+
 def test_a_moved_client_keeps_its_reported_memory_and_processes() -> None:
     """... and how long its grants take to reach it (gem-schd --hand-over-at-arrival)."""
     router = PartitionRouter(cfg.parse_text("1\na 1 1 1GiB sm=50@p\n"), LAUNCHER, 0.0,
