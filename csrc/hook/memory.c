@@ -410,9 +410,22 @@ static int device_of_prop(const CUmemAllocationProp *prop)
     return gem_current_dev();
 }
 
+/* Host memory made through the VMM API (NCCL's buffers, with its cuMem host allocations on):
+ * not the GPU's, so not counted against its limit. */
+static int on_host(const CUmemAllocationProp *prop)
+{
+    return prop != NULL && (prop->location.type == CU_MEM_LOCATION_TYPE_HOST ||
+                            prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+                            prop->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);
+}
+
 GEM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                 const CUmemAllocationProp *prop, unsigned long long flags)
 {
+    if (on_host(prop)) {
+        GEM_ENTER(cuMemCreate);
+        return REAL(cuMemCreate)(handle, size, prop, flags);
+    }
     ALLOC(cuMemCreate, device_of_prop(prop), size, K_HANDLE, *handle, (handle, size, prop, flags));
 }
 

@@ -114,6 +114,18 @@ def test_an_address_freed_and_taken_again_meanwhile_keeps_the_new_allocation_cou
     assert r.out == [{"b": 0, "same": 1, "c": 2}], (r.stderr, pm.used)
 
 
+def test_host_memory_made_through_the_vmm_api_is_not_counted_against_the_gpu(
+        hook_env, mini, pm):
+    """NCCL makes its host buffers with cuMemCreate located on the host (its cuMem host
+    allocations): they were counted against the GPU's limit, and refused past it."""
+    pm.limit = 1000
+    r = hook_env.run([str(mini / "mini_client"), "vmm", "5000", "host"])
+    assert r.out == [{"rc": 0}], r.stderr
+    assert not pm.of_type(RequestType.MEM_UPDATE)
+    r = hook_env.run([str(mini / "mini_client"), "vmm", "5000", "device"])
+    assert r.out == [{"rc": 2}], r.stderr  # (the GPU's own: over the limit)
+
+
 def test_meminfo_shows_the_limit(hook_env, mini, pm):
     pm.limit = 3 << 30
     pm.used = 1 << 30

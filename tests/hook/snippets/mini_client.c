@@ -15,6 +15,8 @@
  *                                   is in the driver (MINI_DRIVER_FREE_WAITS=1), B bytes are
  *                                   allocated at the address it gave back, then C bytes;
  *                                   prints {"b": RB, "same": S, "c": RC}
+ *   mini_client vmm B host|device   cuMemCreate of B bytes located there, then cuMemRelease;
+ *                                   prints {"rc": R}
  *   mini_client freeing A B         allocates A and B bytes, prints {"ready": [RA, RB]}; at a
  *                                   line on stdin frees A on a thread and, its free in the
  *                                   driver (MINI_DRIVER_FREE_WAITS=1), prints {"freeing": 1};
@@ -234,12 +236,27 @@ int main(int argc, char **argv)
         printf("{\"child\": %d}\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
         return 0;
     }
+    if (argc >= 4 && strcmp(argv[1], "vmm") == 0) {
+        __typeof__(&cuMemCreate) create = get("cuMemCreate", 12000, 0);
+        __typeof__(&cuMemRelease) release = get("cuMemRelease", 12000, 0);
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = strcmp(argv[3], "host") == 0 ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                                           : CU_MEM_LOCATION_TYPE_DEVICE;
+        CUmemGenericAllocationHandle h = 0;
+        CUresult rc = create(&h, strtoull(argv[2], NULL, 10), &prop, 0);
+        if (rc == CUDA_SUCCESS)
+            release(h);
+        printf("{\"rc\": %d}\n", (int)rc);
+        return 0;
+    }
     if (argc >= 4 && strcmp(argv[1], "freeing") == 0)
         return free_across_a_reconnect(h, strtoull(argv[2], NULL, 10),
                                        strtoull(argv[3], NULL, 10));
     if (argc >= 5 && strcmp(argv[1], "reuse") == 0)
         return reuse_race(h, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
                           strtoull(argv[4], NULL, 10));
-    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork | reuse A B C | freeing A B\n");
+    fprintf(stderr, "usage: mini_client launch N [ptsz] | alloc B [free] | alloc2 A B | meminfo | threads | fork | reuse A B C | freeing A B | vmm B host|device\n");
     return 2;
 }

@@ -101,6 +101,18 @@ CUresult cuMemFree_v2(CUdeviceptr p)
     pthread_mutex_unlock(&mem_m);
     return CUDA_SUCCESS;
 }
+static unsigned long long next_handle = 1;
+CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
+                     unsigned long long flags)
+{
+    (void)n; (void)prop; (void)flags;
+    note("cuMemCreate");
+    pthread_mutex_lock(&mem_m);
+    *h = next_handle++;
+    pthread_mutex_unlock(&mem_m);
+    return CUDA_SUCCESS;
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle h) { (void)h; note("cuMemRelease"); return CUDA_SUCCESS; }
 CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total) { *free_b = 70ull << 30; *total = 80ull << 30; return CUDA_SUCCESS; }
 CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = 80ull << 30; return CUDA_SUCCESS; }
 
@@ -118,6 +130,8 @@ static const struct row rows[] = {
     {"cuMemAlloc", 3020, -1, (void *)cuMemAlloc_v2},
     {"cuMemFree", 3020, -1, (void *)cuMemFree_v2},
     {"cuMemGetInfo", 3020, -1, (void *)cuMemGetInfo_v2},
+    {"cuMemCreate", 10020, -1, (void *)cuMemCreate},
+    {"cuMemRelease", 10020, -1, (void *)cuMemRelease},
     {"cuDeviceTotalMem", 3020, -1, (void *)cuDeviceTotalMem_v2},
 };
 
