@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from gemini.k8s.units import MEMORY_RESOURCE, SHARE_RESOURCE, SHARES_PER_GPU
@@ -45,13 +47,35 @@ class ContainerAsk:
         return self.share / SHARES_PER_GPU
 
 
+# A Kubernetes quantity: a number, then a binary suffix, a decimal one, or an exponent.  The
+# API server hands the webhook each one in its canonical form: 16000 as "16k", 1000000 as "1M".
+_QUANTITY = re.compile(r"(?P<number>\d+(?:\.\d*)?|\.\d+)"
+                       r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d{1,2})?")
+_SUFFIX = {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+_BINARY = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def _quantity(text: str) -> Decimal | None:
+    """The value of a Kubernetes quantity ("16k", "4Ki", "1e3", "30"), or None."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        return None
+    number, suffix = Decimal(match["number"]), match["suffix"] or ""
+    if suffix in _BINARY:
+        return number * 2 ** _BINARY[suffix]
+    exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIX[suffix]
+    return number.scaleb(exponent)
+
+
 def whole_number(container: str, resource: str, value: object) -> int:
-    """A resource quantity that must be a whole number > 0 ("30" or 30)."""
+    """A resource quantity that must be a whole number > 0 ("30", 30, or as the API server
+    writes it: "16k" for 16000; it refused every multiple of 1000 but as plain digits)."""
     text = "" if isinstance(value, bool) else str(value).strip()
-    if not isinstance(value, (str, int)) or not text.isdigit() or int(text) <= 0:
+    number = _quantity(text) if isinstance(value, (str, int)) else None
+    if number is None or number <= 0 or number != number.to_integral_value():
         raise PodError(f'container "{container}": {resource} {value!r} must be a whole number '
                        "greater than 0")
-    return int(text)
+    return int(number)
 
 
 def _resources(container: Mapping[str, Any]) -> dict[str, Any]:
