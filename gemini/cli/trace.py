@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from gemini.cli._args import add_secret_file, load_secret_arg, port_list, positive
-from gemini.core.trace import Interval, TraceRecorder, chrome_trace, shares_over_time
+from gemini.core.trace import (
+    Interval,
+    TraceRecorder,
+    chrome_trace,
+    from_zero,
+    shares_over_time,
+)
 from gemini.secret import SecretError
 
 POLL_S = 0.2  # well inside the scheduler's window, so no grant is missed
@@ -34,8 +40,9 @@ def record(
     while recorders:
         for port, recorder in list(recorders.items()):
             try:
-                recorder.add(query_status(ip, port, secret=secret)["history"])
-            except (OSError, KeyError, TypeError) as exc:
+                snapshot = query_status(ip, port, secret=secret)
+                recorder.add(snapshot["history"], snapshot.get("uptime_s"), time.monotonic())
+            except (OSError, KeyError, TypeError, ValueError) as exc:
                 if first:
                     del recorders[port]
                     errors[port] = f"{ip}:{port}: {exc}"
@@ -43,7 +50,7 @@ def record(
         if time.monotonic() >= end:
             break
         time.sleep(POLL_S)
-    return {port: r.intervals() for port, r in recorders.items()}, errors
+    return from_zero({port: r.intervals() for port, r in recorders.items()}), errors
 
 
 def merged(traces: dict[int, list[Interval]]) -> tuple[dict[str, Any], list[Interval]]:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-Interval = tuple[str, float, float]  # client, start s, end s (scheduler uptime)
+Interval = tuple[str, float, float]  # client, start s, end s
+# A scheduler whose start, on our clock, moved by more than this since the last look was
+# started again: its uptime counts from 0 anew.
+RESTARTED_S = 0.5
 # A trace's resolution: slices are in microseconds to a tenth (chrome_trace).  A grant shorter
 # than this was handed back the instant it came (the holder's next request already queued:
 # tens of nanoseconds under load), and would be a slice of no length.
@@ -18,16 +21,35 @@ class TraceRecorder:
 
     def __init__(self) -> None:
         self._ends: dict[tuple[str, float], float] = {}
+        self._started: float | None = None  # the scheduler's start on our clock
 
-    def add(self, history: Iterable[list[Any]]) -> None:
+    def add(self, history: Iterable[list[Any]], uptime_s: float | None = None,
+            at: float | None = None) -> None:
+        """A snapshot's history (times in the scheduler's uptime); with its `uptime_s` and
+        the time `at` of the look on our clock, kept on our clock: the schedulers of several
+        GPUs, started at different times, were laid over one another, and one started again
+        during the recording over its own earlier grants."""
+        shift = 0.0
+        if uptime_s is not None and at is not None:
+            started = at - float(uptime_s)
+            if self._started is None or abs(started - self._started) > RESTARTED_S:
+                self._started = started  # (kept: each look's latency would shift it a little)
+            shift = self._started
         for name, start, end in history:
-            self._ends[(str(name), round(float(start), 6))] = float(end)
+            self._ends[(str(name), round(float(start) + shift, 6))] = float(end) + shift
 
     def intervals(self) -> list[Interval]:
         """The grants, by start; a grant handed back the instant it came (shorter than
         RESOLUTION_S) is left out."""
         kept = ((n, s, e) for (n, s), e in self._ends.items() if e - s >= RESOLUTION_S)
         return sorted(kept, key=lambda i: i[1])
+
+
+def from_zero(traces: dict[int, list[Interval]]) -> dict[int, list[Interval]]:
+    """The traces with the earliest grant of all of them at 0."""
+    t0 = min((s for intervals in traces.values() for _, s, _ in intervals), default=0.0)
+    return {key: [(n, s - t0, e - t0) for n, s, e in intervals]
+            for key, intervals in traces.items()}
 
 
 def chrome_trace(intervals: list[Interval], gpu: str = "GPU", pid: int = 1) -> dict[str, Any]:

@@ -53,3 +53,22 @@ def test_traces_of_several_gpus_get_a_process_row_each() -> None:
     assert slices == [(1, "a", 100000.0), (2, "a", 200000.0), (2, "b", 100000.0)]
     assert [n for n, _, _ in flat] == ["a :50051", "a :50054", "b :50054"]
     assert merged({50051: [("a", 0.0, 0.1)]})[1] == [("a", 0.0, 0.1)]  # one GPU: names as is
+
+
+def test_grants_are_kept_on_our_clock_across_a_restart_and_across_gpus() -> None:
+    """Each scheduler's history counts from its own start: a scheduler started again during
+    the recording laid its new grants over its old ones, and two GPUs' schedulers started 4 s
+    apart showed grants held together one after the other."""
+    from gemini.core.trace import from_zero
+
+    rec = TraceRecorder()
+    rec.add([["a", 1.0, 1.1]], uptime_s=3.0, at=103.0)  # started at 100 on our clock
+    rec.add([["a", 1.0, 1.1], ["a", 2.0, 2.1]], uptime_s=3.2004, at=103.2)  # (a look's latency)
+    rec.add([["a", 1.0, 1.1]], uptime_s=1.5, at=105.0)  # started again, at 103.5
+    assert rec.intervals() == [("a", 101.0, 101.1), ("a", 102.0, 102.1),
+                               ("a", pytest.approx(104.5), pytest.approx(104.6))]
+    first, second = TraceRecorder(), TraceRecorder()
+    first.add([["a", 4.0, 5.0]], uptime_s=5.0, at=105.0)
+    second.add([["b", 0.0, 1.0]], uptime_s=1.0, at=105.0)  # started 4 s after the first
+    traces = from_zero({1: first.intervals(), 2: second.intervals()})
+    assert traces == {1: [("a", 0.0, 1.0)], 2: [("b", 0.0, 1.0)]}
