@@ -117,8 +117,8 @@ def cmd_top(argv: list[str]) -> int:
                 sys.stdout.write("\x1b[H\x1b[2J" + time.strftime("%T  gemini top\n") + text + "\n")
                 sys.stdout.flush()
                 shown += 1
-                if args.count and shown >= args.count:
-                    return 0
+                if args.count and shown >= args.count:  # (as status: 1 if one did not answer)
+                    return 1 if errors else 0
                 if pressed(args.interval) == "q":
                     return 0
     except KeyboardInterrupt:
