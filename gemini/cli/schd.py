@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                     metavar="MS", help="shortest quota of a UM client, ms (1000)")
     p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="serve Prometheus metrics at http://IP:PORT/metrics (0: any free port)")
+    p.add_argument("--metrics-ip", default=None, metavar="IP",
+                   help="the address of the metrics page (default: --ip's; 0.0.0.0 where "
+                        "Prometheus scrapes from another host, as in a Kubernetes pod)")
     p.add_argument("--gpu", default=DEFAULT_GPU, type=one_gpu,
                    help="serve the config's clients of this GPU (index or UUID, default 0)")
     p.add_argument("--mps-state", type=Path, default=None, metavar="FILE",
@@ -120,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_until_signal(
             lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
                                          args.gpu, args.metrics_port, args.mps_state,
-                                         args.clock)
+                                         args.clock, args.metrics_ip)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

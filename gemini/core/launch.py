@@ -122,6 +122,7 @@ class BackendArgs:
     verbose: int = 0
     secret_file: str | None = None  # passed to every daemon: clients must prove it
     metrics_port: int | None = None  # the first GPU's scheduler's; the next GPU's + 1, …
+    metrics_ip: str | None = None  # their address (None: `ip`'s)
     unix_dir: str | None = None  # pod managers on Unix sockets there (socket_path), not TCP
     allow_uids: tuple[int, ...] = ()  # other uids that may use those sockets
     mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
@@ -167,6 +168,8 @@ def plan_scheduler(
         argv += ["--gpu", gpu]
     if args.metrics_port is not None:
         argv += ["--metrics-port", _port(args.metrics_port + index)]
+        if args.metrics_ip is not None:
+            argv += ["--metrics-ip", args.metrics_ip]
     if args.secret_file:
         argv += ["--secret-file", args.secret_file]
     if args.mps_state:

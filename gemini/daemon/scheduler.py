@@ -70,6 +70,7 @@ async def serve_scheduler(
     metrics_port: int | None = None,
     mps_state: Path | None = None,
     clock: bool = True,
+    metrics_host: str | None = None,
 ) -> None:
     """Serve the clients of one GPU (`gpu`, as the config names it) of the config file, and
     /metrics on `metrics_port` (same address) when given.  `mps_state`: launch-backend's MPS
@@ -114,8 +115,9 @@ async def serve_scheduler(
 
             metrics = MetricsServer(
                 lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu))
-            bound_metrics = await metrics.start(host, metrics_port)
-            log.info("metrics on http://%s:%d/metrics", host, bound_metrics)
+            metrics_host = host if metrics_host is None else metrics_host
+            bound_metrics = await metrics.start(metrics_host, metrics_port)
+            log.info("metrics on http://%s:%d/metrics", metrics_host, bound_metrics)
         await stop.wait()
     finally:
         watcher.stop()

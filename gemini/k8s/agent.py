@@ -535,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--window", type=finite, default=b.window, help="ms (10000)")
     p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="Prometheus /metrics of GPU i's scheduler on PORT+i")
+    p.add_argument("--metrics-ip", default="0.0.0.0", metavar="IP",
+                   help="their address (0.0.0.0: the pod's, for Prometheus to scrape; the "
+                        "schedulers' token ports stay on 127.0.0.1)")
     add_verbosity(p)
     return p
 
@@ -544,7 +547,7 @@ def settings_from(ns: argparse.Namespace) -> Settings:
         raise ValueError("--memory-unit-mib must be at least 1")
     backend = BackendArgs(ns.schd, ns.pmgr, "127.0.0.1", ns.port, base_quota=ns.base_quota,
                           min_quota=ns.min_quota, window=ns.window, verbose=ns.verbose,
-                          metrics_port=ns.metrics_port)
+                          metrics_port=ns.metrics_port, metrics_ip=ns.metrics_ip)
     return Settings(state_dir=ns.state_dir.absolute(), plugin_dir=ns.plugin_dir,
                     pod_resources=ns.pod_resources, dev_dir=ns.dev_dir,
                     memory_unit_mib=ns.memory_unit_mib, secret=ns.secret,

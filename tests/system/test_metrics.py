@@ -56,3 +56,16 @@ def test_a_scrape_sees_the_clients_and_survives_garbage(system, tmp_path):
     finally:
         system.pmgrs["a"].stop()
         schd.stop()
+
+
+def test_the_metrics_page_listens_where_metrics_ip_says_and_the_tokens_where_ip_does(tmp_path):
+    """A Kubernetes agent's schedulers listen on the pod's loopback for their tokens, and
+    their metrics pages were there too: Prometheus, outside the pod, could never scrape them."""
+    config = tmp_path / "resource-config.txt"
+    config.write_text("1\na 0.2 0.5 1GiB\n")
+    schd = start_scheduler(config, *FAST, "--metrics-port", "0", "--metrics-ip", "0.0.0.0")
+    try:
+        port = int(schd.wait_for(r"metrics on http://0\.0\.0\.0:(\d+)/metrics").group(1))
+        assert ("gemini_limit_ratio", "a") in scrape(port)
+    finally:
+        schd.stop()

@@ -267,3 +267,16 @@ def test_a_lock_file_that_cannot_be_opened_is_said(tmp_path, monkeypatch, capsys
     (tmp_path / f"gemini-backend-{launch_backend.os.getuid()}-50051.lock").mkdir()
     assert launch_backend.hold_port(50051) is None
     assert "launch-backend: cannot open" in capsys.readouterr().err
+
+
+def test_an_agents_metrics_pages_listen_on_the_pods_address_its_tokens_on_loopback() -> None:
+    from gemini.cli import schd
+    from gemini.k8s import agent
+
+    settings = agent.settings_from(agent.build_parser().parse_args(["--metrics-port", "9400"]))
+    [spec] = [p for p in plan_backend(CONFIG, settings.backend) if p.scheduler]
+    parsed = schd.build_parser().parse_args(list(spec.argv[1:]))
+    assert (parsed.ip, parsed.metrics_ip, parsed.metrics_port) == ("127.0.0.1", "0.0.0.0", 9400)
+    plain = [p for p in plan_backend(CONFIG, BackendArgs("s", "p", metrics_port=9400))
+             if p.scheduler]
+    assert "--metrics-ip" not in plain[0].argv  # (launch-backend: --ip's, as before)
