@@ -122,7 +122,6 @@ class BackendArgs:
     verbose: int = 0
     secret_file: str | None = None  # passed to every daemon: clients must prove it
     metrics_port: int | None = None  # the first GPU's scheduler's; the next GPU's + 1, …
-    metrics_ip: str | None = None  # their address (None: `ip`'s)
     unix_dir: str | None = None  # pod managers on Unix sockets there (socket_path), not TCP
     allow_uids: tuple[int, ...] = ()  # other uids that may use those sockets
     mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
@@ -130,6 +129,7 @@ class BackendArgs:
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
     shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
     hand_over_at_arrival: bool = False  # gem-schd --hand-over-at-arrival
+    metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
 
 
 def _command(text: str, what: str) -> list[str]:
