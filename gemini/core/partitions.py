@@ -276,6 +276,7 @@ class PartitionRouter:
             "history": history,
             "spatial": self.spatial,
             "partitions": partitions,
+            "removed_asking": sorted({n for s in snaps.values() for n in s["removed_asking"]}),
         }
 
     def _status_reply(self, conn: ConnId, req: Request, now: float) -> Reply:

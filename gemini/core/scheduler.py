@@ -223,6 +223,7 @@ class SchedulerCore:
         self._capped_since: dict[str, float] = {}
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
+        self._removed_asking: dict[str, float] = {}  # a removed client's latest request
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -236,6 +237,8 @@ class SchedulerCore:
             return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
         client = self.clients.get(req.name)
         if client is None:
+            if req.name in self.removed:  # (its processes still run: status says so)
+                self._removed_asking[req.name] = now
             return self._refuse(conn, req) + self._removed_holder_asked(conn, req, now)
         self._refused.discard(conn)
         client.conns.add(conn)
@@ -1057,6 +1060,10 @@ class SchedulerCore:
             for i in self.history.intervals
             if i.start <= now and not i.extra
         ]
+        # Removed clients whose pod managers still asked within the window: their programs
+        # wait, unseen in the table (they vanished from it, and from the metrics).
+        asking = sorted(n for n, at in self._removed_asking.items()
+                        if n in self.removed and now - at <= window_size)
         return {
             "uptime_s": now - self.started_at,
             "window_s": window_size,
@@ -1065,6 +1072,7 @@ class SchedulerCore:
             "waiting_clients": len(waiting),
             "clients": clients,
             "history": history,
+            "removed_asking": asking,
         }
 
     def _status_reply(self, conn: ConnId, req: Request, now: float) -> Reply:

@@ -70,6 +70,8 @@ def render(snapshot: dict[str, Any], title: str = "", with_bars: bool = False) -
     widths = [max(cells(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
     lines = [head] + ["  ".join(pad(v, w) for v, w in zip(r, widths, strict=True))
                       for r in [columns, *rows]]
+    if asking := snapshot.get("removed_asking"):
+        lines.append(f"removed from the config, its processes still waiting: {', '.join(asking)}")
     return "\n".join(line.rstrip() for line in lines)
 
 

@@ -518,6 +518,22 @@ def test_a_client_removed_while_it_holds_the_token_hands_it_on_when_it_asks_agai
     assert core.holder is not None and core.holder.interval.start == 0.012
 
 
+def test_a_removed_client_whose_processes_still_ask_is_named_in_the_status():
+    """It vanished from the table and the metrics while its programs waited, refused."""
+    from gemini.core.status import render
+
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), LAUNCHER, 0.0)
+    core.on_config(config(("b", 0.5, 1, 1)), 1.0)
+    [refused] = grants(core.on_request(1, quota_req("a", 1), 2.0))
+    assert refused.response.status is Status.CLIENT_REMOVED
+    snap = core.snapshot(3.0)
+    assert snap["removed_asking"] == ["a"]
+    assert "removed from the config, its processes still waiting: a" in render(snap)
+    assert core.snapshot(2.0 + 10.5)["removed_asking"] == []  # (no request within the window)
+    core.on_config(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), 4.0)  # back
+    assert core.snapshot(4.0)["removed_asking"] == []
+
+
 def test_a_client_removed_while_it_holds_the_token_comes_back_owed_nothing():
     """(Its token, ended after its removal, gave the unused part back to books already
     forgotten: added again, it started with that credit, 140 ms.)"""
