@@ -474,11 +474,13 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging("launch-backend", ns.verbose)
     # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None
-    args = BackendArgs(ns.schd, ns.pmgr, ns.ip, ns.port, ns.config, ns.base_quota,
-                       ns.min_quota, ns.window, ns.verbose, secret_file, ns.metrics_port,
-                       os.path.abspath(ns.unix) if ns.unix else None, tuple(ns.allow_uid),
-                       clock=ns.clock, short_window=ns.short_window,
-                       shared_speed=ns.shared_speed,
+    args = BackendArgs(ns.schd, ns.pmgr, ip=ns.ip, port=ns.port, config=ns.config,
+                       base_quota=ns.base_quota, min_quota=ns.min_quota, window=ns.window,
+                       verbose=ns.verbose, secret_file=secret_file,
+                       metrics_port=ns.metrics_port,
+                       unix_dir=os.path.abspath(ns.unix) if ns.unix else None,
+                       allow_uids=tuple(ns.allow_uid), clock=ns.clock,
+                       short_window=ns.short_window, shared_speed=ns.shared_speed,
                        hand_over_at_arrival=ns.hand_over_at_arrival)
     lock = hold_port(ns.port)
     if lock is None:
