@@ -63,7 +63,8 @@ def _quantity(text: str) -> Decimal | None:
     number, suffix = Decimal(match["number"]), match["suffix"] or ""
     if suffix in _BINARY:
         return number * 2 ** _BINARY[suffix]
-    exponent = int(suffix[1:]) if suffix[:1] in ("e", "E") else _SUFFIX[suffix]
+    # ("E" alone is exa, 10^18; an exponent has its digits: "1E3")
+    exponent = int(suffix[1:]) if len(suffix) > 1 else _SUFFIX[suffix]
     return number.scaleb(exponent)
 
 

@@ -103,12 +103,15 @@ def test_every_ld_preload_of_a_container_gets_the_hook_first():
 def test_quantities_the_api_server_writes_in_canonical_form_are_read():
     """It hands the webhook each quantity re-encoded: 16000 as "16k", 30 as "30", 4096 Ki as
     "4Ki"; every multiple of 1000 was refused as not a whole number."""
-    for memory, mib in (("16k", 16000), ("4Ki", 4096), ("1e3", 1000), ("1.5k", 1500)):
+    for memory, mib in (("16k", 16000), ("4Ki", 4096), ("1e3", 1000), ("1.5k", 1500),
+                        ("1E3", 1000)):
         patched = apply(p := pod(gpu(share="3e1", memory=memory)), patch_pod(p, SETTINGS))
         assert record(patched) == {"main": {"share": 30, "limit": 0.3, "memory_mib": mib}}
     for share in ("100m", "0.5", "-1"):
         with pytest.raises(Rejected, match="must be a whole number greater than 0"):
             patch_pod(pod(gpu(share=share)), SETTINGS)
+    with pytest.raises(Rejected, match="is above 100"):  # ("E": exa; it took an exponent)
+        patch_pod(pod(gpu(share="1E")), SETTINGS)
 
 
 def test_missing_memory_is_the_share_of_the_gpu_and_annotations_are_created():
