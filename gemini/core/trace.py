@@ -6,9 +6,6 @@ from collections.abc import Iterable
 from typing import Any
 
 Interval = tuple[str, float, float]  # client, start s, end s
-# A scheduler whose start, on our clock, moved by more than this since the last look was
-# started again: its uptime counts from 0 anew.
-RESTARTED_S = 0.5
 # A trace's resolution: slices are in microseconds to a tenth (chrome_trace).  A grant shorter
 # than this was handed back the instant it came (the holder's next request already queued:
 # tens of nanoseconds under load), and would be a slice of no length.
@@ -22,6 +19,7 @@ class TraceRecorder:
     def __init__(self) -> None:
         self._ends: dict[tuple[str, float], float] = {}
         self._started: float | None = None  # the scheduler's start on our clock
+        self._uptime = 0.0  # as of the latest look
 
     def add(self, history: Iterable[list[Any]], uptime_s: float | None = None,
             at: float | None = None) -> None:
@@ -31,9 +29,13 @@ class TraceRecorder:
         during the recording over its own earlier grants."""
         shift = 0.0
         if uptime_s is not None and at is not None:
-            started = at - float(uptime_s)
-            if self._started is None or abs(started - self._started) > RESTARTED_S:
-                self._started = started  # (kept: each look's latency would shift it a little)
+            uptime = float(uptime_s)
+            # Its start is read once, and again only where its uptime went back (it was
+            # started again): each look's latency would move it a little, and a slow one, read
+            # as a restart, laid the whole window in again beside itself.
+            if self._started is None or uptime < self._uptime:
+                self._started = at - uptime
+            self._uptime = uptime
             shift = self._started
         for name, start, end in history:
             self._ends[(str(name), round(float(start) + shift, 6))] = float(end) + shift

@@ -64,6 +64,7 @@ def test_grants_are_kept_on_our_clock_across_a_restart_and_across_gpus() -> None
     rec = TraceRecorder()
     rec.add([["a", 1.0, 1.1]], uptime_s=3.0, at=103.0)  # started at 100 on our clock
     rec.add([["a", 1.0, 1.1], ["a", 2.0, 2.1]], uptime_s=3.2004, at=103.2)  # (a look's latency)
+    rec.add([["a", 1.0, 1.1], ["a", 2.0, 2.1]], uptime_s=3.4, at=104.1)  # a slow one: 0.7 s
     rec.add([["a", 1.0, 1.1]], uptime_s=1.5, at=105.0)  # started again, at 103.5
     assert rec.intervals() == [("a", 101.0, 101.1), ("a", 102.0, 102.1),
                                ("a", pytest.approx(104.5), pytest.approx(104.6))]
