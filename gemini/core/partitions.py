@@ -276,7 +276,9 @@ class PartitionRouter:
             "history": history,
             "spatial": self.spatial,
             "partitions": partitions,
-            "removed_asking": sorted({n for s in snaps.values() for n in s["removed_asking"]}),
+            # (a client moved to another group is removed from its old one: not from the GPU)
+            "removed_asking": sorted({n for s in snaps.values() for n in s["removed_asking"]
+                                      if n not in specs}),
         }
 
     def _status_reply(self, conn: ConnId, req: Request, now: float) -> Reply:

@@ -932,6 +932,7 @@ class SchedulerCore:
         limit_changed = False
         for spec in config.clients:
             state = old.get(spec.name)
+            self._removed_asking.pop(spec.name, None)  # (in the config: not a removed one)
             if state is None:
                 self.clients[spec.name] = ClientState(spec, self.timing.base_quota_s)
                 self._books_since[spec.name] = now

@@ -206,6 +206,12 @@ def test_a_client_moved_while_it_holds_its_old_partitions_token_hands_it_on_when
     assert sorted(g.conn for g in granted) == [1, 2]  # a in q, and b in p at once
     holder = r.cores["p"].holder
     assert holder is not None and holder.interval.name == "b" and holder.interval.start == 0.012
+    # Removed, asking, then back in another partition: its old group still has it removed.
+    r.on_config(cfg.parse_text("1\nb 0.5 1 1GiB sm=50@p\n"), 0.02)
+    r.on_request(1, quota("a", 3), 0.03)  # (refused)
+    assert r.snapshot(0.04)["removed_asking"] == ["a"]
+    r.on_config(cfg.parse_text("2\na 0.5 1 1GiB sm=50@r\nb 0.5 1 1GiB sm=50@p\n"), 0.05)
+    assert r.snapshot(0.06)["removed_asking"] == []
 
 
 def test_a_moved_client_keeps_its_reported_memory_and_processes() -> None:

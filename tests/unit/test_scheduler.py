@@ -532,6 +532,8 @@ def test_a_removed_client_whose_processes_still_ask_is_named_in_the_status():
     assert core.snapshot(2.0 + 10.5)["removed_asking"] == []  # (no request within the window)
     core.on_config(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), 4.0)  # back
     assert core.snapshot(4.0)["removed_asking"] == []
+    core.on_config(config(("b", 0.5, 1, 1)), 5.0)  # removed again, its processes gone
+    assert core.snapshot(5.0)["removed_asking"] == []  # (its earlier asking was listed)
 
 
 def test_a_client_removed_while_it_holds_the_token_comes_back_owed_nothing():
