@@ -130,9 +130,10 @@ class Pacer:
         self._pace[name] = max(self._pace.get(name, asked), asked) + seconds / limit
 
     def adjust(self, name: str, seconds: float, limit: float, until: float = math.inf) -> None:
-        """The latest grant served `seconds` more (overuse) or fewer (given back); its pace
-        then no later than `until` (the windows, not the pace, hold back a large charge: a 2 s
-        overrun at a cap of 0.1 held its client for 20 s, past the 10 s window that held it)."""
+        """The latest grant served `seconds` more (overuse) or fewer (given back).  More moves
+        its pace no later than `until`, nor earlier than it was (the windows, not the pace,
+        hold back a large charge: a 2 s overrun at a cap of 0.1 held its client for 20 s, past
+        the 10 s window that held it)."""
         pace = self._pace.get(name)
         if pace is not None:  # (a charge past `until` moves it no later, and never earlier)
             moved = pace + seconds / limit
