@@ -129,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gem-schd: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        metrics = "" if args.metrics_port is None else f" or metrics port {args.metrics_port}"
+        metrics = "" if args.metrics_port is None else \
+            f" or {args.metrics_ip or args.ip}:{args.metrics_port} (metrics)"
         print(f"gem-schd: cannot listen on {args.ip}:{args.port}{metrics}: {exc.strerror}",
               file=sys.stderr)
         return 1

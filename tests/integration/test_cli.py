@@ -198,3 +198,13 @@ def test_the_demo_runs_on_the_simulated_gpu_where_no_program_could_use_the_real_
     assert "neither torch nor cupy" in (demo.real_gpu_present() or "")
     monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: name == "cupy" or None)
     assert demo.real_gpu_present() is None
+
+
+def test_a_metrics_address_gem_schd_cannot_take_is_named(tmp_path):
+    """(It named the token address, which was free.)"""
+    cfg = tmp_path / "resource-config.txt"
+    cfg.write_text("1\na 0.5 1.0 1GiB\n")
+    proc = run("gemini.cli.schd", "-P", "0", "-p", str(tmp_path), "-f", cfg.name, "--no-clock",
+               "--metrics-port", "0", "--metrics-ip", "203.0.113.7")  # (TEST-NET-3: not ours)
+    assert proc.returncode == 1
+    assert "or 203.0.113.7:0 (metrics)" in proc.stderr, proc.stderr
