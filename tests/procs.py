@@ -121,3 +121,14 @@ def start_pod_manager(name: str, scheduler_port: int, *flags: str) -> Daemon:
     port = d.wait_for(r"listening on (?:[\d.]+:(\d+)|unix:)").group(1)
     d.port = int(port) if port else 0  # 0: on a Unix socket (--unix)
     return d
+
+
+def nvidia_smi_listing(tmp_path: Path, *gpus: str) -> dict[str, str]:
+    """PATH with a stand-in nvidia-smi first that lists `gpus` ("index, UUID" lines), as
+    `nvidia-smi --query-gpu=index,uuid --format=csv,noheader` does."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{g}'" for g in gpus) + "\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.procs import ROOT, start_pod_manager, start_scheduler
+from tests.procs import ROOT, nvidia_smi_listing, start_pod_manager, start_scheduler
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -60,19 +60,8 @@ def test_check_config_names_file_line_and_reason(tmp_path):
     assert f"{cfg}:3:" in proc.stderr
 
 
-NVIDIA_SMI = """#!/bin/sh
-# stand-in: two GPUs, as `nvidia-smi --query-gpu=index,uuid --format=csv,noheader` lists them
-echo "0, GPU-aaaa"
-echo "1, GPU-bbbb"
-"""
-
-
 def test_check_config_checks_the_gpus_against_the_machine(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(NVIDIA_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env = {**os.environ, **nvidia_smi_listing(tmp_path, "0, GPU-aaaa", "1, GPU-bbbb")}
     cfg = tmp_path / "c.txt"
     cfg.write_text("3\na 0.3 1.0 1GiB\na 0.5 0.5 1GiB gpu=GPU-bbbb\nb 0.2 0.4 1GiB gpu=GPU-bbbb\n")
     proc = run("gemini.cli.gemini", "check-config", str(cfg), env=env)

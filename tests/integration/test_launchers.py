@@ -21,7 +21,7 @@ import pytest
 
 from gemini.cli import launch_command
 from gemini.native import NativeBuildMissing
-from tests.procs import stop_process
+from tests.procs import nvidia_smi_listing, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 20.0
@@ -225,16 +225,6 @@ def test_a_second_backend_on_the_same_port_is_refused_and_leaves_the_first_as_it
     proc.send_signal(signal.SIGINT)
     lines.until_eof()
     assert finish(proc)[0] == 0
-
-
-def nvidia_smi_listing(tmp_path: Path, *gpus: str) -> dict[str, str]:
-    """An environment whose nvidia-smi lists `gpus` ("index, UUID" lines)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{g}'" for g in gpus) + "\n")
-    smi.chmod(0o755)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
 def test_gpus_the_machine_does_not_have_are_refused_at_start_and_in_an_edit(
