@@ -114,6 +114,17 @@ static uint64_t claim_live(int dev)
     return v;
 }
 
+/* An allocation into the books (or back into them: taken_freed). */
+static void book(struct entry *e)
+{
+    unsigned b = bucket(e->kind, e->key);
+    pthread_mutex_lock(&map_m);
+    e->next = buckets[b];
+    buckets[b] = e;
+    live[e->dev] += e->bytes;
+    pthread_mutex_unlock(&map_m);
+}
+
 static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
 {
     struct entry *e = malloc(sizeof(*e));
@@ -127,12 +138,7 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
         ctx = NULL;
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
                         .um = (short)um, .ctx = ctx};
-    unsigned b = bucket(kind, key);
-    pthread_mutex_lock(&map_m);
-    e->next = buckets[b];
-    buckets[b] = e;
-    live[dev] += bytes;
-    pthread_mutex_unlock(&map_m);
+    book(e);
 }
 
 /* A handle about to be freed: its entry out of the books before the free, not after.  Once
@@ -166,12 +172,7 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
         return;
     }
     if (r != CUDA_SUCCESS) {
-        unsigned b = bucket(e->kind, e->key);
-        pthread_mutex_lock(&map_m);
-        e->next = buckets[b];
-        buckets[b] = e;
-        live[e->dev] += e->bytes;
-        pthread_mutex_unlock(&map_m);
+        book(e);
         return;
     }
     pthread_mutex_lock(&map_m);
