@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from gemini.core.units import parse_bytes
-from gemini.core.wire import MAX_NAME_LEN
+from gemini.core.wire import MAX_BYTES, MAX_NAME_LEN
 
 YAML_SUFFIXES = (".yaml", ".yml")
 UM_FLAG = "um"
@@ -34,7 +34,6 @@ SM_KEY = "sm"
 DEFAULT_GPU = "0"
 OVERSUBSCRIBE = "oversubscribe"
 _PARTITION_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
-MAX_GPU_MEM = 2**64 - 1  # the wire's u64 (MEM_LIMIT's reply)
 MAX_GPU_INDEX_DIGITS = 6  # (Python's int() refuses strings of over 4300 digits)
 
 
@@ -197,7 +196,7 @@ def _memory(value: object) -> int:
         raise _Invalid(f"gpu_mem must be bytes or a size like '4GiB', got {value!r}")
     if size <= 0:
         raise _Invalid(f"gpu_mem must be greater than 0, got {value!r}")
-    if size > MAX_GPU_MEM:
+    if size > MAX_BYTES:
         # (its every MEM_LIMIT reply failed to encode: its pod manager reconnected for ever)
         raise _Invalid(f"gpu_mem {value!r} is more than the 2^64 - 1 bytes a limit can be")
     return size

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
+    MAX_BYTES,
     MEM_ALLOC,
     MEM_CLAIM,
     MEM_FLAG_EVICT_ON_RELEASE,
@@ -63,7 +64,6 @@ from gemini.core.wire import (
 MS = 1000.0
 TOKEN_MAX_MS = 3600 * MS  # a token's ms beyond any grant (the hook's QUOTA_MAX_MS alike)
 F32_MAX = 3.4028234663852886e38  # the largest finite f32: a run's sum travels as one
-MAX_BYTES = 2**64 - 1  # a client's use travels as a u64 (MEM_LIMIT's reply, REPORT)
 REPORT_INTERVAL_S = 0.1  # at most this often, tell the scheduler our memory and process counts
 # How long an allocation waits for the processes asked to give their unspent leases back.  Their
 # hooks answer from a thread of their own within a round trip; this bounds a stopped process.

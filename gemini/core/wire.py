@@ -31,6 +31,7 @@ _RSP_STATUS = struct.Struct("<i")
 RSP_STATUS_OFFSET = RSP_MSG_LEN - 4
 # 8 (name_len) + 1 (NUL) + 8 (id, type) + 16 (largest payload) = 33 bytes around the name.
 MAX_NAME_LEN = REQ_MSG_LEN - 33
+MAX_BYTES = 2**64 - 1  # the most bytes a message carries (a u64: MEM_LIMIT's reply, REPORT)
 NOTIFY_ID = -1
 MAX_STATUS_BODY = 1 << 20
 
