@@ -125,25 +125,6 @@ def cmd_top(argv: list[str]) -> int:
         return 0
 
 
-def present_gpus() -> list[tuple[int, str]] | None:
-    """(index, UUID) of each GPU nvidia-smi lists; None when it cannot be asked."""
-    import subprocess
-
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    gpus = []
-    for line in out.splitlines():
-        index, _, uuid = line.partition(",")
-        if index.strip().isdigit():
-            gpus.append((int(index), uuid.strip()))
-    return gpus
-
-
 def cmd_check_config(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="gemini check-config",
@@ -154,6 +135,7 @@ def cmd_check_config(argv: list[str]) -> int:
     p.add_argument("file", type=Path)
     args = p.parse_args(argv)
     from gemini.core.config import ConfigError, gpu_problems
+    from gemini.daemon.gpus import present_gpus
     from gemini.daemon.watcher import read_config
 
     try:

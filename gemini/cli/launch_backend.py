@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import IO
 
 from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
-from gemini.cli.gemini import present_gpus
 from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
 from gemini.core.launch import (
     BackendArgs,
@@ -43,6 +42,7 @@ from gemini.core.launch import (
 )
 from gemini.core.mps import CONTROL, MpsPaths, default_dir
 from gemini.daemon.files import replace_text
+from gemini.daemon.gpus import present_gpus
 from gemini.daemon.lifecycle import STOP_WITH_ENV
 from gemini.daemon.logsetup import setup_logging
 from gemini.daemon.mps import MpsKeeper

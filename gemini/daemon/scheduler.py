@@ -9,12 +9,13 @@ import logging
 import time
 from pathlib import Path
 
-from gemini.core.config import DEFAULT_GPU, ResourceConfig
+from gemini.core.config import DEFAULT_GPU, ConfigError, ResourceConfig, gpu_problems
 from gemini.core.mps import MpsState
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import Timing, describe_timing
 from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
+from gemini.daemon.gpus import present_gpus
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.schd")
@@ -79,8 +80,15 @@ async def serve_scheduler(
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
+    present = present_gpus() or None  # (none listed: nothing to check against)
 
     def validate(config: ResourceConfig) -> None:
+        # The whole file's GPUs, as launch-backend checks them: an edit it refuses (a GPU
+        # that is not here, one GPU named two ways) was applied by the other GPUs'
+        # schedulers, each of which watches the file too, and the last good config no longer
+        # held anywhere.
+        if present is not None and (problems := gpu_problems(config, present)):
+            raise ConfigError(str(config_path), None, "; ".join(problems))
         check_oversubscription(config.for_gpu(gpu), um, str(config_path))
 
     def apply(config: ResourceConfig) -> None:

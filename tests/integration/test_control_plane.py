@@ -13,7 +13,7 @@ import pytest
 
 from gemini.client import Connection, query_status
 from gemini.core.wire import RequestType, Status
-from tests.procs import ROOT, start_pod_manager, start_scheduler
+from tests.procs import ROOT, nvidia_smi_listing, start_pod_manager, start_scheduler
 
 # Quotas of 30-60 ms, a 2 s window, and 20 ms for a busy Python process on a loaded machine to
 # ask again after its quota ends.
@@ -175,3 +175,34 @@ def test_a_live_memory_limit_edit_reaches_the_running_pod_manager(backend):
     schd.wait_for(r"resource-config.txt:2: .*keeping the last good config", since=mark)
     with Connection("127.0.0.1", pmgrs["a"].port, "a") as conn:
         assert conn.call(RequestType.MEM_LIMIT)[0].values == (0, 5000, 0)
+
+
+@pytest.mark.system
+def test_an_edit_naming_a_gpu_the_machine_lacks_is_refused_by_every_scheduler(tmp_path: Path):
+    """launch-backend refuses it ("not applied here"); each GPU's gem-schd watches the file
+    too, and GPU 0's used to apply its part (a lowered to 0.2) beside the typo's GPU 11."""
+    cfg = tmp_path / "resource-config.txt"
+    cfg.write_text("2\na 0.5 0.5 1GiB\nb 0.5 1 1GiB gpu=1\n")
+    env = nvidia_smi_listing(tmp_path, "0, GPU-aaa", "1, GPU-bbb")
+    schd = start_scheduler(cfg, "--gpu", "0", env=env)
+    try:
+        mark = schd.mark()
+        cfg.write_text("3\na 0.2 0.2 1GiB\nb 0.5 1 1GiB gpu=1\nc 0.1 0.2 1GiB gpu=11\n")
+        schd.wait_for(r"c: GPU 11 is not on this machine .*keeping the last good config",
+                      since=mark)
+        cfg.write_text("2\na 0.3 0.3 1GiB\nb 0.5 1 1GiB gpu=1\n")
+        changed = schd.wait_for(r"client changed: .*", since=mark).group(0)
+        assert "limit 0.3" in changed, changed  # the first change it applied is the good edit's
+    finally:
+        schd.stop()
+
+
+def test_gem_schd_refuses_to_start_on_a_config_naming_a_gpu_the_machine_lacks(tmp_path: Path):
+    cfg = tmp_path / "resource-config.txt"
+    cfg.write_text("2\na 0.5 1 1GiB\nb 0.5 1 1GiB gpu=3\n")
+    env = {**os.environ, **nvidia_smi_listing(tmp_path, "0, GPU-aaa")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "gemini.cli.schd", "-P", "0", "-p", str(tmp_path), "-f",
+         cfg.name], capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
+    assert proc.returncode == 2
+    assert "b: GPU 3 is not on this machine (GPUs: 0 (GPU-aaa))" in proc.stderr
