@@ -443,7 +443,7 @@ class SchedulerCore:
         )
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now),
                      self._short_grant_s)
-        length = um_quota(length, client.spec, self.um)
+        length = um_quota(length, client.spec, self.um, self.timing.window_s)
         calibrating = standing is not None and standing.need > 0.0
         if calibrating:
             assert standing is not None

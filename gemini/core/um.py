@@ -62,9 +62,16 @@ def mem_flags(spec: ClientSpec, policy: UmPolicy) -> int:
     return flags
 
 
-def um_quota(quota_s: float, spec: ClientSpec, policy: UmPolicy) -> float:
-    """A UM client's grant: at least the UM minimum, so migration stays a small part of it."""
-    return max(quota_s, policy.min_quota_s) if is_um(spec, policy) else quota_s
+def um_quota(quota_s: float, spec: ClientSpec, policy: UmPolicy, window_s: float) -> float:
+    """A UM client's grant: at least the UM minimum, so migration stays a small part of it,
+    but never more than a capped client's window allows (`window_s`: its long window): at a
+    cap of 0.05 a 1 s minimum was twice what 10 s allow, and its windows read 0.100."""
+    if not is_um(spec, policy):
+        return quota_s
+    least = policy.min_quota_s
+    if spec.capped:
+        least = min(least, spec.limit * window_s)
+    return max(quota_s, least)
 
 
 def um_bytes(config: ResourceConfig, policy: UmPolicy) -> int:

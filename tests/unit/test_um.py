@@ -63,9 +63,19 @@ def test_policy_rejects_nonsense(bad):
 def test_um_quota_is_at_least_the_um_minimum():
     a, _, c = CONFIG.clients
     policy = UmPolicy(min_quota_s=1.0)
-    assert um_quota(0.25, a, policy) == 1.0
-    assert um_quota(2.0, a, policy) == 2.0
-    assert um_quota(0.25, c, policy) == 0.25
+    assert um_quota(0.25, a, policy, 10.0) == 1.0
+    assert um_quota(2.0, a, policy, 10.0) == 2.0
+    assert um_quota(0.25, c, policy, 10.0) == 0.25
+
+
+def test_a_capped_um_client_is_granted_no_more_than_its_window_allows():
+    """At a cap of 0.05 a 1 s UM minimum is twice what a 10 s window allows (0.5 s): the
+    simulator's windows read 0.100."""
+    small = parse_text("1\na 0.05 0.05 1GiB um\n")
+    [spec] = small.clients
+    assert um_quota(0.1, spec, UmPolicy(min_quota_s=1.0), 10.0) == pytest.approx(0.5)
+    core = SchedulerCore(small, Timing(0.25, 0.1, 10.0), 0.0, UmPolicy(min_quota_s=1.0))
+    assert grants(core.on_request(1, quota_req("a", 1), 0.0)) == [pytest.approx(500.0)]
 
 
 def quota_req(name: str, req_id: int) -> Request:
