@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+MIN_QUOTA_FLOOR_S = 0.001  # the shortest -m: a few token round trips on one box
+
+
 def _size(text: str) -> int:
     try:
         return parse_bytes(text)
@@ -99,6 +102,11 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
                     args.shared_speed, args.hand_over_at_arrival)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
+    if timing.min_quota_s < MIN_QUOTA_FLOOR_S:
+        # (-m 0.001: tokens of 1-2 us expired before a launch could go, and the hook asked
+        # for the next one and the next, 48,208 in 20 s, and launched nothing)
+        raise ValueError(f"need min_quota >= {MIN_QUOTA_FLOOR_S * 1000:g} ms: a shorter "
+                         "token ends before a launch can use it")
     if timing.window_s <= 0:
         raise ValueError("need window > 0")
     if not 0 <= timing.short_window_s <= timing.window_s:

@@ -130,6 +130,12 @@ def test_tool_flags_that_cannot_work_are_refused_at_once(argv, says):
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
 
 
+def test_gem_schd_refuses_a_minimum_quota_no_launch_could_use():
+    """(-q 0.002 -m 0.001: the hook asked for token after token, launching nothing.)"""
+    proc = run("gemini.cli.schd", "-q", "0.002", "-m", "0.001")
+    assert proc.returncode == 2 and "need min_quota >= 1 ms" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(("module", "argv"), [
     ("gemini.cli.launch_backend", ["--mps-check", "0", "--config", "x.txt"]),
     ("gemini.cli.launch_command", ["--timeout", "0", "--port", "50052", "--", "true"]),
