@@ -1,6 +1,6 @@
 """Two clients taking turns on the fake GPU: how their tokens meet at each hand-over.
 
-  python3 bench/pair_fake.py [--rounds 2] [--seconds 8] [--hand-over-at-arrival] [--out DIR]
+  python3 bench/pair_fake.py [--rounds 2] [--seconds 8] [--no-hand-over-at-arrival] [--out DIR]
 
 Each round starts fresh daemons with two uncapped clients, a 0.3 and b 0.7, and runs the fake
 GPU's test client (`gem_client work`, 0.2 ms kernels in bursts of 25, a sync after each) as
@@ -17,7 +17,8 @@ On 2026-12-05 (the development machine, 8 s, twice 2 rounds each way, interleave
 median overlap per round was -0.02 to +0.01 ms with the pod managers of bf6fdcf and -0.41 to
 -0.22 ms with those of 27ae716, which timed every token from its grant
 (`bench/results/fake-gpu-20261205-0317*-pair-fake-*.json`); with ca8a23b, -0.008 to +0.012 ms
-by default and -0.191 to -0.089 with --hand-over-at-arrival (`…-0421*-pair-fake-*.json`).
+by default and -0.191 to -0.089 with --hand-over-at-arrival (`…-0421*-pair-fake-*.json`; on by
+default since 2026-12-05 22:00).
 """
 
 from __future__ import annotations
@@ -53,11 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--seconds", type=float, default=8.0)
-    p.add_argument("--hand-over-at-arrival", action="store_true",
-                   help="gem-schd --hand-over-at-arrival")
+    p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
+                   default=True, help="gem-schd --[no-]hand-over-at-arrival (default: on)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    timing = {"hand_over_at_arrival": True} if args.hand_over_at_arrival else {}
+    timing = {} if args.hand_over_at_arrival else {"hand_over_at_arrival": False}
     rounds = []
     with fake_gpu_segment() as gpu, Procs() as procs:
         app, env = fake_work_app(args.seconds, gpu)

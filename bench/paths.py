@@ -881,8 +881,8 @@ class Bench:
         flags: dict = {} if short is None else {"short_window_ms": short}
         if self.args.shared_speed:
             flags["shared_speed"] = True
-        if self.args.hand_over_at_arrival:
-            flags["hand_over_at_arrival"] = True
+        if not self.args.hand_over_at_arrival:
+            flags["hand_over_at_arrival"] = False
         return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
@@ -1478,9 +1478,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shared-speed", action="store_true",
                    help="gem-schd --shared-speed for the capped and pairs runs: uncapped "
                         "clients beside others share by work")
-    p.add_argument("--hand-over-at-arrival", action="store_true",
-                   help="gem-schd --hand-over-at-arrival for the capped and pairs runs: the "
-                        "GPU goes on when the holder's token ends at its hook")
+    p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
+                   default=True,
+                   help="gem-schd --[no-]hand-over-at-arrival for the capped and pairs runs: "
+                        "the GPU goes on when the holder's token ends at its hook (default: "
+                        "on, as gem-schd's)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",

@@ -98,9 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the schedulers' short window (gem-schd --short-window; 0: off)")
     p.add_argument("--shared-speed", action="store_true",
                    help="uncapped clients beside others share by work (gem-schd --shared-speed)")
-    p.add_argument("--hand-over-at-arrival", action="store_true",
-                   help="hand the GPU on when the holder's token ends at its hook "
-                   "(gem-schd --hand-over-at-arrival)")
+    p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
+                   default=True,
+                   help="hand the GPU on when the holder's token ends at its hook, not at its "
+                   "grant's end (gem-schd --[no-]hand-over-at-arrival; default: on)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "

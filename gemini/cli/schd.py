@@ -73,10 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="uncapped clients beside others share by work: each gets short "
                    "calibration grants alone, and is charged its speed (README: Pairs of "
                    "different programs)")
-    p.add_argument("--hand-over-at-arrival", action="store_true",
+    p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
+                   default=True,
                    help="hand a holder's GPU on when its hook's token ends: its grant's end "
                    "plus the time its grants take to reach its pod manager, as the pod manager "
-                   "reports (up to 2 ms; README: Hand-overs at the grant's arrival)")
+                   "reports (up to 2 ms; README: Hand-overs at the grant's arrival; default: "
+                   "on; --no-hand-over-at-arrival: at the grant's end, as Gemini does)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)

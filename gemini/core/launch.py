@@ -128,7 +128,7 @@ class BackendArgs:
     clock: bool = True  # False: gem-schd --no-clock (caps charged in time, not by work)
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
     shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
-    hand_over_at_arrival: bool = False  # gem-schd --hand-over-at-arrival
+    hand_over_at_arrival: bool = True  # False: gem-schd --no-hand-over-at-arrival
     metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
 
 
@@ -180,8 +180,8 @@ def plan_scheduler(
         argv += ["--short-window", _number(args.short_window)]
     if args.shared_speed:
         argv += ["--shared-speed"]
-    if args.hand_over_at_arrival:
-        argv += ["--hand-over-at-arrival"]
+    if not args.hand_over_at_arrival:
+        argv += ["--no-hand-over-at-arrival"]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

@@ -123,7 +123,8 @@ class Timing:
     # alike programs a few points over 1 s windows.
     shared_speed: bool = False
     # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
-    # --hand-over-at-arrival; off until measured on a GPU): that is the grant's end plus the
+    # --hand-over-at-arrival, on by default since measured on the H100, 2026-12-05: README,
+    # "Hand-overs at the grant's arrival"; off, as in Gemini: --no-...): the grant's end plus the
     # time grants take to reach its pod manager, which the pod manager reports
     # (wire.REPORT_DELIVERY_NAME_MAX), up to HAND_OVER_DELAY_MAX_S.  A hook times its token
     # from its receipt, so it ran on past the next holder's start by the difference of the two
@@ -131,14 +132,14 @@ class Timing:
     # GPU time-sliced the two contexts); timing it from the grant instead (gem-pmgr
     # --time-from-grant) cost each client that delay from every token.  Here the GPU idles
     # through the next grant's delivery, booked to no one.
-    hand_over_at_arrival: bool = False
+    hand_over_at_arrival: bool = True
 
 
 def describe_timing(t: Timing) -> str:
     """One line for the log at start: what a run's logs must show to be read right."""
     options = [name for name, on in (("shared speed", t.shared_speed),
-                                     ("hand-overs at the grant's arrival",
-                                      t.hand_over_at_arrival)) if on]
+                                     ("hand-overs at the grant's end",
+                                      not t.hand_over_at_arrival)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
             f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
             f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"

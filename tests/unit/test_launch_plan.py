@@ -224,7 +224,7 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
 
     ns = launch_backend.build_parser().parse_args(
         ["s", "p", "--no-clock", "--short-window", "2500", "--shared-speed",
-         "--hand-over-at-arrival"])
+         "--no-hand-over-at-arrival"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival)
     schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
@@ -233,12 +233,14 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
         parsed = schd.build_parser().parse_args(list(spec.argv[1:]))  # gem-schd takes them
         assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, True)
         timing = schd._settings(parsed)[0]
-        assert timing.shared_speed and timing.hand_over_at_arrival
+        assert timing.shared_speed and not timing.hand_over_at_arrival
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
     assert not {"--no-clock", "--short-window", "--shared-speed",
-                "--hand-over-at-arrival"} & set(default.argv)
+                "--no-hand-over-at-arrival"} & set(default.argv)
     timing = schd._settings(schd.build_parser().parse_args([]))[0]
-    assert not timing.shared_speed and not timing.hand_over_at_arrival
+    assert not timing.shared_speed and timing.hand_over_at_arrival  # (on by default)
+    on = launch_backend.build_parser().parse_args(["s", "p"])
+    assert on.hand_over_at_arrival
 
 
 def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:

@@ -1012,11 +1012,11 @@ def test_clients_back_from_pauses_get_their_shares_second_by_second(seed):
     assert worst[0] <= 0.06, worst
 
 
-def test_the_start_line_names_the_timing_and_the_options_on():
+def test_the_start_line_names_the_timing_and_the_options_not_at_their_default():
     """(A run's logs could not show whether --hand-over-at-arrival was on.)"""
     from gemini.core.scheduler import describe_timing
 
     assert describe_timing(Timing()) == ("quota 250 ms (min 100, max 1000), window 10 s, "
                                          "short window 1 s, grace 5 ms")
-    assert describe_timing(Timing(hand_over_at_arrival=True)).endswith(
-        ", hand-overs at the grant's arrival")
+    assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=True)).endswith(
+        ", shared speed, hand-overs at the grant's end")
