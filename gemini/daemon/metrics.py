@@ -17,6 +17,24 @@ from gemini.core.metrics import CONTENT_TYPE
 log = logging.getLogger("gemini.metrics")
 READ_TIMEOUT_S = 5.0
 MAX_HEAD = 8192
+# How long a rendered page is served again.  A page is a status snapshot, whose windows are
+# walked on the scheduler's own loop (~0.8 ms with 8 clients): a flood of scrapes from the
+# pod network delayed the tokens; Prometheus scrapes every 10-60 s.
+PAGE_MAX_AGE_S = 1.0
+
+
+def cached(page: Callable[[], bytes], max_age_s: float,
+           clock: Callable[[], float]) -> Callable[[], bytes]:
+    """`page`, rendered at most once per `max_age_s` of `clock`."""
+    last: list[tuple[float, bytes]] = []
+
+    def fresh_enough() -> bytes:
+        now = clock()
+        if not last or not 0.0 <= now - last[0][0] < max_age_s:
+            last[:] = [(now, page())]
+        return last[0][1]
+
+    return fresh_enough
 
 
 def _response(status: str, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:

@@ -119,10 +119,11 @@ async def serve_scheduler(
     try:
         if metrics_port is not None:
             from gemini.core.metrics import exposition
-            from gemini.daemon.metrics import MetricsServer
+            from gemini.daemon.metrics import PAGE_MAX_AGE_S, MetricsServer, cached
 
-            metrics = MetricsServer(
-                lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu))
+            metrics = MetricsServer(cached(
+                lambda: exposition(daemon.core.snapshot(daemon.server.now()), gpu),
+                PAGE_MAX_AGE_S, daemon.server.now))
             metrics_host = host if metrics_host is None else metrics_host
             bound_metrics = await metrics.start(metrics_host, metrics_port)
             log.info("metrics on http://%s:%d/metrics", metrics_host, bound_metrics)

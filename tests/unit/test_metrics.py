@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from gemini.core.metrics import exposition
-from gemini.daemon.metrics import answer
+from gemini.daemon.metrics import answer, cached
 
 SNAPSHOT = {
     "waiting_clients": 1,
@@ -66,6 +66,26 @@ def test_get_metrics() -> None:
     assert b"Content-Length: 4\r\n" in response
     head = answer(b"HEAD /metrics?x=1 HTTP/1.0\r\n\r\n", page)
     assert head.startswith(b"HTTP/1.1 200 OK") and head.endswith(b"\r\n\r\n")
+
+
+def test_a_flood_of_scrapes_renders_the_page_once_a_second() -> None:
+    """(Each page walks the scheduler's windows on its loop: scrapes in a burst delayed tokens.)"""
+    now = [100.0]
+    rendered = []
+
+    def render() -> bytes:
+        rendered.append(now[0])
+        return f"at {now[0]}\n".encode()
+
+    page_of = cached(render, 1.0, lambda: now[0])
+    for _ in range(200):
+        assert page_of() == b"at 100.0\n"
+        now[0] += 0.004  # 200 scrapes in 0.8 s
+    now[0] = 101.0
+    assert page_of() == b"at 101.0\n"
+    now[0] = 50.0  # a clock that went back: rendered again, not served for ever
+    assert page_of() == b"at 50.0\n"
+    assert rendered == [100.0, 101.0, 50.0]
 
 
 def test_anything_else_is_refused_plainly() -> None:
