@@ -85,6 +85,7 @@ int renew_in_background(struct token *t, int64_t now);
 /* Token `generation`'s slot, or NULL when a later token took it over. */
 struct recent_token *recent_of(struct token *t, uint64_t generation);
 void post_end(struct token *t, int64_t end_ns);
+int wait_for_tracker(struct token *t, int64_t most_ns);
 double charge_end(struct token *t, uint64_t generation, int64_t end_ns, int64_t until);
 void start_tracker(struct token *t);
 

@@ -11,6 +11,12 @@
  * fit an int64_t (the token would read as expired at once, and be asked for again, unpaced). */
 #define QUOTA_MAX_MS 3600000.0
 
+/* With evict-on-release, how long the next token's request waits for the ended one's queue to
+ * run and its data to go back to the host (wait_for_tracker); a queue that runs longer is left
+ * running, its data where it is. */
+#define EVICT_WAIT_MAX_NS 2000000000LL
+static atomic_int evict_wait_said;
+
 /* Asks for the next token in the current one's tail, so that the launching thread goes on
  * meanwhile: when no one else waits the renewed token is there before the old one ends, and
  * the program never stops for the round trip (issue 12: cheap renewal). */
@@ -89,8 +95,10 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     if (blocking)
         post_end(t, end_ns);
     if (gem_um_evicts(dev)) { /* the data must be back on the host before the next grant */
-        while (t->end_pending || t->measuring)
-            pthread_cond_wait(&t->cv, &t->m);
+        if (wait_for_tracker(t, EVICT_WAIT_MAX_NS) != 0 && !atomic_exchange(&evict_wait_said, 1))
+            GEM_LOG(GEM_LOG_WARN, "evict-on-release: our queued work still ran %.0f ms after "
+                    "the token's end; asking for the next token without waiting for it (it "
+                    "may wait on a launch of ours; said once)", EVICT_WAIT_MAX_NS / 1e6);
         now = gem_now_ns();
     }
     int64_t burst_ns = gem_predictor_estimate_full_burst(

@@ -3,6 +3,8 @@
  * past it as the token's overuse, reported with a later request (token.c's rules say why). */
 #include "token.h"
 
+#include <errno.h>
+
 /* A token's end past which its queue ran this long (more than the tail and half a launch the
  * gate leaves) has the gate's latest estimate written beside it in the debug log: where an
  * estimate fell short (H200, caps of 0.6-0.8: 2-3 ms in about 2.5 % of tokens, 2026-12-02:
@@ -13,6 +15,20 @@ static void timespec_at(struct timespec *ts, int64_t at_ns)
 {
     ts->tv_sec = at_ns / 1000000000;
     ts->tv_nsec = at_ns % 1000000000;
+}
+
+/* Wait, t->m held, until the tracker has measured (and, with evict-on-release, evicted) every
+ * token end posted so far, at most `most_ns`: 0 when it has, -1 when it has not.  (Its queue may
+ * wait on a later launch of ours, a stream waiting on a value or an event that launch sets:
+ * waited for without end, that launch never went.) */
+int wait_for_tracker(struct token *t, int64_t most_ns)
+{
+    struct timespec ts;
+    timespec_at(&ts, gem_now_ns() + most_ns);
+    while (t->end_pending || t->measuring)
+        if (pthread_cond_timedwait(&t->cv, &t->m, &ts) == ETIMEDOUT)
+            return t->end_pending || t->measuring ? -1 : 0;
+    return 0;
 }
 
 /* Token `generation`'s slot, or NULL when a later token took it over. */
@@ -79,7 +95,13 @@ static void *tracker_main(void *arg)
         struct gem_look look = t->go_look; /* the latest that let a launch go before the end */
         pthread_mutex_unlock(&t->m);
         int64_t done = gem_inflight_wait_all(dev, end_seq);
-        gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
+        pthread_mutex_lock(&t->m);
+        /* Our next token came while the queue ran (fetch waited no longer: wait_for_tracker):
+         * the GPU is ours again, and evicting now would only fault the data back. */
+        int ours_again = t->generation > end_generation;
+        pthread_mutex_unlock(&t->m);
+        if (!ours_again)
+            gem_um_on_expiry(dev, ctx); /* evict-on-release; else nothing */
         pthread_mutex_lock(&t->m);
         double overuse = done > end_ns ? (double)(done - end_ns) / 1e6 : 0.0;
         /* What ran once our next token had come is that token's time, already counted: only

@@ -100,3 +100,17 @@ def test_paths_that_cannot_be_managed_are_limited_and_said_once(system, path):
     said = [line for line in err.splitlines() if "cannot be managed" in line]
     assert len(said) == 1, err
     assert "served as device memory" in said[0]
+
+
+def test_evict_on_release_waits_for_a_long_queue_two_seconds_not_for_ever(system):
+    """The next token's request waited for the ended one's whole queue, to evict after it: a
+    queue waiting on a later launch of ours (a stream waiting on a value it sets) never ran,
+    and that launch never went.  Here a 6 s kernel, then a launch after the 100 ms token."""
+    system.backend("1\na 1.0 1.0 64MiB um\n", *UM_FAST, "--evict-on-release")
+    client = system.client("a", "work", "--kernel-ms", "6000", "--burst", "1", "--bursts", "2",
+                           "--sync", "none", "--idle-ms", "200", "--allocs", "1",
+                           "--bytes", str(MiB), stderr=subprocess.PIPE)
+    _, log = client.communicate(timeout=60)
+    assert client.returncode == 0, log
+    assert log.count("evict-on-release: our queued work still ran 2000 ms after the token's "
+                     "end") == 1, log
