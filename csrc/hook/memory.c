@@ -478,16 +478,24 @@ static uint64_t array_bytes(const CUDA_ARRAY_DESCRIPTOR *d)
     return d ? dim(d->Width) * dim(d->Height) * format_bytes(d->Format, d->NumChannels) : 0;
 }
 
+/* A sparse array, or one whose memory is mapped later, has none of its own: its pages come
+ * from cuMemCreate handles, counted there, mapped by cuMemMapArrayAsync (a 1 GiB sparse array
+ * under a 512 MiB limit was refused, its memory counted as if it had it). */
+static int memory_of_its_own(const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    return d != NULL && (d->Flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) == 0;
+}
+
 static uint64_t array3d_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    if (d == NULL)
+    if (!memory_of_its_own(d))
         return 0;
     return dim(d->Width) * dim(d->Height) * dim(d->Depth) * format_bytes(d->Format, d->NumChannels);
 }
 
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
-    if (d == NULL)
+    if (!memory_of_its_own(d))
         return 0;
     int layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
     uint64_t w = dim(d->Width), h = dim(d->Height), z = dim(d->Depth), total = 0;

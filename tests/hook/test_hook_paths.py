@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.hook
 HOOKS_DEF = Path(__file__).resolve().parents[2] / "csrc/include/gemini/hooks.def"
 TABLE = re.findall(r"^GEM_HOOK\((\w+),", HOOKS_DEF.read_text(), re.M)
 PER_THREAD = {s for s in TABLE if s.endswith(("_ptsz", "_ptds"))}
+MIB = 1 << 20
 # The hook's ring of markers (csrc/hook/inflight.h)
 MARKS = int(re.search(r"#define MARKS (\d+)", (HOOKS_DEF.parent.parent.parent / "hook" /
                                               "inflight.h").read_text())[1])
@@ -61,6 +63,33 @@ def test_allocations_within_the_limit_are_counted_and_given_back(fake_env, pm, n
         assert r.out[0]["mem_total"] == pm.limit
         assert r.out[0]["mem_free"] <= pm.limit - (1 << 20)
         assert pm.wait_for(lambda p: p.used == 0), path
+
+
+SPARSE_ARRAY = r"""
+import ctypes as C, json, sys
+cu = C.CDLL("libcuda.so.1")
+assert cu.cuInit(0) == 0
+ctx = C.c_void_p()
+assert cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+class Desc(C.Structure):  # CUDA_ARRAY3D_DESCRIPTOR
+    _fields_ = [("Width", C.c_size_t), ("Height", C.c_size_t), ("Depth", C.c_size_t),
+                ("Format", C.c_int), ("NumChannels", C.c_uint), ("Flags", C.c_uint)]
+flags = int(sys.argv[1], 0)
+rgba8 = Desc(16384, 16384, 0, 0x01, 4, flags)  # 1 GiB of CU_AD_FORMAT_UNSIGNED_INT8 x 4
+array, mip = C.c_void_p(), C.c_void_p()
+print(json.dumps({"array": cu.cuArray3DCreate_v2(C.byref(array), C.byref(rgba8)),
+                  "mipmapped": cu.cuMipmappedArrayCreate(C.byref(mip), C.byref(rgba8), 1)}))
+"""
+
+
+@pytest.mark.parametrize(("flags", "ok"), [("0x40", 0), ("0x80", 0), ("0", 2)],
+                         ids=["sparse", "deferred-mapping", "plain"])
+def test_an_array_without_memory_of_its_own_is_not_counted(fake_env, pm, flags, ok):
+    """A sparse array's pages, or a deferred one's, come from cuMemCreate handles, counted
+    there: counted as 1 GiB of its own too, it was refused under a 512 MiB limit."""
+    pm.limit = 512 * MIB
+    r = fake_env.run([sys.executable, "-c", SPARSE_ARRAY, flags])
+    assert r.out[0] == {"array": ok, "mipmapped": ok}, r.stderr[-500:]
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

@@ -162,6 +162,8 @@ typedef enum CUarray_format_enum {
 #define CUDA_ARRAY3D_LAYERED 0x01
 #define CUDA_ARRAY3D_SURFACE_LDST 0x02
 #define CUDA_ARRAY3D_CUBEMAP 0x04
+#define CUDA_ARRAY3D_SPARSE 0x40
+#define CUDA_ARRAY3D_DEFERRED_MAPPING 0x80
 
 typedef enum CUmemAllocationHandleType_enum {
     CU_MEM_HANDLE_TYPE_NONE = 0x0,
