@@ -502,6 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus = present_gpus() or None  # (none listed: nothing to check against)
         if gpus is not None and (problems := gpu_problems(config, gpus)):
             raise ValueError(f"{args.config}: " + "; ".join(problems))
+        args = replace(args, present_gpus=None if gpus is None else tuple(gpus))
     except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)
         return 2

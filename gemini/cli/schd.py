@@ -15,7 +15,7 @@ from gemini.cli._args import (
     one_gpu,
     port,
 )
-from gemini.core.config import DEFAULT_GPU, ConfigError
+from gemini.core.config import DEFAULT_GPU, ConfigError, parse_present_gpus
 from gemini.core.scheduler import Timing
 from gemini.core.um import DEFAULT_UM_MIN_QUOTA_S, UmPolicy
 from gemini.core.units import parse_bytes
@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "plus the time its grants take to reach its pod manager, as the pod manager "
                    "reports (up to 2 ms; README: Hand-overs at the grant's arrival; default: "
                    "on; --no-hand-over-at-arrival: at the grant's end, as Gemini does)")
+    p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
+                   help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
+                   "config's GPUs are checked against them at start and on each edit, as "
+                   "launch-backend checks them, so that an edit it refuses is refused here too "
+                   "(default: not checked)")
     p.add_argument("-f", "--limit_file", default="resource-config.txt", help="config file name")
     p.add_argument("-p", "--limit_file_dir", default=".", help="directory of the config file")
     add_secret_file(p)
@@ -87,6 +92,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 MIN_QUOTA_FLOOR_S = 0.001  # the shortest -m: a few token round trips on one box
+
+
+def _present_gpus(text: str) -> list[tuple[int, str]]:
+    try:
+        return parse_present_gpus(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _size(text: str) -> int:
@@ -133,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_until_signal(
             lambda stop: serve_scheduler(path, timing, args.ip, args.port, stop, secret, um,
                                          args.gpu, args.metrics_port, args.mps_state,
-                                         args.clock, args.metrics_ip)
+                                         args.clock, args.metrics_ip, args.present_gpus)
         )
     except ConfigError as exc:
         print(f"gem-schd: {exc}", file=sys.stderr)

@@ -612,6 +612,22 @@ def diff(old: ResourceConfig, new: ResourceConfig) -> ConfigDiff:
     )
 
 
+def format_present_gpus(present: list[tuple[int, str]]) -> str:
+    """nvidia-smi's (index, UUID) list as one argument: "0=GPU-...,1=GPU-..."."""
+    return ",".join(f"{index}={uuid}" for index, uuid in present)
+
+
+def parse_present_gpus(text: str) -> list[tuple[int, str]]:
+    """The inverse of format_present_gpus; ValueError for anything else."""
+    present = []
+    for item in filter(None, text.split(",")):
+        index, sep, uuid = item.partition("=")
+        if not sep or not index.isdigit() or not uuid or any(c.isspace() for c in uuid):
+            raise ValueError(f"{item!r} is not INDEX=UUID")
+        present.append((int(index), uuid))
+    return present
+
+
 def gpu_problems(config: ResourceConfig, present: list[tuple[int, str]]) -> list[str]:
     """What is wrong with the config's GPUs on a machine with `present` ((index, UUID) pairs):
     a GPU that is not there, or one GPU named two ways (it would get two schedulers).  A MIG

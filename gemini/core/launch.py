@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from gemini.core.config import DEFAULT_GPU, ResourceConfig
+from gemini.core.config import DEFAULT_GPU, ResourceConfig, format_present_gpus
 
 SCHEDULER = "scheduler"
 MAX_PORT = 65535
@@ -130,6 +130,11 @@ class BackendArgs:
     shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
     hand_over_at_arrival: bool = True  # False: gem-schd --no-hand-over-at-arrival
     metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
+    # nvidia-smi's (index, UUID) list as launch-backend found it: its schedulers check each
+    # edit's GPUs against it, as it does (gem-schd --present-gpus), so that an edit it refuses
+    # is refused by all of them.  None: nothing to check (nvidia-smi did not answer; the
+    # Kubernetes agent, whose file keeps a vanished GPU's pods).
+    present_gpus: tuple[tuple[int, str], ...] | None = None
 
 
 def _command(text: str, what: str) -> list[str]:
@@ -182,6 +187,8 @@ def plan_scheduler(
         argv += ["--shared-speed"]
     if not args.hand_over_at_arrival:
         argv += ["--no-hand-over-at-arrival"]
+    if args.present_gpus is not None:
+        argv += ["--present-gpus", format_present_gpus(list(args.present_gpus))]
     if args.verbose:
         argv += ["-v", str(args.verbose)]
     return ProcessSpec(label(SCHEDULER, gpu), tuple(argv), {}, f"{args.ip}:{port}", gpu, port,

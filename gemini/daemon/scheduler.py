@@ -15,7 +15,6 @@ from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import Timing, describe_timing
 from gemini.core.um import UmPolicy, check_oversubscription
 from gemini.daemon.clock import ClockSampler, feed_clock, nvml_sm_clock
-from gemini.daemon.gpus import present_gpus
 from gemini.daemon.server import FrameServer
 
 log = logging.getLogger("gemini.schd")
@@ -72,21 +71,24 @@ async def serve_scheduler(
     mps_state: Path | None = None,
     clock: bool = True,
     metrics_host: str | None = None,
+    present: list[tuple[int, str]] | None = None,
 ) -> None:
     """Serve the clients of one GPU (`gpu`, as the config names it) of the config file, and
     /metrics on `metrics_port` (same address) when given.  `mps_state`: launch-backend's MPS
     state file; without it partitions are time-sliced (nobody said MPS runs).  `clock`: read
-    the GPU's SM clock, so that caps hold by work (gemini.daemon.clock)."""
+    the GPU's SM clock, so that caps hold by work (gemini.daemon.clock).  `present`: the
+    machine's GPUs as launch-backend found them (gem-schd --present-gpus), to check the
+    config's against; None: not checked."""
     from gemini.daemon.watcher import ConfigWatcher, read_config
 
     um = um if um is not None else UmPolicy()
-    present = present_gpus() or None  # (none listed: nothing to check against)
 
     def validate(config: ResourceConfig) -> None:
-        # The whole file's GPUs, as launch-backend checks them: an edit it refuses (a GPU
-        # that is not here, one GPU named two ways) was applied by the other GPUs'
-        # schedulers, each of which watches the file too, and the last good config no longer
-        # held anywhere.
+        # The whole file's GPUs, as launch-backend checks them, against the list it found: an
+        # edit it refuses (a GPU that is not here, one GPU named two ways) was applied by the
+        # other GPUs' schedulers, each of which watches the file too, and the last good config
+        # no longer held anywhere.  (Not where no list is given: the Kubernetes agent's file
+        # keeps a vanished GPU's pods, and the other GPUs' schedulers must still start.)
         if present is not None and (problems := gpu_problems(config, present)):
             raise ConfigError(str(config_path), None, "; ".join(problems))
         check_oversubscription(config.for_gpu(gpu), um, str(config_path))

@@ -13,7 +13,7 @@ import pytest
 
 from gemini.client import Connection, query_status
 from gemini.core.wire import RequestType, Status
-from tests.procs import ROOT, nvidia_smi_listing, start_pod_manager, start_scheduler
+from tests.procs import ROOT, start_pod_manager, start_scheduler
 
 # Quotas of 30-60 ms, a 2 s window, and 20 ms for a busy Python process on a loaded machine to
 # ask again after its quota ends.
@@ -180,11 +180,11 @@ def test_a_live_memory_limit_edit_reaches_the_running_pod_manager(backend):
 @pytest.mark.system
 def test_an_edit_naming_a_gpu_the_machine_lacks_is_refused_by_every_scheduler(tmp_path: Path):
     """launch-backend refuses it ("not applied here"); each GPU's gem-schd watches the file
-    too, and GPU 0's used to apply its part (a lowered to 0.2) beside the typo's GPU 11."""
+    too, and GPU 0's used to apply its part (a lowered to 0.2) beside the typo's GPU 11.  Now
+    launch-backend hands its schedulers the GPUs it found (--present-gpus)."""
     cfg = tmp_path / "resource-config.txt"
     cfg.write_text("2\na 0.5 0.5 1GiB\nb 0.5 1 1GiB gpu=1\n")
-    env = nvidia_smi_listing(tmp_path, "0, GPU-aaa", "1, GPU-bbb")
-    schd = start_scheduler(cfg, "--gpu", "0", env=env)
+    schd = start_scheduler(cfg, "--gpu", "0", "--present-gpus", "0=GPU-aaa,1=GPU-bbb")
     try:
         mark = schd.mark()
         cfg.write_text("3\na 0.2 0.2 1GiB\nb 0.5 1 1GiB gpu=1\nc 0.1 0.2 1GiB gpu=11\n")
@@ -200,9 +200,9 @@ def test_an_edit_naming_a_gpu_the_machine_lacks_is_refused_by_every_scheduler(tm
 def test_gem_schd_refuses_to_start_on_a_config_naming_a_gpu_the_machine_lacks(tmp_path: Path):
     cfg = tmp_path / "resource-config.txt"
     cfg.write_text("2\na 0.5 1 1GiB\nb 0.5 1 1GiB gpu=3\n")
-    env = {**os.environ, **nvidia_smi_listing(tmp_path, "0, GPU-aaa")}
     proc = subprocess.run(
         [sys.executable, "-m", "gemini.cli.schd", "-P", "0", "-p", str(tmp_path), "-f",
-         cfg.name], capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
+         cfg.name, "--present-gpus", "0=GPU-aaa"], capture_output=True, text=True, cwd=ROOT,
+        timeout=30)
     assert proc.returncode == 2
     assert "b: GPU 3 is not on this machine (GPUs: 0 (GPU-aaa))" in proc.stderr

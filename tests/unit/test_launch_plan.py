@@ -282,3 +282,27 @@ def test_an_agents_metrics_pages_listen_on_the_pods_address_its_tokens_on_loopba
     plain = [p for p in plan_backend(CONFIG, BackendArgs("s", "p", metrics_port=9400))
              if p.scheduler]
     assert "--metrics-ip" not in plain[0].argv  # (launch-backend: --ip's, as before)
+
+
+def test_launch_backends_gpu_list_reaches_every_scheduler_and_none_is_not_checked() -> None:
+    """(So that an edit launch-backend refuses is refused by each GPU's gem-schd, while the
+    Kubernetes agent, which gives no list, keeps every present GPU's scheduler up beside a
+    vanished GPU's pods.)"""
+    from gemini.cli import schd
+    from gemini.core.config import format_present_gpus, parse_present_gpus
+
+    present = ((0, "GPU-aaa"), (1, "GPU-bbb"))
+    args = BackendArgs("s", "p", present_gpus=present)
+    schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
+    assert len(schedulers) == 2
+    for spec in schedulers:
+        parsed = schd.build_parser().parse_args(list(spec.argv[1:]))
+        assert parsed.present_gpus == list(present)
+    [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
+    assert "--present-gpus" not in default.argv
+    assert schd.build_parser().parse_args([]).present_gpus is None
+    assert parse_present_gpus(format_present_gpus(list(present))) == list(present)
+    assert parse_present_gpus("") == []
+    for bad in ("0", "x=GPU-a", "0=", "0=GPU a"):
+        with pytest.raises(ValueError):
+            parse_present_gpus(bad)
