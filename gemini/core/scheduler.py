@@ -67,7 +67,7 @@ from gemini.core.speed import (
     SpeedMeter,
     capped_calibration,
 )
-from gemini.core.um import UmPolicy, is_um, mem_flags, um_quota
+from gemini.core.um import UmPolicy, is_um, mem_flags, um_least_s, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
     NOTIFY_ID,
@@ -445,11 +445,11 @@ class SchedulerCore:
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now),
                      self._short_grant_s)
         length = um_quota(length, client.spec, self.um, self.timing.window_s)
-        calibrating = standing is not None and standing.need > 0.0
-        if calibrating:
+        cal = self._due_calibrations.get(candidate.name) if standing is not None else None
+        calibrating = cal is not None
+        if cal is not None:
             assert standing is not None
-            cal = client.calibration = self._due_calibrations.get(candidate.name)
-            assert cal is not None  # (due only where one fits: _due_calibration)
+            client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
@@ -843,12 +843,21 @@ class SchedulerCore:
             # (0.9: as for any capped grant, a little under will do; see _select)
             cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
             need = 0.9 * cal.length_s if cal is not None else 0.0
+            need = max(need, self._um_least_s(n))  # (room for a whole UM grant)
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
-            room = math.inf if resting else self._room(n, long_size, now, far, cal)
+            room = math.inf if resting else self._room(n, long_size, now, max(far, need), cal)
             out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
                                 self.clients[n].spec.limit, need))
         return out
+
+    def _um_least_s(self, name: str) -> float:
+        """The room a capped unified-memory client waits for: a whole one of its grants
+        (um_least_s)."""
+        spec = self.clients[name].spec
+        if not spec.capped or not is_um(spec, self.um):
+            return 0.0
+        return um_least_s(spec, self.um, self.timing.window_s)
 
     @staticmethod
     def _resting(ready_in: float, least: float) -> bool:
@@ -874,11 +883,15 @@ class SchedulerCore:
                 long_size = min(long_size, fresh)
                 short = min(short, fresh)
             young = max(long_size, short)
+            if is_um(spec, self.um):  # (its grants fill the long window's part, from the start)
+                young = max(young, self.timing.window_s if since is None else fresh)
             # The pace holds the limit on average; each window allows a little more.
             history = self.history
             rate = self._charge_rate(name, now, cal)
             room = history.room(name, now, young, self._allowed_s(spec, young, rate), far, rate)
-            if short > 0:
+            # (A unified-memory client's grants are a second or more, for migration: its cap
+            # holds over the long window only, as the README says.)
+            if short > 0 and not is_um(spec, self.um):
                 room = min(room, history.room(name, now, short,
                                               self._allowed_s(spec, short, rate), far, rate))
         return room

@@ -63,15 +63,24 @@ def mem_flags(spec: ClientSpec, policy: UmPolicy) -> int:
 
 
 def um_quota(quota_s: float, spec: ClientSpec, policy: UmPolicy, window_s: float) -> float:
-    """A UM client's grant: at least the UM minimum, so migration stays a small part of it,
-    but never more than a capped client's window allows (`window_s`: its long window): at a
-    cap of 0.05 a 1 s minimum was twice what 10 s allow, and its windows read 0.100."""
-    if not is_um(spec, policy):
-        return quota_s
+    """A UM client's grant: at least its UM minimum (um_least_s), so that migration stays a
+    small part of it."""
+    return max(quota_s, um_least_s(spec, policy, window_s)) if is_um(spec, policy) else quota_s
+
+
+def um_least_s(spec: ClientSpec, policy: UmPolicy, window_s: float) -> float:
+    """A UM client's shortest grant: --um-min-quota, and for a capped one a whole part of what
+    its long window (`window_s`) allows, so that grants of it fill the window to its cap and
+    no further (the scheduler waits for room for a whole one): at least half the minimum, or
+    the whole allowance where that is less.  A 1 s minimum granted wherever a capped client
+    went took a 0.05 cap's 10 s windows to 0.100, a 0.12 cap's to 0.200 (its minute 0.133) and
+    a 0.35 cap's to 0.400; whole 1 s grants in room for them, a 0.25 cap to 0.200 over every
+    window (three do not fit 2.5 s), 0.833 s ones to its cap (simulator)."""
     least = policy.min_quota_s
-    if spec.capped:
-        least = min(least, spec.limit * window_s)
-    return max(quota_s, least)
+    if not spec.capped or least <= 0.0:
+        return least
+    allowed = spec.limit * window_s
+    return allowed / math.ceil(allowed / least)
 
 
 def um_bytes(config: ResourceConfig, policy: UmPolicy) -> int:

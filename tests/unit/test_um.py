@@ -23,6 +23,7 @@ from gemini.core.wire import (
     Response,
     Status,
 )
+from tests.unit.sim import Sim
 
 GiB = 1 << 30
 CONFIG = parse_text("3\na 0.3 1 30GiB um\nb 0.3 1 30GiB um\nc 0.4 1 40GiB\n")
@@ -76,6 +77,22 @@ def test_a_capped_um_client_is_granted_no_more_than_its_window_allows():
     assert um_quota(0.1, spec, UmPolicy(min_quota_s=1.0), 10.0) == pytest.approx(0.5)
     core = SchedulerCore(small, Timing(0.25, 0.1, 10.0), 0.0, UmPolicy(min_quota_s=1.0))
     assert grants(core.on_request(1, quota_req("a", 1), 0.0)) == [pytest.approx(500.0)]
+
+
+@pytest.mark.parametrize("cap", [0.12, 0.25, 0.35])
+def test_a_capped_um_client_holds_its_cap_over_every_long_window(cap):
+    """Its 1 s grants went wherever its pace did: a 0.12 cap's 10 s windows read up to 0.200
+    (its minute 0.133), a 0.25 cap's 0.300, a 0.35 cap's 0.400.  Now each grant is a whole
+    part of what the window allows (0.6, 0.833, 0.875 s), granted where it fits."""
+    config = ResourceConfig((ClientSpec("a", cap, cap, GiB, True),))
+    sim = Sim([("a", cap, cap)])
+    sim.core = SchedulerCore(config, Timing(), 0.0, UmPolicy(min_quota_s=1.0))
+    sim.start("a")
+    sim.run_until(60.0)
+    worst = max(sim.share("a", s / 10, s / 10 + 10.0) for s in range(500))
+    assert worst <= cap + 0.01
+    assert sim.share("a", 0.0, 60.0) >= cap - 0.01
+    assert all(end - start >= 0.5 for start, end in sim.clients["a"].busy)  # (for migration)
 
 
 def quota_req(name: str, req_id: int) -> Request:
