@@ -47,6 +47,19 @@ def positive(text: str) -> float:
     return _checked(text, finite, lambda v: v > 0, "is not above 0")
 
 
+# The shortest minimum quota, ms: a few token round trips on one box.  (-m 0.001: tokens of
+# 1-2 us expired before a launch could go, and the hook asked for the next one and the next,
+# 48,208 in 20 s, launching nothing.)
+MIN_QUOTA_FLOOR_MS = 1.0
+
+
+def min_quota_ms(text: str) -> float:
+    """gem-schd's -m (and the launchers', which pass it on): at least MIN_QUOTA_FLOOR_MS."""
+    return _checked(text, finite, lambda v: v >= MIN_QUOTA_FLOOR_MS,
+                    f"is under {MIN_QUOTA_FLOOR_MS:g} ms: a shorter token ends before a "
+                    "launch can use it")
+
+
 def port(text: str) -> int:
     """A port to listen on: 0 (any free one) to 65535 (above, it wrapped: 70000 was 4464)."""
     return _checked(text, int, lambda v: 0 <= v <= 65535, "is not a port (0 to 65535)")

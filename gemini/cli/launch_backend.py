@@ -29,7 +29,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
+from gemini.cli._args import (
+    add_verbosity,
+    expand_verbosity,
+    finite,
+    min_quota_ms,
+    port,
+    positive,
+)
 from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
 from gemini.core.launch import (
     BackendArgs,
@@ -77,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                    f"(default {d.port})")
     p.add_argument("--config", default=d.config, help=f"text or YAML config ({d.config})")
     p.add_argument("--base_quota", type=finite, default=d.base_quota, help="ms (300)")
-    p.add_argument("--min_quota", type=finite, default=d.min_quota, help="ms (20)")
+    p.add_argument("--min_quota", type=min_quota_ms, default=d.min_quota,
+                   help="ms (20; at least 1)")
     p.add_argument("--window", type=finite, default=d.window, help="ms (10000)")
     p.add_argument("--no-follow", dest="follow", action="store_false",
                    help="do not start pod managers for clients added to the config later")

@@ -56,7 +56,14 @@ from typing import Any
 
 import grpc
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, port, positive
+from gemini.cli._args import (
+    add_verbosity,
+    expand_verbosity,
+    finite,
+    min_quota_ms,
+    port,
+    positive,
+)
 from gemini.client import query_status
 from gemini.core.config import ConfigError
 from gemini.core.launch import BackendArgs, socket_path
@@ -531,7 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=port, default=b.port,
                    help=f"GPU i's scheduler listens on 127.0.0.1:PORT+i ({b.port})")
     p.add_argument("--base_quota", type=finite, default=b.base_quota, help="ms (300)")
-    p.add_argument("--min_quota", type=finite, default=b.min_quota, help="ms (20)")
+    p.add_argument("--min_quota", type=min_quota_ms, default=b.min_quota,
+                   help="ms (20; at least 1)")
     p.add_argument("--window", type=finite, default=b.window, help="ms (10000)")
     p.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                    help="Prometheus /metrics of GPU i's scheduler on PORT+i")

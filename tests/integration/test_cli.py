@@ -130,10 +130,14 @@ def test_tool_flags_that_cannot_work_are_refused_at_once(argv, says):
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
 
 
-def test_gem_schd_refuses_a_minimum_quota_no_launch_could_use():
-    """(-q 0.002 -m 0.001: the hook asked for token after token, launching nothing.)"""
-    proc = run("gemini.cli.schd", "-q", "0.002", "-m", "0.001")
-    assert proc.returncode == 2 and "need min_quota >= 1 ms" in proc.stderr, proc.stderr
+@pytest.mark.parametrize(("module", "flag"), [("gemini.cli.schd", "-m"),
+                                              ("gemini.cli.launch_backend", "--min_quota"),
+                                              ("gemini.k8s.agent", "--min_quota")])
+def test_a_minimum_quota_no_launch_could_use_is_refused_at_once(module, flag):
+    """(gem-schd -q 0.002 -m 0.001: the hook asked for token after token, launching nothing;
+    the launchers passed it on, and their gem-schd exited.)"""
+    proc = run(module, flag, "0.5")
+    assert proc.returncode == 2 and "is under 1 ms" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(("module", "argv"), [
