@@ -29,14 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from gemini.cli._args import (
-    add_verbosity,
-    expand_verbosity,
-    finite,
-    min_quota_ms,
-    port,
-    positive,
-)
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, min_quota_ms, port, positive
 from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
 from gemini.core.launch import (
     BackendArgs,

@@ -56,14 +56,7 @@ from typing import Any
 
 import grpc
 
-from gemini.cli._args import (
-    add_verbosity,
-    expand_verbosity,
-    finite,
-    min_quota_ms,
-    port,
-    positive,
-)
+from gemini.cli._args import add_verbosity, expand_verbosity, finite, min_quota_ms, port, positive
 from gemini.client import query_status
 from gemini.core.config import ConfigError
 from gemini.core.launch import BackendArgs, socket_path
