@@ -95,9 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _present_gpus(text: str) -> list[tuple[int, str]]:
     try:
-        return parse_present_gpus(text)
+        present = parse_present_gpus(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not present:  # (every GPU of the config would be refused)
+        raise argparse.ArgumentTypeError("names no GPU")
+    return present
 
 
 def _size(text: str) -> int:

@@ -306,3 +306,5 @@ def test_launch_backends_gpu_list_reaches_every_scheduler_and_none_is_not_checke
     for bad in ("0", "x=GPU-a", "0=", "0=GPU a"):
         with pytest.raises(ValueError):
             parse_present_gpus(bad)
+    with pytest.raises(SystemExit):  # (an empty list would refuse every GPU of the config)
+        schd.build_parser().parse_args(["--present-gpus", ""])

@@ -23,7 +23,7 @@ from gemini.core.wire import (
     Response,
     Status,
 )
-from tests.unit.sim import Sim
+from tests.unit.sim import GpuClock, Sim
 
 GiB = 1 << 30
 CONFIG = parse_text("3\na 0.3 1 30GiB um\nb 0.3 1 30GiB um\nc 0.4 1 40GiB\n")
@@ -146,3 +146,33 @@ def test_pod_manager_forwards_the_flags_to_its_hooks():
     [reply] = [a for a in pod.on_hook_request(7, Request("a", 4, RequestType.MEM_LIMIT), 0.3)
                if isinstance(a, Reply)]
     assert reply.response.values == (0, 1000, 0)
+
+
+def um_capped(cap: float) -> ResourceConfig:
+    return ResourceConfig((ClientSpec("a", cap, cap, GiB, True),))
+
+
+def test_a_capped_um_clients_grants_fit_its_window_as_they_are_charged():
+    """With the GPU's clock read, each granted second is charged at the client's speed (over
+    1 after a rest): grants cut from the window by length alone never fitted k of them, and
+    a 0.12 cap got one 0.6 s grant in 9.5 s, 0.061 of its work."""
+    sim = Sim([("a", 0.12, 0.12)], clock=GpuClock(), launch_s=0.0002)
+    sim.core = SchedulerCore(um_capped(0.12), Timing(), 0.0, UmPolicy(min_quota_s=1.0))
+    sim.start("a")
+    sim.run_until(60.0)
+    sim.clock.advance(60.0, sim.running)
+    assert sim.clock.work("a", 30.0, 60.0) / 30.0 >= 0.10
+    assert max(sim.clock.work("a", s, s + 10.0) / 10.0 for s in range(50)) <= 0.12 + 0.01
+
+
+def test_a_lowered_cap_holds_a_um_client_over_every_long_window_after_it():
+    """(Its windows count from the edit, but no longer than the long window: they grew
+    without end, and a 0.5 cap lowered to 0.25 read 0.333 over a 10 s window after it.)"""
+    sim = Sim([("a", 0.5, 0.5)])
+    sim.core = SchedulerCore(um_capped(0.5), Timing(), 0.0, UmPolicy(min_quota_s=1.0))
+    sim.start("a")
+    sim.run_until(30.0)
+    sim.configure(um_capped(0.25))
+    sim.run_until(90.0)
+    # (from 31 s: the grant that ran at the edit, a second long, was the old cap's)
+    assert max(sim.share("a", s / 10, s / 10 + 10.0) for s in range(310, 800)) <= 0.25 + 0.01
