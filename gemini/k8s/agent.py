@@ -539,6 +539,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-ip", default="0.0.0.0", metavar="IP",
                    help="their address (0.0.0.0: the pod's, for Prometheus to scrape; the "
                         "schedulers' token ports stay on 127.0.0.1)")
+    p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
+                   default=b.hand_over_at_arrival,
+                   help="the schedulers hand the GPU on when the holder's token ends at its "
+                   "hook, not at its grant's end (gem-schd --[no-]hand-over-at-arrival; "
+                   "default: on)")
     add_verbosity(p)
     return p
 
@@ -548,7 +553,8 @@ def settings_from(ns: argparse.Namespace) -> Settings:
         raise ValueError("--memory-unit-mib must be at least 1")
     backend = BackendArgs(ns.schd, ns.pmgr, "127.0.0.1", ns.port, base_quota=ns.base_quota,
                           min_quota=ns.min_quota, window=ns.window, verbose=ns.verbose,
-                          metrics_port=ns.metrics_port, metrics_ip=ns.metrics_ip)
+                          metrics_port=ns.metrics_port, metrics_ip=ns.metrics_ip,
+                          hand_over_at_arrival=ns.hand_over_at_arrival)
     return Settings(state_dir=ns.state_dir.absolute(), plugin_dir=ns.plugin_dir,
                     pod_resources=ns.pod_resources, dev_dir=ns.dev_dir,
                     memory_unit_mib=ns.memory_unit_mib, secret=ns.secret,

@@ -47,3 +47,15 @@ def test_webhook_certs_prints_the_ca_bundle(capsys, tmp_path):
     names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert "gemini-webhook.gemini-system.svc" in names.get_values_for_type(x509.DNSName)
     assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["10.0.0.1"]
+
+
+def test_the_agents_schedulers_hand_over_as_it_is_told():
+    """(The default changed to hand-overs at the grant's arrival; the agent had no way back.)"""
+    from gemini.core.launch import plan_scheduler
+
+    def scheduler_argv(*flags: str) -> tuple[str, ...]:
+        ns = agent.build_parser().parse_args(["--api-server", "http://x", *flags])
+        return plan_scheduler(agent.settings_from(ns).backend).argv
+
+    assert "--no-hand-over-at-arrival" not in scheduler_argv()
+    assert "--no-hand-over-at-arrival" in scheduler_argv("--no-hand-over-at-arrival")
