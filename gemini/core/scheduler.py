@@ -444,7 +444,8 @@ class SchedulerCore:
         )
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now),
                      self._short_grant_s)
-        length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
+        if is_um(client.spec, self.um):  # (its speed read for UM clients only)
+            length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
         calibrating = cal is not None
         if cal is not None:
