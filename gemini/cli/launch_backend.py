@@ -125,11 +125,9 @@ def say(line: str) -> None:
 class Supervisor:
     """Owns the child processes: starts them, notices deaths, stops them all at the end."""
 
-    def __init__(self, args: BackendArgs, config: ResourceConfig,
-                 gpus: list[tuple[int, str]] | None = None) -> None:
+    def __init__(self, args: BackendArgs, config: ResourceConfig) -> None:
         self.args = args
         self.config = config
-        self.gpus = gpus  # nvidia-smi's (index, UUID) at start; None: it did not answer
         self.schedulers: dict[str, tuple[int, asyncio.subprocess.Process]] = {}  # by GPU
         self.managers: dict[tuple[str, str], tuple[int, asyncio.subprocess.Process]] = {}
         self.exits: asyncio.Queue[tuple[str, asyncio.subprocess.Process]] = asyncio.Queue()
@@ -263,7 +261,8 @@ class Supervisor:
             log.error("cannot start %s again: %s", spec.name, exc)
 
     def on_config(self, new: ResourceConfig) -> None:
-        if self.gpus is not None and (problems := gpu_problems(new, self.gpus)):
+        present = self.args.present_gpus  # (nvidia-smi's at start; None: it did not answer)
+        if present is not None and (problems := gpu_problems(new, list(present))):
             # (a typo's GPU got a scheduler and a pod manager, and the program failed at
             # cuInit; one GPU named two ways got two schedulers, and its caps no longer held)
             log.error("%s: not applied here (no daemon started or stopped): %s", self.args.config,
@@ -413,12 +412,12 @@ class MpsService:
 
 async def run(args: BackendArgs, config: ResourceConfig, follow: bool,
               keeper: MpsKeeper | None = None, mps: bool = True,
-              mps_check_s: float = MPS_CHECK_S, gpus: list[tuple[int, str]] | None = None) -> int:
+              mps_check_s: float = MPS_CHECK_S) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # (SIGHUP: a closed terminal)
         loop.add_signal_handler(sig, stop.set)
-    supervisor = Supervisor(args, config, gpus)
+    supervisor = Supervisor(args, config)
     watcher = None
     service = None if keeper is None else MpsService(keeper, mps, mps_check_s, stop)
     try:
@@ -507,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ValueError) as exc:  # SecretError is a ValueError
         print(f"launch-backend: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(run(args, config, ns.follow, keeper, not ns.no_mps, ns.mps_check, gpus))
+    return asyncio.run(run(args, config, ns.follow, keeper, not ns.no_mps, ns.mps_check))
 
 
 if __name__ == "__main__":
