@@ -501,6 +501,7 @@ static CUresult ctx_sync(CUcontext ctx)
     if (!ctx_ok(ctx))
         return CUDA_ERROR_INVALID_CONTEXT;
     fake_sleep_until(fake_proc_tail(ctx->dev) + fake_sync_late_ns());
+    fake_pools_sync();
     return CUDA_SUCCESS;
 }
 

@@ -131,14 +131,23 @@ enum fake_alloc_kind {
     FAKE_ALLOC_PLAIN = 1,
     FAKE_ALLOC_PITCH,
     FAKE_ALLOC_MANAGED,
-    FAKE_ALLOC_ASYNC,
     FAKE_ALLOC_VMM_HANDLE,
     FAKE_ALLOC_VMM_RESERVE,
+    FAKE_ALLOC_POOL, /* lent by a memory pool (pools.c): its owner is the pool */
 };
 /* Process-local table: key (device pointer or VMM handle) -> size, device, kind. */
 FAKE_HIDDEN int fake_alloc_put(uint64_t key, uint64_t bytes, int dev, int kind);
 FAKE_HIDDEN int fake_alloc_take(uint64_t key, int kind_mask, uint64_t *bytes, int *dev, int *kind);
 FAKE_HIDDEN int fake_alloc_find(uint64_t key, int kind_mask, uint64_t *bytes, int *dev);
+/* The same with an owner kept beside the allocation (a pool's, FAKE_ALLOC_POOL). */
+FAKE_HIDDEN int fake_alloc_put_owned(uint64_t key, uint64_t bytes, int dev, int kind, void *owner);
+FAKE_HIDDEN int fake_alloc_take_owned(uint64_t key, int kind_mask, uint64_t *bytes, void **owner);
+
+/* ---- pools.c: memory pools (cuMemAllocAsync and cuMemAllocFromPoolAsync allocate from them) -- */
+FAKE_HIDDEN CUresult fake_pool_alloc_current(CUdeviceptr *dptr, uint64_t bytes, int dev);
+FAKE_HIDDEN CUresult fake_pool_alloc(CUdeviceptr *dptr, uint64_t bytes, CUmemoryPool pool);
+FAKE_HIDDEN int fake_pool_free(CUdeviceptr dptr); /* 0: it was a pool's; -1: not one */
+FAKE_HIDDEN void fake_pools_sync(void); /* a synchronisation: pools over their threshold trim */
 #define FAKE_KIND_BIT(k) (1 << (k))
 
 /* ---- driver.c: process-local driver state shared by the entry-point files --------------------- */

@@ -96,6 +96,12 @@
     X(cuMemFreeAsync_ptsz, cuMemFreeAsync, 11020, P)                                \
     X(cuMemPoolCreate, cuMemPoolCreate, 11020, D)                                   \
     X(cuMemPoolDestroy, cuMemPoolDestroy, 11020, D)                                 \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo, 11020, D)                                   \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, D)                       \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, D)                       \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, D)               \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool, 11020, D)                             \
+    X(cuDeviceSetMemPool, cuDeviceSetMemPool, 11020, D)                             \
     X(cuMemCreate, cuMemCreate, 10020, D)                                           \
     X(cuMemRelease, cuMemRelease, 10020, D)                                         \
     X(cuMemAddressReserve, cuMemAddressReserve, 10020, D)                           \

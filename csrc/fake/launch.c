@@ -472,8 +472,10 @@ static CUresult stream_sync(CUstream h, int per_thread)
 {
     uint64_t t;
     CUresult rc = stream_done_at(h, per_thread, &t);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         fake_sleep_until(t + fake_sync_late_ns());
+        fake_pools_sync();
+    }
     return rc;
 }
 
@@ -874,6 +876,7 @@ CUresult cuEventSynchronize(CUevent hEvent)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     if (__atomic_load_n(&hEvent->recorded, __ATOMIC_ACQUIRE))
         fake_sleep_until(__atomic_load_n(&hEvent->t, __ATOMIC_RELAXED));
+    fake_pools_sync();
     return CUDA_SUCCESS;
 }
 

@@ -8,11 +8,10 @@
 
 #define ARRAY_MAGIC 0x41525231u
 #define MIPMAP_MAGIC 0x4d495031u
-#define POOL_MAGIC 0x504f4f4cu
 
 #define DEVICE_KINDS                                                              \
     (FAKE_KIND_BIT(FAKE_ALLOC_PLAIN) | FAKE_KIND_BIT(FAKE_ALLOC_PITCH) |          \
-     FAKE_KIND_BIT(FAKE_ALLOC_MANAGED) | FAKE_KIND_BIT(FAKE_ALLOC_ASYNC))
+     FAKE_KIND_BIT(FAKE_ALLOC_MANAGED))
 
 struct CUarray_st {
     uint32_t magic;
@@ -24,11 +23,6 @@ struct CUmipmappedArray_st {
     uint32_t magic;
     int dev;
     uint64_t bytes;
-};
-
-struct CUmemPoolHandle_st {
-    uint32_t magic;
-    int dev;
 };
 
 static CUresult current_dev(int *dev)
@@ -56,6 +50,8 @@ static CUresult alloc_device(CUdeviceptr *dptr, uint64_t bytes, int dev, int kin
 
 static CUresult free_device(CUdeviceptr dptr)
 {
+    if (fake_pool_free(dptr) == 0)
+        return CUDA_SUCCESS; /* back to its pool, which keeps it (pools.c) */
     uint64_t bytes;
     int dev;
     if (fake_alloc_take(dptr, DEVICE_KINDS, &bytes, &dev, NULL) != 0)
@@ -134,7 +130,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, CUstream h, int per
     FAKE_NEED_INIT();
     int dev;
     CUresult rc = fake_stream_device(h, per_thread, &dev);
-    return rc != CUDA_SUCCESS ? rc : alloc_device(dptr, bytes, dev, FAKE_ALLOC_ASYNC);
+    return rc != CUDA_SUCCESS ? rc : fake_pool_alloc_current(dptr, bytes, dev);
 }
 
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
@@ -153,11 +149,9 @@ static CUresult alloc_from_pool(CUdeviceptr *dptr, size_t bytes, CUmemoryPool po
                                 int per_thread)
 {
     FAKE_NEED_INIT();
-    if (pool == NULL || pool->magic != POOL_MAGIC)
-        return CUDA_ERROR_INVALID_VALUE;
     int dev;
     CUresult rc = fake_stream_device(h, per_thread, &dev);
-    return rc != CUDA_SUCCESS ? rc : alloc_device(dptr, bytes, pool->dev, FAKE_ALLOC_ASYNC);
+    return rc != CUDA_SUCCESS ? rc : fake_pool_alloc(dptr, bytes, pool);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -194,36 +188,6 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     FAKE_ENTER(cuMemFreeAsync_ptsz);
     return free_async(dptr, hStream, 1);
-}
-
-CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
-{
-    FAKE_ENTER(cuMemPoolCreate);
-    FAKE_NEED_INIT();
-    if (pool == NULL || poolProps == NULL ||
-        poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_ERROR_INVALID_VALUE;
-    int dev = poolProps->location.id;
-    if (dev < 0 || dev >= fake_device_count())
-        return CUDA_ERROR_INVALID_DEVICE;
-    struct CUmemPoolHandle_st *p = calloc(1, sizeof *p);
-    if (p == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    p->dev = dev;
-    p->magic = POOL_MAGIC;
-    *pool = p;
-    return CUDA_SUCCESS;
-}
-
-CUresult cuMemPoolDestroy(CUmemoryPool pool)
-{
-    FAKE_ENTER(cuMemPoolDestroy);
-    FAKE_NEED_INIT();
-    if (pool == NULL || pool->magic != POOL_MAGIC)
-        return CUDA_ERROR_INVALID_VALUE;
-    pool->magic = 0;
-    free(pool);
-    return CUDA_SUCCESS;
 }
 
 /* ---- VMM ------------------------------------------------------------------------------------- */

@@ -83,6 +83,7 @@ struct alloc_node {
     uint64_t bytes;
     int dev;
     int kind;
+    void *owner;
 };
 
 static pthread_mutex_t g_tab_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -98,6 +99,11 @@ static size_t bucket(uint64_t key)
 
 int fake_alloc_put(uint64_t key, uint64_t bytes, int dev, int kind)
 {
+    return fake_alloc_put_owned(key, bytes, dev, kind, NULL);
+}
+
+int fake_alloc_put_owned(uint64_t key, uint64_t bytes, int dev, int kind, void *owner)
+{
     struct alloc_node *n = malloc(sizeof *n);
     if (n == NULL)
         return -1;
@@ -105,6 +111,7 @@ int fake_alloc_put(uint64_t key, uint64_t bytes, int dev, int kind)
     n->bytes = bytes;
     n->dev = dev;
     n->kind = kind;
+    n->owner = owner;
     pthread_mutex_lock(&g_tab_mu);
     size_t b = bucket(key);
     n->next = g_tab[b];
@@ -134,6 +141,27 @@ int fake_alloc_take(uint64_t key, int kind_mask, uint64_t *bytes, int *dev, int 
     }
     pthread_mutex_unlock(&g_tab_mu);
     return -1;
+}
+
+int fake_alloc_take_owned(uint64_t key, int kind_mask, uint64_t *bytes, void **owner)
+{
+    pthread_mutex_lock(&g_tab_mu);
+    void *found = NULL;
+    int rc = -1;
+    for (struct alloc_node **pp = &g_tab[bucket(key)]; *pp != NULL; pp = &(*pp)->next) {
+        struct alloc_node *n = *pp;
+        if (n->key == key && (FAKE_KIND_BIT(n->kind) & kind_mask)) {
+            *pp = n->next;
+            *bytes = n->bytes;
+            found = n->owner;
+            free(n);
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_tab_mu);
+    *owner = found;
+    return rc;
 }
 
 int fake_alloc_find(uint64_t key, int kind_mask, uint64_t *bytes, int *dev)

@@ -36,7 +36,8 @@ enum gem_sym {
         X(cuEventElapsedTime) X(cuEventElapsedTime_v2) X(cuEventDestroy_v2)                      \
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
         X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)         \
-        X(cuDevicePrimaryCtxGetState) X(cuThreadExchangeStreamCaptureMode)
+        X(cuDevicePrimaryCtxGetState) X(cuThreadExchangeStreamCaptureMode)       \
+        X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -377,5 +378,18 @@ void gem_um_reset_after_fork(void);
 /* Context ctx is being destroyed or reset: the hook's stream and event there go with it. */
 void gem_um_forget_ctx(CUcontext ctx);
 void gem_mem_reset_after_fork(void);
+
+/* ---- memory pools' reserves (pools.c) ------------------------------------------------------ */
+CUmemoryPool gem_pool_current(void); /* cuMemAllocAsync's: the current device's (NULL: unknown) */
+/* Before an allocation of `bytes` from `pool`: what its frees left counted that it may reuse
+ * (the caller reserves the rest); gem_pool_undraw if the allocation fails. */
+uint64_t gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes);
+void gem_pool_undraw(CUmemoryPool pool, int dev, uint64_t drawn);
+int gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes); /* 0: not tracked (no room) */
+/* An allocation of the pool freed; `counted`: its bytes are still counted (then kept). */
+void gem_pool_returned(CUmemoryPool pool, int dev, uint64_t bytes, int counted);
+int gem_pools_settle(void); /* what the pools released goes back; 1: something did */
+uint64_t gem_pools_kept(int dev);
+void gem_pools_reset_after_fork(void);
 
 #endif

@@ -16,7 +16,10 @@
  * give back every allocation made while it was current.  A destroyed memory pool gives back
  * nothing here: its allocations outlive it until freed ("released automatically once there are
  * no more outstanding allocations"), and each gives its bytes back at its free; the pool's
- * cached free memory was never counted (the limit counts allocations, not pool reserves).
+ * reserve goes back with it (pools.c).
+ *
+ * Memory from a pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) stays counted after its free
+ * while the pool keeps it (pools.c).
  *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
  * client (never below 0, never above what the driver says is free).  NVML (nvml.c) shows the
@@ -37,6 +40,7 @@ struct entry {
     short dev;
     short um; /* managed memory served for a plain allocation: prefetched at each grant */
     CUcontext ctx; /* current when allocated: destroying it frees the memory */
+    CUmemoryPool pool; /* lent by this pool (pools.c): its free goes back to the pool */
     uint64_t claim; /* taken for a free: the reconnection claims made by then (take) */
 };
 
@@ -66,6 +70,7 @@ void gem_mem_reset_after_fork(void)
         buckets[i] = NULL;
     }
     memset(live, 0, sizeof(live));
+    gem_pools_reset_after_fork();
     gem_lease_reset_after_fork();
     gem_um_reset_after_fork();
 }
@@ -103,15 +108,16 @@ uint64_t gem_mem_live_bytes(int dev)
     return v;
 }
 
-/* The bytes a new connection claims: those live now.  A free in flight took its allocation
- * out before (take): it is not in them, and its bytes go back to no one (taken_freed). */
+/* The bytes a new connection claims: those live now, and those the memory pools keep.  A free
+ * in flight took its allocation out before (take): it is not in them, and its bytes go back to
+ * no one (taken_freed). */
 static uint64_t claim_live(int dev)
 {
     pthread_mutex_lock(&map_m);
     claims[dev]++;
     uint64_t v = live[dev];
     pthread_mutex_unlock(&map_m);
-    return v;
+    return v + gem_pools_kept(dev);
 }
 
 /* An allocation into the books (or back into them: taken_freed). */
@@ -125,19 +131,21 @@ static void book(struct entry *e)
     pthread_mutex_unlock(&map_m);
 }
 
-static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um)
+static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, CUmemoryPool pool)
 {
     struct entry *e = malloc(sizeof(*e));
     if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
         gem_lease_give(dev, bytes);
         return;
     }
+    if (pool != NULL && !gem_pool_lent(pool, dev, bytes))
+        pool = NULL; /* no room to track its pool: its free gives its bytes back at once */
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
     CUcontext ctx = NULL;
     if (get_ctx != NULL && get_ctx(&ctx) != CUDA_SUCCESS)
         ctx = NULL;
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
-                        .um = (short)um, .ctx = ctx};
+                        .um = (short)um, .ctx = ctx, .pool = pool};
     book(e);
 }
 
@@ -180,7 +188,9 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
     pthread_mutex_unlock(&map_m);
     /* A pod manager reached meanwhile never counted these bytes: given to it, they came off
      * allocations still alive (which it caps its give-backs at), and those went uncounted. */
-    if (!claimed_since)
+    if (e->pool != NULL)
+        gem_pool_returned(e->pool, e->dev, e->bytes, !claimed_since);
+    else if (!claimed_since)
         gem_lease_give(e->dev, e->bytes);
     free(e);
 }
@@ -251,6 +261,7 @@ void gem_mem_forget_ctx(CUcontext ctx)
     if (ctx == NULL)
         return; /* allocations made with no context current are not tied to one */
     uint64_t back[GEM_MAX_DEVICES] = {0};
+    struct entry *gone = NULL;
     pthread_mutex_lock(&map_m);
     for (int i = 0; i < NBUCKETS; i++)
         for (struct entry **p = &buckets[i]; *p != NULL;) {
@@ -263,14 +274,23 @@ void gem_mem_forget_ctx(CUcontext ctx)
             *p = e->next;
             live[e->dev] -= e->bytes;
             back[e->dev] += e->bytes;
-            free(e);
+            e->next = gone;
+            gone = e;
         }
     pthread_mutex_unlock(&map_m);
+    while (gone != NULL) {
+        struct entry *e = gone;
+        gone = e->next;
+        if (e->pool != NULL)
+            gem_pool_returned(e->pool, e->dev, e->bytes, 0); /* given back below */
+        free(e);
+    }
     for (int d = 0; d < GEM_MAX_DEVICES; d++)
         if (back[d] > 0) {
             GEM_LOG(GEM_LOG_DEBUG, "context destroyed: %llu B back", (unsigned long long)back[d]);
             gem_lease_give(d, back[d]);
         }
+    gem_pools_settle(); /* a primary context's reset takes its device's pools' reserves too */
 }
 
 /* CUDA_SUCCESS: reserved (or nothing to reserve); else what the allocation returns: over the
@@ -281,6 +301,8 @@ static CUresult reserve(int dev, uint64_t bytes, const char *what)
         return CUDA_ERROR_INVALID_DEVICE;
     if (bytes == 0 || gem_lease_take(dev, bytes))
         return CUDA_SUCCESS;
+    if (gem_pools_settle() && gem_lease_take(dev, bytes))
+        return CUDA_SUCCESS; /* the pools had released what they kept */
     GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
             (unsigned long long)bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -298,7 +320,7 @@ static CUresult settle_as(CUresult r, int dev, int kind, uint64_t key, uint64_t 
     if (dev < 0 || bytes == 0)
         return r;
     if (r == CUDA_SUCCESS)
-        remember(kind, key, bytes, dev, um);
+        remember(kind, key, bytes, dev, um, NULL);
     else
         give_back(dev, bytes);
     return r;
@@ -348,6 +370,41 @@ static void note_not_managed(int dev, const char *sym, _Atomic int *said)
 /* The paths that are never converted to managed memory (async, pool, VMM, arrays). */
 #define ALLOC(sym, ...) ALLOC_AS(sym, 0, __VA_ARGS__)
 
+/* From a memory pool: what the pool kept of earlier frees is counted already and serves the
+ * allocation first; only the rest is reserved (pools.c). */
+static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t bytes,
+                                CUmemoryPool pool, uint64_t drawn)
+{
+    if (r != CUDA_SUCCESS) {
+        give_back(dev, bytes - drawn);
+        gem_pool_undraw(pool, dev, drawn);
+    } else {
+        remember(K_PTR, *dptr, bytes, dev, 0, pool);
+    }
+    return r;
+}
+
+#define POOL_ALLOC(sym, poolexpr, bytes, call)                                                   \
+    do {                                                                                         \
+        GEM_ENTER(sym);                                                                          \
+        if (GEM_PASS())                                                                          \
+            return REAL(sym) call;                                                               \
+        int d_ = gem_current_dev();                                                              \
+        uint64_t b_ = (bytes);                                                                   \
+        static _Atomic int said_;                                                                \
+        note_not_managed(d_, #sym, &said_);                                                      \
+        if (d_ < 0 || b_ == 0)                                                                   \
+            return d_ < 0 ? CUDA_ERROR_INVALID_DEVICE : REAL(sym) call;                          \
+        CUmemoryPool p_ = (poolexpr);                                                            \
+        uint64_t drawn_ = p_ != NULL ? gem_pool_draw(p_, d_, b_) : 0;                            \
+        CUresult q_ = reserve(d_, b_ - drawn_, #sym);                                            \
+        if (q_ != CUDA_SUCCESS) {                                                                \
+            gem_pool_undraw(p_, d_, drawn_);                                                     \
+            return q_;                                                                           \
+        }                                                                                        \
+        return pool_alloc_done(REAL(sym) call, dptr, d_, b_, p_, drawn_);                        \
+    } while (0)
+
 #define FREE(sym, kind, key, call)                                                               \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
@@ -382,26 +439,24 @@ GEM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 
 GEM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    ALLOC(cuMemAllocAsync, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, s));
+    POOL_ALLOC(cuMemAllocAsync, gem_pool_current(), bytesize, (dptr, bytesize, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    ALLOC(cuMemAllocAsync_ptsz, gem_current_dev(), bytesize, K_PTR, *dptr, (dptr, bytesize, s));
+    POOL_ALLOC(cuMemAllocAsync_ptsz, gem_pool_current(), bytesize, (dptr, bytesize, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                             CUstream s)
 {
-    ALLOC(cuMemAllocFromPoolAsync, gem_current_dev(), bytesize, K_PTR, *dptr,
-          (dptr, bytesize, pool, s));
+    POOL_ALLOC(cuMemAllocFromPoolAsync, pool, bytesize, (dptr, bytesize, pool, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream s)
 {
-    ALLOC(cuMemAllocFromPoolAsync_ptsz, gem_current_dev(), bytesize, K_PTR, *dptr,
-          (dptr, bytesize, pool, s));
+    POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, bytesize, (dptr, bytesize, pool, s));
 }
 
 static int device_of_prop(const CUmemAllocationProp *prop)
@@ -614,6 +669,7 @@ GEM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     int dev = GEM_PASS() ? -1 : gem_current_dev();
     if (r != CUDA_SUCCESS || dev < 0)
         return r;
+    gem_pools_settle(); /* what the pools released since is free again */
     uint64_t used = 0, limit = 0;
     gem_mem_limit(dev, &used, &limit);
     used = gem_mem_used_seen(dev, used);

@@ -31,6 +31,7 @@
             ran_by_ = gem_inflight_waited(dev_, before_, from_, to_,                             \
                                           (all_ran) && r_ == CUDA_SUCCESS);                      \
         gem_token_note_sync(dev_, from_, to_, ran_by_, r_ == CUDA_SUCCESS);                      \
+        gem_pools_settle(); /* a pool over its release threshold trims at a sync (pools.c) */     \
         return r_;                                                                               \
     } while (0)
 #define WAITED(call) WAITED_FOR(call, 0, (void)0)

@@ -309,6 +309,54 @@ def test_memory_limit_on_every_path(gpu: FakeGpu, path: str) -> None:
     assert gpu.mem_used() == 0
 
 
+POOL_MODEL = textwrap.dedent("""
+    import ctypes as C, json, sys
+    cu = C.CDLL("libcuda.so.1")
+    MIB, THRESHOLD, RESERVED, USED = 1 << 20, 4, 5, 7  # CU_MEMPOOL_ATTR_*
+    assert cu.cuInit(0) == 0
+    ctx, pool, p = C.c_void_p(), C.c_void_p(), C.c_uint64()
+    assert cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+    assert cu.cuDeviceGetMemPool(C.byref(pool), 0) == 0
+    keep = C.c_uint64(int(sys.argv[1], 0))
+    assert cu.cuMemPoolSetAttribute(pool, THRESHOLD, C.byref(keep)) == 0
+    def seen(step):
+        free, total, v = C.c_size_t(), C.c_size_t(), C.c_uint64()
+        assert cu.cuMemGetInfo_v2(C.byref(free), C.byref(total)) == 0
+        row = {"device": (total.value - free.value) // MIB}
+        for name, attr in (("reserved", RESERVED), ("used", USED)):
+            assert cu.cuMemPoolGetAttribute(pool, attr, C.byref(v)) == 0
+            row[name] = v.value // MIB
+        print(json.dumps({step: row}))
+    for _ in range(2):  # the second allocation comes from the reserve, where it was kept
+        assert cu.cuMemAllocAsync(C.byref(p), C.c_size_t(64 * MIB), None) == 0
+        seen("allocated")
+        assert cu.cuMemFreeAsync(p, None) == 0
+        seen("freed")
+        assert cu.cuStreamSynchronize(None) == 0
+        seen("synced")
+    assert cu.cuMemPoolTrimTo(pool, C.c_size_t(16 * MIB)) == 0
+    seen("trimmed")
+""")
+
+
+@pytest.mark.parametrize(("threshold", "after_sync"), [("0xffffffffffffffff", 64), ("0", 0)])
+def test_a_memory_pool_keeps_what_is_freed_until_a_sync_or_a_trim(
+    gpu: FakeGpu, threshold: str, after_sync: int
+) -> None:
+    """As the driver's pools do: a free goes back to the pool, which gives the device back what
+    is over its release threshold at the next sync, or at cuMemPoolTrimTo."""
+    p = subprocess.run([sys.executable, "-c", POOL_MODEL, threshold], env=gpu.env,
+                       capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0, p.stderr
+    steps = [json.loads(line) for line in p.stdout.splitlines()]
+    kept = {"device": after_sync, "reserved": after_sync, "used": 0}
+    assert steps == 2 * [{"allocated": {"device": 64, "reserved": 64, "used": 64}},
+                         {"freed": {"device": 64, "reserved": 64, "used": 0}},
+                         {"synced": kept}] + [
+        {"trimmed": {**kept, "device": min(after_sync, 16), "reserved": min(after_sync, 16)}}]
+    assert gpu.mem_used() == 0
+
+
 def test_meminfo_tells_the_simulated_truth(gpu: FakeGpu) -> None:
     gpu.lib.fake_set_mem_total(0, 1 << 30)
     r = gpu.run1("gem_client", "meminfo")

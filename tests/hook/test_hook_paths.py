@@ -92,6 +92,61 @@ def test_an_array_without_memory_of_its_own_is_not_counted(fake_env, pm, flags, 
     assert r.out[0] == {"array": ok, "mipmapped": ok}, r.stderr[-500:]
 
 
+POOL_RESERVE = r"""
+import ctypes as C, json, sys
+cu = C.CDLL("libcuda.so.1")
+MIB, THRESHOLD = 1 << 20, 4  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+assert cu.cuInit(0) == 0
+ctx = C.c_void_p()
+assert cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+pool, made = C.c_void_p(), C.c_void_p()
+assert cu.cuDeviceGetMemPool(C.byref(pool), 0) == 0
+class Props(C.Structure):  # CUmemPoolProps
+    _fields_ = [("allocType", C.c_int), ("handleTypes", C.c_int), ("locType", C.c_int),
+                ("locId", C.c_int), ("win32", C.c_void_p), ("maxSize", C.c_size_t),
+                ("usage", C.c_ushort), ("reserved", C.c_ubyte * 54)]
+assert cu.cuMemPoolCreate(C.byref(made), C.byref(Props(1, 0, 1, 0))) == 0
+keep = C.c_uint64(int(sys.argv[1], 0))
+for p in (pool, made):
+    assert cu.cuMemPoolSetAttribute(p, THRESHOLD, C.byref(keep)) == 0
+stream, out = C.c_void_p(0), {}
+def alloc(name, mib, pool=None, free=True):
+    p = C.c_uint64()
+    size = C.c_size_t(mib * MIB)
+    out[name] = (cu.cuMemAlloc_v2(C.byref(p), size) if pool is False else
+                 cu.cuMemAllocAsync(C.byref(p), size, stream) if pool is None else
+                 cu.cuMemAllocFromPoolAsync(C.byref(p), size, pool, stream))
+    if out[name] == 0 and free:
+        assert (cu.cuMemFree_v2(p) if pool is False else cu.cuMemFreeAsync(p, stream)) == 0
+alloc("async", 400)
+assert cu.cuStreamSynchronize(stream) == 0
+alloc("alloc beside the reserve", 400, pool=False)
+alloc("async from the reserve", 400)
+assert cu.cuMemPoolTrimTo(pool, C.c_size_t(0)) == 0
+alloc("alloc after a trim", 400, pool=False)
+alloc("from a pool of its own", 400, pool=made)
+assert cu.cuMemPoolDestroy(made) == 0
+alloc("alloc after its pool is gone", 400, pool=False)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize(("threshold", "beside"), [("0xffffffffffffffff", 2), ("0", 0)],
+                         ids=["kept", "released-at-sync"])
+def test_what_a_memory_pool_keeps_stays_counted(fake_env, pm, threshold, beside):
+    """A pool keeps what cuMemFreeAsync gives it up to its release threshold (PyTorch's
+    cudaMallocAsync and JAX's cuda_async raise it to keep everything): counted as freed, 400 MiB
+    kept by the pool and 400 MiB more through cuMemAlloc sat on the card under a 512 MiB limit.
+    What the pool kept serves its next allocation without a refusal, and goes back once the
+    pool lets it go: at a sync under its threshold, a trim, or its destruction."""
+    pm.limit = 512 * MIB
+    r = fake_env.run([sys.executable, "-c", POOL_RESERVE, threshold])
+    assert r.out[0] == {"async": 0, "alloc beside the reserve": beside, "async from the reserve": 0,
+                        "alloc after a trim": 0, "from a pool of its own": 0,
+                        "alloc after its pool is gone": 0}, r.stderr[-800:]
+    assert pm.wait_for(lambda p: p.used == 0)
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_meminfo_shows_the_limit(fake_env, pm, name):
     pm.limit = 3 << 30

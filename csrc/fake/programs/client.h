@@ -129,6 +129,7 @@
     X(MemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 11020)         \
     X(MemPoolCreate, cuMemPoolCreate, cuMemPoolCreate, "cuMemPoolCreate", 11020, 0)              \
     X(MemPoolDestroy, cuMemPoolDestroy, cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0)          \
+    X(MemPoolTrimTo, cuMemPoolTrimTo, cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0)              \
     X(MemCreate, cuMemCreate, cuMemCreate, "cuMemCreate", 10020, 0)                              \
     X(MemRelease, cuMemRelease, cuMemRelease, "cuMemRelease", 10020, 0)                          \
     X(MemAddressReserve, cuMemAddressReserve, cuMemAddressReserve, "cuMemAddressReserve", 10020, \
@@ -739,8 +740,10 @@ static CUresult free_path(struct session *s, struct held *x)
             r = s->a.MemFreeAsync(x->p, x->st);
         if (x->st)
             s->a.StreamSynchronize(x->st);
-        if (x->pool)
+        if (x->pool) {
+            s->a.MemPoolTrimTo(x->pool, 0);
             s->a.MemPoolDestroy(x->pool);
+        }
         if (x->st)
             s->a.StreamDestroy(x->st);
     } else if (strcmp(p, "vmm") == 0) {
