@@ -7,10 +7,14 @@ which raises its pool's release threshold to keep everything) allocates 3 GiB, f
 synchronises; the pool keeps the 3 GiB.  Then the same process asks the driver for 3 GiB
 more through plain cuMemAlloc (ctypes), allocates 3 GiB through PyTorch again (from the
 pool's reserve), calls torch.cuda.empty_cache() (which trims the pool), and asks for the
-plain 3 GiB again.  At each step it reads the card's used memory from nvidia-smi (run
-without the hook) and the pool's reserve (cuMemPoolGetAttribute).  Run bare, then under the
-hook as a client of --limit-gib: under the hook the plain 3 GiB beside the kept reserve is
-refused (the card would hold 6 GiB), the rest is not.  One JSON file per run in --out.
+plain 3 GiB again.  Then a fragmented reserve: three 1 GiB tensors, the first and last
+freed, 2 GiB asked (does the pool serve it from its two 1 GiB holes, or grow?).  At each step
+it reads the card's used memory from nvidia-smi (run without the hook; the CUDA context's
+own memory is left out), the pool's reserve (cuMemPoolGetAttribute), and what
+cudaMemGetInfo says is used (under the hook: what the hook counts against the limit).  Run
+bare, then under the hook as a client of --limit-gib: under the hook the plain 3 GiB beside
+the kept reserve is refused (the card would hold 6 GiB), the rest is not.  One JSON file in
+--out.
 Imports nothing from gemini (bench/common.py starts the daemons).
 """
 
@@ -42,7 +46,9 @@ def app() -> int:
 
     cu = ctypes.CDLL("libcuda.so.1")
     steps: list[dict] = []
-    base = card_used_mib()
+    torch.cuda.init()
+    torch.cuda.synchronize()
+    base = card_used_mib()  # the context's own memory: not an allocation
 
     def pool_reserved() -> int:
         pool, dev, v = ctypes.c_void_p(), ctypes.c_int(), ctypes.c_uint64()
@@ -53,8 +59,10 @@ def app() -> int:
 
     def step(name: str, **what: object) -> None:
         torch.cuda.synchronize()
+        free, total = torch.cuda.mem_get_info()
         steps.append({"step": name, **what, "pool_reserved_mib": pool_reserved(),
-                      "card_used_mib": card_used_mib() - base})
+                      "card_used_mib": card_used_mib() - base,
+                      "meminfo_used_mib": (total - free) >> 20})
 
     def plain(gib: int) -> tuple[int, ctypes.c_uint64]:
         p = ctypes.c_uint64()
@@ -80,6 +88,19 @@ def app() -> int:
     step("cuMemAlloc 3 GiB after empty_cache", rc=rc)
     if rc == 0:
         cu.cuMemFree_v2(p)
+    a, b, c = (torch.empty(GIB, dtype=torch.uint8, device="cuda") for _ in range(3))
+    step("torch three 1 GiB")
+    del a, c
+    step("torch freed the first and last")
+    try:
+        d = torch.empty(2 * GIB, dtype=torch.uint8, device="cuda")
+        step("torch 2 GiB beside the holes", ok=True)
+        del d
+    except torch.OutOfMemoryError as exc:
+        step("torch 2 GiB beside the holes", ok=False, error=str(exc)[:200])
+    del b
+    torch.cuda.empty_cache()
+    step("empty_cache again")
     backend = torch.cuda.get_allocator_backend()
     print(json.dumps({"allocator": backend, "torch": torch.__version__, "steps": steps}),
           flush=True)

@@ -3,7 +3,8 @@
  * the one named.  A pool reserves device memory (charged to the process, memory.c) and keeps
  * what is freed into it: the reserve goes back to the device only at the next synchronisation
  * (stream, event or context) and down to the pool's release threshold (default 0), at
- * cuMemPoolTrimTo, or when a destroyed pool's last allocation is freed.  No fragmentation: the
+ * cuMemPoolTrimTo, or as it is destroyed (a pool destroyed while it lends keeps all of its
+ * reserve until its last allocation is freed, as the driver's documentation says).  No fragmentation: the
  * reserve serves any allocation that fits in what it has spare, and grows by the shortfall. */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -120,7 +121,7 @@ int fake_pool_free(CUdeviceptr dptr)
     struct CUmemPoolHandle_st *p = owner;
     pthread_mutex_lock(&pools_mu);
     p->used -= bytes;
-    if (p->destroyed)
+    if (p->destroyed && p->used == 0)
         trim(p, 0);
     pthread_mutex_unlock(&pools_mu);
     return 0;
@@ -161,7 +162,8 @@ CUresult cuMemPoolDestroy(CUmemoryPool pool)
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     if (pool_ok(pool) && pool != default_pool[pool->dev]) {
         pool->destroyed = 1;
-        trim(pool, 0); /* its spare reserve now, the rest as its allocations are freed */
+        if (pool->used == 0)
+            trim(pool, 0);
         if (current_pool[pool->dev] == pool)
             current_pool[pool->dev] = NULL;
         rc = CUDA_SUCCESS;

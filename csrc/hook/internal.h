@@ -385,11 +385,13 @@ CUmemoryPool gem_pool_current(void); /* cuMemAllocAsync's: the current device's 
  * (the caller reserves the rest); gem_pool_undraw if the allocation fails. */
 uint64_t gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes);
 void gem_pool_undraw(CUmemoryPool pool, int dev, uint64_t drawn);
-int gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes); /* 0: not tracked (no room) */
-/* An allocation of the pool freed; `counted`: its bytes are still counted (then kept). */
-void gem_pool_returned(CUmemoryPool pool, int dev, uint64_t bytes, int counted);
+/* It succeeded: its book's ticket (0: not tracked, more pools than books). */
+uint64_t gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes, uint64_t drawn);
+/* An allocation of the ticket's pool freed; `counted`: its bytes are still counted (then kept).
+ * Returns what the caller gives back (gem_lease_give), after any lock of its own. */
+uint64_t gem_pool_returned(uint64_t ticket, uint64_t bytes, int counted);
 int gem_pools_settle(void); /* what the pools released goes back; 1: something did */
-uint64_t gem_pools_kept(int dev);
+uint64_t gem_pools_kept(int dev); /* counted in books: kept, and drawn by allocations in flight */
 void gem_pools_reset_after_fork(void);
 
 #endif

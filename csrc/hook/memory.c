@@ -40,7 +40,7 @@ struct entry {
     short dev;
     short um; /* managed memory served for a plain allocation: prefetched at each grant */
     CUcontext ctx; /* current when allocated: destroying it frees the memory */
-    CUmemoryPool pool; /* lent by this pool (pools.c): its free goes back to the pool */
+    uint64_t pool_ticket; /* lent by a memory pool (pools.c): its free goes back to it */
     uint64_t claim; /* taken for a free: the reconnection claims made by then (take) */
 };
 
@@ -115,9 +115,9 @@ static uint64_t claim_live(int dev)
 {
     pthread_mutex_lock(&map_m);
     claims[dev]++;
-    uint64_t v = live[dev];
+    uint64_t v = live[dev] + gem_pools_kept(dev); /* (lock order: map_m, then the pools') */
     pthread_mutex_unlock(&map_m);
-    return v + gem_pools_kept(dev);
+    return v;
 }
 
 /* An allocation into the books (or back into them: taken_freed). */
@@ -131,21 +131,20 @@ static void book(struct entry *e)
     pthread_mutex_unlock(&map_m);
 }
 
-static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, CUmemoryPool pool)
+/* `pool_ticket`: its pool's book (pools.c; 0: none, its free gives its bytes back at once). */
+static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, uint64_t pool_ticket)
 {
     struct entry *e = malloc(sizeof(*e));
     if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
-        gem_lease_give(dev, bytes);
+        gem_lease_give(dev, bytes + (pool_ticket ? gem_pool_returned(pool_ticket, bytes, 0) : 0));
         return;
     }
-    if (pool != NULL && !gem_pool_lent(pool, dev, bytes))
-        pool = NULL; /* no room to track its pool: its free gives its bytes back at once */
     __typeof__(&cuCtxGetCurrent) get_ctx = REAL_AUX(cuCtxGetCurrent);
     CUcontext ctx = NULL;
     if (get_ctx != NULL && get_ctx(&ctx) != CUDA_SUCCESS)
         ctx = NULL;
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
-                        .um = (short)um, .ctx = ctx, .pool = pool};
+                        .um = (short)um, .ctx = ctx, .pool_ticket = pool_ticket};
     book(e);
 }
 
@@ -183,15 +182,16 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
         book(e);
         return;
     }
-    pthread_mutex_lock(&map_m);
-    int claimed_since = e->claim != claims[e->dev];
-    pthread_mutex_unlock(&map_m);
     /* A pod manager reached meanwhile never counted these bytes: given to it, they came off
-     * allocations still alive (which it caps its give-backs at), and those went uncounted. */
-    if (e->pool != NULL)
-        gem_pool_returned(e->pool, e->dev, e->bytes, !claimed_since);
-    else if (!claimed_since)
-        gem_lease_give(e->dev, e->bytes);
+     * allocations still alive (which it caps its give-backs at), and those went uncounted.  A
+     * pool's: kept in its book in the same step, so that no claim reads them in neither place. */
+    pthread_mutex_lock(&map_m);
+    int counted = e->claim == claims[e->dev];
+    uint64_t back = e->pool_ticket == 0 ? (counted ? e->bytes : 0)
+                                        : gem_pool_returned(e->pool_ticket, e->bytes, counted);
+    pthread_mutex_unlock(&map_m);
+    if (back > 0)
+        gem_lease_give(e->dev, back);
     free(e);
 }
 
@@ -281,8 +281,8 @@ void gem_mem_forget_ctx(CUcontext ctx)
     while (gone != NULL) {
         struct entry *e = gone;
         gone = e->next;
-        if (e->pool != NULL)
-            gem_pool_returned(e->pool, e->dev, e->bytes, 0); /* given back below */
+        if (e->pool_ticket != 0) /* (its bytes are in back[] already) */
+            back[e->dev] += gem_pool_returned(e->pool_ticket, e->bytes, 0);
         free(e);
     }
     for (int d = 0; d < GEM_MAX_DEVICES; d++)
@@ -320,7 +320,7 @@ static CUresult settle_as(CUresult r, int dev, int kind, uint64_t key, uint64_t 
     if (dev < 0 || bytes == 0)
         return r;
     if (r == CUDA_SUCCESS)
-        remember(kind, key, bytes, dev, um, NULL);
+        remember(kind, key, bytes, dev, um, 0);
     else
         give_back(dev, bytes);
     return r;
@@ -379,12 +379,14 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
         give_back(dev, bytes - drawn);
         gem_pool_undraw(pool, dev, drawn);
     } else {
-        remember(K_PTR, *dptr, bytes, dev, 0, pool);
+        remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(pool, dev, bytes, drawn));
     }
     return r;
 }
 
-#define POOL_ALLOC(sym, poolexpr, bytes, call)                                                   \
+/* Captured into a graph, an allocation is a graph memory node: made from the graph's pool at
+ * each launch, not from `pool` now (counted as a plain allocation, at capture). */
+#define POOL_ALLOC(sym, poolexpr, bytes, stream, pts, call)                                      \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
         if (GEM_PASS())                                                                          \
@@ -395,14 +397,17 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
         note_not_managed(d_, #sym, &said_);                                                      \
         if (d_ < 0 || b_ == 0)                                                                   \
             return d_ < 0 ? CUDA_ERROR_INVALID_DEVICE : REAL(sym) call;                          \
-        CUmemoryPool p_ = (poolexpr);                                                            \
+        CUmemoryPool p_ = gem_inflight_capturing((stream), (pts)) ? NULL : (poolexpr);           \
         uint64_t drawn_ = p_ != NULL ? gem_pool_draw(p_, d_, b_) : 0;                            \
         CUresult q_ = reserve(d_, b_ - drawn_, #sym);                                            \
         if (q_ != CUDA_SUCCESS) {                                                                \
             gem_pool_undraw(p_, d_, drawn_);                                                     \
             return q_;                                                                           \
         }                                                                                        \
-        return pool_alloc_done(REAL(sym) call, dptr, d_, b_, p_, drawn_);                        \
+        CUresult r_ = REAL(sym) call;                                                            \
+        if (p_ == NULL)                                                                          \
+            return settle(r_, d_, K_PTR, r_ == CUDA_SUCCESS ? *dptr : 0, b_);                    \
+        return pool_alloc_done(r_, dptr, d_, b_, p_, drawn_);                                    \
     } while (0)
 
 #define FREE(sym, kind, key, call)                                                               \
@@ -439,24 +444,24 @@ GEM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsign
 
 GEM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    POOL_ALLOC(cuMemAllocAsync, gem_pool_current(), bytesize, (dptr, bytesize, s));
+    POOL_ALLOC(cuMemAllocAsync, gem_pool_current(), bytesize, s, 0, (dptr, bytesize, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
-    POOL_ALLOC(cuMemAllocAsync_ptsz, gem_pool_current(), bytesize, (dptr, bytesize, s));
+    POOL_ALLOC(cuMemAllocAsync_ptsz, gem_pool_current(), bytesize, s, 1, (dptr, bytesize, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                             CUstream s)
 {
-    POOL_ALLOC(cuMemAllocFromPoolAsync, pool, bytesize, (dptr, bytesize, pool, s));
+    POOL_ALLOC(cuMemAllocFromPoolAsync, pool, bytesize, s, 0, (dptr, bytesize, pool, s));
 }
 
 GEM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                  CUmemoryPool pool, CUstream s)
 {
-    POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, bytesize, (dptr, bytesize, pool, s));
+    POOL_ALLOC(cuMemAllocFromPoolAsync_ptsz, pool, bytesize, s, 1, (dptr, bytesize, pool, s));
 }
 
 static int device_of_prop(const CUmemAllocationProp *prop)

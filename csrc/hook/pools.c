@@ -7,14 +7,18 @@
  * held by the pool and allocated again through cuMemAlloc: 800 MiB on the card under a 512 MiB
  * limit.
  *
- * So per pool this process allocates from, `lent` is what its live allocations hold and `kept`
- * what it still counts of its frees.  A free moves its bytes from lent to kept; an allocation
- * from the pool draws on kept first (the pool serves it from its reserve) and reserves at the
- * pod manager only the rest.  `kept` goes back (gem_lease_give) once the driver says the pool
- * reserves less than lent + kept: at each allocation from it, after a synchronisation, a trim,
- * its destruction, a cuMemGetInfo, and before an allocation is refused (gem_pools_settle).
- * The driver's own rounding of its reserve is not counted (as on the other paths).  The memory
- * books (memory.c) ask `gem_pools_kept` for a new pod manager's claim. */
+ * So per pool and device this process allocates from, a book: `lent` is what its live
+ * allocations hold, `kept` what it still counts of their frees, `drawing` what allocations in
+ * flight took from `kept`.  A free moves its bytes from lent to kept; an allocation from the
+ * pool draws on kept first (the pool serves it from its reserve) and reserves at the pod
+ * manager only the rest.  If the pool grew all the same (its reserve fragmented, or not yet
+ * reusable in stream order), what it drew is reserved after the driver call.  `kept` goes back
+ * (gem_lease_give) once the driver says the pool reserves less than lent + kept + drawing:
+ * after a synchronisation, a trim, a cuMemGetInfo, a destroyed context, and before an
+ * allocation is refused (gem_pools_settle).  A destroyed pool keeps its reserve until its last
+ * allocation is freed, as the driver's does.  The driver's own rounding of its reserve is not
+ * counted (as on the other paths).  An allocation's entry (memory.c) holds its book's ticket:
+ * slot and generation, so that a pool handle reused after a destroy is another book. */
 #include "internal.h"
 
 #include <string.h>
@@ -24,12 +28,14 @@
 struct pool_book {
     CUmemoryPool pool; /* NULL: a free slot */
     int dev;
-    int destroyed; /* its reserve went with it; what it lends goes back as it is freed */
-    uint64_t lent, kept;
+    int destroyed; /* by cuMemPoolDestroy: its reserve goes once nothing is lent */
+    uint32_t gen;  /* tickets of an earlier book in this slot are stale */
+    uint64_t lent, kept, drawing;
 };
 
 static struct pool_book books[MAX_POOLS];
-static _Atomic uint64_t kept_total; /* any kept at all: a synchronisation settles only then */
+static uint32_t next_gen = 1;
+static _Atomic uint64_t kept_total; /* anything kept at all: a settle reads the driver only then */
 static pthread_mutex_t books_m = PTHREAD_MUTEX_INITIALIZER;
 
 void gem_pools_reset_after_fork(void)
@@ -39,34 +45,62 @@ void gem_pools_reset_after_fork(void)
     atomic_store(&kept_total, 0);
 }
 
-/* books_m held.  The pool's book, made if `make` (NULL: none, or no room: not tracked, its
- * frees then go back at once as before). */
+static uint64_t ticket_of(int slot)
+{
+    return (uint64_t)books[slot].gen << 8 | (uint64_t)slot;
+}
+
+/* books_m held.  The live book of (pool, dev), made if `make` (NULL: none, or no room: then
+ * the pool is not tracked and its frees give their bytes back at once, as before). */
 static struct pool_book *book_of(CUmemoryPool pool, int dev, int make)
 {
     struct pool_book *free_slot = NULL;
     for (int i = 0; i < MAX_POOLS; i++) {
-        if (books[i].pool == pool && !books[i].destroyed)
+        if (books[i].pool == pool && books[i].dev == dev && !books[i].destroyed)
             return &books[i];
         if (books[i].pool == NULL && free_slot == NULL)
             free_slot = &books[i];
     }
-    if (!make || free_slot == NULL)
+    if (!make)
         return NULL;
-    *free_slot = (struct pool_book){.pool = pool, .dev = dev};
+    if (free_slot == NULL) {
+        static _Atomic int said;
+        if (!atomic_exchange(&said, 1))
+            GEM_LOG(GEM_LOG_WARN, "more than %d memory pools: what the others keep after a free "
+                    "is not counted", MAX_POOLS);
+        return NULL;
+    }
+    *free_slot = (struct pool_book){.pool = pool, .dev = dev, .gen = next_gen++};
     return free_slot;
+}
+
+/* books_m held.  The book a ticket names (NULL: stale or none). */
+static struct pool_book *book_of_ticket(uint64_t ticket)
+{
+    int slot = (int)(ticket & 0xff);
+    if (ticket == 0 || slot >= MAX_POOLS || books[slot].pool == NULL ||
+        books[slot].gen != (uint32_t)(ticket >> 8))
+        return NULL;
+    return &books[slot];
+}
+
+static void add_kept(struct pool_book *b, uint64_t bytes)
+{
+    atomic_fetch_add(&kept_total, bytes);
+    b->kept += bytes;
+}
+
+static void sub_kept(struct pool_book *b, uint64_t bytes)
+{
+    atomic_fetch_sub(&kept_total, bytes);
+    b->kept -= bytes;
 }
 
 /* books_m held.  A book that holds nothing any more frees its slot. */
 static void drop_if_empty(struct pool_book *b)
 {
-    if (b->lent == 0 && b->kept == 0)
+    if (b->lent == 0 && b->kept == 0 && b->drawing == 0)
         memset(b, 0, sizeof(*b));
-}
-
-static void set_kept(struct pool_book *b, uint64_t kept)
-{
-    atomic_fetch_sub(&kept_total, b->kept - kept);
-    b->kept = kept;
 }
 
 CUmemoryPool gem_pool_current(void)
@@ -81,26 +115,28 @@ CUmemoryPool gem_pool_current(void)
     return pool;
 }
 
-/* books_m held.  What of `b`'s kept bytes its pool no longer reserves (0: all still there).
- * A pool the driver cannot say of (destroyed, its context gone) reserves nothing. */
-static uint64_t released(struct pool_book *b)
+/* books_m held.  What the driver says `b`'s pool reserves (0 where it cannot say). */
+static uint64_t reserved_of(const struct pool_book *b)
 {
     __typeof__(&cuMemPoolGetAttribute) get = REAL_AUX(cuMemPoolGetAttribute);
     cuuint64_t reserved = 0;
-    if (b->destroyed || get == NULL ||
-        get(b->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
-        reserved = 0;
-    uint64_t spare = reserved > b->lent ? reserved - b->lent : 0;
-    return b->kept > spare ? b->kept - spare : 0;
+    if (get == NULL || get(b->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS)
+        return 0;
+    return reserved;
 }
 
-/* books_m held.  Settle `b`, adding what goes back to back[dev]. */
+/* books_m held.  What of `b`'s kept bytes its pool no longer reserves goes to back[dev].  A
+ * destroyed pool's handle is not the driver's any more: its book waits for its frees. */
 static void settle_locked(struct pool_book *b, uint64_t *back)
 {
-    uint64_t gone = released(b);
-    if (gone == 0)
+    if (b->destroyed || b->kept == 0)
         return;
-    set_kept(b, b->kept - gone);
+    uint64_t held = b->lent + b->drawing, reserved = reserved_of(b);
+    uint64_t spare = reserved > held ? reserved - held : 0;
+    if (b->kept <= spare)
+        return;
+    uint64_t gone = b->kept - spare;
+    sub_kept(b, gone);
     back[b->dev] += gone;
     drop_if_empty(b);
 }
@@ -121,7 +157,7 @@ int gem_pools_settle(void)
     uint64_t back[GEM_MAX_DEVICES] = {0};
     pthread_mutex_lock(&books_m);
     for (int i = 0; i < MAX_POOLS; i++)
-        if (books[i].pool != NULL && books[i].kept > 0)
+        if (books[i].pool != NULL)
             settle_locked(&books[i], back);
     pthread_mutex_unlock(&books_m);
     give_all(back);
@@ -133,19 +169,15 @@ int gem_pools_settle(void)
 
 uint64_t gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes)
 {
-    uint64_t back[GEM_MAX_DEVICES] = {0};
     uint64_t drawn = 0;
     pthread_mutex_lock(&books_m);
     struct pool_book *b = book_of(pool, dev, 0);
-    if (b != NULL && b->kept > 0) {
-        settle_locked(b, back);
-        if (b->pool == pool) { /* (not dropped by settling) */
-            drawn = b->kept < bytes ? b->kept : bytes;
-            set_kept(b, b->kept - drawn);
-        }
+    if (b != NULL) {
+        drawn = b->kept < bytes ? b->kept : bytes;
+        sub_kept(b, drawn);
+        b->drawing += drawn;
     }
     pthread_mutex_unlock(&books_m);
-    give_all(back);
     return drawn;
 }
 
@@ -154,59 +186,89 @@ void gem_pool_undraw(CUmemoryPool pool, int dev, uint64_t drawn)
     if (drawn == 0)
         return;
     pthread_mutex_lock(&books_m);
-    struct pool_book *b = book_of(pool, dev, 1);
-    if (b != NULL) {
-        atomic_fetch_add(&kept_total, drawn);
-        b->kept += drawn;
+    struct pool_book *b = book_of(pool, dev, 0);
+    if (b != NULL) { /* (its book stays while it draws: drop_if_empty) */
+        b->drawing -= drawn;
+        add_kept(b, drawn);
     }
     pthread_mutex_unlock(&books_m);
-    if (b == NULL)
-        gem_lease_give(dev, drawn);
 }
 
-int gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes)
+/* books_m held.  After an allocation that drew `drawn` from `b`: what the pool reserves past
+ * all that the book counts, up to `drawn` (the pool grew where it was thought to reuse). */
+static uint64_t grown_past(const struct pool_book *b, uint64_t drawn)
 {
+    if (drawn == 0)
+        return 0;
+    uint64_t counted = b->lent + b->kept + b->drawing, reserved = reserved_of(b);
+    uint64_t over = reserved > counted ? reserved - counted : 0;
+    return over < drawn ? over : drawn;
+}
+
+uint64_t gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes, uint64_t drawn)
+{
+    uint64_t ticket = 0, grown = 0;
     pthread_mutex_lock(&books_m);
     struct pool_book *b = book_of(pool, dev, 1);
-    if (b != NULL)
+    if (b != NULL) {
+        b->drawing -= drawn;
         b->lent += bytes;
+        grown = grown_past(b, drawn);
+        ticket = ticket_of((int)(b - books));
+    }
     pthread_mutex_unlock(&books_m);
-    return b != NULL;
+    if (grown == 0)
+        return ticket;
+    if (gem_lease_take(dev, grown)) {
+        pthread_mutex_lock(&books_m);
+        if ((b = book_of_ticket(ticket)) != NULL)
+            add_kept(b, grown); /* counted now, and given back once the pool lets it go */
+        pthread_mutex_unlock(&books_m);
+        if (b == NULL)
+            gem_lease_give(dev, grown);
+    } else {
+        GEM_LOG(GEM_LOG_WARN, "memory pool grew %llu B past what was counted, over the memory "
+                "limit", (unsigned long long)grown);
+    }
+    return ticket;
 }
 
-void gem_pool_returned(CUmemoryPool pool, int dev, uint64_t bytes, int counted)
+uint64_t gem_pool_returned(uint64_t ticket, uint64_t bytes, int counted)
 {
-    int keep = 0;
+    uint64_t back = counted ? bytes : 0;
     pthread_mutex_lock(&books_m);
-    struct pool_book *b = book_of(pool, dev, 0);
-    for (int i = 0; b == NULL && i < MAX_POOLS; i++)
-        if (books[i].pool == pool) /* destroyed since it lent this */
-            b = &books[i];
+    struct pool_book *b = book_of_ticket(ticket);
     if (b != NULL) {
         b->lent -= bytes < b->lent ? bytes : b->lent;
-        keep = counted && !b->destroyed;
-        if (keep) {
-            atomic_fetch_add(&kept_total, bytes);
-            b->kept += bytes;
+        if (counted) {
+            add_kept(b, bytes);
+            back = 0;
+        }
+        if (b->destroyed && b->lent == 0 && b->drawing == 0) {
+            back += b->kept; /* its last allocation: the destroyed pool's reserve goes */
+            sub_kept(b, b->kept);
         }
         drop_if_empty(b);
     }
     pthread_mutex_unlock(&books_m);
-    if (counted && !keep)
-        gem_lease_give(dev, bytes);
+    return back;
 }
 
-void gem_pool_destroyed(CUmemoryPool pool)
+/* books_m held.  Mark (or unmark) `pool`'s books destroyed; those that lend nothing give what
+ * they kept to back[dev]. */
+static void mark_destroyed(CUmemoryPool pool, int destroyed, uint64_t *back)
 {
-    uint64_t back[GEM_MAX_DEVICES] = {0};
-    pthread_mutex_lock(&books_m);
-    for (int i = 0; i < MAX_POOLS; i++)
-        if (books[i].pool == pool && !books[i].destroyed) {
-            books[i].destroyed = 1;
-            settle_locked(&books[i], back); /* all it kept: a destroyed pool reserves nothing */
+    for (int i = 0; i < MAX_POOLS; i++) {
+        struct pool_book *b = &books[i];
+        if (b->pool != pool || b->destroyed == destroyed || (!destroyed && b->lent + b->kept == 0))
+            continue;
+        b->destroyed = destroyed;
+        if (destroyed && b->lent == 0 && b->drawing == 0) {
+            back[b->dev] += b->kept;
+            sub_kept(b, b->kept);
+            drop_if_empty(b);
         }
-    pthread_mutex_unlock(&books_m);
-    give_all(back);
+    }
 }
 
 uint64_t gem_pools_kept(int dev)
@@ -215,7 +277,7 @@ uint64_t gem_pools_kept(int dev)
     pthread_mutex_lock(&books_m);
     for (int i = 0; i < MAX_POOLS; i++)
         if (books[i].pool != NULL && books[i].dev == dev)
-            total += books[i].kept;
+            total += books[i].kept + books[i].drawing;
     pthread_mutex_unlock(&books_m);
     return total;
 }
@@ -229,11 +291,31 @@ GEM_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return r;
 }
 
+/* Marked before the call: a settle meanwhile would read a handle the driver no longer knows
+ * as a pool that reserves nothing. */
 GEM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     GEM_ENTER(cuMemPoolDestroy);
+    if (GEM_PASS())
+        return REAL(cuMemPoolDestroy)(pool);
+    uint64_t back[GEM_MAX_DEVICES] = {0};
+    pthread_mutex_lock(&books_m);
+    mark_destroyed(pool, 1, back);
+    pthread_mutex_unlock(&books_m);
     CUresult r = REAL(cuMemPoolDestroy)(pool);
-    if (r == CUDA_SUCCESS && !GEM_PASS())
-        gem_pool_destroyed(pool);
+    if (r != CUDA_SUCCESS) { /* still the driver's: nothing it kept has gone */
+        pthread_mutex_lock(&books_m);
+        for (int d = 0; d < GEM_MAX_DEVICES; d++)
+            if (back[d] > 0) {
+                struct pool_book *b = book_of(pool, d, 1);
+                if (b != NULL) {
+                    add_kept(b, back[d]);
+                    back[d] = 0;
+                }
+            }
+        mark_destroyed(pool, 0, back);
+        pthread_mutex_unlock(&books_m);
+    }
+    give_all(back);
     return r;
 }
