@@ -124,8 +124,14 @@ alloc("alloc beside the reserve", 400, pool=False)
 alloc("async from the reserve", 400)
 assert cu.cuMemPoolTrimTo(pool, C.c_size_t(0)) == 0
 alloc("alloc after a trim", 400, pool=False)
-alloc("from a pool of its own", 400, pool=made)
-assert cu.cuMemPoolDestroy(made) == 0
+freed, lent = C.c_uint64(), C.c_uint64()
+out["from a pool of its own"] = max(
+    cu.cuMemAllocFromPoolAsync(C.byref(p), C.c_size_t(200 * MIB), made, stream)
+    for p in (freed, lent))
+assert cu.cuMemFreeAsync(freed, stream) == 0 and cu.cuStreamSynchronize(stream) == 0
+assert cu.cuMemPoolDestroy(made) == 0  # it lends 200 MiB still: it keeps its reserve
+alloc("alloc while its destroyed pool lends", 200, pool=False)
+assert cu.cuMemFreeAsync(lent, stream) == 0  # its last: the destroyed pool's reserve goes
 alloc("alloc after its pool is gone", 400, pool=False)
 print(json.dumps(out))
 """
@@ -145,6 +151,7 @@ def test_what_a_memory_pool_keeps_stays_counted(fake_env, pm, threshold, beside)
     r = fake_env.run([sys.executable, "-c", POOL_RESERVE, threshold])
     assert r.out[0] == {"async": 0, "alloc beside the reserve": beside, "async from the reserve": 0,
                         "alloc after a trim": 0, "from a pool of its own": 0,
+                        "alloc while its destroyed pool lends": beside,
                         "alloc after its pool is gone": 0}, r.stderr[-800:]
     used, refused = 0, 0
     for u in pm.of_type(RequestType.MEM_UPDATE):  # the pod manager's ledger, replayed
@@ -155,7 +162,7 @@ def test_what_a_memory_pool_keeps_stays_counted(fake_env, pm, threshold, beside)
             refused += 1
         else:
             used += size
-    assert (refused, used) == (1 if beside else 0, 0)
+    assert (refused, used) == (2 if beside else 0, 0)
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
