@@ -382,11 +382,15 @@ void gem_mem_reset_after_fork(void);
 /* ---- memory pools' reserves (pools.c) ------------------------------------------------------ */
 CUmemoryPool gem_pool_current(void); /* cuMemAllocAsync's: the current device's (NULL: unknown) */
 /* Before an allocation of `bytes` from `pool`: what its frees left counted that it may reuse
- * (the caller reserves the rest); gem_pool_undraw if the allocation fails. */
-uint64_t gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes);
-void gem_pool_undraw(CUmemoryPool pool, int dev, uint64_t drawn);
-/* It succeeded: its book's ticket (0: not tracked, more pools than books). */
-uint64_t gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes, uint64_t drawn);
+ * (d->drawn; the caller reserves the rest), its book's ticket, and the pool's reserve then;
+ * gem_pool_undraw if the allocation fails, gem_pool_lent if it succeeds (the ticket for its
+ * entry; 0: not tracked, more pools than books). */
+struct gem_pool_draw {
+    uint64_t ticket, drawn, reserved_before;
+};
+void gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes, struct gem_pool_draw *d);
+void gem_pool_undraw(const struct gem_pool_draw *d);
+uint64_t gem_pool_lent(const struct gem_pool_draw *d, int dev, uint64_t bytes);
 /* An allocation of the ticket's pool freed; `counted`: its bytes are still counted (then kept).
  * Returns what the caller gives back (gem_lease_give), after any lock of its own. */
 uint64_t gem_pool_returned(uint64_t ticket, uint64_t bytes, int counted);

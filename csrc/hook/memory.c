@@ -373,13 +373,13 @@ static void note_not_managed(int dev, const char *sym, _Atomic int *said)
 /* From a memory pool: what the pool kept of earlier frees is counted already and serves the
  * allocation first; only the rest is reserved (pools.c). */
 static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t bytes,
-                                CUmemoryPool pool, uint64_t drawn)
+                                const struct gem_pool_draw *d)
 {
     if (r != CUDA_SUCCESS) {
-        give_back(dev, bytes - drawn);
-        gem_pool_undraw(pool, dev, drawn);
+        give_back(dev, bytes - d->drawn);
+        gem_pool_undraw(d);
     } else {
-        remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(pool, dev, bytes, drawn));
+        remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(d, dev, bytes));
     }
     return r;
 }
@@ -398,16 +398,18 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
         if (d_ < 0 || b_ == 0)                                                                   \
             return d_ < 0 ? CUDA_ERROR_INVALID_DEVICE : REAL(sym) call;                          \
         CUmemoryPool p_ = gem_inflight_capturing((stream), (pts)) ? NULL : (poolexpr);           \
-        uint64_t drawn_ = p_ != NULL ? gem_pool_draw(p_, d_, b_) : 0;                            \
-        CUresult q_ = reserve(d_, b_ - drawn_, #sym);                                            \
+        struct gem_pool_draw draw_ = {0};                                                        \
+        if (p_ != NULL)                                                                          \
+            gem_pool_draw(p_, d_, b_, &draw_);                                                   \
+        CUresult q_ = reserve(d_, b_ - draw_.drawn, #sym);                                       \
         if (q_ != CUDA_SUCCESS) {                                                                \
-            gem_pool_undraw(p_, d_, drawn_);                                                     \
+            gem_pool_undraw(&draw_);                                                             \
             return q_;                                                                           \
         }                                                                                        \
         CUresult r_ = REAL(sym) call;                                                            \
         if (p_ == NULL)                                                                          \
             return settle(r_, d_, K_PTR, r_ == CUDA_SUCCESS ? *dptr : 0, b_);                    \
-        return pool_alloc_done(r_, dptr, d_, b_, p_, drawn_);                                    \
+        return pool_alloc_done(r_, dptr, d_, b_, &draw_);                                        \
     } while (0)
 
 #define FREE(sym, kind, key, call)                                                               \

@@ -70,7 +70,8 @@ static struct pool_book *book_of(CUmemoryPool pool, int dev, int make)
                     "is not counted", MAX_POOLS);
         return NULL;
     }
-    *free_slot = (struct pool_book){.pool = pool, .dev = dev, .gen = next_gen++};
+    *free_slot = (struct pool_book){.pool = pool, .dev = dev, .gen = next_gen};
+    next_gen = next_gen + 1 ? next_gen + 1 : 1; /* (a ticket of 0 is none) */
     return free_slot;
 }
 
@@ -167,54 +168,60 @@ int gem_pools_settle(void)
     return 0;
 }
 
-uint64_t gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes)
+void gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes, struct gem_pool_draw *d)
 {
-    uint64_t drawn = 0;
-    pthread_mutex_lock(&books_m);
-    struct pool_book *b = book_of(pool, dev, 0);
-    if (b != NULL) {
-        drawn = b->kept < bytes ? b->kept : bytes;
-        sub_kept(b, drawn);
-        b->drawing += drawn;
-    }
-    pthread_mutex_unlock(&books_m);
-    return drawn;
-}
-
-void gem_pool_undraw(CUmemoryPool pool, int dev, uint64_t drawn)
-{
-    if (drawn == 0)
-        return;
-    pthread_mutex_lock(&books_m);
-    struct pool_book *b = book_of(pool, dev, 0);
-    if (b != NULL) { /* (its book stays while it draws: drop_if_empty) */
-        b->drawing -= drawn;
-        add_kept(b, drawn);
-    }
-    pthread_mutex_unlock(&books_m);
-}
-
-/* books_m held.  After an allocation that drew `drawn` from `b`: what the pool reserves past
- * all that the book counts, up to `drawn` (the pool grew where it was thought to reuse). */
-static uint64_t grown_past(const struct pool_book *b, uint64_t drawn)
-{
-    if (drawn == 0)
-        return 0;
-    uint64_t counted = b->lent + b->kept + b->drawing, reserved = reserved_of(b);
-    uint64_t over = reserved > counted ? reserved - counted : 0;
-    return over < drawn ? over : drawn;
-}
-
-uint64_t gem_pool_lent(CUmemoryPool pool, int dev, uint64_t bytes, uint64_t drawn)
-{
-    uint64_t ticket = 0, grown = 0;
+    *d = (struct gem_pool_draw){0};
     pthread_mutex_lock(&books_m);
     struct pool_book *b = book_of(pool, dev, 1);
     if (b != NULL) {
-        b->drawing -= drawn;
+        d->ticket = ticket_of((int)(b - books));
+        d->drawn = b->kept < bytes ? b->kept : bytes;
+        sub_kept(b, d->drawn);
+        b->drawing += d->drawn;
+        if (d->drawn > 0)
+            d->reserved_before = reserved_of(b);
+    }
+    pthread_mutex_unlock(&books_m);
+}
+
+void gem_pool_undraw(const struct gem_pool_draw *d)
+{
+    pthread_mutex_lock(&books_m);
+    struct pool_book *b = book_of_ticket(d->ticket);
+    if (b != NULL) {
+        b->drawing -= d->drawn;
+        add_kept(b, d->drawn);
+        drop_if_empty(b);
+    }
+    pthread_mutex_unlock(&books_m);
+}
+
+/* books_m held.  After an allocation of `bytes` that drew `d->drawn`: how far the pool's
+ * reserve rose across the call past what was reserved for it (bytes - drawn), up to what it
+ * drew (the pool grew where it was thought to reuse).  The rise, not the reserve: the
+ * driver's rounding of its reserve is not counted, as on the other paths. */
+static uint64_t grown_past(const struct pool_book *b, const struct gem_pool_draw *d,
+                           uint64_t bytes)
+{
+    if (d->drawn == 0)
+        return 0;
+    uint64_t after = reserved_of(b), asked = bytes - d->drawn;
+    uint64_t rise = after > d->reserved_before ? after - d->reserved_before : 0;
+    uint64_t over = rise > asked ? rise - asked : 0;
+    return over < d->drawn ? over : d->drawn;
+}
+
+uint64_t gem_pool_lent(const struct gem_pool_draw *d, int dev, uint64_t bytes)
+{
+    uint64_t grown = 0, ticket = d->ticket;
+    pthread_mutex_lock(&books_m);
+    struct pool_book *b = book_of_ticket(ticket);
+    if (b != NULL) {
+        b->drawing -= d->drawn;
         b->lent += bytes;
-        grown = grown_past(b, drawn);
-        ticket = ticket_of((int)(b - books));
+        grown = grown_past(b, d, bytes);
+    } else {
+        ticket = 0; /* no book (more pools than books): its free gives its bytes back at once */
     }
     pthread_mutex_unlock(&books_m);
     if (grown == 0)
@@ -254,19 +261,37 @@ uint64_t gem_pool_returned(uint64_t ticket, uint64_t bytes, int counted)
     return back;
 }
 
-/* books_m held.  Mark (or unmark) `pool`'s books destroyed; those that lend nothing give what
- * they kept to back[dev]. */
-static void mark_destroyed(CUmemoryPool pool, int destroyed, uint64_t *back)
+/* books_m held.  Mark `pool`'s live books destroyed (the slots marked, as bits); those that
+ * lend nothing give what they kept to back[dev]. */
+static uint64_t mark_destroyed(CUmemoryPool pool, uint64_t *back)
 {
+    uint64_t marked = 0;
     for (int i = 0; i < MAX_POOLS; i++) {
         struct pool_book *b = &books[i];
-        if (b->pool != pool || b->destroyed == destroyed || (!destroyed && b->lent + b->kept == 0))
+        if (b->pool != pool || b->destroyed)
             continue;
-        b->destroyed = destroyed;
-        if (destroyed && b->lent == 0 && b->drawing == 0) {
+        b->destroyed = 1;
+        marked |= 1ull << i;
+        if (b->lent == 0 && b->drawing == 0) {
             back[b->dev] += b->kept;
             sub_kept(b, b->kept);
             drop_if_empty(b);
+        }
+    }
+    return marked;
+}
+
+/* books_m held.  The destroy failed: the pool is still the driver's, with all it kept. */
+static void unmark_destroyed(CUmemoryPool pool, uint64_t marked, uint64_t *back)
+{
+    for (int i = 0; i < MAX_POOLS; i++)
+        if ((marked >> i & 1) && books[i].pool == pool)
+            books[i].destroyed = 0;
+    for (int d = 0; d < GEM_MAX_DEVICES; d++) {
+        struct pool_book *b = back[d] > 0 ? book_of(pool, d, 1) : NULL;
+        if (b != NULL) {
+            add_kept(b, back[d]);
+            back[d] = 0;
         }
     }
 }
@@ -300,20 +325,12 @@ GEM_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
         return REAL(cuMemPoolDestroy)(pool);
     uint64_t back[GEM_MAX_DEVICES] = {0};
     pthread_mutex_lock(&books_m);
-    mark_destroyed(pool, 1, back);
+    uint64_t marked = mark_destroyed(pool, back);
     pthread_mutex_unlock(&books_m);
     CUresult r = REAL(cuMemPoolDestroy)(pool);
-    if (r != CUDA_SUCCESS) { /* still the driver's: nothing it kept has gone */
+    if (r != CUDA_SUCCESS) {
         pthread_mutex_lock(&books_m);
-        for (int d = 0; d < GEM_MAX_DEVICES; d++)
-            if (back[d] > 0) {
-                struct pool_book *b = book_of(pool, d, 1);
-                if (b != NULL) {
-                    add_kept(b, back[d]);
-                    back[d] = 0;
-                }
-            }
-        mark_destroyed(pool, 0, back);
+        unmark_destroyed(pool, marked, back);
         pthread_mutex_unlock(&books_m);
     }
     give_all(back);
