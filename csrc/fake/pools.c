@@ -4,8 +4,10 @@
  * what is freed into it: the reserve goes back to the device only at the next synchronisation
  * (stream, event or context) and down to the pool's release threshold (default 0), at
  * cuMemPoolTrimTo, or as it is destroyed (a pool destroyed while it lends keeps all of its
- * reserve until its last allocation is freed, as the driver's documentation says).  No fragmentation: the
- * reserve serves any allocation that fits in what it has spare, and grows by the shortfall. */
+ * reserve until its last allocation is freed, as the driver's documentation says).  The
+ * reserve serves any allocation that fits in what it has spare, and grows by the shortfall;
+ * with GEMINI_FAKE_POOL_FRAGMENTED=1 it serves none (its spare in pieces too small for
+ * anything asked), and every allocation grows it by its whole size. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 
@@ -43,6 +45,16 @@ static int pool_ok(CUmemoryPool p)
     return p != NULL && p->magic == POOL_MAGIC && !p->destroyed;
 }
 
+static int fragmented(void)
+{
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("GEMINI_FAKE_POOL_FRAGMENTED");
+        v = e != NULL && e[0] == '1';
+    }
+    return v;
+}
+
 static int ordinal_ok(int dev)
 {
     return dev >= 0 && dev < fake_device_count() && dev < FAKE_MAX_DEVICES;
@@ -70,7 +82,7 @@ static CUresult pool_alloc_locked(CUdeviceptr *dptr, uint64_t bytes, struct CUme
 {
     if (dptr == NULL || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t spare = p->reserved - p->used;
+    uint64_t spare = fragmented() ? 0 : p->reserved - p->used;
     uint64_t grow = bytes > spare ? bytes - spare : 0;
     if (grow > 0) {
         CUresult rc = fake_mem_charge(p->dev, grow);

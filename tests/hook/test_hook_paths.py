@@ -165,6 +165,33 @@ def test_what_a_memory_pool_keeps_stays_counted(fake_env, pm, threshold, beside)
     assert (refused, used) == (2 if beside else 0, 0)
 
 
+POOL_GROWN = r"""
+import ctypes as C, json
+cu = C.CDLL("libcuda.so.1")
+MIB, THRESHOLD = 1 << 20, 4  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+assert cu.cuInit(0) == 0
+ctx, pool, p, q = C.c_void_p(), C.c_void_p(), C.c_uint64(), C.c_uint64()
+assert cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuDeviceGetMemPool(C.byref(pool), 0) == 0
+keep = C.c_uint64(2**64 - 1)
+assert cu.cuMemPoolSetAttribute(pool, THRESHOLD, C.byref(keep)) == 0
+size = C.c_size_t(200 * MIB)
+assert cu.cuMemAllocAsync(C.byref(p), size, None) == 0 and cu.cuMemFreeAsync(p, None) == 0
+out = {"async again": cu.cuMemAllocAsync(C.byref(p), size, None),
+       "alloc beside the grown pool": cu.cuMemAlloc_v2(C.byref(q), size)}
+print(json.dumps(out))
+"""
+
+
+def test_a_pool_that_grows_where_it_was_thought_to_reuse_is_counted(fake_env, pm):
+    """An allocation from a pool draws on what the pool kept, and reserves nothing more; a pool
+    whose reserve is fragmented grows all the same (the fake's, made so): 200 MiB kept and 200
+    MiB grown sat beside a plain 200 MiB under a 512 MiB limit, counted as 400."""
+    pm.limit = 512 * MIB
+    r = fake_env.run([sys.executable, "-c", POOL_GROWN], GEMINI_FAKE_POOL_FRAGMENTED="1")
+    assert r.out[0] == {"async again": 0, "alloc beside the grown pool": 2}, r.stderr[-800:]
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_meminfo_shows_the_limit(fake_env, pm, name):
     pm.limit = 3 << 30
