@@ -13,13 +13,12 @@
  * in the log.
  *
  * A destroyed context, and a primary context reset or released for the last time (device.c),
- * give back every allocation made while it was current.  A destroyed memory pool gives back
- * nothing here: its allocations outlive it until freed ("released automatically once there are
- * no more outstanding allocations"), and each gives its bytes back at its free; the pool's
- * reserve goes back with it (pools.c).
+ * give back every allocation made while it was current.
  *
  * Memory from a pool (cuMemAllocAsync, cuMemAllocFromPoolAsync) stays counted after its free
- * while the pool keeps it (pools.c).
+ * while the pool keeps it, and a destroyed pool's allocations outlive it until freed
+ * ("released automatically once there are no more outstanding allocations"), its reserve with
+ * the last of them (pools.c).
  *
  * cuMemGetInfo_v2 / cuDeviceTotalMem_v2: total = the limit, free = limit - used by the whole
  * client (never below 0, never above what the driver says is free).  NVML (nvml.c) shows the
