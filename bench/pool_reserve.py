@@ -64,40 +64,35 @@ def app() -> int:
                       "card_used_mib": card_used_mib() - base,
                       "meminfo_used_mib": (total - free) >> 20})
 
-    def plain(gib: int) -> tuple[int, ctypes.c_uint64]:
+    def plain(name: str, gib: int) -> None:
         p = ctypes.c_uint64()
-        return cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(gib * GIB)), p
+        rc = cu.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(gib * GIB))
+        step(name, rc=rc)
+        if rc == 0:
+            cu.cuMemFree_v2(p)
+
+    def tensor(name: str, gib: int) -> None:
+        try:
+            x = torch.empty(gib * GIB, dtype=torch.uint8, device="cuda")
+            step(name, ok=True)
+            del x
+        except torch.OutOfMemoryError as exc:
+            step(name, ok=False, error=str(exc)[:200])
 
     x = torch.empty(3 * GIB, dtype=torch.uint8, device="cuda")
     step("torch 3 GiB")
     del x
     step("torch freed it")
-    rc, p = plain(3)
-    step("cuMemAlloc 3 GiB beside the pool", rc=rc)
-    if rc == 0:
-        cu.cuMemFree_v2(p)
-    try:
-        y = torch.empty(3 * GIB, dtype=torch.uint8, device="cuda")
-        step("torch 3 GiB again", ok=True)
-        del y
-    except torch.OutOfMemoryError as exc:
-        step("torch 3 GiB again", ok=False, error=str(exc)[:200])
+    plain("cuMemAlloc 3 GiB beside the pool", 3)
+    tensor("torch 3 GiB again", 3)
     torch.cuda.empty_cache()
     step("empty_cache")
-    rc, p = plain(3)
-    step("cuMemAlloc 3 GiB after empty_cache", rc=rc)
-    if rc == 0:
-        cu.cuMemFree_v2(p)
+    plain("cuMemAlloc 3 GiB after empty_cache", 3)
     a, b, c = (torch.empty(GIB, dtype=torch.uint8, device="cuda") for _ in range(3))
     step("torch three 1 GiB")
     del a, c
     step("torch freed the first and last")
-    try:
-        d = torch.empty(2 * GIB, dtype=torch.uint8, device="cuda")
-        step("torch 2 GiB beside the holes", ok=True)
-        del d
-    except torch.OutOfMemoryError as exc:
-        step("torch 2 GiB beside the holes", ok=False, error=str(exc)[:200])
+    tensor("torch 2 GiB beside the holes", 2)
     del b
     torch.cuda.empty_cache()
     step("empty_cache again")

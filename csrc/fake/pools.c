@@ -244,32 +244,31 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
     return rc;
 }
 
-CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* The device's default pool, or (`current`) the one cuMemAllocAsync allocates from. */
+static CUresult device_pool(CUmemoryPool *out, CUdevice dev, int current)
 {
-    FAKE_ENTER(cuDeviceGetDefaultMemPool);
-    FAKE_NEED_INIT();
-    if (pool_out == NULL)
+    if (out == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (!ordinal_ok(dev))
         return CUDA_ERROR_INVALID_DEVICE;
     pthread_mutex_lock(&pools_mu);
-    *pool_out = default_of(dev);
+    *out = current && current_pool[dev] != NULL ? current_pool[dev] : default_of(dev);
     pthread_mutex_unlock(&pools_mu);
-    return *pool_out != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return *out != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    FAKE_ENTER(cuDeviceGetDefaultMemPool);
+    FAKE_NEED_INIT();
+    return device_pool(pool_out, dev, 0);
 }
 
 CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
     FAKE_ENTER(cuDeviceGetMemPool);
     FAKE_NEED_INIT();
-    if (pool == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!ordinal_ok(dev))
-        return CUDA_ERROR_INVALID_DEVICE;
-    pthread_mutex_lock(&pools_mu);
-    *pool = current_pool[dev] != NULL ? current_pool[dev] : default_of(dev);
-    pthread_mutex_unlock(&pools_mu);
-    return *pool != NULL ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return device_pool(pool, dev, 1);
 }
 
 CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
