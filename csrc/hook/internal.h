@@ -389,7 +389,7 @@ struct gem_pool_draw {
     uint64_t ticket, drawn, reserved_before;
 };
 void gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes, struct gem_pool_draw *d);
-void gem_pool_undraw(const struct gem_pool_draw *d);
+void gem_pool_undraw(const struct gem_pool_draw *d, int dev);
 uint64_t gem_pool_lent(const struct gem_pool_draw *d, int dev, uint64_t bytes);
 /* An allocation of the ticket's pool freed; `counted`: its bytes are still counted (then kept).
  * Returns what the caller gives back (gem_lease_give), after any lock of its own. */

@@ -376,7 +376,7 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
 {
     if (r != CUDA_SUCCESS) {
         give_back(dev, bytes - d->drawn);
-        gem_pool_undraw(d);
+        gem_pool_undraw(d, dev);
     } else {
         remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(d, dev, bytes));
     }
@@ -402,7 +402,7 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
             gem_pool_draw(p_, d_, b_, &draw_);                                                   \
         CUresult q_ = reserve(d_, b_ - draw_.drawn, #sym);                                       \
         if (q_ != CUDA_SUCCESS) {                                                                \
-            gem_pool_undraw(&draw_);                                                             \
+            gem_pool_undraw(&draw_, d_);                                                         \
             return q_;                                                                           \
         }                                                                                        \
         CUresult r_ = REAL(sym) call;                                                            \

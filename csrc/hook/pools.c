@@ -184,16 +184,32 @@ void gem_pool_draw(CUmemoryPool pool, int dev, uint64_t bytes, struct gem_pool_d
     pthread_mutex_unlock(&books_m);
 }
 
-void gem_pool_undraw(const struct gem_pool_draw *d)
+/* books_m held.  A destroyed pool that lends nothing and has nothing in flight: its reserve
+ * is gone, and what its book kept goes to the caller. */
+static uint64_t last_of_destroyed(struct pool_book *b)
 {
+    uint64_t back = 0;
+    if (b->destroyed && b->lent == 0 && b->drawing == 0) {
+        back = b->kept;
+        sub_kept(b, b->kept);
+    }
+    drop_if_empty(b);
+    return back;
+}
+
+void gem_pool_undraw(const struct gem_pool_draw *d, int dev)
+{
+    uint64_t back = 0;
     pthread_mutex_lock(&books_m);
     struct pool_book *b = book_of_ticket(d->ticket);
     if (b != NULL) {
         b->drawing -= d->drawn;
         add_kept(b, d->drawn);
-        drop_if_empty(b);
+        back = last_of_destroyed(b); /* (destroyed while this allocation was in flight) */
     }
     pthread_mutex_unlock(&books_m);
+    if (back > 0)
+        gem_lease_give(dev, back);
 }
 
 /* books_m held.  After an allocation of `bytes` that drew `d->drawn`: how far the pool's
@@ -251,11 +267,7 @@ uint64_t gem_pool_returned(uint64_t ticket, uint64_t bytes, int counted)
             add_kept(b, bytes);
             back = 0;
         }
-        if (b->destroyed && b->lent == 0 && b->drawing == 0) {
-            back += b->kept; /* its last allocation: the destroyed pool's reserve goes */
-            sub_kept(b, b->kept);
-        }
-        drop_if_empty(b);
+        back += last_of_destroyed(b); /* (its last allocation) */
     }
     pthread_mutex_unlock(&books_m);
     return back;
@@ -272,11 +284,8 @@ static uint64_t mark_destroyed(CUmemoryPool pool, uint64_t *back)
             continue;
         b->destroyed = 1;
         marked |= 1ull << i;
-        if (b->lent == 0 && b->drawing == 0) {
-            back[b->dev] += b->kept;
-            sub_kept(b, b->kept);
-            drop_if_empty(b);
-        }
+        int dev = b->dev; /* (read before the book may be dropped) */
+        back[dev] += last_of_destroyed(b);
     }
     return marked;
 }
