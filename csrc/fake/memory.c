@@ -120,48 +120,47 @@ int fake_alloc_put_owned(uint64_t key, uint64_t bytes, int dev, int kind, void *
     return 0;
 }
 
-int fake_alloc_take(uint64_t key, int kind_mask, uint64_t *bytes, int *dev, int *kind)
+/* The node of `key` (one of `kind_mask`'s kinds) out of the table; NULL: none. */
+static struct alloc_node *take_node(uint64_t key, int kind_mask)
 {
+    struct alloc_node *found = NULL;
     pthread_mutex_lock(&g_tab_mu);
-    struct alloc_node **pp = &g_tab[bucket(key)];
-    for (; *pp != NULL; pp = &(*pp)->next) {
-        struct alloc_node *n = *pp;
-        if (n->key == key && (FAKE_KIND_BIT(n->kind) & kind_mask)) {
-            *pp = n->next;
-            pthread_mutex_unlock(&g_tab_mu);
-            if (bytes != NULL)
-                *bytes = n->bytes;
-            if (dev != NULL)
-                *dev = n->dev;
-            if (kind != NULL)
-                *kind = n->kind;
-            free(n);
-            return 0;
-        }
-    }
-    pthread_mutex_unlock(&g_tab_mu);
-    return -1;
-}
-
-int fake_alloc_take_owned(uint64_t key, int kind_mask, uint64_t *bytes, void **owner)
-{
-    pthread_mutex_lock(&g_tab_mu);
-    void *found = NULL;
-    int rc = -1;
     for (struct alloc_node **pp = &g_tab[bucket(key)]; *pp != NULL; pp = &(*pp)->next) {
         struct alloc_node *n = *pp;
         if (n->key == key && (FAKE_KIND_BIT(n->kind) & kind_mask)) {
             *pp = n->next;
-            *bytes = n->bytes;
-            found = n->owner;
-            free(n);
-            rc = 0;
+            found = n;
             break;
         }
     }
     pthread_mutex_unlock(&g_tab_mu);
-    *owner = found;
-    return rc;
+    return found;
+}
+
+int fake_alloc_take(uint64_t key, int kind_mask, uint64_t *bytes, int *dev, int *kind)
+{
+    struct alloc_node *n = take_node(key, kind_mask);
+    if (n == NULL)
+        return -1;
+    if (bytes != NULL)
+        *bytes = n->bytes;
+    if (dev != NULL)
+        *dev = n->dev;
+    if (kind != NULL)
+        *kind = n->kind;
+    free(n);
+    return 0;
+}
+
+int fake_alloc_take_owned(uint64_t key, int kind_mask, uint64_t *bytes, void **owner)
+{
+    struct alloc_node *n = take_node(key, kind_mask);
+    *owner = n != NULL ? n->owner : NULL;
+    if (n == NULL)
+        return -1;
+    *bytes = n->bytes;
+    free(n);
+    return 0;
 }
 
 int fake_alloc_find(uint64_t key, int kind_mask, uint64_t *bytes, int *dev)

@@ -196,52 +196,62 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* pools_mu held.  One attribute of a live pool read into `value`. */
+static CUresult get_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(uint64_t *)value = pool->threshold; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(uint64_t *)value = pool->reserved; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(uint64_t *)value = pool->reserved_high; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(uint64_t *)value = pool->used; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(uint64_t *)value = pool->used_high; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* pools_mu held.  One attribute of a live pool set from `value` (a high mark: reset). */
+static CUresult set_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: pool->threshold = *(uint64_t *)value; break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: pool->reserved_high = pool->reserved; break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: pool->used_high = pool->used; break;
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* An attribute's call: checked, and `fn` run on the pool under the lock. */
+static CUresult with_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value,
+                               CUresult (*fn)(CUmemoryPool, CUmemPool_attribute, void *))
+{
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pools_mu);
+    CUresult rc = pool_ok(pool) ? fn(pool, attr, value) : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&pools_mu);
+    return rc;
+}
+
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     FAKE_ENTER(cuMemPoolGetAttribute);
     FAKE_NEED_INIT();
-    if (value == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pools_mu);
-    CUresult rc = pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(uint64_t *)value = pool->threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *(uint64_t *)value = pool->reserved; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(uint64_t *)value = pool->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(uint64_t *)value = pool->used; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(uint64_t *)value = pool->used_high; break;
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: *(int *)value = 1; break;
-        default: rc = CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    pthread_mutex_unlock(&pools_mu);
-    return rc;
+    return with_attribute(pool, attr, value, get_attribute);
 }
 
 CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
 {
     FAKE_ENTER(cuMemPoolSetAttribute);
     FAKE_NEED_INIT();
-    if (value == NULL)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&pools_mu);
-    CUresult rc = pool_ok(pool) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (rc == CUDA_SUCCESS) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: pool->threshold = *(uint64_t *)value; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: pool->reserved_high = pool->reserved; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: pool->used_high = pool->used; break;
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES: break;
-        default: rc = CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    pthread_mutex_unlock(&pools_mu);
-    return rc;
+    return with_attribute(pool, attr, value, set_attribute);
 }
 
 /* The device's default pool, or (`current`) the one cuMemAllocAsync allocates from. */
