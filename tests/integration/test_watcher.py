@@ -106,15 +106,38 @@ def test_invalid_edit_keeps_last_good_then_fixed_edit_applies(conf: Path) -> Non
 
 
 def test_unchanged_content_and_other_files_do_not_call_back(conf: Path) -> None:
+    """Each unchanged write follows a broken one, so its own read is seen ("valid again"):
+    written together, the debounce would read only the last of them."""
+    valid: asyncio.Queue[logging.LogRecord] = asyncio.Queue()
+    informed = _Queue(valid)
+    informed.setLevel(logging.INFO)
+    logger = logging.getLogger("gemini.config")
+
+    async def valid_again() -> None:
+        while "valid again" not in (await asyncio.wait_for(valid.get(), TIMEOUT_S)).msg:
+            pass
+
     async def body(h: Harness) -> None:
-        conf.write_text(ONE)  # same config as the baseline
+        for same in (ONE, ONE.replace("1GiB", "1073741824")):  # the baseline; other spelling
+            conf.write_text("2\nclient1 0.5 0.5 1GiB\n")
+            await h.next_error("2 clients")
+            conf.write_text(same)
+            await valid_again()
+            assert h.configs.empty()
         (conf.parent / "unrelated.txt").write_text("x")
-        conf.write_text(ONE.replace("1GiB", "1073741824"))  # same values, other spelling
         conf.write_text(TWO)
         # The first callback is the first real change: nothing before TWO was reported.
         assert await h.next_config() == parse_text(TWO)
+        assert h.configs.empty()
 
-    run_watching(conf, body)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(informed)
+    try:
+        run_watching(conf, body)
+    finally:
+        logger.removeHandler(informed)
+        logger.setLevel(level)
 
 
 @pytest.mark.parametrize("through_link", [False, True])

@@ -4,7 +4,6 @@ shares stay fair, and the scheduler's memory does not grow with the number of gr
 from __future__ import annotations
 
 import statistics
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,14 +41,15 @@ def test_64_clients_of_4_processes(system, tmp_path):
                                    str(SECONDS)) for _ in range(PROCESSES)] for n in names}
         early = rss_kib(schd.proc.pid)
         grants_early = len(query_status("127.0.0.1", schd.port)["history"])
-        kernels = {n: sum(result(p)["kernels"] for p in ps) for n, ps in procs.items()}
+        done = {n: [result(p)["kernels"] for p in ps] for n, ps in procs.items()}
         late = rss_kib(schd.proc.pid)
         status = query_status("127.0.0.1", schd.port)
     finally:
         for d in [*pods, schd]:
             d.stop()
     # Every process of every client got the GPU.
-    assert all(k > 0 for k in kernels.values()), kernels
+    assert all(k > 0 for ks in done.values() for k in ks), done
+    kernels = {n: sum(ks) for n, ks in done.items()}
     # Fair (equal requests): spread small overall, no client far from the mean.  A 12 s run is
     # about 10 rounds of 64 quotas, so single clients vary by a quota or two.
     mean = statistics.mean(kernels.values())
@@ -61,10 +61,9 @@ def test_64_clients_of_4_processes(system, tmp_path):
 
 
 def test_load_exits_cleanly(system):
-    """All daemons above were stopped by SIGTERM with exit code 0 (checked via a short run)."""
+    """A short run, then the daemons stop on SIGTERM with exit code 0."""
     system.backend("1\na 1.0 1.0 1GiB\n")
     proc = system.work("a", 0.5)
     assert result(proc)["rc"] == 0
     assert system.schd.stop() == 0
     assert all(pm.stop() == 0 for pm in system.pmgrs.values())
-    assert isinstance(proc, subprocess.Popen)
