@@ -90,13 +90,19 @@ class Credits:
         self.credit: dict[str, float] = {}
         self._since = now
 
-    def earn(self, rates: Mapping[str, float], now: float) -> None:
-        """Credit the clients that wanted the GPU since the last call, each at its rate."""
+    def earn(self, rates: Mapping[str, float], now: float,
+             unspent: Mapping[str, float] | None = None) -> None:
+        """Credit the clients that wanted the GPU since the last call, each at its rate.  What
+        a client still holds of a grant (`unspent`, spent when it was made) it owes beyond the
+        bound: forgiven, a whole grant made alone was earned back while it ran beside a
+        newcomer, who then waited seconds to catch up."""
         elapsed = max(now - self._since, 0.0)
         self._since = max(now, self._since)
+        unspent = unspent or {}
         for name, rate in rates.items():
             owed = self.credit.get(name, 0.0) + rate * elapsed
-            self.credit[name] = min(max(owed, -self.bound), self.bound)
+            floor = self.bound + max(unspent.get(name, 0.0), 0.0)
+            self.credit[name] = min(max(owed, -floor), self.bound)
 
     def spend(self, name: str, seconds: float) -> None:
         """`seconds` of GPU time served to `name` (negative: given back unused)."""

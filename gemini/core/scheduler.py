@@ -209,7 +209,8 @@ class SchedulerCore:
         # A client's overrun that no grant covered yet when it was reported: (its client,
         # from, until); the next grant to another client within it was partly taken by it.
         self._overrun: tuple[str, float, float] | None = None
-        # Enough to owe a waiting client what one whole grant of another costs it.
+        # Enough to owe a waiting client what one whole grant of another costs it (set with
+        # each config: _credit_bound_s).
         self.credits = Credits(2 * self._turn_s, now)
         self.pacer = Pacer()
         self.speed = SpeedMeter()
@@ -700,12 +701,12 @@ class SchedulerCore:
         (spent when it was made): its overuse, charged with each request, reached the bound
         the other way, and the next to come took that in one lump (H200, 0.4/0.5 uncapped, b
         joining a alone for 10 s: four 50 ms grants in a row, 0.593 of its first second)."""
-        self.credits.earn(self._by_work(self._targets(wanting)), until)
+        held = self.holder.interval if self.holder is not None else None
+        unspent = {held.name: held.end - until} if held is not None else {}
+        self.credits.earn(self._by_work(self._targets(wanting)), until, unspent)
         if len(wanting) == 1 and wanting <= self.clients.keys():
             (name,) = wanting
-            held = self.holder.interval if self.holder is not None else None
-            unspent = held.end - until if held is not None and held.name == name else 0.0
-            self.credits.owe_nothing(name, max(unspent, 0.0))
+            self.credits.owe_nothing(name, max(unspent.get(name, 0.0), 0.0))
 
     def _targets(self, names: set[str] | list[str]) -> dict[str, float]:
         specs = {n: self.clients[n].spec for n in names if n in self.clients}
@@ -999,7 +1000,18 @@ class SchedulerCore:
         if limit_changed:
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
+        self.credits.bound = self._credit_bound_s()
         return out
+
+    def _credit_bound_s(self) -> float:
+        """Two of the longest grants made while others wait: a turn, or a UM client's minimum
+        (1 s).  Bounded at two turns of 100 ms, each UM grant was mostly forgiven, and turns
+        went round as if all asked alike (simulator: an all-UM 0.3/0.7 pair 0.433/0.567, a UM
+        0.3 beside a plain 0.7 0.664 of the GPU)."""
+        longest = self._turn_s
+        if any(is_um(c.spec, self.um) for c in self.clients.values()):
+            longest = max(longest, self.um.min_quota_s)
+        return 2 * longest
 
     def _push_memory_limit(self, state: ClientState, spec: ClientSpec) -> list[Action]:
         values = (state.mem_used, spec.gpu_mem, mem_flags(spec, self.um))

@@ -1020,3 +1020,20 @@ def test_the_start_line_names_the_timing_and_the_options_not_at_their_default():
                                          "short window 1 s, grace 5 ms")
     assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=True)).endswith(
         ", shared speed, hand-overs at the grant's end")
+
+
+@pytest.mark.parametrize("newcomer", [("n", 0.05, 0.05), ("n", 0.05, 1.0)], ids=["capped", "not"])
+@pytest.mark.parametrize("seed", range(1, 7))
+def test_a_newcomer_beside_a_client_on_whole_grants_waits_one_grant_at_most(seed, newcomer):
+    """Gemini's own quotas (no short window): a alone holds 1 s grants.  Its credit was spent
+    for the whole grant when it was made, but bounded at two turns (0.5 s): the rest was
+    forgiven, and a earned it back while the newcomer, at 0.05, could not catch up (its first
+    token up to 5 s after it asked, simulator)."""
+    timing = Timing(0.25, 0.1, 10.0, max_quota_s=1.0, short_window_s=0.0)
+    sim = Sim([("a", 0.5, 1.0), newcomer], timing=timing, burst_ms=5000.0, seed=seed)
+    sim.start("a")
+    joins = 5.0 + seed / 7
+    sim.start("n", at=joins)
+    sim.run_until(joins + 8.0)
+    first = min(start for start, _ in sim.clients["n"].busy)
+    assert first - joins <= timing.max_quota_s + 0.01

@@ -176,3 +176,25 @@ def test_a_lowered_cap_holds_a_um_client_over_every_long_window_after_it():
     sim.run_until(90.0)
     # (from 31 s: the grant that ran at the edit, a second long, was the old cap's)
     assert max(sim.share("a", s / 10, s / 10 + 10.0) for s in range(310, 800)) <= 0.25 + 0.01
+
+
+@pytest.mark.parametrize("um", [(0, 1, 2), (0,), (-1,)], ids=["all UM", "first UM", "last UM"])
+@pytest.mark.parametrize("shares", [(0.3, 0.7), (0.7, 0.3), (0.2, 0.3, 0.5)],
+                         ids=["pair", "pair the other way", "trio"])
+def test_um_clients_beside_others_get_their_shares(shares, um):
+    """A UM grant is 1 s at least, against turns of 100 ms: the credit a waiting client is owed
+    must reach a whole one.  Bounded at two turns, each UM grant was mostly forgiven and turns
+    went round as if all asked alike: 0.433/0.567 for an all-UM 0.3/0.7 pair, 0.333 each for a
+    trio, and a UM 0.3 beside a plain 0.7 took 0.700 of the GPU."""
+    names = "abc"[:len(shares)]
+    um_names = {names[i] for i in um if -len(names) <= i < len(names)}
+    config = ResourceConfig(tuple(ClientSpec(n, s, 1.0, GiB, n in um_names)
+                                  for n, s in zip(names, shares, strict=True)))
+    sim = Sim([(n, s, 1.0) for n, s in zip(names, shares, strict=True)], burst_ms=50.0)
+    sim.core = SchedulerCore(config, Timing(0.3, 0.02, 10.0, max_quota_s=1.2), 0.0,
+                             UmPolicy(min_quota_s=1.0))
+    for n in names:
+        sim.start(n)
+    sim.run_until(60.0)
+    for n, s in zip(names, shares, strict=True):
+        assert sim.share(n, 0.0, 60.0) == pytest.approx(s, abs=0.02), n
