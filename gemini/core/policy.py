@@ -35,15 +35,20 @@ class Standing:
     ready_in: float = 0.0  # seconds until its pace lets it start (Pacer; <= 0: now)
     limit: float = 1.0  # its cap (1: none)
     need: float = 0.0  # the least room it waits for (a calibration grant's: gemini.core.speed)
+    # Never served yet: it goes first.  Starting owed nothing, a newcomer at 0.01 earns 10 ms a
+    # second while its rivals wait owed up to a turn or two: it waited up to 1.3 s for its first
+    # token, 3 s where the requests add up to more than the GPU (simulator, gem-schd's own
+    # quotas).  Its first grant is its share of a turn, paid back as its credit goes below.
+    new: bool = False
 
 
 def pick(standings: list[Standing], min_grant: float = 0.0) -> Standing | None:
     """The client owed most among those paced to go now, with room for at least `min_grant`
-    seconds (or its own `need`) under their limit, or None if all are capped.  Ties keep
-    arrival order."""
+    seconds (or its own `need`) under their limit, or None if all are capped; one never served
+    before any other.  Ties keep arrival order."""
     valid = [s for s in standings
              if s.remaining > 0 and s.remaining >= max(min_grant, s.need) and s.ready_in <= 0]
-    return max(valid, key=lambda s: s.credit, default=None)
+    return max(valid, key=lambda s: (s.new, s.credit), default=None)
 
 
 def targets(wanting: Mapping[str, tuple[float, float]]) -> dict[str, float]:

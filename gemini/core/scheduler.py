@@ -850,7 +850,7 @@ class SchedulerCore:
             resting = self._resting(ready_in, max(least, need))
             room = math.inf if resting else self._room(n, long_size, now, max(far, need), cal)
             out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
-                                self.clients[n].spec.limit, need))
+                                self.clients[n].spec.limit, need, self.clients[n].tokens == 0))
         return out
 
     def _um_least_s(self, name: str, now: float) -> float:

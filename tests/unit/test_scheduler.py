@@ -1037,3 +1037,22 @@ def test_a_newcomer_beside_a_client_on_whole_grants_waits_one_grant_at_most(seed
     sim.run_until(joins + 8.0)
     first = min(start for start, _ in sim.clients["n"].busy)
     assert first - joins <= timing.max_quota_s + 0.01
+
+
+@pytest.mark.parametrize("rivals", [(("a", 0.5, 1.0), ("b", 0.49, 1.0)),
+                                    (("a", 0.5, 0.5), ("b", 0.5, 0.5))],
+                         ids=["requests fill the GPU", "requests over it"])
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_a_newcomer_with_a_small_share_is_served_within_one_grant(seed, rivals):
+    """gem-schd's own quotas (250 ms, at most 1 s).  A newcomer at 0.01 starts owed nothing and
+    earns 10 ms a second, while its rivals wait owed up to a turn or two: it waited up to 1.3
+    s, and 3 s where the requests add up to 1.01 (simulator).  Never served, it goes first."""
+    timing = Timing()
+    sim = Sim([*rivals, ("n", 0.01, 1.0)], timing=timing, burst_ms=5000.0, seed=seed)
+    for name, _, _ in rivals:
+        sim.start(name)
+    joins = 5.0 + seed / 9
+    sim.start("n", at=joins)
+    sim.run_until(joins + 6.0)
+    first = min(start for start, _ in sim.clients["n"].busy)
+    assert first - joins <= timing.max_quota_s + 0.01
