@@ -224,8 +224,9 @@ def test_event_elapsed_time_matches_kernel_durations(gpu: FakeGpu, launch: str) 
         launch,
     )
     assert r["rc"] == 0 and r["gpu_ms"] == pytest.approx(80)
-    # Events time the GPU, not the host: only launch overheads may add to the 80 ms.
-    assert 80 <= r["event_ms"] <= 80 * 1.25
+    # Events time the GPU, not the host: only launch overheads may add to the 80 ms (and a host
+    # stalled between two of a burst's launches: room for 10 ms in each of the four).
+    assert 80 <= r["event_ms"] <= 80 * 1.5
 
 
 def test_ctx_sync_waits_for_the_process(gpu: FakeGpu) -> None:

@@ -55,21 +55,21 @@ def run_touched(window_s: float, end_after_s: float) -> tuple[BusyPoll, Recordin
 
 
 def test_the_loop_polls_for_the_window_then_sleeps_again():
-    poll, selector, stopped = run_touched(window_s=0.05, end_after_s=0.3)
+    poll, selector, stopped = run_touched(window_s=0.05, end_after_s=0.6)
     assert poll.spins > 10  # it turned and turned without sleeping
-    assert 0.05 <= stopped < 0.3  # ... for the window, and not past it
+    assert 0.05 <= stopped < 0.6  # ... for the window, and not past it
     polls = sum(1 for t in selector.timeouts if t == 0)
     assert polls > 10
-    # then it slept until the end (about 0.25 s), in one select or a few
-    assert max(t for t in selector.timeouts if t is not None) > 0.1, selector.timeouts[-5:]
+    # then it slept until the end (about 0.55 s), in one select or a few
+    assert max(t for t in selector.timeouts if t is not None) > 0.2, selector.timeouts[-5:]
 
 
 def test_off_the_loop_never_polls():
-    poll, selector, _ = run_touched(window_s=0.0, end_after_s=0.05)
+    poll, selector, _ = run_touched(window_s=0.0, end_after_s=0.5)
     assert poll.spins == 0 and not poll.spinning
     # a few turns of asyncio's own, then one sleep to the end
     assert sum(1 for t in selector.timeouts if t == 0) < 10, selector.timeouts
-    assert max(t for t in selector.timeouts if t is not None) > 0.03, selector.timeouts
+    assert max(t for t in selector.timeouts if t is not None) > 0.3, selector.timeouts
 
 
 @pytest.mark.parametrize(("value", "seconds"), [("", 0.0), ("20", 0.02), ("0.5", 0.0005)])
