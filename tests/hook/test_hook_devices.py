@@ -32,7 +32,7 @@ def env(hook_lib, pm, tmp_path) -> HookEnv:
         driver = fake_driver_dir()
         program_path("gem_client")
     except NativeBuildMissing as exc:
-        pytest.skip(str(exc))
+        pytest.fail(f"{exc} (the hook tests need the fake driver: not skipped)")
     e = HookEnv(hook_lib, driver, pm, tmp_path)
     e.env.pop("CUDA_VISIBLE_DEVICES", None)
     e.env["GEMINI_FAKE_DEVICES"] = "2"

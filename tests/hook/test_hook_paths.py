@@ -547,10 +547,10 @@ def test_a_kernels_first_launch_that_loads_its_module_is_not_its_cost(fake_env, 
     assert r.out[-1]["rc"] == 0, r.stderr
     # The cost in effect, in the order the debug log says it: a cost learnt (at most once a
     # second), or one read over the stalled call replaced.  (Under 200 us: one segment, which
-    # a loaded host may stretch by tens of us.)
+    # a loaded host may stretch by tens of us; none near the stalled call's 3000.)
     said = re.findall(r"GPU time per kernel launch ([0-9.]+) us|(is replaced by) ([0-9.]+) us",
                       r.stderr)
     replaced = [i for i, (_, replacing, _) in enumerate(said) if replacing]
     assert replaced and float(said[0][0]) > 2000.0, said  # the load, then its replacement
     after = [float(learnt or by) for learnt, _, by in said[replaced[0]:]]
-    assert max(after) < 200.0, said
+    assert statistics.median(after) < 200.0 and max(after) < 1000.0, said

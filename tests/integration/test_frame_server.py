@@ -173,9 +173,10 @@ def test_a_connection_that_never_proves_the_secret_is_closed_unheard(caplog, mon
 
 
 def run_on(loop: str, main: Coroutine[Any, Any, None]) -> None:
-    """Run `main` on asyncio's event loop or on uvloop's (skipped where not installed)."""
+    """Run `main` on asyncio's event loop or on uvloop's (a test dependency: `.[test]`)."""
     if loop == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
+        import uvloop
+
         uvloop.run(main)
     else:
         asyncio.run(main)
