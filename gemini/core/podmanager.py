@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
@@ -108,6 +108,10 @@ class HookState:
     launched: bool = False  # has asked for a token
     wanted_at: float = float("-inf")  # when it last asked for a token, or got one it waited for
     leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
+    # Did not answer a recall in time (stopped, or its answering thread never started): not
+    # asked again, so that each allocation that does not fit waits for it no more, until it
+    # sends anything.
+    silent: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ class ProcessUse:
 class Waiter:
     conn: ConnId
     req: Request
+    recalled: bool = False  # a recall was made for it (_recall_for)
 
 
 class PodCore:
@@ -234,6 +239,8 @@ class PodCore:
             reply = Reply(conn, req.type, Response(req.req_id, Status.UNKNOWN_CLIENT))
             why = f"refused a process that calls itself {said_name(req.name)!r}"
             return [reply, act.warning(self.name, why), act.Close(conn, "wrong client name")]
+        if conn in self.hooks:
+            self.hooks[conn].silent = False  # it speaks: it answers recalls again
         if req.type is RequestType.QUOTA:
             return self._on_hook_quota(Waiter(conn, req), now)
         if req.type is RequestType.PROCESS:
@@ -449,6 +456,7 @@ class PodCore:
             self._give_back(hook, size)
             out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
         elif kind == MEM_CLAIM:
+            hook.leases = True  # (only a hook that leases claims: it keeps what it frees)
             out = self._claim(w, size)
         elif kind not in (MEM_ALLOC, MEM_LEASE):
             out = [Reply(w.conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
@@ -470,6 +478,8 @@ class PodCore:
             out = []
         else:
             out = self._recall_for(w, size, now)
+            if self.recall_asked:
+                self.recall_waiters.append(replace(w, recalled=True))
         return out + self._maybe_report(now)
 
     def _claim(self, w: Waiter, size: int) -> list[Action]:
@@ -514,13 +524,14 @@ class PodCore:
     # ---- lease recall --------------------------------------------------------------------------
 
     def _recall_for(self, w: Waiter, size: int, now: float) -> list[Action]:
-        """An allocation that does not fit: ask the others for their unspent leases, or refuse."""
+        """An allocation that does not fit: ask the others for their unspent leases (then
+        `recall_asked` is set, and the caller queues `w`), or refuse."""
         assert self.limit is not None
         free = max(self.limit - self.used, 0)
-        asked = [c for c, h in self.hooks.items() if c != w.conn and h.leases and h.reserved > 0]
+        asked = [c for c, h in self.hooks.items()
+                 if c != w.conn and h.leases and h.reserved > 0 and not h.silent]
         if not asked or free + sum(self.hooks[c].reserved for c in asked) < size:
             return self._refuse(w, size)  # nothing leased out, or not enough even if all came back
-        self.recall_waiters.append(w)
         self.recall_asked = set(asked)
         self.recall_until = now + RECALL_TIMEOUT_S
         why = (f"{size} B do not fit ({self._in_use()}): asking {len(asked)} other "
@@ -545,7 +556,9 @@ class PodCore:
 
     def _serve_recall_waiters(self, now: float) -> list[Action]:
         """Answer waiting allocations in order: each as soon as it fits; once no answer is
-        outstanding, refuse those that still do not."""
+        outstanding, refuse those that still do not, after a recall of their own (one queued
+        behind another's recall was refused while a process that had given back since held
+        bytes it freed into its lease)."""
         out: list[Action] = []
         while self.recall_waiters:
             w = self.recall_waiters[0]
@@ -554,6 +567,11 @@ class PodCore:
                 out.append(self._grant(w, size))
             elif self.recall_asked:
                 break
+            elif not w.recalled:
+                out += self._recall_for(w, size, now)
+                if self.recall_asked:
+                    self.recall_waiters[0] = replace(w, recalled=True)
+                    break
             else:
                 out += self._refuse(w, size)
             self.recall_waiters.pop(0)
@@ -577,7 +595,11 @@ class PodCore:
             silent = len(self.recall_asked)
             out.append(act.warning(
                 self.name, f"{silent} process(es) did not give their leases back within "
-                f"{RECALL_TIMEOUT_S:g} s; answering the waiting allocations without them"))
+                f"{RECALL_TIMEOUT_S:g} s; answering the waiting allocations without them, "
+                "and asking them no more until they speak"))
+            for conn in self.recall_asked:
+                if conn in self.hooks:
+                    self.hooks[conn].silent = True
             self.recall_asked.clear()
             out += self._serve_recall_waiters(now)
         return out + self._maybe_report(now)

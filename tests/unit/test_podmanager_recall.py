@@ -257,7 +257,9 @@ def test_bytes_claimed_after_a_restart_count_over_the_limit_and_hold_new_ones_of
     out = mem(pod, 2, 500, MEM_CLAIM)
     assert verdicts(out) == [(2, 1)] and pod.used == 1400
     assert any("over the limit until it frees" in getattr(a, "message", "") for a in out)
-    assert verdicts(mem(pod, 2, 100, MEM_ALLOC, req_id=2)) == [(2, 0)]
+    out = mem(pod, 2, 100, MEM_ALLOC, req_id=2)  # (process 1 may hold some unspent: asked)
+    assert verdicts(out) == [] and recalls(out) == [1]
+    assert verdicts(give_back(pod, 1, 0, req_id=9)) == [(2, 0)]
     mem(pod, 2, 500, MEM_FREE, req_id=3)
     assert verdicts(mem(pod, 1, 100, MEM_ALLOC, req_id=4)) == [(1, 1)] and pod.used == 1000
     assert verdicts(mem(pod, 1, 1, MEM_ALLOC, req_id=5)) == [(1, 0)]
@@ -276,3 +278,50 @@ def test_a_memory_update_of_no_known_kind_is_refused():
     pod = ready_pod()
     [reply] = [a for a in mem(pod, 1, 100, 9) if isinstance(a, Reply)]
     assert reply.response.status is Status.BAD_REQUEST and pod.used == 0
+
+
+def test_a_process_that_reconnected_holding_bytes_is_asked_for_its_unspent_ones():
+    """A hook claims only where it leases (lease.c), and what it frees it keeps as its unspent
+    lease, saying nothing.  Claimed after a restart, its bytes were never recalled: another
+    process's allocation that fitted once they came back was refused at once."""
+    pod = ready_pod()
+    mem(pod, 1, 960, MEM_CLAIM)  # (process 1 then frees 60 B into its lease: no message)
+    out = mem(pod, 2, 60, MEM_ALLOC, now=0.01)
+    assert verdicts(out) == [] and recalls(out) == [1]
+    assert verdicts(give_back(pod, 1, 60, now=0.02)) == [(2, 1)]
+
+
+def test_a_process_that_did_not_answer_a_recall_is_not_waited_for_again_until_it_speaks():
+    """Stopped (or its answering thread never started), it cost every allocation that did not
+    fit the whole timeout, and held the fitting ones and every lease meanwhile."""
+    pod = ready_pod(conns=(1, 2, 3))
+    leased(pod, 1, 500)
+    leased(pod, 2, 400)
+    out = mem(pod, 3, 200, MEM_ALLOC, now=1.0)
+    assert recalls(out) == [1, 2]
+    give_back(pod, 2, 0, now=1.01)  # process 2 spent its lease: nothing to give
+    out = pod.on_deadline(1.0 + RECALL_TIMEOUT_S)
+    assert verdicts(out) == [(3, 0)]  # process 1 never answered
+    out = mem(pod, 3, 200, MEM_ALLOC, now=2.0, req_id=3)
+    assert verdicts(out) == [] and recalls(out) == [2]  # process 1 is not asked again...
+    assert verdicts(give_back(pod, 2, 0, now=2.01)) == [(3, 0)]  # ... nor waited for
+    assert pod.recall_until is None
+    mem(pod, 1, 10, MEM_FREE, now=3.0)  # process 1 speaks again: it answers again
+    out = mem(pod, 3, 200, MEM_ALLOC, now=3.1, req_id=4)
+    assert verdicts(out) == [] and recalls(out) == [1, 2]
+
+
+def test_an_allocation_queued_behind_a_recall_gets_a_recall_of_its_own():
+    """The recall out was sized for the allocation at the head of the queue; the one behind it,
+    not fitting once every process asked answered, was refused, while the first process to
+    give back held bytes it had since freed into its lease."""
+    pod = ready_pod(conns=(1, 2, 3, 5))
+    leased(pod, 1, 500)
+    leased(pod, 2, 400)
+    out = mem(pod, 3, 300, MEM_ALLOC, now=0.0)
+    assert recalls(out) == [1, 2]
+    assert verdicts(give_back(pod, 1, 300, now=0.001)) == [(3, 1)]  # 200 B still its own
+    assert verdicts(mem(pod, 5, 150, MEM_ALLOC, now=0.002)) == []  # queued behind the recall
+    out = give_back(pod, 2, 0, now=0.004)  # (process 1 freed 150 B into its lease meanwhile)
+    assert verdicts(out) == [] and recalls(out) == [1, 2]
+    assert verdicts(give_back(pod, 1, 150, now=0.005, req_id=3)) == [(5, 1)]
