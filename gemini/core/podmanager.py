@@ -203,9 +203,18 @@ class PodCore:
         self.upstream.pop(rsp.req_id, None)
         if req_type is RequestType.MEM_LIMIT:
             return self._on_limit(rsp, now)
-        if req_type is RequestType.QUOTA and rsp.req_id == self.fetch_id:
-            return self._on_token(rsp, now)
+        if req_type is RequestType.QUOTA:
+            if rsp.req_id == self.fetch_id:
+                return self._on_token(rsp, now)
+            return [act.debug(self.name, f"a token for an earlier fetch (id {rsp.req_id}) "
+                              "ignored")]
         return []
+
+    def stray_reply(self, req_id: int) -> list[Action]:
+        """A reply from the scheduler to no request of ours (the shell cannot decode it without
+        the request's type): out of step, said, and otherwise ignored."""
+        return [act.warning(self.name, f"a reply from the scheduler to no request of ours "
+                            f"(id {req_id}) ignored")]
 
     # ---- hooks ---------------------------------------------------------------------------------
 
@@ -453,8 +462,12 @@ class PodCore:
         self._report_due = True
         out: list[Action]
         if kind == MEM_FREE:
-            self._give_back(hook, size)
-            out = [self._verdict(w, True), *self._serve_recall_waiters(now)]
+            out = [self._verdict(w, True)]
+            held = hook.reserved
+            if self._give_back(hook, size) < size:  # (the two sides' books disagree)
+                out.append(act.warning(self.name, f"a process freed {size} B, more than the "
+                                       f"{held} B it holds: counted as {held} B"))
+            out += self._serve_recall_waiters(now)
         elif kind == MEM_CLAIM:
             hook.leases = True  # (only a hook that leases claims: it keeps what it frees)
             out = self._claim(w, size)

@@ -139,9 +139,11 @@ class PodManagerDaemon:
 
     def on_upstream_frame(self, frame: bytes) -> bool:
         """A reply (or notice) from the scheduler; False: bad bytes, drop the connection."""
-        req_type = self.core.upstream_type(int.from_bytes(frame[:4], "little", signed=True))
+        req_id = int.from_bytes(frame[:4], "little", signed=True)
+        req_type = self.core.upstream_type(req_id)
         if req_type is None:
-            return True  # a reply to a request we no longer wait for
+            return self.server.feed(self.core.name, "a reply to no request",
+                                    lambda: self.core.stray_reply(req_id))
         try:
             rsp = decode_response(req_type, frame)
         except WireError as exc:

@@ -428,3 +428,16 @@ def test_a_waiting_fetch_goes_at_once_when_the_others_ask_too():
     # Process 2 asks again: it gave back its time, nobody runs on the token any more.
     sent = upstream(pod.on_hook_request(2, quota(2, burst=95.0), 0.03))
     assert [r.type for r in sent][:1] == [RequestType.QUOTA]
+
+
+def test_a_reply_to_no_request_and_a_free_past_what_a_process_holds_are_said():
+    """Each means the two sides' books disagree (the hook says so of a reply out of step):
+    they were ignored, and counted as what the process held, without a word."""
+    pod = ready_pod()
+    [said] = pod.stray_reply(12345)
+    assert said.level == logging.WARNING and "id 12345" in said.message
+    pod.on_hook_request(1, mem(1, 100), 0.0)
+    out = pod.on_hook_request(1, mem(2, 5000, wire.MEM_FREE), 0.0)
+    assert replies(out) == [(1, Response(2, Status.OK, (1,)))] and pod.used == 0
+    [said] = [a for a in out if isinstance(a, Log)]
+    assert said.level == logging.WARNING and "freed 5000 B, more than the 100 B" in said.message
