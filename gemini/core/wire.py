@@ -40,6 +40,15 @@ class WireError(ValueError):
     """Bytes that are not a valid message; the connection that sent them is closed."""
 
 
+class UnknownRequestType(WireError):
+    """A well-formed request of a type this side does not know (a newer peer): refused by its
+    id, the connection kept (frames are of one size, so the stream is still in step)."""
+
+    def __init__(self, type_no: int, req_id: int) -> None:
+        super().__init__(f"unknown request type {type_no}")
+        self.req_id = req_id
+
+
 class RequestType(enum.IntEnum):
     # hook -> pmgr, pmgr -> schd: overuse_ms, next_burst_ms[, gpu_wait_ms[, run_ms,
     # run_launches]] -> quota_ms, flags, sharers
@@ -300,7 +309,7 @@ def decode_request(msg: bytes) -> Request:
     try:
         req_type = RequestType(type_no)
     except ValueError as exc:
-        raise WireError(f"unknown request type {type_no}") from exc
+        raise UnknownRequestType(type_no, req_id) from exc
     layout = _REQ_PAYLOAD[req_type]
     args = layout.unpack_from(msg, end + 9)
     if req_type == RequestType.QUOTA and _gpu_wait_fits(msg[8:end]):
@@ -323,6 +332,11 @@ def encode_response(req_type: RequestType, rsp: Response) -> bytes:
     msg[4 : 4 + len(payload)] = payload
     _RSP_STATUS.pack_into(msg, RSP_STATUS_OFFSET, int(rsp.status))
     return bytes(msg)
+
+
+def encode_refusal(req_id: int, status: Status) -> bytes:
+    """A reply that says only its status (no payload), to a request of any type."""
+    return encode_response(RequestType.QUOTA, Response(req_id, status))
 
 
 def decode_response(req_type: RequestType, msg: bytes) -> Response:

@@ -28,8 +28,10 @@ from gemini.core.wire import (
     RequestType,
     Response,
     Status,
+    UnknownRequestType,
     WireError,
     decode_request,
+    encode_refusal,
     encode_response,
 )
 
@@ -465,6 +467,10 @@ class FrameConnection(asyncio.Protocol):
         server = self.server
         try:
             req = decode_request(frame)
+        except UnknownRequestType as exc:  # (closed, a process's memory went with it)
+            log.warning("[%s] %s refused (BAD_REQUEST); connection kept", self.peer, exc)
+            transport.write(encode_refusal(exc.req_id, Status.BAD_REQUEST))
+            return
         except WireError as exc:
             log.warning("[%s] closing connection: %s", self.peer, exc)
             self._close()

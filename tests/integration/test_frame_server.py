@@ -126,6 +126,30 @@ def test_garbage_closes_its_connection_only_and_nothing_after_it_is_read(caplog)
     assert "closing connection: name length" in caplog.text
 
 
+def test_a_request_of_an_unknown_type_is_refused_and_its_connection_kept(caplog):
+    """Closed, the connection took its process's memory with it at the pod manager, and the
+    hook, asking again, was closed again.  Frames are of one size: the stream is in step."""
+    async def main() -> None:
+        srv, core, port = await serve()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        newer = bytearray(quota(5))
+        end = 8 + 1 + 1  # the name's length word, "a" and its NUL
+        newer[end + 4:end + 8] = (99).to_bytes(4, "little")  # a type this side does not know
+        writer.write(bytes(newer) + quota(6))
+        refusal = await asyncio.wait_for(reader.readexactly(RSP_MSG_LEN), 5)
+        said = decode_response(RequestType.QUOTA, refusal)
+        assert (said.req_id, said.status, set(said.values)) == (5, Status.BAD_REQUEST, {0})
+        assert await read_quotas(reader, 1) == [6.0]
+        assert [r.req_id for _, r in core.requests] == [6] and not core.gone
+        writer.close()
+        await core.until(lambda: core.gone)
+        await srv.close()
+
+    with caplog.at_level(logging.WARNING, logger="gemini.server"):
+        asyncio.run(main())
+    assert "unknown request type 99 refused (BAD_REQUEST); connection kept" in caplog.text
+
+
 def test_a_message_cut_short_by_the_peer_is_said_and_the_connection_ends(caplog):
     async def main() -> None:
         srv, core, port = await serve()
