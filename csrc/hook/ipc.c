@@ -58,6 +58,7 @@ struct conn {
     pthread_cond_t idle_cv; /* the watcher waits here for work or an idle connection */
     int fd;
     uint64_t gen; /* connections made so far: names the one in fd */
+    int64_t since_ns; /* when the connection in fd was made (the watcher's backoff) */
     int connecting;
     int reading;
     int down_logged;
@@ -94,9 +95,14 @@ static void conns_init(void)
     for (int i = 0; i < GEM_MAX_DEVICES; i++) {
         pthread_mutex_init(&conns[i].m, NULL);
         pthread_cond_init(&conns[i].cv, NULL);
-        pthread_cond_init(&conns[i].idle_cv, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* (the watcher's backoff) */
+        pthread_cond_init(&conns[i].idle_cv, &ca);
+        pthread_condattr_destroy(&ca);
         conns[i].fd = -1;
         conns[i].gen = 0;
+        conns[i].since_ns = 0;
         conns[i].connecting = 0;
         conns[i].reading = 0;
         conns[i].down_logged = 0;
@@ -283,6 +289,7 @@ static int ensure_connected(struct conn *c, int dev)
         c->down_logged = 0;
         c->fd = fd;
         c->gen++;
+        c->since_ns = gem_now_ns();
         c->announce_pending = 1 + c->ever_connected; /* 2: after a lost one */
         c->ever_connected = 1;
         start_watcher(c, dev);
@@ -381,6 +388,42 @@ static int read_one(struct conn *c, int fd)
     return rc;
 }
 
+/* A new connection's on-connect callback, before anything else on it (its requests may use
+ * this connection: they find nothing pending and go on).  c->m held on entry and on return
+ * (dropped for the callback); returns 0 when c->fd is usable. */
+static int announce(struct conn *c, int dev)
+{
+    if (!c->announce_pending)
+        return 0;
+    int reconnect = c->announce_pending == 2;
+    uint64_t gen = c->gen;
+    c->announce_pending = 0;
+    gem_ipc_connect_fn fn = atomic_load(&on_connect);
+    pthread_mutex_unlock(&c->m);
+    int again = fn != NULL && fn(dev, reconnect) != 0;
+    pthread_mutex_lock(&c->m);
+    if (again && c->fd >= 0 && c->gen == gen && !c->announce_pending)
+        c->announce_pending = 1 + reconnect; /* (the next request tries again) */
+    return ensure_connected(c, dev);
+}
+
+#define REJOIN_FIRST_NS 50000000LL
+#define REJOIN_MAX_NS 1000000000LL
+#define REJOIN_LIVED_NS 1000000000LL
+
+/* The watcher's pause before it connects again (c->m held): 50 ms, doubling to 1 s.  A request
+ * or a new connection ends it early. */
+static void rejoin_backoff(struct conn *c, int64_t *backoff_ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t ns = ts.tv_nsec + *backoff_ns;
+    ts.tv_sec += ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    pthread_cond_timedwait(&c->idle_cv, &c->m, &ts);
+    *backoff_ns = *backoff_ns * 2 > REJOIN_MAX_NS ? REJOIN_MAX_NS : *backoff_ns * 2;
+}
+
 /* Is there something (a message, or the end) to read on fd right now?  Never blocks. */
 static int readable_now(int fd)
 {
@@ -393,6 +436,8 @@ static void *watch_main(void *arg)
 {
     int dev = (int)(intptr_t)arg;
     struct conn *c = &conns[dev];
+    int64_t backoff_ns = REJOIN_FIRST_NS;
+    uint64_t lost_gen = 0; /* the connection whose loss the backoff counts from */
     pthread_mutex_lock(&c->m);
     for (;;) {
         if (c->note_pending) {
@@ -410,6 +455,22 @@ static void *watch_main(void *arg)
         if (c->watch_fd >= 0 && (c->fd < 0 || c->watch_gen != c->gen)) {
             close(c->watch_fd); /* a duplicate of a connection that is gone */
             c->watch_fd = -1;
+        }
+        if (c->fd < 0 && c->waiters == NULL && !c->reading) {
+            /* Lost while no request is out: connected again now, not at the next request, so
+             * that a new pod manager hears at once what this process holds (the on-connect
+             * callback).  An idle process that kept its memory claimed it only when it next
+             * asked: meanwhile its neighbours were let allocate its bytes too.  A connection
+             * that lived a second starts the backoff over; one dropped at once does not. */
+            if (c->gen != lost_gen) {
+                lost_gen = c->gen;
+                if (gem_now_ns() - c->since_ns > REJOIN_LIVED_NS)
+                    backoff_ns = REJOIN_FIRST_NS;
+            }
+            rejoin_backoff(c, &backoff_ns);
+            if (c->fd < 0 && c->waiters == NULL && !c->reading && ensure_connected(c, dev) == 0)
+                (void)announce(c, dev);
+            continue;
         }
         if (c->fd < 0 || c->waiters != NULL || c->reading) {
             pthread_cond_wait(&c->idle_cv, &c->m); /* the requests' threads read meanwhile */
@@ -484,22 +545,9 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
         pthread_mutex_unlock(&c->m);
         return -1;
     }
-    if (c->announce_pending) {
-        /* Before anything else on a new connection (its requests may use this connection:
-         * they find nothing pending and go on). */
-        int reconnect = c->announce_pending == 2;
-        uint64_t gen = c->gen;
-        c->announce_pending = 0;
-        gem_ipc_connect_fn fn = atomic_load(&on_connect);
+    if (announce(c, dev) != 0) {
         pthread_mutex_unlock(&c->m);
-        int again = fn != NULL && fn(dev, reconnect) != 0;
-        pthread_mutex_lock(&c->m);
-        if (again && c->fd >= 0 && c->gen == gen && !c->announce_pending)
-            c->announce_pending = 1 + reconnect; /* (this request goes on meanwhile) */
-        if (ensure_connected(c, dev) != 0) {
-            pthread_mutex_unlock(&c->m);
-            return -1;
-        }
+        return -1;
     }
     struct waiter me = {.id = c->next_id};
     c->next_id = c->next_id == INT32_MAX ? 0 : c->next_id + 1; /* (never GEM_NOTIFY_ID) */

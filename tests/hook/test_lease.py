@@ -8,7 +8,7 @@ import queue
 
 import pytest
 
-from gemini.core.wire import MEM_ALLOC, MEM_LEASE, RequestType, Status
+from gemini.core.wire import MEM_ALLOC, MEM_CLAIM, MEM_LEASE, RequestType, Status
 
 pytestmark = pytest.mark.hook
 MIB = 1 << 20
@@ -96,6 +96,28 @@ def test_a_free_after_the_pod_manager_came_back_leaves_the_live_bytes_counted(
         # (its cuMemGetInfo after the free reaches the new one, which the hook tells first)
         proc.wait_line('"meminfo_free"')
         assert pm.used == 512 * MIB, updates(pm)
+        assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
+@pytest.mark.parametrize("lease_mb", ["0", "32"])
+def test_an_idle_process_tells_a_new_pod_manager_what_it_holds_without_being_asked(
+        hook_env, mini, pm, lease_mb):
+    """It claimed its bytes only with its next request: an idle one (a notebook between cells)
+    left them uncounted meanwhile, and its neighbours were let allocate them too.  Its watcher
+    now connects again once the connection is lost, and the claim goes with it."""
+    pm.limit = 4 << 30
+    proc = start_two_allocations(hook_env, mini, pm, GEMINI_MEM_LEASE_MB=lease_mb)
+    try:
+        pm.drop_connections()
+        # (its old connection's bytes given back, and the claim on a new one: nothing asked)
+        assert pm.wait_for(lambda p: (768 * MIB, MEM_CLAIM) in [tuple(q.args) for q in p.of_type(
+            RequestType.MEM_UPDATE)] and p.used == 768 * MIB), updates(pm)
+        free_the_second(proc)  # and its free reaches the new one, which counted it
+        assert '"freed": 0' in proc.wait_line('"freed"')
+        proc.wait_line('"meminfo_free"')
+        assert pm.used == (512 + int(lease_mb)) * MIB, updates(pm)  # (a lease kept of the free)
         assert ended_well(proc)
     finally:
         proc.kill()
