@@ -48,6 +48,9 @@ static struct entry *buckets[NBUCKETS];
 static uint64_t live[GEM_MAX_DEVICES];
 static uint64_t claims[GEM_MAX_DEVICES]; /* reconnections' claims of `live` so far (claim_live) */
 static pthread_mutex_t map_m = PTHREAD_MUTEX_INITIALIZER;
+/* The claims made by the time this thread's latest reservation was granted (reserve): bytes
+ * reserved at a pod manager that is gone since are counted by none, booked or given back. */
+static __thread uint64_t claims_at_reserve;
 
 static unsigned bucket(int kind, uint64_t key)
 {
@@ -119,19 +122,38 @@ static uint64_t claim_live(int dev)
     return v;
 }
 
-/* An allocation into the books (or back into them: taken_freed). */
-static void book(struct entry *e)
+/* An allocation into the books (or back into them: taken_freed), `reserved` of its bytes at
+ * the pod manager of claim number `stamp`.  Reached again since, the claim made on the new
+ * connection left them out (the allocation was in the driver): claimed now. */
+static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
 {
     unsigned b = bucket(e->kind, e->key);
     pthread_mutex_lock(&map_m);
     e->next = buckets[b];
     buckets[b] = e;
     live[e->dev] += e->bytes;
+    int missed = claims[e->dev] != stamp;
     pthread_mutex_unlock(&map_m);
+    int verdict = 0;
+    if (missed && reserved > 0 && gem_ipc_mem_update_once(e->dev, reserved, GEM_MEM_CLAIM,
+                                                          &verdict) == 0)
+        GEM_LOG(GEM_LOG_DEBUG, "%llu B allocated across a reconnection claimed",
+                (unsigned long long)reserved);
+}
+
+/* Is this thread's latest reservation still counted at the pod manager we reach now?  (Not
+ * once a claim was made since: its bytes went back with the connection they were asked on.) */
+static int reservation_counted(int dev)
+{
+    pthread_mutex_lock(&map_m);
+    int counted = claims[dev] == claims_at_reserve;
+    pthread_mutex_unlock(&map_m);
+    return counted;
 }
 
 /* `pool_ticket`: its pool's book (pools.c; 0: none, its free gives its bytes back at once). */
-static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, uint64_t pool_ticket)
+static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, uint64_t pool_ticket,
+                     uint64_t reserved)
 {
     struct entry *e = malloc(sizeof(*e));
     if (e == NULL) { /* cannot track it: give it back now rather than leak the reservation */
@@ -144,7 +166,7 @@ static void remember(int kind, uint64_t key, uint64_t bytes, int dev, int um, ui
         ctx = NULL;
     *e = (struct entry){.key = key, .bytes = bytes, .kind = kind, .dev = (short)dev,
                         .um = (short)um, .ctx = ctx, .pool_ticket = pool_ticket};
-    book(e);
+    book(e, reserved, claims_at_reserve);
 }
 
 /* A handle about to be freed: its entry out of the books before the free, not after.  Once
@@ -178,7 +200,7 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
         return;
     }
     if (r != CUDA_SUCCESS) {
-        book(e);
+        book(e, e->pool_ticket == 0 ? e->bytes : 0, e->claim); /* (a pool's: in its book) */
         return;
     }
     /* A pod manager reached meanwhile never counted these bytes: given to it, they came off
@@ -298,10 +320,13 @@ static CUresult reserve(int dev, uint64_t bytes, const char *what)
 {
     if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (bytes == 0 || gem_lease_take(dev, bytes))
+    if (bytes == 0 || gem_lease_take(dev, bytes) ||
+        (gem_pools_settle() && gem_lease_take(dev, bytes))) { /* (the pools released some) */
+        pthread_mutex_lock(&map_m);
+        claims_at_reserve = claims[dev];
+        pthread_mutex_unlock(&map_m);
         return CUDA_SUCCESS;
-    if (gem_pools_settle() && gem_lease_take(dev, bytes))
-        return CUDA_SUCCESS; /* the pools had released what they kept */
+    }
     GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
             (unsigned long long)bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -309,7 +334,7 @@ static CUresult reserve(int dev, uint64_t bytes, const char *what)
 
 static void give_back(int dev, uint64_t bytes)
 {
-    if (dev >= 0 && bytes > 0)
+    if (dev >= 0 && bytes > 0 && reservation_counted(dev))
         gem_lease_give(dev, bytes);
 }
 
@@ -319,7 +344,7 @@ static CUresult settle_as(CUresult r, int dev, int kind, uint64_t key, uint64_t 
     if (dev < 0 || bytes == 0)
         return r;
     if (r == CUDA_SUCCESS)
-        remember(kind, key, bytes, dev, um, 0);
+        remember(kind, key, bytes, dev, um, 0, bytes);
     else
         give_back(dev, bytes);
     return r;
@@ -378,7 +403,7 @@ static CUresult pool_alloc_done(CUresult r, CUdeviceptr *dptr, int dev, uint64_t
         give_back(dev, bytes - d->drawn);
         gem_pool_undraw(d, dev);
     } else {
-        remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(d, dev, bytes));
+        remember(K_PTR, *dptr, bytes, dev, 0, gem_pool_lent(d, dev, bytes), bytes - d->drawn);
     }
     return r;
 }

@@ -149,6 +149,37 @@ def test_a_free_in_the_driver_across_a_reconnect_leaves_the_live_bytes_counted(
         proc.kill()
 
 
+@pytest.mark.parametrize("lease_mb", ["0", "32"])
+@pytest.mark.parametrize("outcome", ["ok", "fail"])
+def test_an_allocation_in_the_driver_across_a_reconnect_is_counted_once(
+        hook_env, mini, pm, lease_mb, outcome):
+    """512 MiB reserved at the old pod manager, in the driver while a new one is reached: the
+    claim made on the new connection leaves it out (not booked yet).  Allocated, it went
+    uncounted (256 MiB counted of 768); failed, its reservation went back into the process's
+    lease (or to the new pod manager, which took it off the 256 MiB still alive), and the next
+    allocation spent bytes no pod manager had granted."""
+    pm.limit = 4 << 30
+    proc = hook_env.start([str(mini / "mini_client"), "allocating", str(512 * MIB),
+                           str(256 * MIB), outcome], GEMINI_MEM_LEASE_MB=lease_mb)
+    try:
+        proc.wait_line('"allocating"')
+        pm.drop_connections()  # the watcher rejoins and claims what is booked: 256 MiB
+        assert pm.wait_for(lambda p: (256 * MIB, MEM_CLAIM) in [tuple(q.args) for q in p.of_type(
+            RequestType.MEM_UPDATE)] and p.used == 256 * MIB), updates(pm)
+        proc.popen.stdin.write("go\n")
+        proc.popen.stdin.flush()
+        proc.wait_line('"allocated"')
+        held = 256 + (512 if outcome == "ok" else 0)
+        assert pm.used == held * MIB, updates(pm)
+        proc.popen.stdin.write("again\n")
+        proc.popen.stdin.flush()
+        assert '"again": 0' in proc.wait_line('"again"')
+        assert pm.used == (held + 256 + int(lease_mb)) * MIB, updates(pm)  # (asked for: counted)
+        assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
 def test_a_free_returns_at_once_while_the_pod_manager_is_gone(hook_env, mini, pm):
     """Its bytes went back with the connection: nothing to wait for (it retried forever)."""
     proc = start_two_allocations(hook_env, mini, pm)

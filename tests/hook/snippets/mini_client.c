@@ -22,7 +22,13 @@
  *                                   driver (MINI_DRIVER_FREE_WAITS=1), prints {"freeing": 1};
  *                                   at the next line asks cuMemGetInfo (the pod manager gone
  *                                   meanwhile: it reconnects), lets the free return, prints
- *                                   {"freed": R}, and waits for stdin's end, B still allocated */
+ *                                   {"freed": R}, and waits for stdin's end, B still allocated
+ *   mini_client allocating A B ok|fail  allocates B, then A on a thread, held in the driver;
+ *                                   prints {"allocating": 1}; at a line on stdin lets it return
+ *                                   (failed with "fail"), prints {"allocated": R, "meminfo": F}
+ *                                   (cuMemGetInfo's free after it), then allocates B again at
+ *                                   the next line, prints {"again": R}, and waits for stdin's
+ *                                   end */
 #include "gemini/cuda_subset.h"
 
 #include <dirent.h>
@@ -174,6 +180,56 @@ static int free_across_a_reconnect(void *driver, unsigned long long a_bytes,
     return 0;
 }
 
+struct allocer {
+    __typeof__(&cuMemAlloc_v2) alloc;
+    CUdeviceptr ptr;
+    unsigned long long bytes;
+    int rc;
+};
+
+static void *alloc_it(void *arg)
+{
+    struct allocer *a = arg;
+    a->rc = (int)a->alloc(&a->ptr, a->bytes);
+    return NULL;
+}
+
+static int alloc_across_a_reconnect(void *driver, unsigned long long a_bytes,
+                                    unsigned long long b_bytes, int fail)
+{
+    void (*hold)(int, int) = (void (*)(int, int))dlsym(driver, "mini_driver_hold_allocs");
+    int (*allocating)(void) = (int (*)(void))dlsym(driver, "mini_driver_allocating");
+    __typeof__(&cuMemGetInfo_v2) info = get("cuMemGetInfo", 12000, 0);
+    struct allocer a = {get("cuMemAlloc", 12000, 0), 0, a_bytes, -1};
+    CUdeviceptr b = 0, b2 = 0;
+    char line[64];
+    if (hold == NULL || allocating == NULL || a.alloc(&b, b_bytes) != CUDA_SUCCESS)
+        return 1;
+    hold(1, fail);
+    pthread_t t;
+    pthread_create(&t, NULL, alloc_it, &a);
+    while (!allocating())
+        usleep(100);
+    printf("{\"allocating\": 1}\n");
+    fflush(stdout);
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    hold(0, fail);
+    pthread_join(t, NULL);
+    size_t free_bytes = 0, total = 0;
+    info(&free_bytes, &total);
+    printf("{\"allocated\": %d, \"meminfo\": %zu}\n", a.rc, free_bytes);
+    fflush(stdout);
+    if (fgets(line, sizeof line, stdin) == NULL)
+        return 1;
+    hold(0, 0);
+    printf("{\"again\": %d}\n", (int)a.alloc(&b2, b_bytes));
+    fflush(stdout);
+    while (fgets(line, sizeof line, stdin) != NULL)
+        ;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
@@ -201,6 +257,9 @@ int main(int argc, char **argv)
         printf("{\"rc\": %d}\n", (int)rc);
         return 0;
     }
+    if (argc >= 5 && strcmp(argv[1], "allocating") == 0)
+        return alloc_across_a_reconnect(h, strtoull(argv[2], NULL, 10),
+                                        strtoull(argv[3], NULL, 10), strcmp(argv[4], "fail") == 0);
     if (argc >= 4 && strcmp(argv[1], "alloc2") == 0)
         return alloc_two(strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10));
     if (argc >= 2 && strcmp(argv[1], "threads") == 0) {

@@ -65,12 +65,42 @@ int mini_driver_freeing(void) /* (for mini_client: a free waits for an allocatio
     return f;
 }
 
+/* mini_driver_hold_allocs(1, 0): each allocation waits in the driver until
+ * mini_driver_hold_allocs(0, fail) lets it return (CUDA_ERROR_OUT_OF_MEMORY where `fail`);
+ * mini_driver_allocating() says whether one waits now. */
+static int hold_allocs, allocs_fail, allocating;
+
+void mini_driver_hold_allocs(int hold, int fail)
+{
+    pthread_mutex_lock(&mem_m);
+    hold_allocs = hold;
+    allocs_fail = fail;
+    pthread_cond_broadcast(&mem_cv);
+    pthread_mutex_unlock(&mem_m);
+}
+
+int mini_driver_allocating(void)
+{
+    pthread_mutex_lock(&mem_m);
+    int a = allocating;
+    pthread_mutex_unlock(&mem_m);
+    return a;
+}
+
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
 {
     note("cuMemAlloc_v2");
     if (n > (1ull << 40))
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&mem_m);
+    allocating = hold_allocs;
+    while (hold_allocs)
+        pthread_cond_wait(&mem_cv, &mem_m);
+    allocating = 0;
+    if (allocs_fail) {
+        pthread_mutex_unlock(&mem_m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (reuse != 0) {
         *p = reuse;
         reuse = 0;
