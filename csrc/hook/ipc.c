@@ -64,6 +64,7 @@ struct conn {
     int down_logged;
     int ever_connected;
     int announce_pending; /* a new connection: run the on-connect callback before a request */
+    int announcing;       /* the callback runs: other threads' requests wait for it */
     int32_t next_id;
     struct waiter *waiters;
     int watcher_started;
@@ -108,6 +109,7 @@ static void conns_init(void)
         conns[i].down_logged = 0;
         conns[i].ever_connected = 0;
         conns[i].announce_pending = 0;
+        conns[i].announcing = 0;
         conns[i].next_id = 0;
         conns[i].waiters = NULL;
         conns[i].watcher_started = 0;
@@ -388,23 +390,31 @@ static int read_one(struct conn *c, int fd)
     return rc;
 }
 
-/* A new connection's on-connect callback, before anything else on it (its requests may use
- * this connection: they find nothing pending and go on).  c->m held on entry and on return
- * (dropped for the callback); returns 0 when c->fd is usable. */
-static int announce(struct conn *c, int dev)
+/* The connection whose on-connect callback this thread runs (0: none): the callback's own
+ * requests go on it and on no other (a new one would run the callback again, within it). */
+static __thread uint64_t announcing_gen;
+
+/* A new connection's on-connect callback, before anything else on it: the other threads'
+ * requests wait meanwhile (c->announcing), or a lease asked for there was granted against a
+ * count without this process's bytes.  c->m held on entry and on return (dropped for the
+ * callback).  The connection may be gone after it (the caller backs off). */
+static void announce(struct conn *c, int dev)
 {
-    if (!c->announce_pending)
-        return 0;
     int reconnect = c->announce_pending == 2;
     uint64_t gen = c->gen;
     c->announce_pending = 0;
+    c->announcing = 1;
     gem_ipc_connect_fn fn = atomic_load(&on_connect);
     pthread_mutex_unlock(&c->m);
+    announcing_gen = gen;
     int again = fn != NULL && fn(dev, reconnect) != 0;
+    announcing_gen = 0;
     pthread_mutex_lock(&c->m);
+    c->announcing = 0;
     if (again && c->fd >= 0 && c->gen == gen && !c->announce_pending)
         c->announce_pending = 1 + reconnect; /* (the next request tries again) */
-    return ensure_connected(c, dev);
+    pthread_cond_broadcast(&c->cv);
+    pthread_cond_signal(&c->idle_cv);
 }
 
 #define REJOIN_FIRST_NS 50000000LL
@@ -468,8 +478,13 @@ static void *watch_main(void *arg)
                     backoff_ns = REJOIN_FIRST_NS;
             }
             rejoin_backoff(c, &backoff_ns);
-            if (c->fd < 0 && c->waiters == NULL && !c->reading && ensure_connected(c, dev) == 0)
-                (void)announce(c, dev);
+            if (c->fd < 0 && c->waiters == NULL && !c->reading)
+                (void)ensure_connected(c, dev); /* (announced below, on the next turn) */
+            continue;
+        }
+        if (c->fd >= 0 && c->announce_pending && !c->announcing && c->waiters == NULL &&
+            !c->reading) {
+            announce(c, dev); /* (lost during it: the branch above connects again, paced) */
             continue;
         }
         if (c->fd < 0 || c->waiters != NULL || c->reading) {
@@ -535,6 +550,10 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
     pthread_once(&conns_once, conns_init);
     struct conn *c = &conns[dev];
     pthread_mutex_lock(&c->m);
+    if (pin == 0 && announcing_gen != 0)
+        pin = announcing_gen; /* (the on-connect callback's request) */
+    while (c->announcing && announcing_gen == 0)
+        pthread_cond_wait(&c->cv, &c->m); /* another thread tells the new one about us */
     if (pin == PIN_OPEN && c->fd >= 0)
         pin = c->gen;
     if (pin != 0 && (c->fd < 0 || c->gen != pin || c->announce_pending)) {
@@ -545,7 +564,21 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
         pthread_mutex_unlock(&c->m);
         return -1;
     }
-    if (announce(c, dev) != 0) {
+    while (c->announcing && announcing_gen == 0) /* (begun while we waited to connect) */
+        pthread_cond_wait(&c->cv, &c->m);
+    if (pin != 0 && (c->fd < 0 || c->gen != pin)) {
+        pthread_mutex_unlock(&c->m);
+        return -1;
+    }
+    if (c->fd >= 0 && c->announce_pending && announcing_gen == 0) {
+        uint64_t gen = c->gen;
+        announce(c, dev);
+        if (c->fd < 0 || c->gen != gen) { /* lost during it: the caller backs off, retries */
+            pthread_mutex_unlock(&c->m);
+            return -1;
+        }
+    }
+    if (c->fd < 0) {
         pthread_mutex_unlock(&c->m);
         return -1;
     }

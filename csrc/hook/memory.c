@@ -124,7 +124,8 @@ static uint64_t claim_live(int dev)
 
 /* An allocation into the books (or back into them: taken_freed), `reserved` of its bytes at
  * the pod manager of claim number `stamp`.  Reached again since, the claim made on the new
- * connection left them out (the allocation was in the driver): claimed now. */
+ * connection left them out (the allocation was in the driver): claimed now, on the connection
+ * open now only (a newer one's claim counts them: they are live). */
 static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
 {
     unsigned b = bucket(e->kind, e->key);
@@ -135,7 +136,7 @@ static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
     int missed = claims[e->dev] != stamp;
     pthread_mutex_unlock(&map_m);
     int verdict = 0;
-    if (missed && reserved > 0 && gem_ipc_mem_update_once(e->dev, reserved, GEM_MEM_CLAIM,
+    if (missed && reserved > 0 && gem_ipc_mem_update_open(e->dev, reserved, GEM_MEM_CLAIM,
                                                           &verdict) == 0)
         GEM_LOG(GEM_LOG_DEBUG, "%llu B allocated across a reconnection claimed",
                 (unsigned long long)reserved);
@@ -200,7 +201,7 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
         return;
     }
     if (r != CUDA_SUCCESS) {
-        book(e, e->pool_ticket == 0 ? e->bytes : 0, e->claim); /* (a pool's: in its book) */
+        book(e, e->bytes, e->claim); /* (a pool's too: claims count what pools keep, not lend) */
         return;
     }
     /* A pod manager reached meanwhile never counted these bytes: given to it, they came off
@@ -653,14 +654,18 @@ GEM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t
     if (r != CUDA_SUCCESS || guess == 0)
         return settle(r, dev, K_PTR, 0, guess);
     uint64_t actual = (uint64_t)*pPitch * Height;
+    uint64_t first = claims_at_reserve; /* (the guess's: the rest may come from a newer one) */
     if (actual > guess && reserve(dev, actual - guess, "cuMemAllocPitch_v2") != CUDA_SUCCESS) {
         REAL(cuMemFree_v2)(*dptr);
+        claims_at_reserve = first;
         give_back(dev, guess);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (actual < guess)
         give_back(dev, guess - actual);
-    return settle(r, dev, K_PTR, *dptr, actual);
+    claims_at_reserve = first; /* what a claim since left out: the guess's part */
+    remember(K_PTR, *dptr, actual, dev, 0, 0, actual < guess ? actual : guess);
+    return r;
 }
 
 GEM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
