@@ -42,12 +42,14 @@ class FakePodManager:
     # know its client's limit yet); memory_refused counts them.
     refuse_memory: Status | None = None
     memory_refused: int = 0
+    close_at_first: int = 0  # this many next connections are closed at their first request
 
     def __post_init__(self) -> None:
         self._lock = threading.Condition()
         self._send = threading.Lock()  # frames from several threads never interleave
         self._held: list[tuple[socket.socket, Request]] = []
         self._per_conn: dict[int, int] = {}
+        self._spoken: set[int] = set()  # connections that made a request (close_at_first)
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self._conns: list[socket.socket] = []
@@ -148,6 +150,12 @@ class FakePodManager:
 
     def _handle(self, conn: socket.socket, key: int, req: Request) -> None:
         with self._lock:
+            if key not in self._spoken and self.close_at_first > 0:
+                self.close_at_first -= 1  # (a pod manager that accepts, then goes)
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                return
+            self._spoken.add(key)
             self.requests.append(req)
             if req.type is RequestType.QUOTA:
                 self.quota_asked.append(time.monotonic())

@@ -149,6 +149,29 @@ def test_a_free_in_the_driver_across_a_reconnect_leaves_the_live_bytes_counted(
         proc.kill()
 
 
+def test_a_pod_manager_that_goes_at_each_first_request_is_told_once(hook_env, mini, pm):
+    """Each of its next three connections closed at its first request: the watcher connects
+    again, paced, and the claim reaches the fourth once.  The on-connect callback's requests
+    opened connections of their own and ran the callback again within it (claimed twice), and
+    a connection made there was never told while the process stayed idle."""
+    pm.limit = 4 << 30
+    proc = start_two_allocations(hook_env, mini, pm)
+    try:
+        pm.close_at_first = 3
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: p.close_at_first == 0 and (768 * MIB, MEM_CLAIM) in [
+            tuple(q.args) for q in p.of_type(RequestType.MEM_UPDATE)]), updates(pm)
+        assert pm.wait_for(lambda p: p.used == 768 * MIB), updates(pm)
+        free_the_second(proc)  # (a request after it: every claim is in by its reply)
+        assert '"freed": 0' in proc.wait_line('"freed"')
+        proc.wait_line('"meminfo_free"')
+        assert pm.used == 512 * MIB, updates(pm)
+        assert updates(pm).count((768 * MIB, MEM_CLAIM)) == 1, updates(pm)
+        assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
 @pytest.mark.parametrize("lease_mb", ["0", "32"])
 @pytest.mark.parametrize("outcome", ["ok", "fail"])
 def test_an_allocation_in_the_driver_across_a_reconnect_is_counted_once(
