@@ -148,6 +148,20 @@ static int reuse_race(void *driver, unsigned long long a_bytes, unsigned long lo
     return 0;
 }
 
+/* Run `fn` on a thread of its own until the driver says it is in (`in`), print {"<said>": 1},
+ * and wait for a line on stdin: 0, or 1 at stdin's end. */
+static int in_driver_then_a_line(void *(*fn)(void *), void *arg, int (*in)(void),
+                                 const char *said, pthread_t *t)
+{
+    char line[64];
+    pthread_create(t, NULL, fn, arg);
+    while (!in())
+        usleep(100);
+    printf("{\"%s\": 1}\n", said);
+    fflush(stdout);
+    return fgets(line, sizeof line, stdin) == NULL;
+}
+
 static int free_across_a_reconnect(void *driver, unsigned long long a_bytes,
                                    unsigned long long b_bytes)
 {
@@ -163,12 +177,7 @@ static int free_across_a_reconnect(void *driver, unsigned long long a_bytes,
     if (freeing == NULL || fgets(line, sizeof line, stdin) == NULL)
         return 1;
     pthread_t t;
-    pthread_create(&t, NULL, free_it, &f);
-    while (!freeing())
-        usleep(100);
-    printf("{\"freeing\": 1}\n");
-    fflush(stdout);
-    if (fgets(line, sizeof line, stdin) == NULL)
+    if (in_driver_then_a_line(free_it, &f, freeing, "freeing", &t))
         return 1;
     size_t free_bytes = 0, total = 0;
     info(&free_bytes, &total); /* reconnects: the hook claims its live bytes */
@@ -207,12 +216,7 @@ static int alloc_across_a_reconnect(void *driver, unsigned long long a_bytes,
         return 1;
     hold(1, fail);
     pthread_t t;
-    pthread_create(&t, NULL, alloc_it, &a);
-    while (!allocating())
-        usleep(100);
-    printf("{\"allocating\": 1}\n");
-    fflush(stdout);
-    if (fgets(line, sizeof line, stdin) == NULL)
+    if (in_driver_then_a_line(alloc_it, &a, allocating, "allocating", &t))
         return 1;
     hold(0, fail);
     pthread_join(t, NULL);
