@@ -225,11 +225,13 @@ void gem_ipc_on_notify(gem_ipc_notify_fn fn);
 typedef uint64_t (*gem_ipc_take_fn)(int dev);
 int gem_ipc_recall_once(int dev, uint64_t conn_gen, gem_ipc_take_fn take, uint64_t *taken);
 
-/* lease.c: allocations reserve through a local lease of bytes (1: granted, 0: refused). */
-int gem_lease_take(int dev, uint64_t bytes);
+/* lease.c: allocations reserve through a local lease of bytes (1: granted, 0: refused;
+ * `drops_at`, unless NULL: gem_lease_drops() as the bytes became ours). */
+int gem_lease_take(int dev, uint64_t bytes, uint64_t *drops_at);
 void gem_lease_give(int dev, uint64_t bytes);
 uint64_t gem_lease_spare(int dev);
 void gem_lease_drop(int dev);
+uint64_t gem_lease_drops(int dev); /* the leases dropped so far: connections made again */
 /* The gem_ipc_on_notify callback: the pod manager recalls our unspent lease. */
 void gem_lease_on_recall(int dev, uint64_t conn_gen, const uint8_t *msg);
 void gem_lease_reset_after_fork(void);

@@ -18,6 +18,7 @@
 #define DEFAULT_LEASE_MB 32
 
 static uint64_t spare[GEM_MAX_DEVICES];
+static uint64_t drops[GEM_MAX_DEVICES]; /* gem_lease_drop's calls: a new pod manager each */
 static pthread_mutex_t lease_m = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t chunk_bytes;
 static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
@@ -65,17 +66,31 @@ static void tell_freed(int dev, uint64_t bytes)
                 "yet told)", (unsigned long long)bytes);
 }
 
-int gem_lease_take(int dev, uint64_t bytes)
+/* The pod manager that granted bytes taken now: read with the take, under one lock with the
+ * drop that a new one's claim makes (memory.c), so that no claim falls between. */
+static uint64_t drops_now(int dev)
 {
+    pthread_mutex_lock(&lease_m);
+    uint64_t v = drops[dev];
+    pthread_mutex_unlock(&lease_m);
+    return v;
+}
+
+int gem_lease_take(int dev, uint64_t bytes, uint64_t *drops_at)
+{
+    uint64_t ignored;
+    drops_at = drops_at != NULL ? drops_at : &ignored;
     pthread_mutex_lock(&lease_m);
     int local = spare[dev] >= bytes;
     if (local)
         spare[dev] -= bytes;
+    *drops_at = drops[dev];
     pthread_mutex_unlock(&lease_m);
     if (local)
         return 1;
     uint64_t extra = chunk();
     if (extra > 0 && ask(dev, bytes + extra, GEM_MEM_LEASE)) {
+        *drops_at = drops_now(dev); /* (granted after the claim of the connection it came on) */
         gem_lease_give(dev, extra);
         return 1;
     }
@@ -83,7 +98,9 @@ int gem_lease_take(int dev, uint64_t bytes)
     uint64_t held = take_spare(dev, UINT64_MAX);
     if (held > 0)
         tell_freed(dev, held);
-    return ask(dev, bytes, GEM_MEM_ALLOC);
+    int granted = ask(dev, bytes, GEM_MEM_ALLOC);
+    *drops_at = drops_now(dev);
+    return granted;
 }
 
 void gem_lease_give(int dev, uint64_t bytes)
@@ -108,7 +125,15 @@ uint64_t gem_lease_spare(int dev)
 
 void gem_lease_drop(int dev)
 {
-    take_spare(dev, UINT64_MAX); /* a new pod manager never granted it */
+    pthread_mutex_lock(&lease_m);
+    spare[dev] = 0; /* a new pod manager never granted it */
+    drops[dev]++;
+    pthread_mutex_unlock(&lease_m);
+}
+
+uint64_t gem_lease_drops(int dev)
+{
+    return drops_now(dev);
 }
 
 static uint64_t take_all(int dev)

@@ -46,11 +46,17 @@ struct entry {
 #define NBUCKETS 4096
 static struct entry *buckets[NBUCKETS];
 static uint64_t live[GEM_MAX_DEVICES];
-static uint64_t claims[GEM_MAX_DEVICES]; /* reconnections' claims of `live` so far (claim_live) */
 static pthread_mutex_t map_m = PTHREAD_MUTEX_INITIALIZER;
-/* The claims made by the time this thread's latest reservation was granted (reserve): bytes
- * reserved at a pod manager that is gone since are counted by none, booked or given back. */
+/* The claims made by the time this thread's latest reservation was granted (reserve; a claim
+ * is a lease dropped, lease.c): bytes reserved at a pod manager that is gone since are counted
+ * by none, booked or given back. */
 static __thread uint64_t claims_at_reserve;
+
+/* The reconnections' claims of `live` so far (claim_live), with map_m held. */
+static uint64_t claims(int dev)
+{
+    return gem_lease_drops(dev);
+}
 
 static unsigned bucket(int kind, uint64_t key)
 {
@@ -116,7 +122,7 @@ uint64_t gem_mem_live_bytes(int dev)
 static uint64_t claim_live(int dev)
 {
     pthread_mutex_lock(&map_m);
-    claims[dev]++;
+    gem_lease_drop(dev); /* (under map_m: the count moves with what the claim reads) */
     uint64_t v = live[dev] + gem_pools_kept(dev); /* (lock order: map_m, then the pools') */
     pthread_mutex_unlock(&map_m);
     return v;
@@ -133,7 +139,7 @@ static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
     e->next = buckets[b];
     buckets[b] = e;
     live[e->dev] += e->bytes;
-    int missed = claims[e->dev] != stamp;
+    int missed = claims(e->dev) != stamp;
     pthread_mutex_unlock(&map_m);
     int verdict = 0;
     if (missed && reserved > 0 && gem_ipc_mem_update_open(e->dev, reserved, GEM_MEM_CLAIM,
@@ -147,7 +153,7 @@ static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
 static int reservation_counted(int dev)
 {
     pthread_mutex_lock(&map_m);
-    int counted = claims[dev] == claims_at_reserve;
+    int counted = claims(dev) == claims_at_reserve;
     pthread_mutex_unlock(&map_m);
     return counted;
 }
@@ -184,7 +190,7 @@ static struct entry *take(int kind, uint64_t key)
             found = *p;
             *p = found->next;
             live[found->dev] -= found->bytes;
-            found->claim = claims[found->dev];
+            found->claim = claims(found->dev);
             break;
         }
     pthread_mutex_unlock(&map_m);
@@ -208,7 +214,7 @@ static void taken_freed(struct entry *e, CUresult r, uint64_t key)
      * allocations still alive (which it caps its give-backs at), and those went uncounted.  A
      * pool's: kept in its book in the same step, so that no claim reads them in neither place. */
     pthread_mutex_lock(&map_m);
-    int counted = e->claim == claims[e->dev];
+    int counted = e->claim == claims(e->dev);
     uint64_t back = e->pool_ticket == 0 ? (counted ? e->bytes : 0)
                                         : gem_pool_returned(e->pool_ticket, e->bytes, counted);
     pthread_mutex_unlock(&map_m);
@@ -262,8 +268,8 @@ int gem_mem_on_connect(int dev, int reconnect)
     if (!reconnect)
         return 0;
     /* The pod manager gave this process's bytes back when the old connection closed, and the
-     * one we reached never granted our lease; the allocations are still alive: claim them. */
-    gem_lease_drop(dev);
+     * one we reached never granted our lease (claim_live drops it); the allocations are still
+     * alive: claim them. */
     uint64_t live = claim_live(dev);
     int verdict = 0;
     if (live == 0)
@@ -321,13 +327,13 @@ static CUresult reserve(int dev, uint64_t bytes, const char *what)
 {
     if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    if (bytes == 0 || gem_lease_take(dev, bytes) ||
-        (gem_pools_settle() && gem_lease_take(dev, bytes))) { /* (the pools released some) */
-        pthread_mutex_lock(&map_m);
-        claims_at_reserve = claims[dev];
-        pthread_mutex_unlock(&map_m);
+    if (bytes == 0) {
+        claims_at_reserve = gem_lease_drops(dev);
         return CUDA_SUCCESS;
     }
+    if (gem_lease_take(dev, bytes, &claims_at_reserve) ||
+        (gem_pools_settle() && gem_lease_take(dev, bytes, &claims_at_reserve)))
+        return CUDA_SUCCESS; /* (the second time: the pools had released what they kept) */
     GEM_LOG(GEM_LOG_WARN, "%s of %llu B refused: over the memory limit", what,
             (unsigned long long)bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -242,7 +242,7 @@ uint64_t gem_pool_lent(const struct gem_pool_draw *d, int dev, uint64_t bytes)
     pthread_mutex_unlock(&books_m);
     if (grown == 0)
         return ticket;
-    if (gem_lease_take(dev, grown)) {
+    if (gem_lease_take(dev, grown, NULL)) {
         pthread_mutex_lock(&books_m);
         if ((b = book_of_ticket(ticket)) != NULL)
             add_kept(b, grown); /* counted now, and given back once the pool lets it go */
