@@ -61,6 +61,29 @@ def test_a_pod_manager_killed_and_restarted_is_rejoined_by_its_processes(system)
     assert result(other)["kernels"] > 0
 
 
+def test_a_restarted_pod_manager_is_told_at_once_what_an_idle_process_holds(system):
+    """The process sits in fgets() holding 600 MiB of its 1 GiB: it told a new pod manager
+    only at its next call, and meanwhile a neighbour was let allocate 600 MiB more."""
+    mib = 1 << 20
+    system.backend("1\na 1.0 1.0 1GiB\n")
+    idle = system.client("a", "alloc", "--path", "alloc", "--bytes", str(600 * mib), "--hold")
+    assert json.loads(idle.stdout.readline())["rc"] == 0
+    port = system.pmgrs["a"].port
+    system.pmgrs["a"].proc.send_signal(signal.SIGKILL)
+    system.schd.wait_for(r"\[a\] pod manager disconnected")
+    system.pod_manager("a", "--port", str(port))
+    deadline = time.monotonic() + 10
+    with Connection("127.0.0.1", port, "a") as probe:
+        while (used := probe.call(RequestType.MEM_LIMIT)[0].values[0]) != 600 * mib:
+            assert time.monotonic() < deadline, f"{used} B counted, not the idle 600 MiB"
+            time.sleep(0.02)  # (a poll's pause)
+    neighbour = system.client("a", "alloc", "--path", "alloc", "--bytes", str(600 * mib))
+    assert json.loads(neighbour.stdout.readline())["rc"] == 2  # CUDA_ERROR_OUT_OF_MEMORY
+    assert idle.stdin is not None
+    idle.stdin.close()
+    assert idle.wait(timeout=20) == 0
+
+
 def test_a_scheduler_killed_and_restarted_is_rejoined_by_everyone(system):
     system.backend("1\na 1.0 1.0 1GiB\n")
     worker = reporting_work(system, "a", 12)
