@@ -503,6 +503,25 @@ def test_removed_client_is_refused_and_memory_change_is_pushed():
     assert again.response.status is Status.CLIENT_REMOVED
 
 
+@pytest.mark.parametrize("asks_meanwhile", [False, True])
+def test_a_client_added_back_is_told_its_new_memory_limit(asks_meanwhile):
+    """Removed, then added back with another limit: its pod manager, still connected, kept the
+    old one (nobody's connection was on the new client's books), and its hooks allocated past
+    the new limit; the status read its memory as 0 until its next report."""
+    core = SchedulerCore(config(("a", 0.5, 1, 400), ("b", 0.5, 1, 100)), Timing(), 0.0)
+    core.on_request(1, Request("a", 1, RequestType.MEM_LIMIT), 0.0)
+    core.on_request(1, Request("a", 2, RequestType.REPORT, (300, 1, 0)), 0.0)
+    core.on_config(config(("b", 0.5, 1, 100)), 0.1)
+    if asks_meanwhile:
+        core.on_request(1, Request("a", 3, RequestType.REPORT, (300, 1, 0)), 0.2)
+    actions = core.on_config(config(("a", 0.5, 1, 200), ("b", 0.5, 1, 100)), 0.3)
+    pushes = [a for a in actions if isinstance(a, Reply) and a.response.req_id == NOTIFY_ID]
+    assert [(p.conn, p.response.values) for p in pushes] == [(1, (300, 200, 0))]
+    assert core.clients["a"].mem_used == 300
+    core.on_disconnect(1, 0.4)
+    assert core.clients["a"].conns == set() and core.clients["a"].mem_used == 0
+
+
 def test_a_client_removed_while_it_holds_the_token_hands_it_on_when_it_asks_again():
     """Refused as removed, its request still says it is done with its token: the next client
     gets the GPU then, not at the grant's end (the GPU idled 88 ms of 100 here)."""
