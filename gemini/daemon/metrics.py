@@ -71,7 +71,7 @@ class MetricsServer:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError,
-                ConnectionError) as exc:
+                asyncio.TimeoutError, ConnectionError) as exc:  # (two classes before 3.11)
             head = getattr(exc, "partial", b"") or b""
             if not head:
                 writer.close()

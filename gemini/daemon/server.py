@@ -185,7 +185,9 @@ class FrameServer:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.unix_path)
         for transport in list(self.transports.values()):
-            transport.close()
+            # (abort: close() waits for a peer that does not read its replies to take them,
+            # and wait_closed() for every connection since 3.12.1: SIGTERM hung on such a peer)
+            transport.abort()
         if self.server is not None:
             await self.server.wait_closed()
 
