@@ -485,6 +485,8 @@ static void *watch_main(void *arg)
         if (c->fd >= 0 && c->announce_pending && !c->announcing && c->waiters == NULL &&
             !c->reading) {
             announce(c, dev); /* (lost during it: the branch above connects again, paced) */
+            if (c->fd >= 0 && c->announce_pending) /* refused (a pod manager that does not know */
+                rejoin_backoff(c, &backoff_ns);    /* its limit yet): again, paced too */
             continue;
         }
         if (c->fd < 0 || c->waiters != NULL || c->reading) {

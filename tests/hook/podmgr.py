@@ -42,6 +42,7 @@ class FakePodManager:
     # know its client's limit yet); memory_refused counts them.
     refuse_memory: Status | None = None
     memory_refused: int = 0
+    memory_refused_at: list[float] = field(default_factory=list)  # when each was refused
     close_at_first: int = 0  # this many next connections are closed at their first request
 
     def __post_init__(self) -> None:
@@ -178,6 +179,7 @@ class FakePodManager:
                   and req.type in (RequestType.MEM_LIMIT, RequestType.MEM_UPDATE)):
                 reply = (self.refuse_memory, ())
                 self.memory_refused += 1
+                self.memory_refused_at.append(time.monotonic())
             elif req.type is RequestType.MEM_LIMIT:
                 reply = (Status.OK, (self.used, self.limit, self.mem_flags))
             elif req.type is RequestType.MEM_UPDATE:

@@ -4,6 +4,7 @@ lets a lease make an allocation fail that fits, and never exceeds the limit."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 
 import pytest
@@ -168,6 +169,24 @@ def test_a_pod_manager_that_goes_at_each_first_request_is_told_once(hook_env, mi
         assert pm.used == 512 * MIB, updates(pm)
         assert updates(pm).count((768 * MIB, MEM_CLAIM)) == 1, updates(pm)
         assert ended_well(proc)
+    finally:
+        proc.kill()
+
+
+def test_an_idle_process_asks_a_pod_manager_that_refuses_its_claim_again_paced(
+        hook_env, mini, pm):
+    """A pod manager that does not know its client's limit yet refuses the claim as a whole;
+    the watcher told it again at once, round trip after round trip."""
+    pm.limit = 4 << 30
+    proc = start_two_allocations(hook_env, mini, pm)
+    try:
+        pm.refuse_memory = Status.UNKNOWN_CLIENT
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: p.memory_refused >= 4), pm.memory_refused
+        gaps = [b - a for a, b in itertools.pairwise(pm.memory_refused_at[:4])]
+        assert min(gaps) >= 0.04, gaps  # (50 ms, doubling)
+        pm.refuse_memory = None
+        assert pm.wait_for(lambda p: p.used == 768 * MIB), updates(pm)
     finally:
         proc.kill()
 
