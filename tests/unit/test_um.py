@@ -184,8 +184,8 @@ def test_a_lowered_cap_holds_a_um_client_over_every_long_window_after_it():
 def test_um_clients_beside_others_get_their_shares(shares, um):
     """A UM grant is 1 s at least, against turns of 100 ms: the credit a waiting client is owed
     must reach a whole one.  Bounded at two turns, each UM grant was mostly forgiven and turns
-    went round as if all asked alike: 0.433/0.567 for an all-UM 0.3/0.7 pair, 0.333 each for a
-    trio, and a UM 0.3 beside a plain 0.7 took 0.700 of the GPU."""
+    went round as if all asked alike: 0.433/0.567 for an all-UM 0.3/0.7 pair, 0.316 for an
+    all-UM trio's 0.2 client, and a UM 0.3 beside a plain 0.7 took 0.664 of the GPU."""
     names = "abc"[:len(shares)]
     um_names = {names[i] for i in um if -len(names) <= i < len(names)}
     config = ResourceConfig(tuple(ClientSpec(n, s, 1.0, GiB, n in um_names)
