@@ -226,9 +226,10 @@ class SchedulerCore:
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
         self._removed_asking: dict[str, float] = {}  # a removed client's latest request
-        # A removed client's pod manager connections and memory in use, told its limit again
-        # if it is added back (_apply_config).
-        self._removed_books: dict[str, tuple[set[ConnId], int]] = {}
+        # The pod manager connections, and the memory in use, of a client not in the config
+        # (removed, or not added yet: a scheduler restarted with a config from before it):
+        # told its limit when it is added (_apply_config).
+        self._absent_books: dict[str, tuple[set[ConnId], int]] = {}
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -244,7 +245,7 @@ class SchedulerCore:
         if client is None:
             if req.name in self.removed:  # (its processes still run: status says so)
                 self._removed_asking[req.name] = now
-                self._keep_removed_books(conn, req)
+            self._keep_absent_books(conn, req)
             return self._refuse(conn, req) + self._removed_holder_asked(conn, req, now)
         self._refused.discard(conn)
         client.conns.add(conn)
@@ -305,8 +306,10 @@ class SchedulerCore:
         self._refused.discard(conn)
         out: list[Action] = []
         self.candidates = [c for c in self.candidates if c.conn != conn]
-        for conns, _ in self._removed_books.values():
+        for name, (conns, _) in list(self._absent_books.items()):
             conns.discard(conn)
+            if not conns:
+                del self._absent_books[name]
         for name, client in self.clients.items():
             if conn in client.conns:
                 client.conns.discard(conn)
@@ -968,8 +971,8 @@ class SchedulerCore:
                 self._books_since[spec.name] = now
                 if old:
                     out.append(act.info(spec.name, "client added"))
-                if spec.name in self._removed_books:  # (its pod manager kept the old limit)
-                    state.conns, mem_used = self._removed_books.pop(spec.name)
+                if spec.name in self._absent_books:  # (its pod manager keeps another limit)
+                    state.conns, mem_used = self._absent_books.pop(spec.name)
                     state.mem_used = mem_used if state.conns else 0
                     out += self._push_memory_limit(state, spec)
                 if spec.capped and self.history.has(spec.name):
@@ -999,7 +1002,8 @@ class SchedulerCore:
             state.spec = spec
             self.clients[spec.name] = state
         for name in old.keys() - self.clients.keys():
-            self._removed_books[name] = (old[name].conns, old[name].mem_used)
+            if old[name].conns:
+                self._absent_books[name] = (old[name].conns, old[name].mem_used)
             self.credits.forget(name)
             self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
@@ -1024,14 +1028,15 @@ class SchedulerCore:
             longest = max(longest, self.um.min_quota_s)
         return 2 * longest
 
-    def _keep_removed_books(self, conn: ConnId, req: Request) -> None:
-        """A removed client's pod manager, still there: its connection and its memory, for the
-        limit it is told if the client is added back."""
-        conns, mem_used = self._removed_books.get(req.name, (set(), 0))
+    def _keep_absent_books(self, conn: ConnId, req: Request) -> None:
+        """The pod manager of a client not in the config, there all the same: its connection
+        and its memory, for the limit it is told if the client is added (kept while the
+        connection is open)."""
+        conns, mem_used = self._absent_books.get(req.name, (set(), 0))
         conns.add(conn)
         if req.type is RequestType.REPORT:
             mem_used = int(req.args[0])  # type: ignore[call-overload]
-        self._removed_books[req.name] = (conns, mem_used)
+        self._absent_books[req.name] = (conns, mem_used)
 
     def _push_memory_limit(self, state: ClientState, spec: ClientSpec) -> list[Action]:
         values = (state.mem_used, spec.gpu_mem, mem_flags(spec, self.um))

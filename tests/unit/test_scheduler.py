@@ -522,6 +522,22 @@ def test_a_client_added_back_is_told_its_new_memory_limit(asks_meanwhile):
     assert core.clients["a"].conns == set() and core.clients["a"].mem_used == 0
 
 
+def test_a_client_added_after_its_pod_manager_came_is_told_its_memory_limit():
+    """A scheduler restarted with a config without it: its pod manager, refused meanwhile, kept
+    the limit the old scheduler had told it."""
+    core = SchedulerCore(config(("b", 0.5, 1, 100)), Timing(), 0.0)
+    [refused] = [a for a in core.on_request(1, Request("a", 1, RequestType.MEM_LIMIT), 0.0)
+                 if isinstance(a, Reply)]
+    assert refused.response.status is Status.UNKNOWN_CLIENT
+    core.on_request(1, Request("a", 2, RequestType.REPORT, (50, 1, 0)), 0.1)
+    core.on_request(2, Request("zed", 1, RequestType.MEM_LIMIT), 0.1)
+    core.on_disconnect(2, 0.15)  # (kept only while its connection is open)
+    actions = core.on_config(config(("a", 0.5, 1, 200), ("b", 0.5, 1, 100),
+                                    ("zed", 0.1, 1, 100)), 0.2)
+    pushes = [a for a in actions if isinstance(a, Reply) and a.response.req_id == NOTIFY_ID]
+    assert [(p.conn, p.response.values) for p in pushes] == [(1, (50, 200, 0))]
+
+
 def test_a_client_removed_while_it_holds_the_token_hands_it_on_when_it_asks_again():
     """Refused as removed, its request still says it is done with its token: the next client
     gets the GPU then, not at the grant's end (the GPU idled 88 ms of 100 here)."""
