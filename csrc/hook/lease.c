@@ -66,9 +66,9 @@ static void tell_freed(int dev, uint64_t bytes)
                 "yet told)", (unsigned long long)bytes);
 }
 
-/* The pod manager that granted bytes taken now: read with the take, under one lock with the
- * drop that a new one's claim makes (memory.c), so that no claim falls between. */
-static uint64_t drops_now(int dev)
+/* Under the lock of the drop that a new pod manager's claim makes (memory.c): read with a take,
+ * no claim falls between the bytes becoming ours and the count said with them. */
+uint64_t gem_lease_drops(int dev)
 {
     pthread_mutex_lock(&lease_m);
     uint64_t v = drops[dev];
@@ -90,7 +90,7 @@ int gem_lease_take(int dev, uint64_t bytes, uint64_t *drops_at)
         return 1;
     uint64_t extra = chunk();
     if (extra > 0 && ask(dev, bytes + extra, GEM_MEM_LEASE)) {
-        *drops_at = drops_now(dev); /* (granted after the claim of the connection it came on) */
+        *drops_at = gem_lease_drops(dev); /* (granted after its connection's claim) */
         gem_lease_give(dev, extra);
         return 1;
     }
@@ -99,7 +99,7 @@ int gem_lease_take(int dev, uint64_t bytes, uint64_t *drops_at)
     if (held > 0)
         tell_freed(dev, held);
     int granted = ask(dev, bytes, GEM_MEM_ALLOC);
-    *drops_at = drops_now(dev);
+    *drops_at = gem_lease_drops(dev);
     return granted;
 }
 
@@ -129,11 +129,6 @@ void gem_lease_drop(int dev)
     spare[dev] = 0; /* a new pod manager never granted it */
     drops[dev]++;
     pthread_mutex_unlock(&lease_m);
-}
-
-uint64_t gem_lease_drops(int dev)
-{
-    return drops_now(dev);
 }
 
 static uint64_t take_all(int dev)

@@ -52,7 +52,8 @@ static pthread_mutex_t map_m = PTHREAD_MUTEX_INITIALIZER;
  * by none, booked or given back. */
 static __thread uint64_t claims_at_reserve;
 
-/* The reconnections' claims of `live` so far (claim_live), with map_m held. */
+/* The reconnections' claims of `live` so far: each drops the lease (claim_live), and the count
+ * is the lease's (lease.c).  Read under map_m where it is compared with what is live. */
 static uint64_t claims(int dev)
 {
     return gem_lease_drops(dev);
@@ -152,10 +153,7 @@ static void book(struct entry *e, uint64_t reserved, uint64_t stamp)
  * once a claim was made since: its bytes went back with the connection they were asked on.) */
 static int reservation_counted(int dev)
 {
-    pthread_mutex_lock(&map_m);
-    int counted = claims(dev) == claims_at_reserve;
-    pthread_mutex_unlock(&map_m);
-    return counted;
+    return claims(dev) == claims_at_reserve;
 }
 
 /* `pool_ticket`: its pool's book (pools.c; 0: none, its free gives its bytes back at once). */
@@ -328,7 +326,7 @@ static CUresult reserve(int dev, uint64_t bytes, const char *what)
     if (dev < 0)
         return CUDA_ERROR_INVALID_DEVICE;
     if (bytes == 0) {
-        claims_at_reserve = gem_lease_drops(dev);
+        claims_at_reserve = claims(dev);
         return CUDA_SUCCESS;
     }
     if (gem_lease_take(dev, bytes, &claims_at_reserve) ||
