@@ -972,8 +972,8 @@ class SchedulerCore:
                 if old:
                     out.append(act.info(spec.name, "client added"))
                 if spec.name in self._absent_books:  # (its pod manager keeps another limit)
-                    state.conns, mem_used = self._absent_books.pop(spec.name)
-                    state.mem_used = mem_used if state.conns else 0
+                    # (kept only while a connection is open: never empty)
+                    state.conns, state.mem_used = self._absent_books.pop(spec.name)
                     out += self._push_memory_limit(state, spec)
                 if spec.capped and self.history.has(spec.name):
                     # Removed and added again (two saves of the config): its cap holds from
