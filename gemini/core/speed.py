@@ -23,10 +23,10 @@ clock stays up (H100: tails of 1840-1965 MHz beside 1540-1560 for the same progr
 continuous clock is the lowest of the latest few tails, and a speed below 1 (a tail above the
 grants' clock) is read as 1: a cap never gives more than its time.  And a client is
 calibrated again early when its grants' clock moves (the program's load, or the card's heat,
-changed since) while its speed reads 1: early in a run the tails follow the grants' clock
-down (H100: 1965, 1868, 1809 MHz beside 1933, 1871, 1806 in the grants, 2 s apart) before
-they part (1647 beside 1868, 8 s in); once a speed is known, every `CALIBRATE_EVERY_S` is
-enough (the grants' clock wanders by 3-4 % between grants).
+changed since) while its speed reads 1 by the clock (not by work: below): early in a run
+the tails follow the grants' clock down (H100: 1965, 1868, 1809 MHz beside 1933, 1871, 1806
+in the grants, 2 s apart) before they part (1647 beside 1868, 8 s in); once a speed is known,
+every `CALIBRATE_EVERY_S` is enough (the grants' clock wanders by 3-4 % between grants).
 
 By work, where the hook measures it (wire: the QUOTA request's run words).  NVML's SM clock
 follows the GPU 40-120 ms late and in steps (H100, bench/results/…-0645-clock-lag.json: the
@@ -170,8 +170,8 @@ SETTLE_S = 20.0
 SETTLING_EVERY_S = 3.0
 MIN_TAIL_READINGS = 20  # fewer: the grant was cut short, or the GPU idled in it
 RECENT_TAILS = 3  # the continuous clock is the lowest of this many latest tails
-# While its speed reads 1, calibrate again (no sooner than SETTLING_EVERY_S after the last)
-# once the grants' clock has moved this much from what it was at the last calibration.
+# While its speed reads 1 by the clock, calibrate again (no sooner than SETTLING_EVERY_S after
+# the last) once the grants' clock has moved this much from what it was at the last calibration.
 DRIFT = 0.03
 WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
 # Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
@@ -499,7 +499,9 @@ class SpeedMeter:
         settling = _read_within(clocks, now, SETTLE_S)
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
-        unsure = drifted and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
+        # (A speed read by work is not the clock's: its calibrations come every period.)
+        by_clock = _work_speed(clocks) is None
+        unsure = drifted and by_clock and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
         return since >= (SETTLING_EVERY_S if settling else self.every_s) or unsure
 
     def calibrating(self, name: str, now: float) -> None:

@@ -151,6 +151,30 @@ def test_a_client_whose_grants_clock_moves_is_calibrated_again_early():
     assert meter.due("a", at + SETTLING_EVERY_S)
 
 
+def test_a_client_whose_speed_is_read_by_work_is_not_calibrated_early_when_its_clock_moves():
+    # H100, 2026-12-06, CUDA graph capped at 0.4: by work its speed read 1.151-1.157, but its
+    # grants' clock (1751 MHz) fell under its tails' (1825), and it was calibrated again 5.4 s
+    # and 4.4 s after the one before: each calibration waits for room in its 1 s window, and the
+    # second before the last did 0.276 of its bare work (JAX the same, 3.7 s after one).
+    meter = SpeedMeter(every_s=10.0)
+    in_grant(meter, 1900.0)
+    for calibration in range(3):  # (the first tail is not kept)
+        meter.calibrating("a", calibration * SETTLING_EVERY_S)
+        tail(meter, 1825.0)
+        meter.ran("a", 80.0, 400, calibrating=True)  # 0.2 ms a launch run continuously
+    for _ in range(RECENT_GRANTS):
+        meter.ran("a", 40.0, 230, calibrating=False)  # 0.174 in its grants: speed 1.15
+    at = SETTLE_S + 2.0
+    meter.calibrating("a", at)
+    tail(meter, 1825.0)
+    meter.ran("a", 80.0, 400, calibrating=True)
+    for _ in range(200):
+        in_grant(meter, 1751.0, at + 1.0)  # its grants' clock under the tails': 1 by the clock
+    assert meter.speed("a") == pytest.approx(0.2 / (40.0 / 230), rel=1e-3)
+    assert not meter.due("a", at + SETTLING_EVERY_S)
+    assert meter.due("a", at + 10.0)
+
+
 def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
     meter = SpeedMeter(every_s=10.0)
     assert not meter.due("a", 0.0)  # no reading yet
