@@ -306,6 +306,8 @@ class SchedulerCore:
         self._refused.discard(conn)
         out: list[Action] = []
         self.candidates = [c for c in self.candidates if c.conn != conn]
+        holder = self.holder if self.holder is not None and self.holder.conn == conn else None
+        running = holder is not None and self._processes_of(holder.interval.name) > 0
         for name, (conns, _) in list(self._absent_books.items()):
             conns.discard(conn)
             if not conns:
@@ -317,11 +319,22 @@ class SchedulerCore:
                     client.mem_used = client.processes = client.waiting = 0
                     client.delivery_s = 0.0  # (a new one's first QUOTA comes before its REPORT)
                 out.append(act.info(name, "pod manager disconnected"))
-        if self.holder is not None and self.holder.conn == conn:
-            self._end_early(self.holder.interval, now)
-            out.append(act.info(self.holder.interval.name, "token holder gone; token taken back"))
+        if holder is not None and running:
+            # Its processes' hooks run on to their token's end without it (they ask it for
+            # the next one): a grant made now would share the GPU with them until then.
+            out.append(act.info(holder.interval.name, "token holder's pod manager gone; "
+                                f"the token ends as granted, in "
+                                f"{(holder.interval.end - now) * MS:.1f} ms"))
+        elif holder is not None:
+            self._end_early(holder.interval, now)
+            out.append(act.info(holder.interval.name, "token holder gone; token taken back"))
             self.holder = None
         return out + self._schedule(now)
+
+    def _processes_of(self, name: str) -> int:
+        """How many processes `name`'s pod managers said they serve (0: none, or unknown)."""
+        client = self.clients.get(name)
+        return 0 if client is None else client.processes
 
     def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
         self._earn(now)
@@ -429,7 +442,8 @@ class SchedulerCore:
             name = self.holder.interval.name
             out.append(act.debug(name, "quota expired"))
             self.holder = None
-            if name in self.clients and all(c.name != name for c in self.candidates):
+            back = name in self.clients and bool(self.clients[name].conns)  # (none: it is gone)
+            if back and all(c.name != name for c in self.candidates):
                 self._grace = (name, now + self.timing.return_grace_s)
         if self._grace is not None and (
             now >= self._grace[1]

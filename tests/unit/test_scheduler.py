@@ -296,6 +296,24 @@ def report(name, req_id, processes):
     return Request(name, req_id, RequestType.REPORT, (0, processes, 0))
 
 
+def test_a_holder_whose_pod_manager_dies_keeps_the_gpu_until_its_grant_ends():
+    """Its processes' hooks run on to their token's end without their pod manager: a grant
+    made at once would share the GPU with them for the rest of it (a review, 2026-12-05).
+    Its processes gone, or never reported, the token is taken back at once (above)."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, report("a", 1, 2), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.0)
+    end = core.history.latest("a").end
+    core.on_request(2, quota_req("b", 1), 0.01)
+    out = core.on_disconnect(1, 0.02)
+    assert grants(out) == []
+    assert any("the token ends as granted" in a.message for a in out if isinstance(a, Log))
+    assert core.next_deadline() == pytest.approx(end)
+    [g] = grants(core.on_deadline(end))  # no grace for its next request: it cannot come
+    assert g.conn == 2
+    assert core.history.latest("a").end == end  # charged its whole grant
+
+
 @pytest.mark.parametrize(("at_arrival", "delivery_ms", "later_ms"), [
     (True, 0.6, 0.6),
     (True, 7.0, 2.0),  # (HAND_OVER_DELAY_MAX_S)
