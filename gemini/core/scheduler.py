@@ -185,6 +185,9 @@ class Candidate:
 class Grant:
     conn: ConnId
     interval: Interval
+    # Its pod manager gone while its processes ran (on_disconnect): when the GPU goes on, as
+    # their hooks run on to their token's end.
+    orphaned_until: float | None = None
 
 
 class SchedulerCore:
@@ -308,6 +311,8 @@ class SchedulerCore:
         self.candidates = [c for c in self.candidates if c.conn != conn]
         holder = self.holder if self.holder is not None and self.holder.conn == conn else None
         running = holder is not None and self._processes_of(holder.interval.name) > 0
+        if holder is not None and running:  # (before its delivery delay is forgotten below)
+            holder.orphaned_until = self._hand_over_at(holder)
         for name, (conns, _) in list(self._absent_books.items()):
             conns.discard(conn)
             if not conns:
@@ -390,6 +395,8 @@ class SchedulerCore:
     def _hand_over_at(self, holder: Grant) -> float:
         """When the holder's GPU goes on: its grant's end, or, with hand_over_at_arrival, as
         much later as its grants take to reach it."""
+        if holder.orphaned_until is not None:
+            return holder.orphaned_until
         client = self.clients.get(holder.interval.name)
         if not self.timing.hand_over_at_arrival or client is None:
             return holder.interval.end
@@ -405,7 +412,11 @@ class SchedulerCore:
         if self.first_request_at is None:
             self.first_request_at = now
         latest = self.history.latest(name)
-        if latest is not None:
+        # (A request through its new pod manager does not end a grant whose processes under
+        # the old one run on: on_disconnect.)
+        orphaned = self.holder is not None and self.holder.orphaned_until is not None and (
+            self.holder.interval.name == name)
+        if latest is not None and not orphaned:
             self._end_early(latest, now)  # returned early, if it was
         if overuse_ms > 0.0:  # (NaN compares false)
             # From the grant's end, with hand-overs at arrival too: there the hook's token ends
@@ -426,7 +437,7 @@ class SchedulerCore:
                                              f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
             out += self._weigh(client, latest, gpu_wait_ms, run)
-        if self.holder is not None and self.holder.interval.name == name:
+        if self.holder is not None and self.holder.interval.name == name and not orphaned:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
         client.burst_s = max(burst_ms, 0.0) / MS

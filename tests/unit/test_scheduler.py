@@ -299,19 +299,46 @@ def report(name, req_id, processes):
 def test_a_holder_whose_pod_manager_dies_keeps_the_gpu_until_its_grant_ends():
     """Its processes' hooks run on to their token's end without their pod manager: a grant
     made at once would share the GPU with them for the rest of it (a review, 2026-12-05).
-    Its processes gone, or never reported, the token is taken back at once (above)."""
-    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    Its processes gone, or never reported, the token is taken back at once (above).  At its
+    end no grace is waited for its next request, which cannot come (b, owed less than a,
+    waited 5 ms more behind it)."""
+    core = SchedulerCore(config(("a", 0.9, 1, 1), ("b", 0.1, 1, 1)), Timing(), 0.0)
     core.on_request(1, report("a", 1, 2), 0.0)
     core.on_request(1, quota_req("a", 2), 0.0)
+    core.on_request(2, quota_req("b", 1), 0.0)
+    [g] = grants(core.on_request(1, quota_req("a", 3), 0.001))  # a is done with its first
+    assert g.conn == 2
+    [g] = grants(core.on_deadline(core.next_deadline()))  # b's ended: a's turn again
+    assert g.conn == 1
     end = core.history.latest("a").end
-    core.on_request(2, quota_req("b", 1), 0.01)
-    out = core.on_disconnect(1, 0.02)
+    out = core.on_disconnect(1, end - 0.05)
     assert grants(out) == []
     assert any("the token ends as granted" in a.message for a in out if isinstance(a, Log))
+    assert grants(core.on_request(2, quota_req("b", 2), end - 0.0005)) == []
     assert core.next_deadline() == pytest.approx(end)
-    [g] = grants(core.on_deadline(end))  # no grace for its next request: it cannot come
+    [g] = grants(core.on_deadline(end))
     assert g.conn == 2
     assert core.history.latest("a").end == end  # charged its whole grant
+
+
+def test_a_dead_pod_managers_grant_is_not_cut_by_its_successor_nor_waited_on_after():
+    """A process that asks through the restarted pod manager does not end the grant the other
+    processes' hooks still run (else the next client shared the GPU with them); nor, at its
+    end, is the gone client's next request waited for (a grace of 5 ms, where the other
+    client, owed less, waited behind it).  The hand-over keeps its delivery delay."""
+    timing = dataclasses.replace(Timing(), hand_over_at_arrival=True)
+    core = SchedulerCore(config(("a", 0.9, 1, 1), ("b", 0.1, 1, 1)), timing, 0.0)
+    core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 2, 0, 1.5)), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.0)
+    end = core.history.latest("a").end
+    core.on_disconnect(1, 0.01)
+    assert grants(core.on_request(3, quota_req("a", 1), 0.02)) == []  # its new pod manager
+    assert core.history.latest("a").end == end
+    assert grants(core.on_request(2, quota_req("b", 1), end - 0.0005)) == []
+    deadline = core.next_deadline()
+    assert deadline == pytest.approx(end + 0.0015)
+    [g] = grants(core.on_deadline(deadline))
+    assert g.conn in (2, 3)  # the GPU goes on at once, to whoever the shares pick
 
 
 @pytest.mark.parametrize(("at_arrival", "delivery_ms", "later_ms"), [
