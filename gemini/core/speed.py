@@ -23,7 +23,8 @@ clock stays up (H100: tails of 1840-1965 MHz beside 1540-1560 for the same progr
 continuous clock is the lowest of the latest few tails, and a speed below 1 (a tail above the
 grants' clock) is read as 1: a cap never gives more than its time.  And a client is
 calibrated again early when its grants' clock moves (the program's load, or the card's heat,
-changed since) while its speed reads 1 by the clock (not by work: below): early in a run
+changed since) while its speed reads 1 by the clock (by work: where its grants' cost per
+launch moved, SHARED_DRIFT): early in a run
 the tails follow the grants' clock down (H100: 1965, 1868, 1809 MHz beside 1933, 1871, 1806
 in the grants, 2 s apart) before they part (1647 beside 1868, 8 s in); once a speed is known,
 every `CALIBRATE_EVERY_S` is enough (the grants' clock wanders by 3-4 % between grants).
@@ -499,10 +500,12 @@ class SpeedMeter:
         settling = _read_within(clocks, now, SETTLE_S)
         then = clocks.in_grants_then
         drifted = then > 0.0 and abs(clocks.in_grants - then) > DRIFT * then
-        # (A speed read by work is not the clock's: its calibrations come every period.)
+        # A speed read by work is not the clock's: its calibrations come every period, or
+        # early where its grants' cost moved (other kernels: its tails are of another program).
         by_clock = _work_speed(clocks) is None
-        unsure = drifted and by_clock and _clock_speed(clocks) <= 1.0 and since >= SETTLING_EVERY_S
-        return since >= (SETTLING_EVERY_S if settling else self.every_s) or unsure
+        unsure = (drifted and _clock_speed(clocks) <= 1.0) if by_clock else _cost_moved(clocks)
+        return since >= (SETTLING_EVERY_S if settling else self.every_s) or (
+            unsure and since >= SETTLING_EVERY_S)
 
     def calibrating(self, name: str, now: float) -> None:
         """A calibration grant begins: its tail will be the continuous clock."""

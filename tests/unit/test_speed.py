@@ -173,6 +173,12 @@ def test_a_client_whose_speed_is_read_by_work_is_not_calibrated_early_when_its_c
     assert meter.speed("a") == pytest.approx(0.2 / (40.0 / 230), rel=1e-3)
     assert not meter.due("a", at + SETTLING_EVERY_S)
     assert meter.due("a", at + 10.0)
+    # ...but where its work changed (heavier kernels: its grants' cost per launch up a fifth),
+    # its tails are another program's, and it is calibrated again early (a review).
+    for _ in range(RECENT_GRANTS):
+        meter.ran("a", 40.0, 192, calibrating=False)
+    assert not meter.due("a", at + SETTLING_EVERY_S - 0.1)
+    assert meter.due("a", at + SETTLING_EVERY_S)
 
 
 def test_the_first_calibration_waits_for_the_program_to_run_and_then_comes_every_period():
