@@ -24,10 +24,10 @@ continuous clock is the lowest of the latest few tails, and a speed below 1 (a t
 grants' clock) is read as 1: a cap never gives more than its time.  And a client is
 calibrated again early when its grants' clock moves (the program's load, or the card's heat,
 changed since) while its speed reads 1 by the clock (by work: where its grants' cost per
-launch moved, SHARED_DRIFT): early in a run
-the tails follow the grants' clock down (H100: 1965, 1868, 1809 MHz beside 1933, 1871, 1806
-in the grants, 2 s apart) before they part (1647 beside 1868, 8 s in); once a speed is known,
-every `CALIBRATE_EVERY_S` is enough (the grants' clock wanders by 3-4 % between grants).
+launch moved, SHARED_DRIFT): early in a run the tails follow the grants' clock down (H100:
+1965, 1868, 1809 MHz beside 1933, 1871, 1806 in the grants, 2 s apart) before they part (1647
+beside 1868, 8 s in); once a speed is known, every `CALIBRATE_EVERY_S` is enough (the grants'
+clock wanders by 3-4 % between grants).
 
 By work, where the hook measures it (wire: the QUOTA request's run words).  NVML's SM clock
 follows the GPU 40-120 ms late and in steps (H100, bench/results/…-0645-clock-lag.json: the
