@@ -560,6 +560,25 @@ def test_a_capped_client_alone_does_not_pay_its_calibrations_back_in_seconds_far
     assert worst >= 0.35
 
 
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_capped_client_alone_waits_no_longer_for_a_calibration_once_its_long_window_is_full(
+        seed):
+    """Once its 10 s window is full, its pace holds it at the limit, and a calibration waited
+    for room there too, not only in its 1 s window: 210 ms with no grant before one (150-185
+    before the others), and its second before 0.337 of its work on the simulator (seed 4; on
+    the H100, 2026-12-06, torch eager's seconds before its calibrations read 0.30-0.32 from
+    25 s on, 0.32-0.35 before).  The pace after it pays its lump back well within that window."""
+    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0, clock=GpuClock(),
+              launch_s=0.0002, seed=seed)
+    sim.start("capped")
+    sim.run_until(40.0)
+    assert sim.clock is not None
+    worst = min(sim.clock.work("capped", t / 20, t / 20 + 1.0) for t in range(10 * 20, 39 * 20))
+    assert worst >= 0.4 - 0.045, worst
+    for start in range(10, 30):  # (the long window holds as before)
+        assert sim.clock.work("capped", start, start + 10.0) / 10.0 <= 0.4 + 0.015, start
+
+
 def capped_pair_for_30_s(cap_a: float, cap_b: float, seed: int) -> Sim:
     """Two saturating clients a and b capped at `cap_a` and `cap_b`, for 30 s on the
     simulator's power-limited GPU, its clock run to the end."""
