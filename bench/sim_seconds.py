@@ -1,0 +1,69 @@
+"""A capped client's 1 s windows on the scheduler's simulator (issue 12: "± 5 points over any
+1 s").  No sockets, no GPU: tests/unit/sim.py's saturating clients, its power-limited GPU clock
+fed (so calibrations run), the launchers' quotas, drive gemini.core.scheduler on a virtual clock.
+
+  python3 bench/sim_seconds.py [--seconds 40] [--seeds 1,2,3,4] [--root DIR]
+
+For each case (one client capped at 0.2, 0.3, 0.4, 0.5 or 0.7 alone; two capped at 0.3; 0.4
+and 0.5; three at 0.2, 0.3 and 0.3, started together) and seed, each client's lowest and
+highest 1 s window of work (sliding by 50 ms, from 2 s on) less its cap, in points, and its
+share over the run.  --root imports gemini and the simulator from another checkout (`git
+archive COMMIT gemini tests | tar -x -C DIR`), for an A/B on one machine.  Prints one JSON
+object.  The work is the simulator's, not a GPU's: where its numbers and the GPU's differ, the
+GPU's count (bench/paths.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+CASES = [(0.2,), (0.3,), (0.4,), (0.5,), (0.7,), (0.3, 0.3), (0.4, 0.5), (0.2, 0.3, 0.3)]
+FROM_S = 2.0
+STEP_S = 0.05
+
+
+def run_case(caps: tuple[float, ...], seed: int, seconds: float) -> list[dict]:
+    from tests.unit.sim import GpuClock, Sim  # (from --root, where given)
+    from tests.unit.test_scheduler import LAUNCHER
+
+    names = "abc"[:len(caps)]
+    sim = Sim([(n, c, c) for n, c in zip(names, caps, strict=True)], timing=LAUNCHER,
+              burst_ms=5000.0, seed=seed, clock=GpuClock(), launch_s=0.0002)
+    for i, n in enumerate(names):
+        sim.start(n, 0.001 * i)
+    sim.run_until(seconds)
+    assert sim.clock is not None
+    sim.clock.advance(seconds, sim.running)
+    out = []
+    steps = int((seconds - FROM_S - 1.0) / STEP_S) + 1
+    for n, cap in zip(names, caps, strict=True):
+        works = [sim.clock.work(n, FROM_S + k * STEP_S, FROM_S + k * STEP_S + 1.0)
+                 for k in range(steps)]
+        out.append({"client": n, "cap": cap, "low_pp": round(100 * (min(works) - cap), 2),
+                    "high_pp": round(100 * (max(works) - cap), 2),
+                    "share": round(sim.clock.work(n, FROM_S, seconds) / (seconds - FROM_S), 4)})
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=40.0)
+    p.add_argument("--seeds", default="1,2,3,4")
+    p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
+    args = p.parse_args()
+    sys.path.insert(0, str(args.root.resolve()))
+    seeds = [int(s) for s in args.seeds.split(",")]
+    results = []
+    for caps in CASES:
+        for seed in seeds:
+            results.append({"caps": caps, "seed": seed,
+                            "clients": run_case(caps, seed, args.seconds)})
+    print(json.dumps({"root": str(args.root), "seconds": args.seconds, "seeds": seeds,
+                      "results": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
