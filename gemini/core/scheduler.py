@@ -62,6 +62,7 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pick, targets
 from gemini.core.speed import (
     CALIBRATION_S,
+    LUMP_BOUND,
     SHARED_CALIBRATION,
     Calibration,
     SpeedMeter,
@@ -933,11 +934,15 @@ class SchedulerCore:
             history = self.history
             rate = self._charge_rate(name, now, cal)
             allowed = self._allowed_s(spec, young, rate)
-            if cal is not None and young >= self.timing.window_s:
+            paid_back = short > 0 and not is_um(spec, self.um)
+            if cal is not None and young >= self.timing.window_s and paid_back:
                 # Once the long window is full its pace holds it at the limit, and a lump
                 # waited there for room too (210 ms with no grant before one at 0.4, against
                 # 150-185 before its others: its second before read 7 points under on the
-                # simulator).  The pace after it pays its excess back well within the window.
+                # simulator).  The pace after it pays its excess back well within the window,
+                # where the short window bounds the lump (not without one: a 0.05 cap with
+                # Gemini's own quotas read 2.2 points over 10 s; nor for a UM client, whose
+                # calibration is an ordinary grant of a second).
                 allowed += cal.length_s * (1.0 - spec.limit)
             room = history.room(name, now, young, allowed, far, rate)
             # (A unified-memory client's grants are a second or more, for migration: its cap
@@ -955,11 +960,17 @@ class SchedulerCore:
         window holds of a paced client more or less anyway); the pace after it pays that back
         (policy.Pacer).  It waited until the pace before it had paid the whole lump back, and
         the seconds before one read 6.5-8.1 points under for two clients capped at 0.3 on the
-        simulator, 4.8-6.0 now (H100, 2026-12-06: 6.7-8.0 under, 2.4-3.3 over).  Nothing
-        at 0.4 and up with the launchers' quotas (a paced grant of 40 ms there), nor where
-        grants are 100 ms at least (gem-schd's own -m 100)."""
+        simulator, 4.8-6.0 now (H100, 2026-12-06: 6.7-8.0 under, 2.4-3.3 over).  For a lump
+        LUMP_BOUND sizes (read by work, or beside others), nothing at 0.4 and up with the
+        launchers' quotas (a paced grant of 40 ms there), nor where grants are 100 ms at
+        least (gem-schd's own -m 100)."""
         excess = cal.length_s * (1.0 - spec.limit)
-        return max(0.0, excess / 2 - self._paced_grant_s(spec.limit))
+        share = excess / 2 - self._paced_grant_s(spec.limit)
+        # ...and never past LUMP_BOUND over the limit, with the window's edge: a lone client
+        # read by the clock has a lump that bound does not size (170 ms at 0.3), and its
+        # seconds read 5.2 points over on the simulator.
+        short = self._short_window_s
+        return max(0.0, min(share, LUMP_BOUND * short - self._window_edge_s(spec.limit)))
 
     def _charge_rate(self, name: str, now: float, cal: Calibration | None) -> float:
         """What a second of a capped grant starting now is charged on average (_charge_speed),
@@ -986,10 +997,15 @@ class SchedulerCore:
         cap beside long minimum quotas waits for ever (0.05 with gem-schd's -m 100: 90 ms
         allowed, 100 waited for; on the simulator, not one grant in 30 s), as charged at
         `rate` (_charge_rate)."""
-        edge = WINDOW_EDGE * self._paced_grant_s(spec.limit)
+        edge = self._window_edge_s(spec.limit)
+        return max(spec.limit * window_s + edge, self._capped_grant_s * rate)
+
+    def _window_edge_s(self, limit: float) -> float:
+        """What a window allows a client capped at `limit` over it (_allowed_s)."""
+        edge = WINDOW_EDGE * self._paced_grant_s(limit)
         if self._short_window_s > 0:
             edge = min(edge, WINDOW_EDGE_MAX * self._short_window_s)
-        return max(spec.limit * window_s + edge, self._capped_grant_s * rate)
+        return edge
 
     @property
     def _room_horizon_s(self) -> float:

@@ -611,6 +611,37 @@ def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibra
     assert statistics.median(worst) >= 0.3 - 0.05 and min(worst) >= 0.2, worst
 
 
+@pytest.mark.parametrize("seed", [2, 4])
+def test_without_a_short_window_a_calibration_gets_no_more_room_in_the_long_one(seed):
+    """With Gemini's own quotas (no short window) a calibration is not bounded by what a 1 s
+    window pays back, and the pace of a small cap pays its lump back over seconds: given its
+    excess in the long window too, a 0.05 cap read 2.2 points over its cap over 10 s on the
+    simulator (0.4 before; a review)."""
+    sim = Sim([("a", 0.05, 0.05)], timing=Timing(short_window_s=0.0), burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0)
+    sim.start("a")
+    sim.run_until(40.0)
+    assert sim.clock is not None
+    sim.clock.advance(40.0, sim.running)
+    tens = [sim.clock.work("a", t / 10, t / 10 + 10.0) / 10.0 for t in range(0, 300)]
+    assert max(tens) <= 0.05 + 0.01, max(tens)
+
+
+@pytest.mark.parametrize("seed", [9, 10])
+def test_a_lone_calibration_read_by_the_clock_takes_no_more_of_its_second_than_a_lump_may(seed):
+    """Read by the clock, a lone client's calibration is not bounded by LUMP_BOUND (170 ms at
+    0.3): half its excess less a paced grant in its 1 s window, on top of the window's edge,
+    read 5.1-5.2 points over at 0.3 on the simulator (3.4 before; a review)."""
+    sim = Sim([("a", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
+              clock=GpuClock(), launch_s=0.0)
+    sim.start("a")
+    sim.run_until(40.0)
+    assert sim.clock is not None
+    sim.clock.advance(40.0, sim.running)
+    seconds = [sim.clock.work("a", t / 10, t / 10 + 1.0) for t in range(20, 390)]
+    assert max(seconds) <= 0.3 + 0.045, max(seconds)
+
+
 def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them():
     """A calibration waited for room in its 1 s window until the pace before it had paid its
     whole lump back, and the second before one read 6.5-8.1 points under on the simulator
