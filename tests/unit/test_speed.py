@@ -616,7 +616,8 @@ def test_without_a_short_window_a_calibration_gets_no_more_room_in_the_long_one(
     """With Gemini's own quotas (no short window) a calibration is not bounded by what a 1 s
     window pays back, and the pace of a small cap pays its lump back over seconds: given its
     excess in the long window too, a 0.05 cap read 2.2 points over its cap over 10 s on the
-    simulator (0.4 before; a review)."""
+    simulator (1.4 with half of it, as now where a short window bounds the lump; 0.4 before;
+    a review)."""
     sim = Sim([("a", 0.05, 0.05)], timing=Timing(short_window_s=0.0), burst_ms=5000.0,
               seed=seed, clock=GpuClock(), launch_s=0.0)
     sim.start("a")
