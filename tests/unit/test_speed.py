@@ -568,28 +568,32 @@ def test_a_capped_client_alone_waits_no_longer_for_a_calibration_once_its_long_w
     before the others), and its second before 0.337 of its work on the simulator (seed 4; on
     the H100, 2026-12-06, torch eager's seconds before its calibrations read 0.30-0.32 from
     25 s on, 0.32-0.35 before).  The pace after it pays its lump back well within that window."""
-    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0, clock=GpuClock(),
-              launch_s=0.0002, seed=seed)
-    sim.start("capped")
-    sim.run_until(40.0)
+    sim = run_caps((0.4,), seed, 40.0)
     assert sim.clock is not None
-    worst = min(sim.clock.work("capped", t / 20, t / 20 + 1.0) for t in range(10 * 20, 39 * 20))
+    worst = min(sim.clock.work("a", t / 20, t / 20 + 1.0) for t in range(10 * 20, 39 * 20))
     assert worst >= 0.4 - 0.045, worst
     for start in range(10, 30):  # (the long window holds as before)
-        assert sim.clock.work("capped", start, start + 10.0) / 10.0 <= 0.4 + 0.015, start
+        assert sim.clock.work("a", start, start + 10.0) / 10.0 <= 0.4 + 0.015, start
+
+
+def run_caps(caps: tuple[float, ...], seed: int, seconds: float, timing: Timing = LAUNCHER,
+             launch_s: float = 0.0002) -> Sim:
+    """Saturating clients a, b, ... capped at `caps`, started together, for `seconds` on the
+    simulator's power-limited GPU, its clock run to the end (`launch_s` 0: read by the clock)."""
+    names = "abc"[:len(caps)]
+    sim = Sim([(n, cap, cap) for n, cap in zip(names, caps, strict=True)], timing=timing,
+              burst_ms=5000.0, seed=seed, clock=GpuClock(), launch_s=launch_s)
+    for i, name in enumerate(names):
+        sim.start(name, 0.001 * i)
+    sim.run_until(seconds)
+    assert sim.clock is not None
+    sim.clock.advance(seconds, sim.running)
+    return sim
 
 
 def capped_pair_for_30_s(cap_a: float, cap_b: float, seed: int) -> Sim:
-    """Two saturating clients a and b capped at `cap_a` and `cap_b`, for 30 s on the
-    simulator's power-limited GPU, its clock run to the end."""
-    sim = Sim([("a", cap_a, cap_a), ("b", cap_b, cap_b)], timing=LAUNCHER, burst_ms=5000.0,
-              seed=seed, clock=GpuClock(), launch_s=0.0002)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(30.0)
-    assert sim.clock is not None
-    sim.clock.advance(30.0, sim.running)
-    return sim
+    """Two saturating clients a and b capped at `cap_a` and `cap_b`, for 30 s (run_caps)."""
+    return run_caps((cap_a, cap_b), seed, 30.0)
 
 
 def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibrations():
@@ -618,12 +622,8 @@ def test_without_a_short_window_a_calibration_gets_no_more_room_in_the_long_one(
     excess in the long window too, a 0.05 cap read 2.2 points over its cap over 10 s on the
     simulator (1.4 with half of it, as now where a short window bounds the lump; 0.4 before;
     a review)."""
-    sim = Sim([("a", 0.05, 0.05)], timing=Timing(short_window_s=0.0), burst_ms=5000.0,
-              seed=seed, clock=GpuClock(), launch_s=0.0)
-    sim.start("a")
-    sim.run_until(40.0)
+    sim = run_caps((0.05,), seed, 40.0, timing=Timing(short_window_s=0.0), launch_s=0.0)
     assert sim.clock is not None
-    sim.clock.advance(40.0, sim.running)
     tens = [sim.clock.work("a", t / 10, t / 10 + 10.0) / 10.0 for t in range(0, 300)]
     assert max(tens) <= 0.05 + 0.01, max(tens)
 
@@ -633,12 +633,8 @@ def test_a_lone_calibration_read_by_the_clock_takes_no_more_of_its_second_than_a
     """Read by the clock, a lone client's calibration is not bounded by LUMP_BOUND (170 ms at
     0.3): half its excess less a paced grant in its 1 s window, on top of the window's edge,
     read 5.1-5.2 points over at 0.3 on the simulator (3.4 before; a review)."""
-    sim = Sim([("a", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
-              clock=GpuClock(), launch_s=0.0)
-    sim.start("a")
-    sim.run_until(40.0)
+    sim = run_caps((0.3,), seed, 40.0, launch_s=0.0)
     assert sim.clock is not None
-    sim.clock.advance(40.0, sim.running)
     seconds = [sim.clock.work("a", t / 10, t / 10 + 1.0) for t in range(20, 390)]
     assert max(seconds) <= 0.3 + 0.045, max(seconds)
 
@@ -651,13 +647,8 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
     come in its own window, the pace after it paying that back: 4.8-6.0 points under."""
     worst = []
     for seed in range(1, 5):
-        sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0,
-                  seed=seed, clock=GpuClock(), launch_s=0.0002)
-        sim.start("a")
-        sim.start("b", 0.001)
-        sim.run_until(40.0)
+        sim = run_caps((0.3, 0.3), seed, 40.0)
         assert sim.clock is not None
-        sim.clock.advance(40.0, sim.running)
         for name in ("a", "b"):
             seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(40, 39 * 20)]
             worst.append(min(seconds))
