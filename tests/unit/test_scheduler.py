@@ -321,11 +321,10 @@ def test_a_holder_whose_pod_manager_dies_keeps_the_gpu_until_its_grant_ends():
     assert core.history.latest("a").end == end  # charged its whole grant
 
 
-def test_a_dead_pod_managers_grant_is_not_cut_by_its_successor_nor_waited_on_after():
+def test_a_dead_pod_managers_grant_is_not_cut_by_its_successor():
     """A process that asks through the restarted pod manager does not end the grant the other
-    processes' hooks still run (else the next client shared the GPU with them); nor, at its
-    end, is the gone client's next request waited for (a grace of 5 ms, where the other
-    client, owed less, waited behind it).  The hand-over keeps its delivery delay."""
+    processes' hooks still run (else the next client shared the GPU with them), and the
+    hand-over keeps the delivery delay its pod manager had said (a review)."""
     timing = dataclasses.replace(Timing(), hand_over_at_arrival=True)
     core = SchedulerCore(config(("a", 0.9, 1, 1), ("b", 0.1, 1, 1)), timing, 0.0)
     core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 2, 0, 1.5)), 0.0)
