@@ -244,6 +244,8 @@ class SchedulerCore:
         # (removed, or not added yet: a scheduler restarted with a config from before it):
         # told its limit when it is added (_apply_config).
         self._absent_books: dict[str, tuple[set[ConnId], int]] = {}
+        # How many processes each pod manager connection said it serves (on_disconnect).
+        self._conn_processes: dict[ConnId, int] = {}
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -255,6 +257,8 @@ class SchedulerCore:
             return [self._status_reply(conn, req, now)]
         if req.type is RequestType.HELLO:
             return [Reply(conn, req.type, Response(req.req_id, Status.OK))]
+        if req.type is RequestType.REPORT:
+            self._conn_processes[conn] = int(req.args[1])  # type: ignore[call-overload]
         client = self.clients.get(req.name)
         if client is None:
             if req.name in self.removed:  # (its processes still run: status says so)
@@ -321,7 +325,8 @@ class SchedulerCore:
         out: list[Action] = []
         self.candidates = [c for c in self.candidates if c.conn != conn]
         holder = self.holder if self.holder is not None and self.holder.conn == conn else None
-        running = holder is not None and self._processes_of(holder.interval.name) > 0
+        running = holder is not None and self._conn_processes.get(conn, 0) > 0
+        self._conn_processes.pop(conn, None)
         if holder is not None and running:  # (before its delivery delay is forgotten below)
             holder.orphaned_until = self._hand_over_at(holder)
         for name, (conns, _) in list(self._absent_books.items()):
@@ -346,11 +351,6 @@ class SchedulerCore:
             out.append(act.info(holder.interval.name, "token holder gone; token taken back"))
             self.holder = None
         return out + self._schedule(now)
-
-    def _processes_of(self, name: str) -> int:
-        """How many processes `name`'s pod managers said they serve (0: none, or unknown)."""
-        client = self.clients.get(name)
-        return 0 if client is None else client.processes
 
     def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
         self._earn(now)

@@ -321,6 +321,21 @@ def test_a_holder_whose_pod_manager_dies_keeps_the_gpu_until_its_grant_ends():
     assert core.history.latest("a").end == end  # charged its whole grant
 
 
+def test_a_holder_is_kept_by_what_its_own_pod_manager_said_of_its_processes():
+    """A client's processes are told per pod manager: another of its pod managers that last
+    said none does not make the holder's processes gone (the token was taken back at once,
+    and b shared the GPU with them; a review)."""
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), Timing(), 0.0)
+    core.on_request(1, report("a", 1, 2), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.0)
+    core.on_request(3, report("a", 1, 0), 0.001)  # its other pod manager, on another node
+    end = core.history.latest("a").end
+    core.on_request(2, quota_req("b", 1), 0.01)
+    assert grants(core.on_disconnect(1, 0.02)) == []
+    [g] = grants(core.on_deadline(core.next_deadline()))
+    assert g.conn == 2 and core.history.latest("a").end == end
+
+
 def test_a_dead_pod_managers_grant_is_not_cut_by_its_successor():
     """A process that asks through the restarted pod manager does not end the grant the other
     processes' hooks still run (else the next client shared the GPU with them), and the
