@@ -102,15 +102,6 @@ WINDOW_EDGE = 0.75
 # simulator 0.738, now 0.731).  30 ms left a 0.7 cap 2.1 points under over 10 s there: its
 # calibrations' windows could not catch up.
 WINDOW_EDGE_MAX = 0.04
-# A capped client's calibration waits until this many short windows have passed since another
-# client's began.  Clients started together came due together, one's calibration right after
-# the other's, and its 1 s window held both its wait through the other's lump and the room its
-# own waited for (on the simulator, three at 0.2, 0.3 and 0.3: lowest seconds 5.7-8.3 points
-# under over seeds 1-10, 5.6-6.2 with 1.5 windows apart, 5.8-6.4 with 1, 5.6-6.7 with 2; two at
-# 0.4 and 0.5 4.3-6.7 -> 4.3-5.6, their highest 5.2 -> 5.3).  On the H100 (2026-12-06) every
-# calibration of two capped at 0.3, of 0.4 and 0.5, and of three at 0.2, 0.3 and 0.3 came
-# 0.1-0.5 s after another's, and their lowest seconds (5.4-8.3 points under) beside them.
-CALIBRATIONS_APART = 1.5
 
 
 @dataclass(frozen=True)
@@ -230,7 +221,6 @@ class SchedulerCore:
         self._clock_at: float | None = None  # when clock samples last came in
         # Calibration grants whose readings are not all in yet (said in the log once they are).
         self._calibrations: list[Interval] = []
-        self._latest_calibration: tuple[str, float] | None = None  # (whose, when it began)
         # The calibration due to each client at the latest decision (_standings), granted as is
         self._due_calibrations: dict[str, Calibration | None] = {}
         # Each uncapped client's speed beside others, as of its latest grant weighed.
@@ -499,7 +489,6 @@ class SchedulerCore:
             client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
-            self._latest_calibration = (candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
         self._refund_pending_overrun(interval)
         interval.calibrating = calibrating
@@ -679,20 +668,11 @@ class SchedulerCore:
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
-        if self._another_calibrated_lately(name, now):
-            return None
         # (None where none fits its windows)
         beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
                      default=0.0)
         return self._calibration(spec, alone=len(names) == 1,
                                  by_work=self.speed.reads_by_work(name), beside_cap=beside)
-
-    def _another_calibrated_lately(self, name: str, now: float) -> bool:
-        """Did another client's calibration begin within CALIBRATIONS_APART short windows?"""
-        latest = self._latest_calibration
-        if latest is None or latest[0] == name:
-            return False
-        return now - latest[1] < CALIBRATIONS_APART * self._short_window_s
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so

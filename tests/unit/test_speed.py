@@ -1,7 +1,6 @@
 """Caps by work: the clock-weighted charge of capped clients (gemini.core.speed, issue 12)."""
 
 import asyncio
-import itertools
 import math
 import statistics
 
@@ -653,31 +652,8 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
         for name in ("a", "b"):
             seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(40, 39 * 20)]
             worst.append(min(seconds))
-            # (Its highest: a window that holds a calibration, by the books at what it allows,
-            # 0.330 s; by work 5.2 points over in one seed, the lump's tail run at the card's
-            # continuous clock and charged so, its first part faster.)
-            assert max(seconds) <= 0.3 + 0.055, (seed, name, max(seconds))
+            assert max(seconds) <= 0.3 + 0.05, (seed, name, max(seconds))
     assert statistics.median(worst) >= 0.3 - 0.06 and min(worst) >= 0.3 - 0.065, worst
-
-
-def test_capped_neighbours_calibrate_apart():
-    """Capped clients started together came due for their calibrations together, and one's
-    came right after the other's: its 1 s window held both its wait through the other's lump
-    and the room its own waited for (three at 0.2, 0.3 and 0.3: b's lowest second 8.1 points
-    under on the simulator, seed 2; 5.7-8.3 over seeds 1-10).  A calibration now waits until
-    a short window and a half has passed since another client's began."""
-    worst = []
-    for seed in range(1, 5):
-        sim = run_caps((0.2, 0.3, 0.3), seed, 40.0)
-        assert sim.clock is not None
-        starts = sorted((sim.clients[n].busy[i][0], n) for n in "abc"
-                        for i in sim.clients[n].calibrations)
-        for (t0, n0), (t1, n1) in itertools.pairwise(starts):
-            assert n0 == n1 or t1 - t0 >= 1.5 - 1e-6, (seed, n0, t0, n1, t1)
-        for name, cap in (("b", 0.3), ("c", 0.3)):
-            worst.append(min(sim.clock.work(name, t / 20, t / 20 + 1.0) - cap
-                             for t in range(40, 39 * 20)))
-    assert min(worst) >= -0.065, worst
 
 
 def test_a_client_too_small_to_calibrate_is_charged_the_likely_speed_as_far_as_it_waits():
