@@ -212,9 +212,12 @@ class PartitionRouter:
             moved.overuse_s += float(old["overuse_s"])
             moved.overrun_s += float(old["overrun_s"])
             counts = (int(old["mem_used"]), int(old["processes"]), int(old["waiting_processes"]))
-            said = (*counts, float(old["delivery_ms"]))
-            for conn in conns:  # what the pod manager last reported, told to the new group
+            for conn in conns:  # what each pod manager last reported, told to the new group
+                # (its own processes: whether a holder's run on when it dies, on_disconnect)
+                processes = old["conn_processes"].get(conn, counts[1])
+                said = (counts[0], processes, counts[2], float(old["delivery_ms"]))
                 core.on_request(conn, Request(name, NOTIFY_ID, RequestType.REPORT, said), now)
+            moved.processes = counts[1]  # (the client's own: its latest report from any)
             flags = mem_flags(spec, self.um)
             if (old["gpu_mem"], old["flags"]) != (spec.gpu_mem, flags):
                 values = (counts[0], spec.gpu_mem, flags)
@@ -232,7 +235,8 @@ class PartitionRouter:
         state = core.clients.get(name) if core is not None else None
         if state is None:
             return None
-        return {"mem_used": state.mem_used, "processes": state.processes,
+        said = {conn: core.processes_said(conn) for conn in self.conns.get(name, ())}
+        return {"mem_used": state.mem_used, "processes": state.processes, "conn_processes": said,
                 "waiting_processes": state.waiting, "gpu_mem": state.spec.gpu_mem,
                 "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS,
                 "tokens": state.tokens, "overuse_s": state.overuse_s, "overrun_s": state.overrun_s}

@@ -315,7 +315,7 @@ class SchedulerCore:
         out: list[Action] = []
         self.candidates = [c for c in self.candidates if c.conn != conn]
         holder = self.holder if self.holder is not None and self.holder.conn == conn else None
-        running = holder is not None and self._conn_processes.get(conn, 0) > 0
+        running = holder is not None and self.processes_said(conn) > 0
         self._conn_processes.pop(conn, None)
         if holder is not None and running:  # (before its delivery delay is forgotten below)
             holder.orphaned_until = self._hand_over_at(holder)
@@ -341,6 +341,10 @@ class SchedulerCore:
             out.append(act.info(holder.interval.name, "token holder gone; token taken back"))
             self.holder = None
         return out + self._schedule(now)
+
+    def processes_said(self, conn: ConnId) -> int:
+        """How many processes the pod manager on `conn` last said it serves (0: never said)."""
+        return self._conn_processes.get(conn, 0)
 
     def on_config(self, config: ResourceConfig, now: float) -> list[Action]:
         self._earn(now)

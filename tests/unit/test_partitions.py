@@ -344,6 +344,22 @@ def test_folded_spec_keeps_everything_but_the_shares() -> None:
     assert split(ResourceConfig((spec,)), True)["p"].clients == (spec,)
 
 
+def test_a_moved_client_keeps_what_each_of_its_pod_managers_said_of_its_processes() -> None:
+    """The new group was told the client's latest count on every connection: a pod manager
+    that served two processes read as none once its neighbour had said none, and when it died
+    holding the token, b was granted beside them at once (a review)."""
+    router = PartitionRouter(cfg.parse_text("2\na 0.5 1 1GiB sm=50@p\nb 0.5 1 1GiB sm=50@p\n"),
+                             LAUNCHER, 0.0, spatial=False)
+    router.on_request(1, Request("a", 1, RequestType.REPORT, (0, 2, 0)), 0.0)
+    router.on_request(3, Request("a", 1, RequestType.REPORT, (0, 0, 0)), 0.001)  # another node
+    router.on_mode(True, 0.01)  # MPS up: a and b move to partition p
+    assert grants(router.on_request(1, quota("a", 2), 0.02))
+    router.on_request(2, quota("b", 1), 0.03)
+    assert grants(router.on_disconnect(1, 0.04)) == []  # a's two processes run on
+    processes = {c["name"]: c["processes"] for c in router.snapshot(0.04)["clients"]}  # type: ignore[union-attr]
+    assert processes["a"] == 0  # (the client's own count, as before the move: the latest said)
+
+
 def test_a_request_answered_on_a_disconnect_does_not_follow_a_move() -> None:
     router = PartitionRouter(cfg.parse_text("2\na 1 1 1 sm=50@p\nb 1 1 1 sm=50@p\n"),
                              LAUNCHER, 0.0, spatial=True)
