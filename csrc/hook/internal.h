@@ -162,6 +162,12 @@ static inline int64_t gem_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO: no system call */
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+/* gem_now_ns()'s clock at `at_ns`, for pthread_cond_timedwait on a CLOCK_MONOTONIC condition. */
+static inline void gem_timespec_at(struct timespec *ts, int64_t at_ns)
+{
+    ts->tv_sec = at_ns / 1000000000;
+    ts->tv_nsec = at_ns % 1000000000;
+}
 void gem_sleep_ns(int64_t ns);
 
 /* The launch gate's hot-path clock (ticks.h): the time-stamp counter, on x86-64 where the

@@ -426,10 +426,7 @@ static void announce(struct conn *c, int dev)
 static void rejoin_backoff(struct conn *c, int64_t *backoff_ns)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t ns = ts.tv_nsec + *backoff_ns;
-    ts.tv_sec += ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    gem_timespec_at(&ts, gem_now_ns() + *backoff_ns);
     pthread_cond_timedwait(&c->idle_cv, &c->m, &ts);
     *backoff_ns = *backoff_ns * 2 > REJOIN_MAX_NS ? REJOIN_MAX_NS : *backoff_ns * 2;
 }

@@ -11,12 +11,6 @@
  * the card's clock stepping down under a queue to the end: token.c's CLOCK_SWING). */
 #define LOOK_LOG_OVERUSE_MS 1.5
 
-static void timespec_at(struct timespec *ts, int64_t at_ns)
-{
-    ts->tv_sec = at_ns / 1000000000;
-    ts->tv_nsec = at_ns % 1000000000;
-}
-
 /* Wait, t->m held, until the tracker has measured (and, with evict-on-release, evicted) every
  * token end posted so far, at most `most_ns`: 0 when it has, -1 when it has not.  (Its queue may
  * wait on a later launch of ours, a stream waiting on a value or an event that launch sets:
@@ -24,7 +18,7 @@ static void timespec_at(struct timespec *ts, int64_t at_ns)
 int wait_for_tracker(struct token *t, int64_t most_ns)
 {
     struct timespec ts;
-    timespec_at(&ts, gem_now_ns() + most_ns);
+    gem_timespec_at(&ts, gem_now_ns() + most_ns);
     while (t->end_pending || t->measuring)
         if (pthread_cond_timedwait(&t->cv, &t->m, &ts) == ETIMEDOUT)
             return t->end_pending || t->measuring ? -1 : 0;
@@ -83,7 +77,7 @@ static void *tracker_main(void *arg)
                 expired = 1;
             } else {
                 struct timespec ts;
-                timespec_at(&ts, at);
+                gem_timespec_at(&ts, at);
                 pthread_cond_timedwait(&t->cv, &t->m, &ts);
             }
         }
