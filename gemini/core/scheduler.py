@@ -938,8 +938,10 @@ class SchedulerCore:
             history = self.history
             rate = self._charge_rate(name, now, cal)
             allowed = self._allowed_s(spec, young, rate)
-            paid_back = short > 0 and not is_um(spec, self.um)
-            if cal is not None and young >= self.timing.window_s and paid_back:
+            # (A unified-memory client's grants are a second or more, for migration: its cap
+            # holds over the long window only, as the README says.)
+            held_short = short > 0 and not is_um(spec, self.um)
+            if cal is not None and young >= self.timing.window_s and held_short:
                 # Once the long window is full its pace holds it at the limit, and a lump
                 # waited there for room too (210 ms with no grant before one at 0.4, against
                 # 150-185 before its others: its second before read 7 points under on the
@@ -951,9 +953,7 @@ class SchedulerCore:
                 # cap at gem-schd's own quotas 1.8 points over, 1.5 with half).
                 allowed += cal.length_s * (1.0 - spec.limit) / 2
             room = history.room(name, now, young, allowed, far, rate)
-            # (A unified-memory client's grants are a second or more, for migration: its cap
-            # holds over the long window only, as the README says.)
-            if short > 0 and not is_um(spec, self.um):
+            if held_short:
                 allowed = self._allowed_s(spec, short, rate)
                 if cal is not None:
                     allowed += self._lump_share_s(spec, cal)
