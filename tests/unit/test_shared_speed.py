@@ -108,6 +108,24 @@ def test_the_same_program_side_by_side_is_calibrated_twice_and_then_left_alone()
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
 
 
+def test_a_client_of_several_processes_shares_by_time():
+    """Each process's hook times its launches among the other's (their kernels run in its
+    segments): on the fake GPU a client of two processes read 8.0 ms a launch in its grants
+    and 15.0 in its first tail for kernels of 5 ms, was charged 1.87, and did 0.375 of the GPU
+    beside a client of one at 0.5 (2026-12-06, once gem-schd shared by work by default)."""
+    sim = Sim(PAIR, timing=SHARED, burst_ms=40.0, clock=GpuClock(own=OWN), gpu_wait=0.5,
+              launch_s=0.0002, seed=1)
+    light = sim.clients["light"]
+    sim.core.on_request(light.conn, Request("light", 99, RequestType.REPORT, (0, 2, 0)), 0.0)
+    for name, _, _ in PAIR:
+        sim.start(name)
+    sim.run_until(10.0)
+    calibrated = {name for name, _ in calibration_grants(sim)}
+    assert calibrated == {"hungry"}, calibrated
+    speeds = {c["name"]: c["speed"] for c in sim.core.snapshot(10.0)["clients"]}  # type: ignore[index, union-attr]
+    assert speeds["light"] == 1.0, speeds
+
+
 def test_an_uncapped_client_alone_is_never_calibrated():
     sim, calibrations = run_together([("solo", 0.5, 1.0)], OWN, seconds=10.0)
     assert calibrations == [] and sim.grants > 100
