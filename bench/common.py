@@ -279,8 +279,8 @@ class Backend:
             flags += ["--short-window", f"{t['short_window_ms']:g}"]
         if t.get("no_clock"):
             flags += ["--no-clock"]
-        if t.get("shared_speed"):
-            flags += ["--shared-speed"]
+        if t.get("shared_speed") is False:  # (on by default since 2026-12-06)
+            flags += ["--no-shared-speed"]
         if t.get("hand_over_at_arrival") is False:  # (on by default)
             flags += ["--no-hand-over-at-arrival"]
         # GEMINI_BENCH_DAEMON_PREFIX: a command the daemons run under (`taskset -c 12-15`,

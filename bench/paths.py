@@ -879,8 +879,8 @@ class Bench:
         """The scheduler's flags that differ from bench/common.py's defaults."""
         short = self.args.short_window
         flags: dict = {} if short is None else {"short_window_ms": short}
-        if self.args.shared_speed:
-            flags["shared_speed"] = True
+        if not self.args.shared_speed:
+            flags["shared_speed"] = False
         if not self.args.hand_over_at_arrival:
             flags["hand_over_at_arrival"] = False
         return {**flags, "no_clock": True} if self.args.no_clock else flags
@@ -1475,9 +1475,10 @@ def main(argv: list[str] | None = None) -> int:
                         "1000; a capped client's turn is a tenth of it)")
     p.add_argument("--no-clock", action="store_true",
                    help="gem-schd --no-clock for the capped and pairs runs: caps in time")
-    p.add_argument("--shared-speed", action="store_true",
-                   help="gem-schd --shared-speed for the capped and pairs runs: uncapped "
-                        "clients beside others share by work")
+    p.add_argument("--shared-speed", action=argparse.BooleanOptionalAction, default=True,
+                   help="gem-schd --[no-]shared-speed for the capped and pairs runs: uncapped "
+                        "clients beside others share by work (default: on, as gem-schd's "
+                        "since 2026-12-06; --no-shared-speed: by time)")
     p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
                    default=True,
                    help="gem-schd --[no-]hand-over-at-arrival for the capped and pairs runs: "

@@ -97,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "not by work (gem-schd --no-clock)")
     p.add_argument("--short-window", type=finite, default=None, metavar="MS",
                    help="the schedulers' short window (gem-schd --short-window; 0: off)")
-    p.add_argument("--shared-speed", action="store_true",
-                   help="uncapped clients beside others share by work (gem-schd --shared-speed)")
+    p.add_argument("--shared-speed", action=argparse.BooleanOptionalAction, default=True,
+                   help="uncapped clients beside others share by work (gem-schd "
+                   "--[no-]shared-speed; default: on)")
     p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
                    default=True,
                    help="hand the GPU on when the holder's token ends at its hook, not at its "

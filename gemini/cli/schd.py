@@ -71,10 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-clock", dest="clock", action="store_false",
                    help="do not read the GPU's SM clock (NVML): capped clients are charged the "
                    "time they hold, not their work (README: Caps by work)")
-    p.add_argument("--shared-speed", action="store_true",
+    p.add_argument("--shared-speed", action=argparse.BooleanOptionalAction, default=True,
                    help="uncapped clients beside others share by work: each gets short "
                    "calibration grants alone, and is charged its speed (README: Pairs of "
-                   "different programs)")
+                   "different programs; default: on; --no-shared-speed: they share by time)")
     p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
                    default=True,
                    help="hand a holder's GPU on when its hook's token ends: its grant's end "

@@ -127,7 +127,7 @@ class BackendArgs:
     mps_state: str | None = None  # the MPS state file the schedulers follow (partitions)
     clock: bool = True  # False: gem-schd --no-clock (caps charged in time, not by work)
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
-    shared_speed: bool = False  # gem-schd --shared-speed (uncapped shares by work)
+    shared_speed: bool = True  # False: gem-schd --no-shared-speed (uncapped shares by time)
     hand_over_at_arrival: bool = True  # False: gem-schd --no-hand-over-at-arrival
     metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
     # nvidia-smi's (index, UUID) list as launch-backend found it: its schedulers check each
@@ -183,8 +183,8 @@ def plan_scheduler(
         argv += ["--no-clock"]
     if args.short_window is not None:
         argv += ["--short-window", _number(args.short_window)]
-    if args.shared_speed:
-        argv += ["--shared-speed"]
+    if not args.shared_speed:
+        argv += ["--no-shared-speed"]
     if not args.hand_over_at_arrival:
         argv += ["--no-hand-over-at-arrival"]
     if args.present_gpus is not None:

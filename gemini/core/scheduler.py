@@ -120,9 +120,11 @@ class Timing:
     # over 10 s alone allows 4 s at full speed, then 6 s of nothing).  0 turns it off.
     short_window_s: float = 1.0
     # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Pairs of
-    # different programs"): off by default, as its short calibration grants cost the shares of
-    # alike programs a few points over 1 s windows.
-    shared_speed: bool = False
+    # different programs"), on by default since measured on the H100, 2026-12-06: Triton beside
+    # JAX at 0.3/0.7 did 6.1 / 5.7 points off by time over 10 s, 1.0-1.5 by work; alike
+    # programs 0.3-0.6 by time, up to 2.2-2.5 by work (its calibrations' tails, two at first,
+    # read the same program 4-13 % apart).  --no-shared-speed: by time.
+    shared_speed: bool = True
     # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
     # --hand-over-at-arrival, on by default since measured on the H100, 2026-12-05: README,
     # "Hand-overs at the grant's arrival"; off, as in Gemini: --no-...): the grant's end plus the
@@ -138,7 +140,7 @@ class Timing:
 
 def describe_timing(t: Timing) -> str:
     """One line for the log at start: what a run's logs must show to be read right."""
-    options = [name for name, on in (("shared speed", t.shared_speed),
+    options = [name for name, on in (("shares by time", not t.shared_speed),
                                      ("hand-overs at the grant's end",
                                       not t.hand_over_at_arrival)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "

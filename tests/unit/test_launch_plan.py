@@ -223,7 +223,7 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     from gemini.cli import launch_backend, schd
 
     ns = launch_backend.build_parser().parse_args(
-        ["s", "p", "--no-clock", "--short-window", "2500", "--shared-speed",
+        ["s", "p", "--no-clock", "--short-window", "2500", "--no-shared-speed",
          "--no-hand-over-at-arrival"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival)
@@ -231,16 +231,16 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     assert len(schedulers) == 2
     for spec in schedulers:
         parsed = schd.build_parser().parse_args(list(spec.argv[1:]))  # gem-schd takes them
-        assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, True)
+        assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, False)
         timing = schd._settings(parsed)[0]
-        assert timing.shared_speed and not timing.hand_over_at_arrival
+        assert not timing.shared_speed and not timing.hand_over_at_arrival
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
-    assert not {"--no-clock", "--short-window", "--shared-speed",
+    assert not {"--no-clock", "--short-window", "--no-shared-speed",
                 "--no-hand-over-at-arrival"} & set(default.argv)
     timing = schd._settings(schd.build_parser().parse_args([]))[0]
-    assert not timing.shared_speed and timing.hand_over_at_arrival  # (on by default)
+    assert timing.shared_speed and timing.hand_over_at_arrival  # (both on by default)
     on = launch_backend.build_parser().parse_args(["s", "p"])
-    assert on.hand_over_at_arrival
+    assert on.shared_speed and on.hand_over_at_arrival
 
 
 def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:

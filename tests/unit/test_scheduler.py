@@ -1112,8 +1112,8 @@ def test_the_start_line_names_the_timing_and_the_options_not_at_their_default():
 
     assert describe_timing(Timing()) == ("quota 250 ms (min 100, max 1000), window 10 s, "
                                          "short window 1 s, grace 5 ms")
-    assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=True)).endswith(
-        ", shared speed, hand-overs at the grant's end")
+    assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=False)).endswith(
+        ", shares by time, hand-overs at the grant's end")
 
 
 @pytest.mark.parametrize("newcomer", [("n", 0.05, 0.05), ("n", 0.05, 1.0)], ids=["capped", "not"])
