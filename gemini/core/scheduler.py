@@ -122,8 +122,9 @@ class Timing:
     # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Pairs of
     # different programs"), on by default since measured on the H100, 2026-12-06: Triton beside
     # JAX at 0.3/0.7 did 6.1 / 5.7 points off by time over 10 s, 1.0-1.5 by work; alike
-    # programs 0.3-0.6 by time, up to 2.2-2.5 by work (its calibrations' tails, two at first,
-    # read the same program 4-13 % apart).  --no-shared-speed: by time.
+    # programs 0.3-0.6 by time, up to 2.2-2.5 by work (a trio's tails, two each at first, read
+    # the same program 6-11 % slower for one client than for the others).  --no-shared-speed:
+    # by time.
     shared_speed: bool = True
     # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
     # --hand-over-at-arrival, on by default since measured on the H100, 2026-12-05: README,
