@@ -27,6 +27,7 @@
  * waits on; a dropped connection is shut down, which wakes it.  A reader that notes a message
  * wakes the watcher through an eventfd (its poll may have seen the bytes come and go). */
 #include "internal.h"
+#include "gemini/jitter.h"
 #include "gemini/wire.h"
 
 #include <arpa/inet.h>
@@ -421,12 +422,19 @@ static void announce(struct conn *c, int dev)
 #define REJOIN_MAX_NS 1000000000LL
 #define REJOIN_LIVED_NS 1000000000LL
 
-/* The watcher's pause before it connects again (c->m held): 50 ms, doubling to 1 s.  A request
- * or a new connection ends it early. */
-static void rejoin_backoff(struct conn *c, int64_t *backoff_ns)
+/* A state for gem_jitter_ns, its own to each process: the hooks of one pod manager lost it at
+ * one instant (a forked child seeds its own where its watcher or call starts). */
+static uint64_t jitter_seed(void)
+{
+    return (uint64_t)gem_now_ns() ^ ((uint64_t)getpid() << 32);
+}
+
+/* The watcher's pause before it connects again (c->m held): 50 ms, doubling to 1 s, each drawn
+ * from the upper half of its step (jitter.h).  A request or a new connection ends it early. */
+static void rejoin_backoff(struct conn *c, int64_t *backoff_ns, uint64_t *jitter)
 {
     struct timespec ts;
-    gem_timespec_at(&ts, gem_now_ns() + *backoff_ns);
+    gem_timespec_at(&ts, gem_now_ns() + gem_jitter_ns(*backoff_ns, jitter));
     pthread_cond_timedwait(&c->idle_cv, &c->m, &ts);
     *backoff_ns = *backoff_ns * 2 > REJOIN_MAX_NS ? REJOIN_MAX_NS : *backoff_ns * 2;
 }
@@ -444,6 +452,7 @@ static void *watch_main(void *arg)
     int dev = (int)(intptr_t)arg;
     struct conn *c = &conns[dev];
     int64_t backoff_ns = REJOIN_FIRST_NS;
+    uint64_t jitter = jitter_seed();
     uint64_t lost_gen = 0; /* the connection whose loss the backoff counts from */
     pthread_mutex_lock(&c->m);
     for (;;) {
@@ -474,7 +483,7 @@ static void *watch_main(void *arg)
                 if (gem_now_ns() - c->since_ns > REJOIN_LIVED_NS)
                     backoff_ns = REJOIN_FIRST_NS;
             }
-            rejoin_backoff(c, &backoff_ns);
+            rejoin_backoff(c, &backoff_ns, &jitter);
             if (c->fd < 0 && c->waiters == NULL && !c->reading)
                 (void)ensure_connected(c, dev); /* (announced below, on the next turn) */
             continue;
@@ -483,7 +492,7 @@ static void *watch_main(void *arg)
             !c->reading) {
             announce(c, dev); /* (lost during it: the branch above connects again, paced) */
             if (c->fd >= 0 && c->announce_pending) /* refused (a pod manager that does not know */
-                rejoin_backoff(c, &backoff_ns);    /* its limit yet): again, paced too */
+                rejoin_backoff(c, &backoff_ns, &jitter); /* its limit yet): paced too */
             continue;
         }
         if (c->fd < 0 || c->waiters != NULL || c->reading) {
@@ -630,12 +639,14 @@ static const char *refusal(int32_t status)
     }
 }
 
-/* Retries until answered with status OK.  Backoff 50 ms doubling to 1 s.  A refusal is said
+/* Retries until answered with status OK.  Backoff 50 ms doubling to 1 s, jittered as the
+ * watcher's (jitter.h).  A refusal is said
  * once (then in the debug log): a removed client's process wrote the same line every second,
  * for as long as it waited, and none of them said why. */
 static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
 {
     int64_t backoff = 50000000;
+    uint64_t jitter = jitter_seed();
     int32_t said = GEM_STATUS_OK;
     for (;;) {
         if (attempt(dev, encode, arg, rsp, 0) == 0) {
@@ -647,7 +658,7 @@ static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
                     refusal(status));
             said = status;
         }
-        gem_sleep_ns(backoff);
+        gem_sleep_ns(gem_jitter_ns(backoff, &jitter));
         backoff = backoff * 2 > 1000000000 ? 1000000000 : backoff * 2;
     }
 }

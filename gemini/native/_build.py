@@ -30,7 +30,7 @@ INCLUDE = CSRC / "include"
 CFLAGS = ["-std=gnu11", "-O2", "-g", "-fPIC", "-Wall", "-Wextra", "-Werror", f"-I{INCLUDE}"]
 # cffi's cdef understands declarations and `#define NAME <int>` only.
 _CDEF_HEADERS = ["wire.h", "predictor.h", "share.h", "roundtrip.h", "ticks.h", "lanes.h",
-                 "spans.h", "cost.h"]
+                 "spans.h", "cost.h", "jitter.h"]
 _DEFINE = re.compile(r"^#define\s+\w+\s+-?\d+\s*$")
 
 
