@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 from gemini.core.actions import SendUpstream
@@ -30,6 +31,13 @@ RETRY_MAX_S = 2.0
 # our first request), not broken: the next try backs off as after a refused connection.
 STABLE_LINK_S = 1.0
 HELLO_TIMEOUT_S = 5.0
+
+
+def jittered(step_s: float, draw: Callable[[], float] = random.random) -> float:
+    """A retry's pause, drawn from the upper half of its backoff step: the pod managers that
+    lost a restarted scheduler at one instant came back at the same instants, step after step
+    (the hook's own, csrc/include/gemini/jitter.h, says more)."""
+    return step_s * (1.0 - draw() / 2)
 # The core numbers its requests from 1 up; the HELLO's id stays clear of them.
 HELLO_ID = 0
 
@@ -90,12 +98,12 @@ class PodManagerDaemon:
                 if delay == RETRY_MIN_S:
                     log.warning("[%s] scheduler %s:%d unreachable (%s); retrying", name,
                                 *self.scheduler, exc.strerror or exc)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(jittered(delay))
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
             if not await self._hello(link):
                 link.close()
-                await asyncio.sleep(delay)
+                await asyncio.sleep(jittered(delay))
                 delay = min(delay * 2, RETRY_MAX_S)
                 continue
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
@@ -114,7 +122,7 @@ class PodManagerDaemon:
             if loop.time() - connected_at >= STABLE_LINK_S:
                 delay = RETRY_MIN_S
                 continue
-            await asyncio.sleep(delay)  # (it reconnected some 3,000 times a second)
+            await asyncio.sleep(jittered(delay))  # (it reconnected some 3,000 times a second)
             delay = min(delay * 2, RETRY_MAX_S)
 
     async def _hello(self, link: UpstreamLink) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
+
 from gemini.core.config import parse_text
 from gemini.core.scheduler import Timing
 from gemini.core.wire import (
@@ -17,7 +19,7 @@ from gemini.core.wire import (
     decode_response,
     encode_request,
 )
-from gemini.daemon.podmanager import RETRY_MIN_S, PodManagerDaemon
+from gemini.daemon.podmanager import RETRY_MIN_S, PodManagerDaemon, jittered
 from gemini.daemon.scheduler import SchedulerDaemon
 
 
@@ -89,4 +91,14 @@ def test_a_pod_manager_refused_at_once_by_its_scheduler_backs_off(caplog):
 
     with caplog.at_level(logging.INFO):
         lost = asyncio.run(main())
-    assert lost[2] - lost[0] >= 0.9 * (RETRY_MIN_S + 2 * RETRY_MIN_S), lost
+    # (each pause at least half its step: jittered)
+    assert lost[2] - lost[0] >= 0.9 * (RETRY_MIN_S + 2 * RETRY_MIN_S) / 2, lost
+
+
+def test_a_pod_managers_retries_are_jittered_within_the_upper_half_of_each_step():
+    """Pod managers that lost a restarted scheduler at one instant came back at the same
+    instants, step after step; each pause is now drawn from the upper half of its step."""
+    assert jittered(0.4, lambda: 0.0) == 0.4
+    assert jittered(0.4, lambda: 0.5) == pytest.approx(0.3)
+    pauses = [jittered(0.4) for _ in range(200)]
+    assert all(0.2 < p <= 0.4 for p in pauses) and len(set(pauses)) > 100
