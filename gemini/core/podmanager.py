@@ -208,7 +208,20 @@ class PodCore:
                 return self._on_token(rsp, now)
             return [act.debug(self.name, f"a token for an earlier fetch (id {rsp.req_id}) "
                               "ignored")]
+        if req_type is RequestType.REPORT:
+            return self._on_report(rsp)
         return []
+
+    def _on_report(self, rsp: Response) -> list[Action]:
+        """A report refused (the client removed from the config) makes the limit stale, as a
+        refused token does: added again, perhaps with another limit, it is asked for once a
+        report is served.  The scheduler pushes a new limit only to the clients it knows, and
+        one whose processes only allocated memory kept the old limit for good (a review)."""
+        if rsp.status is not Status.OK:
+            said = act.debug if self.limit_stale else act.warning  # (once until served again)
+            self.limit_stale = True
+            return [said(self.name, f"scheduler refused a report: {rsp.status.name}")]
+        return self._ask_limit() if self.limit_stale else []
 
     def stray_reply(self, req_id: int) -> list[Action]:
         """A reply from the scheduler to no request of ours (the shell cannot decode it without

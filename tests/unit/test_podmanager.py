@@ -296,6 +296,23 @@ def test_a_client_refused_a_token_asks_for_its_limit_with_the_next_one_it_gets()
     assert not [r for r in upstream(grant(pod, 1.1, 10.0)) if r.type is RequestType.MEM_LIMIT]
 
 
+def test_a_client_refused_a_report_asks_for_its_limit_with_the_next_one_served():
+    """Removed from the config and added again with another limit while its processes only
+    allocated memory (no token asked for): its reports were refused, and the pod manager kept
+    the old limit for good (a review)."""
+    pod = ready_pod(limit=1000)
+    pod.on_deadline(0.2)
+    pod.on_hook_request(1, mem(1, 5), 0.21)
+    [report] = upstream(pod.on_deadline(pod.next_deadline()))
+    out = pod.on_upstream_response(Response(report.req_id, Status.CLIENT_REMOVED), 0.3)
+    assert [log.level for log in out if isinstance(log, Log)] == [logging.WARNING]
+    [report] = upstream(pod.on_hook_request(1, mem(2, 5), 0.4))  # (due: sent with it)
+    [ask] = upstream(pod.on_upstream_response(Response(report.req_id, Status.OK), 0.5))
+    assert ask.type is RequestType.MEM_LIMIT
+    pod.on_upstream_response(Response(ask.req_id, Status.OK, (10, 500)), 0.5)
+    assert replies(pod.on_hook_request(1, mem(3, 600), 0.6))[0][1].values == (0,)
+
+
 def test_a_token_that_comes_after_every_process_went_is_given_back_at_once():
     """The scheduler hands a holder's token on when its report says no process is left: sent
     at once, not when the reports' pace allows (the GPU idled meanwhile)."""
