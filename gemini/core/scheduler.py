@@ -63,6 +63,7 @@ from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pi
 from gemini.core.speed import (
     CALIBRATION_S,
     LUMP_BOUND,
+    SHARED_CALIBRATED_MAX,
     SHARED_CALIBRATION,
     Calibration,
     SpeedMeter,
@@ -678,7 +679,9 @@ class SchedulerCore:
         its grants measured by its hook (`names`: those that want the GPU now); None: none."""
         spec = self.clients[name].spec
         if not spec.capped:
-            due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
+            uncapped = [n for n in names if n in self.clients and not self.clients[n].spec.capped]
+            due = (self.timing.shared_speed and len(names) > 1
+                   and len(uncapped) <= SHARED_CALIBRATED_MAX and self.speed.measured(name)
                    and not self._by_time(self.clients[name]) and self.speed.due(name, now, True))
             return SHARED_CALIBRATION if due else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S

@@ -204,6 +204,14 @@ SHARED_SETTLE_S = 0.08
 SHARED_SECOND_S = 1.0
 SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
+# Uncapped clients beside others are calibrated (the scheduler's Timing.shared_speed) only
+# where at most this many want the GPU.  Each calibration is a lump the others wait through,
+# one a client, while each one's share, what its 1 s windows can take in, shrinks: on the
+# simulator alike clients at equal shares read 5.4 / 8.9 / 7.8 points off over a 1 s window
+# by work, four, eight and sixteen of them, against 2.8 / 1.6 / 4.3 by time (a pair or trio of
+# different programs, where work pays: 4.7-6.0 points off over 10 s by time, 1.3-1.6 by
+# work).  More share by time, as all did before 2026-12-06.
+SHARED_CALIBRATED_MAX = 3
 # Its grants' cost per launch is the median of this many latest grants': a grant that ran slow
 # for reasons of its own does not move it.  On the H100 a torch eager loop's grants read
 # 196-217 us a launch (p10-p90; median 200) beside its twin, and a mean over ~10 of them

@@ -110,6 +110,16 @@ def test_the_same_program_side_by_side_is_calibrated_twice_and_then_left_alone()
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
 
 
+def test_more_than_three_uncapped_clients_share_by_time():
+    """Each calibration is a lump the others wait through, one a client, while each one's
+    share shrinks: eight alike clients at 1/8 read 8.9 points off over a 1 s window by work
+    on the simulator, 1.6 by time."""
+    specs = [(f"c{i}", 1 / 8, 1.0) for i in range(8)]
+    sim, calibrations = run_together(specs, {}, seconds=12.0)
+    assert calibrations == []
+    assert worst_error(sim, specs, 1.0, 1.0, 12.0) <= 3.0
+
+
 def test_a_client_of_several_processes_shares_by_time():
     """Each process's hook times its launches among the other's (their kernels run in its
     segments): on the fake GPU a client of two processes read 8.0 ms a launch in its grants
