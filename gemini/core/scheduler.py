@@ -679,7 +679,8 @@ class SchedulerCore:
         its grants measured by its hook (`names`: those that want the GPU now); None: none."""
         spec = self.clients[name].spec
         if not spec.capped:
-            uncapped = [n for n in names if n in self.clients and not self.clients[n].spec.capped]
+            uncapped = [n for n in self._wanting() | set(names)  # (the holder counts too)
+                        if n in self.clients and not self.clients[n].spec.capped]
             due = (self.timing.shared_speed and len(names) > 1
                    and len(uncapped) <= SHARED_CALIBRATED_MAX and self.speed.measured(name)
                    and not self._by_time(self.clients[name]) and self.speed.due(name, now, True))
