@@ -275,6 +275,10 @@ class SchedulerCore:
             return [Reply(conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
                     act.warning(req.name, why)]
         mem_used, processes, waiting, *delivery = req.args
+        if not client.spec.capped and client.processes <= 1 < int(processes):  # type: ignore[call-overload]
+            # (what its one process's grants and tails read is not its processes' together)
+            self.speed.forget(req.name)
+            self._shared_speeds.pop(req.name, None)
         client.mem_used, client.processes, client.waiting = (
             int(mem_used),
             int(processes),
@@ -566,8 +570,8 @@ class SchedulerCore:
         (or graph launches) its hook measured in the grant before (wire.quota_run)."""
         grant.weighed = True
         capped = client.spec.capped
-        if not capped and not self.timing.shared_speed:
-            return []
+        if not capped and (not self.timing.shared_speed or client.processes > 1):
+            return []  # (its processes' runs, each timed among the others', tell nothing)
         out = self._record_run(client, grant, run)
         if not capped:
             if not grant.shared:  # alone and uncapped: nothing to charge
@@ -624,7 +628,7 @@ class SchedulerCore:
     def _speed(self, name: str, now: float = math.inf) -> float:
         """Its work per second of its grants ÷ its work run continuously alone."""
         client = self.clients.get(name)
-        if client is None or self._by_time(client):
+        if client is None or self._by_time(client, now):
             return 1.0
         spec = client.spec
         return self.speed.speed(name, now, shared=not spec.capped,
@@ -633,14 +637,27 @@ class SchedulerCore:
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
                                 if spec.capped else 1.0)
 
-    @staticmethod
-    def _by_time(client: ClientState) -> bool:
-        """Is this uncapped client's speed beside others not to be read, so that it shares by
-        time?  Where its pod manager serves several processes: each one's hook times its
-        launches among the others' (their kernels run in its segments), and on the fake GPU a
-        client of two read 8.0 ms a launch in its grants and 15.0 in its first tail for kernels
-        of 5 ms, was charged 1.87, and did 0.375 of the GPU beside one at 0.5 (2026-12-06)."""
-        return not client.spec.capped and client.processes > 1
+    def _by_time(self, client: ClientState, now: float) -> bool:
+        """Does this uncapped client share by time, its speed beside others not charged?  Where
+        its pod manager serves several processes: each one's hook times its launches among the
+        others' (their kernels run in its segments), and on the fake GPU a client of two read
+        8.0 ms a launch in its grants and 15.0 in its first tail for kernels of 5 ms, was
+        charged 1.87, and did 0.375 of the GPU beside one at 0.5 (2026-12-06).  And where more
+        uncapped clients than speed.SHARED_CALIBRATED_MAX share the GPU (_crowded)."""
+        return not client.spec.capped and (client.processes > 1 or self._crowded(now))
+
+    def _crowded(self, now: float, names: list[str] | None = None) -> bool:
+        """Do more uncapped clients than SHARED_CALIBRATED_MAX share the GPU: want it now (or
+        are `names`), or held it within the short window (the long one without)?  Then all of
+        them share by time, calibrated or not: speeds read as a trio stayed in a fourth's
+        company, and were never read again (a review).  Within the window, not at the moment:
+        one between two requests made the others three, and their old speeds came back."""
+        since = now - (self._short_window_s or self.timing.window_s)
+        sharing = {n for n, c in self.clients.items() if not c.spec.capped and (
+            (i := self.history.latest(n)) is not None and i.end > since)}
+        sharing |= {n for n in self._wanting() | set(names or ())
+                    if n in self.clients and not self.clients[n].spec.capped}
+        return len(sharing) > SHARED_CALIBRATED_MAX
 
     def _wanting(self) -> set[str]:
         """The clients that want the GPU now: those waiting, and the holder."""
@@ -679,11 +696,9 @@ class SchedulerCore:
         its grants measured by its hook (`names`: those that want the GPU now); None: none."""
         spec = self.clients[name].spec
         if not spec.capped:
-            uncapped = [n for n in self._wanting() | set(names)  # (the holder counts too)
-                        if n in self.clients and not self.clients[n].spec.capped]
-            due = (self.timing.shared_speed and len(names) > 1
-                   and len(uncapped) <= SHARED_CALIBRATED_MAX and self.speed.measured(name)
-                   and not self._by_time(self.clients[name]) and self.speed.due(name, now, True))
+            due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
+                   and self.clients[name].processes <= 1 and not self._crowded(now, names)
+                   and self.speed.due(name, now, True))
             return SHARED_CALIBRATION if due else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
@@ -758,7 +773,7 @@ class SchedulerCore:
         joining a alone for 10 s: four 50 ms grants in a row, 0.593 of its first second)."""
         held = self.holder.interval if self.holder is not None else None
         unspent = {held.name: held.end - until} if held is not None else {}
-        self.credits.earn(self._by_work(self._targets(wanting)), until, unspent)
+        self.credits.earn(self._by_work(self._targets(wanting), until), until, unspent)
         if len(wanting) == 1 and wanting <= self.clients.keys():
             (name,) = wanting
             self.credits.owe_nothing(name, max(unspent.get(name, 0.0), 0.0))
@@ -767,10 +782,10 @@ class SchedulerCore:
         specs = {n: self.clients[n].spec for n in names if n in self.clients}
         return targets({n: (s.request, s.limit) for n, s in specs.items()})
 
-    def _by_work(self, rates: dict[str, float]) -> dict[str, float]:
+    def _by_work(self, rates: dict[str, float], now: float) -> dict[str, float]:
         """The rates at which clients earn credit, those of uncapped ones beside others
         shifted for their speeds (policy.by_work); capped ones earn their targets."""
-        if len(rates) < 2 or not self._shared_speeds:
+        if len(rates) < 2 or not self._shared_speeds or self._crowded(now, list(rates)):
             return rates
         speeds = {n: self._shared_speeds.get(n, 1.0) for n in rates
                   if not self.clients[n].spec.capped}

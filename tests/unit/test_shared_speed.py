@@ -120,6 +120,44 @@ def test_more_than_three_uncapped_clients_share_by_time():
     assert worst_error(sim, specs, 1.0, 1.0, 12.0) <= 3.0
 
 
+def test_a_fourth_uncapped_client_puts_the_others_back_on_time():
+    """Calibrated as a trio, the three kept their speeds once a fourth joined (a review: light
+    0.937, hungry 1.155 for 35 s), with no calibration to read them again: beyond three, all
+    share by time."""
+    def quartet(timing):
+        specs = [(n, r * 0.8, lim) for n, r, lim in TRIO] + [("late", 0.2, 1.0)]
+        sim = Sim(specs, timing=timing, burst_ms=40.0, gpu_wait=0.5, launch_s=0.0002, seed=1,
+                  clock=GpuClock(own={**OWN, "late": 1980.0}))
+        for name, _, _ in TRIO:
+            sim.start(name)
+        sim.start("late", 8.0)
+        sim.run_until(20.0)
+        return sim
+
+    sim, by_time = quartet(SHARED), quartet(BY_TIME)
+    assert {n for n, t in calibration_grants(sim) if t > 8.0} == set()
+    speeds = {c["name"]: c["speed"] for c in sim.core.snapshot(20.0)["clients"]}  # type: ignore[index, union-attr]
+    assert speeds == {"light": 1.0, "hungry": 1.0, "light2": 1.0, "late": 1.0}, speeds
+    for name in speeds:  # (the time each is granted, as by time: hungry 0.224 of 0.24 before)
+        assert sim.share(name, 12.0, 20.0) == pytest.approx(by_time.share(name, 12.0, 20.0),
+                                                             abs=0.01), name
+
+
+def test_a_client_that_gains_a_process_forgets_its_speed():
+    """Its speed read with one process stayed in its credit once a second one came (a
+    review), and the runs its hooks measured among each other's fed its meter: back to one,
+    its grants read slow against its old tails, a speed well under 1 for up to 16 grants.
+    Now it is forgotten, and read anew once it is back to one process."""
+    sim, _ = run_together(PAIR, OWN, seconds=8.0)
+    light = sim.clients["light"]
+    sim._handle(sim.core.on_request(light.conn, Request("light", 99, RequestType.REPORT,
+                                                        (0, 2, 0)), sim.now))
+    assert not sim.core.speed.measured("light")
+    sim.run_until(16.0)  # (its runs among each other's are not fed to it, nor calibrated)
+    assert not sim.core.speed.measured("light")
+    assert [t for n, t in calibration_grants(sim) if n == "light" and t > 8.0] == []
+
+
 def test_a_client_of_several_processes_shares_by_time():
     """Each process's hook times its launches among the other's (their kernels run in its
     segments): on the fake GPU a client of two processes read 8.0 ms a launch in its grants
