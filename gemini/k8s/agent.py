@@ -544,6 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the schedulers hand the GPU on when the holder's token ends at its "
                    "hook, not at its grant's end (gem-schd --[no-]hand-over-at-arrival; "
                    "default: on)")
+    p.add_argument("--shared-speed", action=argparse.BooleanOptionalAction,
+                   default=b.shared_speed,
+                   help="the schedulers share the GPU among uncapped pods by work (gem-schd "
+                   "--[no-]shared-speed; default: on)")
     add_verbosity(p)
     return p
 
@@ -554,7 +558,8 @@ def settings_from(ns: argparse.Namespace) -> Settings:
     backend = BackendArgs(ns.schd, ns.pmgr, "127.0.0.1", ns.port, base_quota=ns.base_quota,
                           min_quota=ns.min_quota, window=ns.window, verbose=ns.verbose,
                           metrics_port=ns.metrics_port, metrics_ip=ns.metrics_ip,
-                          hand_over_at_arrival=ns.hand_over_at_arrival)
+                          hand_over_at_arrival=ns.hand_over_at_arrival,
+                          shared_speed=ns.shared_speed)
     return Settings(state_dir=ns.state_dir.absolute(), plugin_dir=ns.plugin_dir,
                     pod_resources=ns.pod_resources, dev_dir=ns.dev_dir,
                     memory_unit_mib=ns.memory_unit_mib, secret=ns.secret,

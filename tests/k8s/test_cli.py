@@ -59,3 +59,6 @@ def test_the_agents_schedulers_hand_over_as_it_is_told():
 
     assert "--no-hand-over-at-arrival" not in scheduler_argv()
     assert "--no-hand-over-at-arrival" in scheduler_argv("--no-hand-over-at-arrival")
+    # (and shares by work, on by default since 2026-12-06: the agent had no way back either)
+    assert "--no-shared-speed" not in scheduler_argv()
+    assert "--no-shared-speed" in scheduler_argv("--no-shared-speed")
