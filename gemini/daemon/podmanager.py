@@ -31,6 +31,8 @@ RETRY_MAX_S = 2.0
 # our first request), not broken: the next try backs off as after a refused connection.
 STABLE_LINK_S = 1.0
 HELLO_TIMEOUT_S = 5.0
+# The core numbers its requests from 1 up; the HELLO's id stays clear of them.
+HELLO_ID = 0
 
 
 def jittered(step_s: float, draw: Callable[[], float] = random.random) -> float:
@@ -38,8 +40,6 @@ def jittered(step_s: float, draw: Callable[[], float] = random.random) -> float:
     lost a restarted scheduler at one instant came back at the same instants, step after step
     (the hook's own, csrc/include/gemini/jitter.h, says more)."""
     return step_s * (1.0 - draw() / 2)
-# The core numbers its requests from 1 up; the HELLO's id stays clear of them.
-HELLO_ID = 0
 
 
 class PodManagerDaemon:
@@ -120,7 +120,9 @@ class PodManagerDaemon:
             self.server.feed(name, "the scheduler's loss",
                              lambda: self.core.on_scheduler_lost(self.server.now()))
             if loop.time() - connected_at >= STABLE_LINK_S:
+                # (a first pause too: every pod manager lost a restarted scheduler at once)
                 delay = RETRY_MIN_S
+                await asyncio.sleep(jittered(delay))
                 continue
             await asyncio.sleep(jittered(delay))  # (it reconnected some 3,000 times a second)
             delay = min(delay * 2, RETRY_MAX_S)
