@@ -215,8 +215,9 @@ class PodCore:
     def _on_report(self, rsp: Response) -> list[Action]:
         """A report refused (the client removed from the config) makes the limit stale, as a
         refused token does: added again, perhaps with another limit, it is asked for once a
-        report is served.  The scheduler pushes a new limit only to the clients it knows, and
-        one whose processes only allocated memory kept the old limit for good (a review)."""
+        report is served.  The scheduler pushes a new limit to the connections it keeps books
+        of, but a pod manager whose processes only allocated memory, across a scheduler that
+        restarted without the client, kept the old limit for good (a review)."""
         if rsp.status is not Status.OK:
             said = act.debug if self.limit_stale else act.warning  # (once until served again)
             self.limit_stale = True
