@@ -89,6 +89,8 @@ def intervals(texts: dict[str, str], prefix: str, client: str, bare: float) -> l
         if granted <= 0.0:
             continue
         actual = shares(samples, [(lo, hi)], bare)[0] * (hi - lo) / granted
+        if actual <= 0.0:  # (no step counted there: nothing to weigh a speed against)
+            continue
         speeds = {"charged": charged} | {k: f(tails) / cost for k, f in ESTIMATORS.items()}
         out.append({"actual": actual, **speeds})
     return out
