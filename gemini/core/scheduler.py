@@ -276,8 +276,9 @@ class SchedulerCore:
                     act.warning(req.name, why)]
         mem_used, processes, waiting, *delivery = req.args
         if not client.spec.capped and client.processes <= 1 < int(processes):  # type: ignore[call-overload]
-            # (what its one process's grants and tails read is not its processes' together)
-            self.speed.forget(req.name)
+            # By time from now (_by_time): its speed out of the credit at once.  Its meter
+            # keeps what one process read, for when it is one again (an nvidia-smi under the
+            # hook comes and goes; read anew each time, it was calibrated each time).
             self._shared_speeds.pop(req.name, None)
         client.mem_used, client.processes, client.waiting = (
             int(mem_used),

@@ -143,19 +143,27 @@ def test_a_fourth_uncapped_client_puts_the_others_back_on_time():
                                                              abs=0.01), name
 
 
-def test_a_client_that_gains_a_process_forgets_its_speed():
+def test_a_client_with_a_second_process_shares_by_time_until_it_is_one_again():
     """Its speed read with one process stayed in its credit once a second one came (a
     review), and the runs its hooks measured among each other's fed its meter: back to one,
-    its grants read slow against its old tails, a speed well under 1 for up to 16 grants.
-    Now it is forgotten, and read anew once it is back to one process."""
+    its grants read slow against its old tails, a speed well under 1 for up to 16 grants."""
     sim, _ = run_together(PAIR, OWN, seconds=8.0)
     light = sim.clients["light"]
-    sim._handle(sim.core.on_request(light.conn, Request("light", 99, RequestType.REPORT,
-                                                        (0, 2, 0)), sim.now))
-    assert not sim.core.speed.measured("light")
-    sim.run_until(16.0)  # (its runs among each other's are not fed to it, nor calibrated)
-    assert not sim.core.speed.measured("light")
+    alone = sim.core.speed.speed("light", shared=True)
+    assert alone < 0.9  # (a light program beside a power-hungry one)
+
+    def report(processes: int) -> None:
+        req = Request("light", 90 + processes, RequestType.REPORT, (0, processes, 0))
+        sim._handle(sim.core.on_request(light.conn, req, sim.now))
+
+    report(2)
+    assert "light" not in sim.core._shared_speeds  # (its speed out of its credit at once)
+    sim.run_until(16.0)
+    assert "light" not in sim.core._shared_speeds
     assert [t for n, t in calibration_grants(sim) if n == "light" and t > 8.0] == []
+    assert sim.core.snapshot(16.0)["clients"][0]["speed"] == 1.0  # type: ignore[index]
+    report(1)  # (what its two processes ran was not fed to its meter)
+    assert sim.core.speed.speed("light", shared=True) == alone
 
 
 def test_a_client_of_several_processes_shares_by_time():
