@@ -295,7 +295,9 @@ class PodCore:
             self.run_graphs = run_graphs
         hook = self.hooks.setdefault(w.conn, HookState())
         hook.burst_ms = burst_ms
-        hook.launched = True
+        if not hook.launched:
+            hook.launched = True
+            self._report_due = True  # (one more process that a report counts: _reported)
         hook.wanted_at = now
         hook.running_until = now  # asking again: it is done with what it had
         left_s = self.quota_s - (now - self.quota_at)
@@ -638,7 +640,16 @@ class PodCore:
         self._last_report = now
         waiting = len({w.conn for w in self.quota_waiters})
         delivery_ms = statistics.median(self.deliveries) * MS if self.deliveries else 0.0
-        return [self._send(RequestType.REPORT, (self.used, len(self.hooks), waiting, delivery_ms))]
+        return [self._send(RequestType.REPORT, (self.used, self._reported(), waiting,
+                                                delivery_ms))]
+
+    def _reported(self) -> int:
+        """The processes a report counts: connections that asked for a token or hold memory.
+        A program that only reads NVML under the hook (nvidia-smi: its hook asks for the limit,
+        to show it) connects too; counted, it put an uncapped client on shares by time for as
+        long as it ran, as a client of several processes (gem-schd), and kept a dead pod
+        manager's grant running for processes that had none (a review)."""
+        return sum(h.launched or h.reserved > 0 for h in self.hooks.values())
 
     def _send(self, req_type: RequestType, args: tuple[float | int, ...]) -> SendUpstream:
         self._next_id = self._next_id + 1 if self._next_id < 2**31 - 1 else 1

@@ -392,8 +392,22 @@ def test_reports_are_rate_limited():
     pod.on_hook_request(1, mem(1, 5), 0.21)
     assert pod.next_deadline() == pytest.approx(0.3)
     [report] = upstream(pod.on_deadline(pod.next_deadline()))
-    assert report.type is RequestType.REPORT and report.args == (5, 2, 0, 0.0)  # (no grant
-    # yet: its delivery is not known)
+    assert report.type is RequestType.REPORT and report.args == (5, 1, 0, 0.0)  # (no grant
+    # yet: its delivery is not known; one process, the one that holds memory)
+
+
+def test_a_report_counts_the_processes_that_asked_for_a_token_or_hold_memory():
+    """Not one that only reads NVML under the hook (nvidia-smi asks for the limit, to show it):
+    counted, it put an uncapped client on shares by time, as one of several processes, for as
+    long as it ran (a review)."""
+    pod = ready_pod()  # (hooks 1 and 2 connected)
+    pod.on_hook_connect(3, 0.0)
+    pod.on_hook_request(3, Request("pod", 1, RequestType.MEM_LIMIT, ()), 0.0)  # the reader
+    pod.on_deadline(0.2)
+    pod.on_hook_request(1, quota(1), 0.3)
+    grant(pod, 0.3, 50.0)
+    [report] = upstream(pod.on_hook_request(2, mem(1, 5), 0.31))  # (due: sent with it)
+    assert report.type is RequestType.REPORT and report.args[1] == 2
 
 
 def test_a_report_says_how_long_the_latest_grants_took_to_come():
