@@ -277,8 +277,8 @@ class SchedulerCore:
         mem_used, processes, waiting, *delivery = req.args
         if not client.spec.capped and client.processes <= 1 < int(processes):  # type: ignore[call-overload]
             # By time from now (_by_time): its speed out of the credit at once.  Its meter
-            # keeps what one process read, for when it is one again (an nvidia-smi under the
-            # hook comes and goes; read anew each time, it was calibrated each time).
+            # keeps what one process read, for when it is one again (a second process may come
+            # and go: read anew each time, it was calibrated each time).
             self._shared_speeds.pop(req.name, None)
         client.mem_used, client.processes, client.waiting = (
             int(mem_used),
