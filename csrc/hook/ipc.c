@@ -646,7 +646,7 @@ static const char *refusal(int32_t status)
 static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
 {
     int64_t backoff = 50000000;
-    uint64_t jitter = jitter_seed();
+    uint64_t jitter = 0; /* seeded at the first retry: most calls are answered at once */
     int32_t said = GEM_STATUS_OK;
     for (;;) {
         if (attempt(dev, encode, arg, rsp, 0) == 0) {
@@ -658,6 +658,8 @@ static void call(int dev, encode_fn encode, const void *arg, uint8_t *rsp)
                     refusal(status));
             said = status;
         }
+        if (jitter == 0)
+            jitter = jitter_seed();
         gem_sleep_ns(gem_jitter_ns(backoff, &jitter));
         backoff = backoff * 2 > 1000000000 ? 1000000000 : backoff * 2;
     }
