@@ -638,14 +638,15 @@ class SchedulerCore:
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
                                 if spec.capped else 1.0)
 
-    def _by_time(self, client: ClientState, now: float) -> bool:
+    def _by_time(self, client: ClientState, now: float, names: list[str] | None = None) -> bool:
         """Does this uncapped client share by time, its speed beside others not charged?  Where
         its pod manager serves several processes: each one's hook times its launches among the
         others' (their kernels run in its segments), and on the fake GPU a client of two read
         8.0 ms a launch in its grants and 15.0 in its first tail for kernels of 5 ms, was
         charged 1.87, and did 0.375 of the GPU beside one at 0.5 (2026-12-06).  And where more
-        uncapped clients than speed.SHARED_CALIBRATED_MAX share the GPU (_crowded)."""
-        return not client.spec.capped and (client.processes > 1 or self._crowded(now))
+        uncapped clients than speed.SHARED_CALIBRATED_MAX share the GPU (_crowded; `names`
+        want it too)."""
+        return not client.spec.capped and (client.processes > 1 or self._crowded(now, names))
 
     def _crowded(self, now: float, names: list[str] | None = None) -> bool:
         """Do more uncapped clients than SHARED_CALIBRATED_MAX share the GPU: want it now (or
@@ -698,7 +699,7 @@ class SchedulerCore:
         spec = self.clients[name].spec
         if not spec.capped:
             due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
-                   and self.clients[name].processes <= 1 and not self._crowded(now, names)
+                   and not self._by_time(self.clients[name], now, names)
                    and self.speed.due(name, now, True))
             return SHARED_CALIBRATION if due else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
