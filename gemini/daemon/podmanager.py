@@ -42,6 +42,12 @@ def jittered(step_s: float, draw: Callable[[], float] = random.random) -> float:
     return step_s * (1.0 - draw() / 2)
 
 
+async def _backed_off(delay_s: float) -> float:
+    """A jittered pause of `delay_s`; the next one's step, doubled up to RETRY_MAX_S."""
+    await asyncio.sleep(jittered(delay_s))
+    return min(delay_s * 2, RETRY_MAX_S)
+
+
 class PodManagerDaemon:
     def __init__(
         self, name: str, scheduler_host: str, scheduler_port: int, secret: bytes | None = None,
@@ -98,13 +104,11 @@ class PodManagerDaemon:
                 if delay == RETRY_MIN_S:
                     log.warning("[%s] scheduler %s:%d unreachable (%s); retrying", name,
                                 *self.scheduler, exc.strerror or exc)
-                await asyncio.sleep(jittered(delay))
-                delay = min(delay * 2, RETRY_MAX_S)
+                delay = await _backed_off(delay)
                 continue
             if not await self._hello(link):
                 link.close()
-                await asyncio.sleep(jittered(delay))
-                delay = min(delay * 2, RETRY_MAX_S)
+                delay = await _backed_off(delay)
                 continue
             log.info("[%s] connected to scheduler %s:%d", name, *self.scheduler)
             self._upstream = link
@@ -124,8 +128,7 @@ class PodManagerDaemon:
                 delay = RETRY_MIN_S
                 await asyncio.sleep(jittered(delay))
                 continue
-            await asyncio.sleep(jittered(delay))  # (it reconnected some 3,000 times a second)
-            delay = min(delay * 2, RETRY_MAX_S)
+            delay = await _backed_off(delay)  # (it reconnected some 3,000 times a second)
 
     async def _hello(self, link: UpstreamLink) -> bool:
         """Prove the secret before anything else; False (logged once per streak) if refused."""
