@@ -42,7 +42,9 @@ Rules:
 - With `Timing.shared_speed`, shares of uncapped clients beside each other hold by work too:
   the power limiter sets one clock for all, which a light program runs slower at than alone
   and a power-hungry one faster.  Each gets short calibration grants
-  (`speed.SHARED_CALIBRATION_S`: alone, while the others wait) and is charged its speed in its
+  (`speed.SHARED_CALIBRATION_S`: alone, while the others wait, once the GPU has been busy for
+  `speed.SHARED_STEADY_S`: the power limiter dips the clock after an idle) and is charged its
+  speed in its
   credit, and the credit each earns is shifted alike for all (`_by_work`) so that the GPU's
   time adds up.
 
@@ -62,9 +64,12 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import Credits, Pacer, Standing, by_work, next_quota, pick, targets
 from gemini.core.speed import (
     CALIBRATION_S,
+    IDLE_GAP_S,
     LUMP_BOUND,
     SHARED_CALIBRATED_MAX,
     SHARED_CALIBRATION,
+    SHARED_STEADY_S,
+    SHARED_STEADY_WAIT_S,
     Calibration,
     SpeedMeter,
     capped_calibration,
@@ -227,6 +232,10 @@ class SchedulerCore:
         self._calibrations: list[Interval] = []
         # The calibration due to each client at the latest decision (_standings), granted as is
         self._due_calibrations: dict[str, Calibration | None] = {}
+        # The latest grant, and when the GPU's stretch of grants with no idle between them
+        # began (_steady).
+        self._latest_grant: Interval | None = None
+        self._busy_since = now
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -503,6 +512,7 @@ class SchedulerCore:
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
         interval = self.history.record(candidate.name, now, now + length)
+        self._note_busy(interval)
         self._refund_pending_overrun(interval)
         interval.calibrating = calibrating
         interval.shared = standing is not None and (
@@ -695,12 +705,15 @@ class SchedulerCore:
     def _due_calibration(self, name: str, names: list[str], now: float) -> Calibration | None:
         """The calibration due to a capped client waiting where the GPU idles between its
         grants (_idles_between), with the clock read, or to an uncapped one beside others,
-        its grants measured by its hook (`names`: those that want the GPU now); None: none."""
+        its grants measured by its hook (`names`: those that want the GPU now), once the card is
+        steady (_steady) or it waited speed.SHARED_STEADY_WAIT_S for that; None: none."""
         spec = self.clients[name].spec
         if not spec.capped:
             due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
                    and not self._by_time(self.clients[name], now, names)
-                   and self.speed.due(name, now, True))
+                   and self.speed.due(name, now, True)
+                   and (self._steady(now) or self.speed.due(name, now - SHARED_STEADY_WAIT_S,
+                                                            True)))
             return SHARED_CALIBRATION if due else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
@@ -710,6 +723,20 @@ class SchedulerCore:
                      default=0.0)
         return self._calibration(spec, alone=len(names) == 1,
                                  by_work=self.speed.reads_by_work(name), beside_cap=beside)
+
+    def _note_busy(self, grant: Interval) -> None:
+        latest = self._latest_grant
+        if latest is None or grant.start - latest.end >= IDLE_GAP_S:
+            self._busy_since = grant.start
+        self._latest_grant = grant
+
+    def _steady(self, now: float) -> bool:
+        """Has the GPU been busy for speed.SHARED_STEADY_S, grant after grant, with no idle gap
+        between them, so that the power limiter has settled (a calibration beside others reads
+        its client's speed in it)?"""
+        latest = self._latest_grant
+        return (latest is not None and now - latest.end < IDLE_GAP_S
+                and now - self._busy_since >= SHARED_STEADY_S)
 
     def _idles_between(self, names: list[str]) -> bool:
         """Do the clients that want the GPU leave it idle between a capped one's grants, so

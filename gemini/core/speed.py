@@ -214,6 +214,18 @@ SHARED_EVERY_S = 60.0
 # different programs, where work pays: 4.7-6.0 points off over 10 s by time, 1.3-1.6 by
 # work).  More share by time, as all did before 2026-12-06.
 SHARED_CALIBRATED_MAX = 3
+# A calibration beside others waits until the card is steady: the GPU busy, grant after grant
+# with no gap of IDLE_GAP_S, for SHARED_STEADY_S (or it comes anyway SHARED_STEADY_WAIT_S after
+# it was due).  After an idle the power limiter dips the clock: on the H100 (2026-12-06, alike
+# trios and pairs by work) shared grants ran 15-25 % slower a launch 1.05-1.12 s after the card
+# went from idle to busy, and 40-220 ms after an idle of 250-290 ms.  The lumps that began
+# 1.10-1.15 s into a busy stretch, or 18-66 ms, read their program 3-11 % slower than their
+# neighbours' did later in the same train of calibrations (6 of 12 trains; lumps that began
+# 0.27 s or 1.18-3.0 s in did not): a 0.5 client so read was charged 1.08-1.09 and did
+# 0.475-0.478 of its bare work over its worst 10 s window.
+IDLE_GAP_S = 0.05
+SHARED_STEADY_S = 1.5
+SHARED_STEADY_WAIT_S = 5.0
 # Its grants' cost per launch is the median of this many latest grants': a grant that ran slow
 # for reasons of its own does not move it.  On the H100 a torch eager loop's grants read
 # 196-217 us a launch (p10-p90; median 200) beside its twin, and a mean over ~10 of them

@@ -23,6 +23,8 @@ from gemini.core.speed import (
     SHARED_EVERY_S,
     SHARED_RANGE,
     SHARED_SECOND_S,
+    SHARED_STEADY_S,
+    SHARED_STEADY_WAIT_S,
     SpeedMeter,
 )
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType, Status
@@ -102,12 +104,61 @@ def test_the_same_program_side_by_side_is_calibrated_twice_and_then_left_alone()
     for name, _, _ in TRIO:
         starts = [t for n, t in calibrations if n == name]
         assert len(starts) == 2, (name, starts)
-        assert FIRST_CALIBRATION_S <= starts[0] < 3.0
+        assert SHARED_STEADY_S <= starts[0] < 3.0  # (the card busy for a while: see below)
         assert starts[1] - starts[0] >= SHARED_SECOND_S
     assert worst_error(sim, TRIO, 1.0, 4.0, 30.0) <= 3.5  # as by time: 2.5-2.9 (5 seeds)
     assert worst_error(sim, TRIO, 10.0, 4.0, 30.0) <= 1.0
     for client in sim.core.snapshot(30.0)["clients"]:  # type: ignore[union-attr]
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
+
+
+def alike_pair_with_an_idle(pause_at: float, resume_at: float, until: float) -> Sim:
+    """Two alike saturating clients from 0 that both stop asking at `pause_at` (the GPU idles
+    once their grants run out) and ask again at `resume_at`."""
+    specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
+    sim = Sim(specs, timing=SHARED, burst_ms=40.0, clock=GpuClock(own={}), gpu_wait=0.5,
+              launch_s=0.0002, seed=1)
+    for name, _, _ in specs:
+        sim.start(name)
+    sim.run_until(pause_at)
+    for name, _, _ in specs:
+        sim.pause(name)
+    sim.run_until(resume_at)
+    for name, _, _ in specs:
+        sim.start(name, resume_at)
+    sim.run_until(until)
+    return sim
+
+
+def test_beside_others_a_calibration_waits_for_the_card_to_be_busy_for_a_while():
+    """After an idle the power limiter dips the clock (H100: 1.05-1.12 s after the card went
+    busy, 40-220 ms after a 0.25 s idle), and a tail in the dip read its program 3-11 % slow:
+    the first calibration of a train, a client charged 1.08 beside its twins
+    (speed.SHARED_STEADY_S)."""
+    sim = alike_pair_with_an_idle(0.9, 1.3, 5.0)
+    starts = sorted(t for _, t in calibration_grants(sim))
+    # (due at FIRST_CALIBRATION_S, and granted at once: at 1.3, as the two came back)
+    assert starts and starts[0] >= 1.3 + SHARED_STEADY_S, starts
+    assert starts[0] < 1.3 + SHARED_STEADY_S + 0.2, starts
+    busy = alike_pair_with_an_idle(30.0, 30.0, 5.0)  # (never idle)
+    assert min(t for _, t in calibration_grants(busy)) >= SHARED_STEADY_S
+
+
+def test_beside_others_a_calibration_comes_anyway_once_it_waited_long_for_a_steady_card():
+    specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
+    sim = Sim(specs, timing=SHARED, burst_ms=40.0, clock=GpuClock(own={}), gpu_wait=0.5,
+              launch_s=0.0002, seed=1)
+    for name, _, _ in specs:
+        sim.start(name)
+    for second in range(1, 12):  # both stop for 0.2 s of every second: the card never settles
+        sim.run_until(second - 0.2)
+        for name, _, _ in specs:
+            sim.pause(name)
+        sim.run_until(second)
+        for name, _, _ in specs:
+            sim.start(name, second)
+    starts = sorted(t for _, t in calibration_grants(sim))
+    assert starts and starts[0] >= FIRST_CALIBRATION_S + SHARED_STEADY_WAIT_S, starts
 
 
 def test_more_than_three_uncapped_clients_share_by_time():
