@@ -202,8 +202,10 @@ SHARED_SETTLE_S = 0.08
 # again once its shared grants' cost per launch has moved this much since the latest (its
 # program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in the seconds
 # around it (simulator, a trio calibrated every 10 s: worst 1 s window 2.6 -> 5.7 points), and
-# same programs side by side read a speed of 1 and would only pay for them.
+# same programs side by side read a speed of 1 and would only pay for them.  A calibration
+# whose tail was not kept (its client idle in it) counts for none, up to SHARED_FIRST_TRIES.
 SHARED_SECOND_S = 1.0
+SHARED_FIRST_TRIES = 4
 SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
 # Uncapped clients beside others are calibrated (the scheduler's Timing.shared_speed) only
@@ -516,7 +518,7 @@ class SpeedMeter:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
         if shared:
-            if clocks.calibrations < 2:
+            if len(clocks.tail_costs) < 2 and clocks.calibrations < SHARED_FIRST_TRIES:
                 return since >= SHARED_SECOND_S
             return since >= SHARED_EVERY_S or (since >= SETTLING_EVERY_S and _cost_moved(clocks))
         settling = _read_within(clocks, now, SETTLE_S)

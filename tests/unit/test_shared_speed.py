@@ -21,6 +21,7 @@ from gemini.core.speed import (
     SHARED_CALIBRATION_S,
     SHARED_DRIFT,
     SHARED_EVERY_S,
+    SHARED_FIRST_TRIES,
     SHARED_RANGE,
     SHARED_SECOND_S,
     SHARED_STEADY_S,
@@ -319,15 +320,46 @@ def test_beside_others_a_client_is_calibrated_twice_then_when_its_cost_moves():
     assert not meter.due("a", FIRST_CALIBRATION_S - 0.01, shared=True)
     assert meter.due("a", FIRST_CALIBRATION_S, shared=True)
     meter.calibrating("a", 1.0)
+    meter.ran("a", 20.0, 100, calibrating=True, shared=True)
     assert not meter.due("a", 1.0 + SHARED_SECOND_S - 0.01, shared=True)
     assert meter.due("a", 1.0 + SHARED_SECOND_S, shared=True)
     meter.calibrating("a", 2.0)
+    meter.ran("a", 20.0, 100, calibrating=True, shared=True)
     assert not meter.due("a", 2.0 + SHARED_EVERY_S - 0.01, shared=True)
     assert meter.due("a", 2.0 + SHARED_EVERY_S, shared=True)
     # Its grants' cost per launch moves (its program, or its neighbours, changed).
     for _ in range(30):
         meter.ran("a", 20.0 * (1 + 2 * SHARED_DRIFT), 100, calibrating=False, shared=True)
     assert meter.due("a", 6.0, shared=True)
+
+
+def test_beside_others_a_calibration_whose_tail_was_not_kept_counts_for_none():
+    """H100, 2026-12-06: a pair's first calibrations came while its programs sat idle after
+    their warm-up (the hook: its work ran out before the lump did), and each client was left
+    with one tail, read on a card still cool, as its grants' cost rose 5 % in 10 s."""
+    meter = SpeedMeter()
+    meter.seen("a", 0.0)
+    meter.ran("a", 20.0, 100, calibrating=False, shared=True)
+    t = FIRST_CALIBRATION_S
+    for kept in (False, True, True):  # (the first lump ran nothing in its tail)
+        assert meter.due("a", t, shared=True), t
+        meter.calibrating("a", t)
+        if kept:
+            meter.ran("a", 20.0, 100, calibrating=True, shared=True)
+        assert not meter.due("a", t + SHARED_SECOND_S - 0.01, shared=True)
+        t += SHARED_SECOND_S
+    assert not meter.due("a", t, shared=True)  # two tails kept: done until SHARED_EVERY_S
+    # A client whose tails are never kept is not calibrated every second for good.
+    idle = SpeedMeter()
+    idle.seen("a", 0.0)
+    idle.ran("a", 20.0, 100, calibrating=False, shared=True)
+    t, lumps = FIRST_CALIBRATION_S, 0
+    while t < 30.0:
+        if idle.due("a", t, shared=True):
+            idle.calibrating("a", t)
+            lumps += 1
+        t += 0.1
+    assert lumps <= SHARED_FIRST_TRIES
 
 
 def test_an_uncapped_calibration_beside_others_is_short_and_flagged():
