@@ -198,14 +198,24 @@ SHARED_RANGE = (0.5, 2.0)  # beside others a program may well run slower than al
 # hook measures its last 40 ms (wire.RUN_MEASURE_MS), after SHARED_SETTLE_S.
 SHARED_CALIBRATION_S = 0.12
 SHARED_SETTLE_S = 0.08
-# ...and only twice at first (SHARED_SECOND_S apart: two tails to take the median of), then
-# again once its shared grants' cost per launch has moved this much since the latest (its
-# program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in the seconds
-# around it (simulator, a trio calibrated every 10 s: worst 1 s window 2.6 -> 5.7 points), and
-# same programs side by side read a speed of 1 and would only pay for them.  A calibration
-# whose tail was not kept (its client idle in it) counts for none, up to SHARED_FIRST_TRIES.
-SHARED_SECOND_S = 1.0
-SHARED_FIRST_TRIES = 4
+# ...and only SHARED_FIRST_TAILS times at first (SHARED_SECOND_S apart: tails to take the
+# median of), then again once its shared grants' cost per launch has moved this much since the
+# latest (its program or its neighbours changed), or after SHARED_EVERY_S.  Each is a lump in
+# the seconds around it (simulator, a trio calibrated every 10 s: worst 1 s window 2.6 -> 5.7
+# points), and same programs side by side read a speed of 1 and would only pay for them.  A
+# calibration whose tail was not kept (its client idle in it) counts for none, up to
+# SHARED_FIRST_TRIES.
+# Three, 1.4 s apart: for its first seconds busy the H100's power limiter swings the clock
+# with a period of about 1 s (2026-12-06, alike pairs and trios by work: grants 6-14 % slower
+# a launch 0.8-1.1, 1.8-2.1 and 2.8-3.0 s into a busy stretch, flat between).  Two trains of
+# calibrations 1.0 s apart put each client's tails at the same phase both times: the third of
+# a CUDA-graph trio's train in the 1.8 s dip and a second later in the next, read 7 % and
+# 17 % slow, charged 1.07-1.12 for 1.00 of work (2.6 points under over 10 s, and the client
+# first in line, with one tail read on a flat stretch, 2.6 over).  1.4 s apart, three trains
+# put each client's tails at three phases of the swing, and the median leaves out one in a dip.
+SHARED_FIRST_TAILS = 3
+SHARED_SECOND_S = 1.4
+SHARED_FIRST_TRIES = 5
 SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
 # Uncapped clients beside others are calibrated (the scheduler's Timing.shared_speed) only
@@ -518,7 +528,8 @@ class SpeedMeter:
             return now - clocks.first_at >= FIRST_CALIBRATION_S
         since = now - clocks.calibrated_at
         if shared:
-            if len(clocks.tail_costs) < 2 and clocks.calibrations < SHARED_FIRST_TRIES:
+            if (len(clocks.tail_costs) < SHARED_FIRST_TAILS
+                    and clocks.calibrations < SHARED_FIRST_TRIES):
                 return since >= SHARED_SECOND_S
             return since >= SHARED_EVERY_S or (since >= SETTLING_EVERY_S and _cost_moved(clocks))
         settling = _read_within(clocks, now, SETTLE_S)

@@ -5,7 +5,7 @@ their bare work per granted second, a 0.3/0.7 pair 6 points off by work)."""
 
 import math
 from dataclasses import replace
-from itertools import accumulate
+from itertools import accumulate, pairwise
 
 import pytest
 from hypothesis import given
@@ -21,6 +21,7 @@ from gemini.core.speed import (
     SHARED_CALIBRATION_S,
     SHARED_DRIFT,
     SHARED_EVERY_S,
+    SHARED_FIRST_TAILS,
     SHARED_FIRST_TRIES,
     SHARED_RANGE,
     SHARED_SECOND_S,
@@ -39,6 +40,7 @@ BY_TIME = replace(LAUNCHER, shared_speed=False)  # gem-schd --no-shared-speed
 OWN = {"light": 1980.0, "hungry": 1440.0, "light2": 1980.0}
 PAIR = [("light", 0.3, 1.0), ("hungry", 0.7, 1.0)]
 TRIO = [("light", 0.2, 1.0), ("hungry", 0.3, 1.0), ("light2", 0.5, 1.0)]
+AFTER_FIRST_CALIBRATIONS_S = 6.0
 
 
 def run_together(specs, own, seconds=30.0, seed=1, timing=SHARED
@@ -90,8 +92,11 @@ def worst_error(sim: Sim, specs, width: float, start: float, end: float) -> floa
 @pytest.mark.parametrize("specs", [PAIR, TRIO], ids=["pair", "trio"])
 def test_different_programs_side_by_side_share_by_work(specs):
     sim, _ = run_together(specs, OWN)
-    assert worst_error(sim, specs, 10.0, 4.0, 30.0) <= 2.5
-    assert worst_error(sim, specs, 1.0, 4.0, 30.0) <= 5.0
+    # (from the end of the first calibrations, 1.5-4.7 s: their lumps' cost over 1 s windows
+    # is the GPU's to judge, bench/paths.py; on the simulator 6-11 points from 1 s, 5.7-9.1
+    # with two of them 1 s apart)
+    assert worst_error(sim, specs, 10.0, 1.0, 30.0) <= 2.5
+    assert worst_error(sim, specs, 1.0, AFTER_FIRST_CALIBRATIONS_S, 30.0) <= 5.0
     # By time (--no-shared-speed; the default until 2026-12-06): the pair 4.7 / 6.0 points off
     # over 10 s windows, 5.9 / 7.2 over 1 s; the trio 6.0 (10 s) and 8.6 (1 s).  No calibration
     # grant then.
@@ -99,16 +104,19 @@ def test_different_programs_side_by_side_share_by_work(specs):
     assert worst_error(sim, specs, 10.0, 4.0, 30.0) > 4.0 and calibrations == []
 
 
-def test_the_same_program_side_by_side_is_calibrated_twice_and_then_left_alone():
+def test_the_same_program_side_by_side_is_calibrated_three_times_and_then_left_alone():
     # Each calibration is a lump in its neighbours' seconds; alike programs read a speed of 1.
     sim, calibrations = run_together(TRIO, {}, seconds=30.0)
     for name, _, _ in TRIO:
         starts = [t for n, t in calibrations if n == name]
-        assert len(starts) == 2, (name, starts)
+        assert len(starts) == SHARED_FIRST_TAILS == 3, (name, starts)
         assert SHARED_STEADY_S <= starts[0] < 3.0  # (the card busy for a while: see below)
-        assert starts[1] - starts[0] >= SHARED_SECOND_S
-    assert worst_error(sim, TRIO, 1.0, 4.0, 30.0) <= 3.5  # as by time: 2.5-2.9 (5 seeds)
-    assert worst_error(sim, TRIO, 10.0, 4.0, 30.0) <= 1.0
+        # (not a whole second apart: the limiter's swing, speed.SHARED_SECOND_S)
+        gaps = [b - a for a, b in pairwise(starts)]
+        assert all(SHARED_SECOND_S <= g < SHARED_SECOND_S + 0.5 for g in gaps), gaps
+        assert SHARED_SECOND_S % 1.0 > 0.2
+    assert worst_error(sim, TRIO, 1.0, AFTER_FIRST_CALIBRATIONS_S, 30.0) <= 3.5  # (by time 2.5-2.9)
+    assert worst_error(sim, TRIO, 10.0, 1.0, 30.0) <= 1.0
     for client in sim.core.snapshot(30.0)["clients"]:  # type: ignore[union-attr]
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
 
@@ -269,7 +277,7 @@ def test_beside_others_a_speed_is_the_median_tail_over_the_shared_grants_and_may
 def test_beside_others_a_grants_cost_is_the_median_of_the_latest_so_a_slow_one_moves_nothing():
     # H100, torch eager beside its twin: grants of 196-217 us a launch (median 200) read as a
     # running mean 201-215 against tails of 195-205, speeds 0.91-0.99 for the same program.
-    meter = measured_meter(200.0, [200.0, 200.0])  # (calibrated twice: at 1 s and 2 s)
+    meter = measured_meter(200.0, [200.0] * SHARED_FIRST_TAILS)  # (its first calibrations)
     for cost in (200.0, 240.0, 200.0, 250.0, 200.0, 200.0, 230.0, 200.0):
         meter.ran("a", cost * 100 / 1e3, 100, calibrating=False, shared=True)
     assert meter.speed("a", shared=True) == pytest.approx(1.0)
@@ -313,24 +321,25 @@ def test_beside_others_the_log_says_when_no_tail_was_kept():
     assert "alone in the latest tails 200.0;" in meter.describe("a", shared=True)
 
 
-def test_beside_others_a_client_is_calibrated_twice_then_when_its_cost_moves():
+def test_beside_others_a_client_is_calibrated_three_times_then_when_its_cost_moves():
     meter = SpeedMeter()
     meter.seen("a", 0.0)
     meter.ran("a", 20.0, 100, calibrating=False, shared=True)
     assert not meter.due("a", FIRST_CALIBRATION_S - 0.01, shared=True)
-    assert meter.due("a", FIRST_CALIBRATION_S, shared=True)
-    meter.calibrating("a", 1.0)
-    meter.ran("a", 20.0, 100, calibrating=True, shared=True)
-    assert not meter.due("a", 1.0 + SHARED_SECOND_S - 0.01, shared=True)
-    assert meter.due("a", 1.0 + SHARED_SECOND_S, shared=True)
-    meter.calibrating("a", 2.0)
-    meter.ran("a", 20.0, 100, calibrating=True, shared=True)
-    assert not meter.due("a", 2.0 + SHARED_EVERY_S - 0.01, shared=True)
-    assert meter.due("a", 2.0 + SHARED_EVERY_S, shared=True)
+    t = FIRST_CALIBRATION_S
+    for _ in range(SHARED_FIRST_TAILS):
+        assert meter.due("a", t, shared=True)
+        meter.calibrating("a", t)
+        meter.ran("a", 20.0, 100, calibrating=True, shared=True)
+        assert not meter.due("a", t + SHARED_SECOND_S - 0.01, shared=True)
+        t += SHARED_SECOND_S + 1e-9  # (not a hair under it)
+    last = t - SHARED_SECOND_S
+    assert not meter.due("a", last + SHARED_EVERY_S - 0.01, shared=True)
+    assert meter.due("a", last + SHARED_EVERY_S, shared=True)
     # Its grants' cost per launch moves (its program, or its neighbours, changed).
     for _ in range(30):
         meter.ran("a", 20.0 * (1 + 2 * SHARED_DRIFT), 100, calibrating=False, shared=True)
-    assert meter.due("a", 6.0, shared=True)
+    assert meter.due("a", last + SETTLING_EVERY_S, shared=True)
 
 
 def test_beside_others_a_calibration_whose_tail_was_not_kept_counts_for_none():
@@ -341,14 +350,14 @@ def test_beside_others_a_calibration_whose_tail_was_not_kept_counts_for_none():
     meter.seen("a", 0.0)
     meter.ran("a", 20.0, 100, calibrating=False, shared=True)
     t = FIRST_CALIBRATION_S
-    for kept in (False, True, True):  # (the first lump ran nothing in its tail)
+    for kept in (False, *[True] * SHARED_FIRST_TAILS):  # (the first lump's tail ran nothing)
         assert meter.due("a", t, shared=True), t
         meter.calibrating("a", t)
         if kept:
             meter.ran("a", 20.0, 100, calibrating=True, shared=True)
         assert not meter.due("a", t + SHARED_SECOND_S - 0.01, shared=True)
-        t += SHARED_SECOND_S
-    assert not meter.due("a", t, shared=True)  # two tails kept: done until SHARED_EVERY_S
+        t += SHARED_SECOND_S + 1e-9  # (not a hair under it)
+    assert not meter.due("a", t, shared=True)  # all its tails kept: done until SHARED_EVERY_S
     # A client whose tails are never kept is not calibrated every second for good.
     idle = SpeedMeter()
     idle.seen("a", 0.0)
