@@ -205,16 +205,20 @@ SHARED_SETTLE_S = 0.08
 # points), and same programs side by side read a speed of 1 and would only pay for them.  A
 # calibration whose tail was not kept (its client idle in it) counts for none, up to
 # SHARED_FIRST_TRIES.
-# Three, 1.4 s apart: for its first seconds busy the H100's power limiter swings the clock
+# Three, 2.4 s apart: for its first seconds busy the H100's power limiter swings the clock
 # with a period of about 1 s (2026-12-06, alike pairs and trios by work: grants 6-14 % slower
 # a launch 0.8-1.1, 1.8-2.1 and 2.8-3.0 s into a busy stretch, flat between).  Two trains of
 # calibrations 1.0 s apart put each client's tails at the same phase both times: the third of
 # a CUDA-graph trio's train in the 1.8 s dip and a second later in the next, read 7 % and
 # 17 % slow, charged 1.07-1.12 for 1.00 of work (2.6 points under over 10 s, and the client
-# first in line, with one tail read on a flat stretch, 2.6 over).  1.4 s apart, three trains
-# put each client's tails at three phases of the swing, and the median leaves out one in a dip.
+# first in line, with one tail read on a flat stretch, 2.6 over).  Three trains 1.4 s apart
+# put each client's tails at three phases of the swing, and the median left out the one in a
+# dip: every 10 s window of those pairs and trios within 2.1 points (10:44-10:49); but a 1 s
+# window then held the pay-back of one train and the lump of the next, 7.8-9.7 points off
+# where one train alone made 5.7-8.1.  2.4 s apart, the same phases, and a train's 1 s windows
+# hold no other.
 SHARED_FIRST_TAILS = 3
-SHARED_SECOND_S = 1.4
+SHARED_SECOND_S = 2.4
 SHARED_FIRST_TRIES = 5
 SHARED_DRIFT = 0.1
 SHARED_EVERY_S = 60.0
