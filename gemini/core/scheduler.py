@@ -68,6 +68,7 @@ from gemini.core.speed import (
     LUMP_BOUND,
     SHARED_CALIBRATED_MAX,
     SHARED_CALIBRATION,
+    SHARED_PREPAY,
     SHARED_STEADY_S,
     SHARED_STEADY_WAIT_S,
     Calibration,
@@ -236,6 +237,9 @@ class SchedulerCore:
         # began (_steady).
         self._latest_grant: Interval | None = None
         self._busy_since = now
+        # What each uncapped client with a calibration due was charged ahead of its lump
+        # (speed.SHARED_PREPAY), given back with it.
+        self._prepaid: dict[str, float] = {}
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -511,6 +515,7 @@ class SchedulerCore:
             client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now)
+            self.credits.spend(candidate.name, -self._prepaid.pop(candidate.name, 0.0))
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
         self._refund_pending_overrun(interval)
@@ -714,7 +719,7 @@ class SchedulerCore:
                    and self.speed.due(name, now, True)
                    and (self._steady(now) or self.speed.due(name, now - SHARED_STEADY_WAIT_S,
                                                             True)))
-            return SHARED_CALIBRATION if due else None
+            return SHARED_CALIBRATION if self._paid_ahead(name, names, due) else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
@@ -723,6 +728,20 @@ class SchedulerCore:
                      default=0.0)
         return self._calibration(spec, alone=len(names) == 1,
                                  by_work=self.speed.reads_by_work(name), beside_cap=beside)
+
+    def _paid_ahead(self, name: str, names: list[str], due: bool) -> bool:
+        """Has `name`, an uncapped client whose calibration is `due`, been charged part of its
+        lump ahead (speed.SHARED_PREPAY)?  When one falls due, it is charged now, and its lump
+        comes at its next turn after this decision; a calibration no longer due gives it back."""
+        if not due:
+            self.credits.spend(name, -self._prepaid.pop(name, 0.0))
+            return False
+        if name in self._prepaid:
+            return True
+        rate = self._targets(names).get(name, 0.0)
+        self._prepaid[name] = SHARED_PREPAY * SHARED_CALIBRATION.length_s * (1.0 - rate)
+        self.credits.spend(name, self._prepaid[name])
+        return False
 
     def _note_busy(self, grant: Interval) -> None:
         latest = self._latest_grant
@@ -1123,6 +1142,7 @@ class SchedulerCore:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
                 self._shared_speeds.pop(spec.name, None)  # (charged in its windows now)
+                self.credits.spend(spec.name, -self._prepaid.pop(spec.name, 0.0))
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
             ):
@@ -1136,6 +1156,7 @@ class SchedulerCore:
             self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
+            self._prepaid.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
