@@ -43,10 +43,9 @@ Rules:
   the power limiter sets one clock for all, which a light program runs slower at than alone
   and a power-hungry one faster.  Each gets short calibration grants
   (`speed.SHARED_CALIBRATION_S`: alone, while the others wait, once the GPU has been busy for
-  `speed.SHARED_STEADY_S`: the power limiter dips the clock after an idle) and is charged its
-  speed in its
-  credit, and the credit each earns is shifted alike for all (`_by_work`) so that the GPU's
-  time adds up.
+  `speed.SHARED_STEADY_S`: the power limiter dips the clock after an idle; half its excess
+  charged ahead, `speed.SHARED_PREPAY`) and is charged its speed in its credit, and the credit
+  each earns is shifted alike for all (`_by_work`) so that the GPU's time adds up.
 
 Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each returns actions.
 `next_deadline()` says when `on_deadline` must be called.
@@ -240,6 +239,8 @@ class SchedulerCore:
         # What each uncapped client with a calibration due was charged ahead of its lump
         # (speed.SHARED_PREPAY), given back with it.
         self._prepaid: dict[str, float] = {}
+        # Since when each uncapped client with a calibration due has waited for a steady card.
+        self._unsteady_since: dict[str, float] = {}
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -514,8 +515,9 @@ class SchedulerCore:
             assert standing is not None
             client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
-            self.speed.calibrating(candidate.name, now)
+            self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
             self.credits.spend(candidate.name, -self._prepaid.pop(candidate.name, 0.0))
+            self._unsteady_since.pop(candidate.name, None)
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
         self._refund_pending_overrun(interval)
@@ -714,11 +716,7 @@ class SchedulerCore:
         steady (_steady) or it waited speed.SHARED_STEADY_WAIT_S for that; None: none."""
         spec = self.clients[name].spec
         if not spec.capped:
-            due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
-                   and not self._by_time(self.clients[name], now, names)
-                   and self.speed.due(name, now, True)
-                   and (self._steady(now) or self.speed.due(name, now - SHARED_STEADY_WAIT_S,
-                                                            True)))
+            due = self._shared_due(name, names, now)
             return SHARED_CALIBRATION if self._paid_ahead(name, names, due) else None
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
@@ -729,6 +727,19 @@ class SchedulerCore:
         return self._calibration(spec, alone=len(names) == 1,
                                  by_work=self.speed.reads_by_work(name), beside_cap=beside)
 
+    def _shared_due(self, name: str, names: list[str], now: float) -> bool:
+        """Is a calibration due to `name`, uncapped, beside others, with the card steady
+        (_steady), or after it waited speed.SHARED_STEADY_WAIT_S beside them for that?"""
+        due = (self.timing.shared_speed and len(names) > 1 and self.speed.measured(name)
+               and not self._by_time(self.clients[name], now, names)
+               and self.speed.due(name, now, True))
+        if not due or self._steady(now):
+            self._unsteady_since.pop(name, None)
+            return due
+        # (from the first decision that found it waiting, not from when it fell due: one due
+        # in an idle came at once when the work came back, in the limiter's dip)
+        return now - self._unsteady_since.setdefault(name, now) >= SHARED_STEADY_WAIT_S
+
     def _paid_ahead(self, name: str, names: list[str], due: bool) -> bool:
         """Has `name`, an uncapped client whose calibration is `due`, been charged part of its
         lump ahead (speed.SHARED_PREPAY)?  When one falls due, it is charged now, and its lump
@@ -738,6 +749,7 @@ class SchedulerCore:
             return False
         if name in self._prepaid:
             return True
+        # (a side effect of _standings: it runs once a decision)
         rate = self._targets(names).get(name, 0.0)
         self._prepaid[name] = SHARED_PREPAY * SHARED_CALIBRATION.length_s * (1.0 - rate)
         self.credits.spend(name, self._prepaid[name])
@@ -825,6 +837,7 @@ class SchedulerCore:
         if len(wanting) == 1 and wanting <= self.clients.keys():
             (name,) = wanting
             self.credits.owe_nothing(name, max(unspent.get(name, 0.0), 0.0))
+            self._prepaid.pop(name, None)  # (forgiven with the rest: not given back again)
 
     def _targets(self, names: set[str] | list[str]) -> dict[str, float]:
         specs = {n: self.clients[n].spec for n in names if n in self.clients}
@@ -953,7 +966,9 @@ class SchedulerCore:
         return self.candidates[index], best
 
     def _standings(self, names: list[str], now: float, least: float) -> list[Standing]:
-        """Where each of `names` stands; `least`: the room that a grant waits for."""
+        """Where each of `names` stands; `least`: the room that a grant waits for.  Once a
+        decision: it charges an uncapped client whose calibration falls due part of its lump
+        ahead (_paid_ahead)."""
         _, long_size = self._window(now)
         rates = self._targets(names)
         far = self._room_horizon_s
@@ -1157,6 +1172,7 @@ class SchedulerCore:
             self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
             self._prepaid.pop(name, None)
+            self._unsteady_since.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))

@@ -232,15 +232,18 @@ SHARED_EVERY_S = 60.0
 # work).  More share by time, as all did before 2026-12-06.
 SHARED_CALIBRATED_MAX = 3
 # A calibration beside others waits until the card is steady: the GPU busy, grant after grant
-# with no gap of IDLE_GAP_S, for SHARED_STEADY_S (or it comes anyway SHARED_STEADY_WAIT_S after
-# it was due).  After an idle the power limiter dips the clock: on the H100 (2026-12-06, alike
-# trios and pairs by work) shared grants ran 15-25 % slower a launch 1.05-1.12 s after the card
-# went from idle to busy, and 40-220 ms after an idle of 250-290 ms.  The lumps that began
+# with no gap of IDLE_GAP_S, for SHARED_STEADY_S (or it comes anyway once it has waited
+# SHARED_STEADY_WAIT_S beside others for that).  After an idle the power limiter dips the
+# clock: on the H100 (2026-12-06, alike trios and pairs by work) shared grants ran 15-25 %
+# slower a launch 1.05-1.12 s after the card went from idle to busy, and 40-220 ms after an
+# idle of 250-290 ms.  The lumps that began
 # 1.10-1.15 s into a busy stretch, or 18-66 ms, read their program 3-11 % slower than their
 # neighbours' did later in the same train of calibrations (6 of 12 trains; lumps that began
 # 0.27 s or 1.18-3.0 s in did not): a 0.5 client so read was charged 1.08-1.09 and did
 # 0.475-0.478 of its bare work over its worst 10 s window.
 IDLE_GAP_S = 0.05
+SHARED_STEADY_S = 1.5
+SHARED_STEADY_WAIT_S = 5.0
 # A calibration beside others is paid this much of its excess ahead.  A lump of L at a share r
 # puts L (1 - r) more in the 1 s windows that hold it, and paid back after it all falls in the
 # next (6-11 points on the H100, 2026-12-06).  So when one falls due, its client is charged
@@ -248,10 +251,9 @@ IDLE_GAP_S = 0.05
 # comes at its next turn) and given it back with the lump.  On the simulator (seeds 1-4, from
 # 1 s, every 1 s window sliding by 50 ms) the worst window of a pair 6.6-9.3 points -> 5.5-6.7,
 # of a trio 7.6-9.5 -> 5.3-7.6, the 10 s windows as before; 0.8 of it did better for alike
-# pairs (4.5-5.9) and worse for trios (6.6-8.0).
+# pairs (4.5-5.9) and worse for trios (6.6-8.0).  (Clients that start together fall due in one
+# decision, and are charged ahead together: that part of the shift cancels.)
 SHARED_PREPAY = 0.5
-SHARED_STEADY_S = 1.5
-SHARED_STEADY_WAIT_S = 5.0
 # Its grants' cost per launch is the median of this many latest grants': a grant that ran slow
 # for reasons of its own does not move it.  On the H100 a torch eager loop's grants read
 # 196-217 us a launch (p10-p90; median 200) beside its twin, and a mean over ~10 of them
@@ -353,6 +355,7 @@ class _Clocks:
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
+    shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
 
     @property
@@ -543,7 +546,7 @@ class SpeedMeter:
         since = now - clocks.calibrated_at
         if shared:
             if (len(clocks.tail_costs) < SHARED_FIRST_TAILS
-                    and clocks.calibrations < SHARED_FIRST_TRIES):
+                    and clocks.shared_calibrations < SHARED_FIRST_TRIES):
                 return since >= SHARED_SECOND_S
             return since >= SHARED_EVERY_S or (since >= SETTLING_EVERY_S and _cost_moved(clocks))
         settling = _read_within(clocks, now, SETTLE_S)
@@ -556,11 +559,13 @@ class SpeedMeter:
         return since >= (SETTLING_EVERY_S if settling else self.every_s) or (
             unsure and since >= SETTLING_EVERY_S)
 
-    def calibrating(self, name: str, now: float) -> None:
-        """A calibration grant begins: its tail will be the continuous clock."""
+    def calibrating(self, name: str, now: float, shared: bool = False) -> None:
+        """A calibration grant begins: its tail will be the continuous clock (`shared`: an
+        uncapped client's, beside others)."""
         clocks = self._clocks.setdefault(name, _Clocks())
         clocks.calibrated_at, clocks.tail_sum, clocks.tail_samples = now, 0.0, 0
         clocks.calibrations += 1
+        clocks.shared_calibrations += shared
         clocks.in_grants_then = clocks.in_grants
         clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
