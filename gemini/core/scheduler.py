@@ -756,6 +756,7 @@ class SchedulerCore:
         return False
 
     def _note_busy(self, grant: Interval) -> None:
+        """A grant was made: the GPU's busy stretch goes on, or began with it after an idle."""
         latest = self._latest_grant
         if latest is None or grant.start - latest.end >= IDLE_GAP_S:
             self._busy_since = grant.start

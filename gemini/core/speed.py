@@ -236,11 +236,11 @@ SHARED_CALIBRATED_MAX = 3
 # SHARED_STEADY_WAIT_S beside others for that).  After an idle the power limiter dips the
 # clock: on the H100 (2026-12-06, alike trios and pairs by work) shared grants ran 15-25 %
 # slower a launch 1.05-1.12 s after the card went from idle to busy, and 40-220 ms after an
-# idle of 250-290 ms.  The lumps that began
-# 1.10-1.15 s into a busy stretch, or 18-66 ms, read their program 3-11 % slower than their
-# neighbours' did later in the same train of calibrations (6 of 12 trains; lumps that began
-# 0.27 s or 1.18-3.0 s in did not): a 0.5 client so read was charged 1.08-1.09 and did
-# 0.475-0.478 of its bare work over its worst 10 s window.
+# idle of 250-290 ms.  The lumps that began 1.10-1.15 s into a busy stretch, or 18-66 ms, read
+# their program 3-11 % slower than their neighbours' did later in the same train of
+# calibrations (6 of 12 trains; lumps that began 0.27 s or 1.18-3.0 s in did not): a 0.5
+# client so read was charged 1.08-1.09 and did 0.475-0.478 of its bare work over its worst
+# 10 s window.
 IDLE_GAP_S = 0.05
 SHARED_STEADY_S = 1.5
 SHARED_STEADY_WAIT_S = 5.0
