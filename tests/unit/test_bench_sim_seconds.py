@@ -17,3 +17,12 @@ def test_each_client_of_a_case_is_told_with_its_lowest_and_highest_second_and_it
         assert c["low_pp"] <= c["high_pp"]  # (points from its cap, the lowest first)
         assert abs(c["share"] - c["cap"]) < 0.05, c  # capped and saturating: near its cap
         assert -100 * c["cap"] < c["low_pp"] < 0.0 < c["high_pp"] < 100 * (1 - c["cap"])
+
+
+def test_a_shared_case_tells_each_clients_worst_windows_from_the_start_and_after_calibrations(
+) -> None:
+    clients = sim_seconds.run_shared_case((0.3, 0.7), alike=False, seed=1, seconds=12.0)
+    assert [(c["client"], c["target"]) for c in clients] == [("light", 0.3), ("hungry", 0.7)]
+    for c in clients:  # (a window from 1 s holds the first calibrations; one from 8 s does not)
+        assert 0.0 < c["worst_1s_after_pp"] <= c["worst_1s_pp"] < 100 * c["target"], c
+        assert 0.0 < c["worst_10s_pp"] < c["worst_1s_pp"], c
