@@ -248,13 +248,13 @@ SHARED_STEADY_WAIT_S = 5.0
 # puts L (1 - r) more in the 1 s windows that hold it, and paid back after it all falls in the
 # next (6-11 points on the H100, 2026-12-06).  So when one falls due, its client is charged
 # SHARED_PREPAY L (1 - r) at once (its neighbours are served that much before the lump, which
-# comes at its next turn) and given it back with the lump.  On the simulator (seeds 1-4, from
-# 1 s, every 1 s window sliding by 50 ms) the worst window of a pair 6.6-9.3 points -> 5.5-6.7,
-# of a trio 7.6-9.5 -> 5.3-7.6, the 10 s windows as before; 0.8 of it did better for alike
-# pairs (4.5-5.9) and worse for trios (6.6-8.0).  `bench/sim_seconds.py --shared` measures it
-# (bench/results/devbox-20261206-1118-sim-shared-*.json: three calibrations a client paid half
-# ahead read as well as, or better than, two unpaid at 84ce9f3).  (Clients that start together
-# fall due in one decision, and are charged ahead together: that part of the shift cancels.)
+# comes at its next turn) and given it back with the lump.  On the simulator
+# (`bench/sim_seconds.py --shared`, seeds 1-4, every client's worst 1 s window from 1 s,
+# bench/results/devbox-20261206-1118-sim-shared-*.json) pairs 6.8-10.4 points -> 4.3-6.7,
+# trios 5.0-10.3 -> 4.5-7.7 (two calibrations unpaid, at 84ce9f3: 4.7-9.5, 4.6-9.1), the 10 s
+# windows as before; 0.8 of it did better for alike pairs and worse for trios (a scratch run).
+# (Clients that start together fall due in one decision, and are charged ahead together: that
+# part of the shift cancels.)
 SHARED_PREPAY = 0.5
 # Its grants' cost per launch is the median of this many latest grants': a grant that ran slow
 # for reasons of its own does not move it.  On the H100 a torch eager loop's grants read
