@@ -45,12 +45,18 @@ TRIO = [("light", 0.2, 1.0), ("hungry", 0.3, 1.0), ("light2", 0.5, 1.0)]
 AFTER_FIRST_CALIBRATIONS_S = 8.0
 
 
+def measured_sim(specs, own=None, seed=1, timing=SHARED) -> Sim:
+    """Saturating clients whose hooks measure their launches, on a GPU whose clock each
+    program's own (`own`: MHz by client; none: alike programs) slows as the limiter does."""
+    return Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(own=own or {}),
+               gpu_wait=0.5, launch_s=0.0002, seed=seed)
+
+
 def run_together(specs, own, seconds=30.0, seed=1, timing=SHARED
                  ) -> tuple[Sim, list[tuple[str, float]]]:
     """Saturating uncapped clients whose hooks measure their launches; and the calibration
     grants (who, when)."""
-    sim = Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(own=own), gpu_wait=0.5,
-              launch_s=0.0002, seed=seed)
+    sim = measured_sim(specs, own, seed, timing)
     for name, _, _ in specs:
         sim.start(name)
     sim.run_until(seconds)
@@ -129,8 +135,7 @@ def alike_pair_with_an_idle(pause_at: float, resume_at: float, until: float) -> 
     """Two alike saturating clients from 0 that both stop asking at `pause_at` (the GPU idles
     once their grants run out) and ask again at `resume_at`."""
     specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
-    sim = Sim(specs, timing=SHARED, burst_ms=40.0, clock=GpuClock(own={}), gpu_wait=0.5,
-              launch_s=0.0002, seed=1)
+    sim = measured_sim(specs)
     for name, _, _ in specs:
         sim.start(name)
     sim.run_until(pause_at)
@@ -195,8 +200,7 @@ def test_what_a_calibration_was_charged_ahead_is_given_back(specs, event):
     """Credit is earned at rates that add up to the GPU and spent as it is served, so it adds
     up to about nothing; a charge ahead never given back leaves it short (pair -0.18 s, trio
     -0.38 s, capped -0.06 s, crowded -0.15 s, against 0.04 at most when given back)."""
-    sim = Sim(specs, timing=SHARED, burst_ms=40.0, clock=GpuClock(own={}), gpu_wait=0.5,
-              launch_s=0.0002, seed=1)
+    sim = measured_sim(specs)
     for name, _, _ in specs:
         if name != "late":
             sim.start(name)
@@ -210,8 +214,7 @@ def test_what_a_calibration_was_charged_ahead_is_given_back(specs, event):
 
 def test_beside_others_a_calibration_comes_anyway_once_it_waited_long_for_a_steady_card():
     specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
-    sim = Sim(specs, timing=SHARED, burst_ms=40.0, clock=GpuClock(own={}), gpu_wait=0.5,
-              launch_s=0.0002, seed=1)
+    sim = measured_sim(specs)
     for name, _, _ in specs:
         sim.start(name)
     for second in range(1, 12):  # both stop for 0.2 s of every second: the card never settles
@@ -241,8 +244,7 @@ def test_a_fourth_uncapped_client_puts_the_others_back_on_time():
     share by time."""
     def quartet(timing):
         specs = [(n, r * 0.8, lim) for n, r, lim in TRIO] + [("late", 0.2, 1.0)]
-        sim = Sim(specs, timing=timing, burst_ms=40.0, gpu_wait=0.5, launch_s=0.0002, seed=1,
-                  clock=GpuClock(own={**OWN, "late": 1980.0}))
+        sim = measured_sim(specs, {**OWN, "late": 1980.0}, timing=timing)
         for name, _, _ in TRIO:
             sim.start(name)
         sim.start("late", 8.0)
@@ -286,8 +288,7 @@ def test_a_client_of_several_processes_shares_by_time():
     segments): on the fake GPU a client of two processes read 8.0 ms a launch in its grants
     and 15.0 in its first tail for kernels of 5 ms, was charged 1.87, and did 0.375 of the GPU
     beside a client of one at 0.5 (2026-12-06, once gem-schd shared by work by default)."""
-    sim = Sim(PAIR, timing=SHARED, burst_ms=40.0, clock=GpuClock(own=OWN), gpu_wait=0.5,
-              launch_s=0.0002, seed=1)
+    sim = measured_sim(PAIR, OWN)
     light = sim.clients["light"]
     sim.core.on_request(light.conn, Request("light", 99, RequestType.REPORT, (0, 2, 0)), 0.0)
     for name, _, _ in PAIR:
