@@ -516,7 +516,7 @@ class SchedulerCore:
             client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
-            self.credits.spend(candidate.name, -self._prepaid.pop(candidate.name, 0.0))
+            self._give_back_prepaid(candidate.name)
             self._unsteady_since.pop(candidate.name, None)
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
@@ -745,7 +745,7 @@ class SchedulerCore:
         lump ahead (speed.SHARED_PREPAY)?  When one falls due, it is charged now, and its lump
         comes at its next turn after this decision; a calibration no longer due gives it back."""
         if not due:
-            self.credits.spend(name, -self._prepaid.pop(name, 0.0))
+            self._give_back_prepaid(name)
             return False
         if name in self._prepaid:
             return True
@@ -754,6 +754,11 @@ class SchedulerCore:
         self._prepaid[name] = SHARED_PREPAY * SHARED_CALIBRATION.length_s * (1.0 - rate)
         self.credits.spend(name, self._prepaid[name])
         return False
+
+    def _give_back_prepaid(self, name: str) -> None:
+        """What `name` was charged ahead of a calibration goes back to its credit (the lump
+        came, or none will)."""
+        self.credits.spend(name, -self._prepaid.pop(name, 0.0))
 
     def _note_busy(self, grant: Interval) -> None:
         """A grant was made: the GPU's busy stretch goes on, or began with it after an idle."""
@@ -1158,7 +1163,7 @@ class SchedulerCore:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
                 self._shared_speeds.pop(spec.name, None)  # (charged in its windows now)
-                self.credits.spend(spec.name, -self._prepaid.pop(spec.name, 0.0))
+                self._give_back_prepaid(spec.name)
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
             ):
