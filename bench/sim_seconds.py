@@ -59,22 +59,12 @@ def run_case(caps: tuple[float, ...], seed: int, seconds: float) -> list[dict]:
 
 def run_shared_case(shares: tuple[float, ...], alike: bool, seed: int,
                     seconds: float) -> list[dict]:
-    from dataclasses import replace
-
-    from tests.unit.sim import GpuClock, Sim
-    from tests.unit.test_scheduler import LAUNCHER
-    from tests.unit.test_shared_speed import OWN
+    from tests.unit.test_shared_speed import OWN, run_together
 
     names = ["light", "hungry", "light2"][:len(shares)]
-    own = {} if alike else OWN
-    sim = Sim([(n, r, 1.0) for n, r in zip(names, shares, strict=True)],
-              timing=replace(LAUNCHER, shared_speed=True), burst_ms=40.0, seed=seed,
-              clock=GpuClock(own=own), gpu_wait=0.5, launch_s=0.0002)
-    for n in names:
-        sim.start(n)
-    sim.run_until(seconds)
+    sim, _ = run_together([(n, r, 1.0) for n, r in zip(names, shares, strict=True)],
+                          {} if alike else OWN, seconds=seconds, seed=seed)
     assert sim.clock is not None
-    sim.clock.advance(seconds, sim.running)
 
     def worst(n: str, target: float, width: float, start: float, step: float) -> float:
         count = int((seconds - start - width) / step) + 1
