@@ -660,23 +660,24 @@ class SchedulerCore:
         its pod manager serves several processes: each one's hook times its launches among the
         others' (their kernels run in its segments), and on the fake GPU a client of two read
         8.0 ms a launch in its grants and 15.0 in its first tail for kernels of 5 ms, was
-        charged 1.87, and did 0.375 of the GPU beside one at 0.5 (2026-12-06).  And where more
-        uncapped clients than speed.SHARED_CALIBRATED_MAX share the GPU (_crowded; `names`
-        want it too)."""
-        return not client.spec.capped and (client.processes > 1 or self._crowded(now, names))
+        charged 1.87, and did 0.375 of the GPU beside one at 0.5 (2026-12-06).  And where the
+        uncapped clients that share the GPU (`names` want it too) are too many or alike
+        (_shares_by_time)."""
+        return not client.spec.capped and (client.processes > 1
+                                           or self._shares_by_time(now, names))
 
-    def _crowded(self, now: float, names: list[str] | None = None) -> bool:
-        """Do more uncapped clients than SHARED_CALIBRATED_MAX share the GPU: want it now (or
-        are `names`), or held it within the short window (the long one without)?  Then all of
-        them share by time, calibrated or not: speeds read as a trio stayed in a fourth's
-        company, and were never read again (a review).  Within the window, not at the moment:
+    def _shares_by_time(self, now: float, names: list[str] | None = None) -> bool:
+        """Do the uncapped clients that share the GPU share it by time: more of them than
+        speed.SHARED_CALIBRATED_MAX, or all alike (speed.ALIKE_COST_SPREAD)?  Those that want it
+        now (or are `names`), or held it within the short window (the long one without): speeds
+        read as a trio stayed in a fourth's company, and were never read again (a review); and
         one between two requests made the others three, and their old speeds came back."""
         since = now - (self._short_window_s or self.timing.window_s)
         sharing = {n for n, c in self.clients.items() if not c.spec.capped and (
             (i := self.history.latest(n)) is not None and i.end > since)}
         sharing |= {n for n in self._wanting() | set(names or ())
                     if n in self.clients and not self.clients[n].spec.capped}
-        return len(sharing) > SHARED_CALIBRATED_MAX
+        return len(sharing) > SHARED_CALIBRATED_MAX or self.speed.alike(sharing)
 
     def _wanting(self) -> set[str]:
         """The clients that want the GPU now: those waiting, and the holder."""
@@ -852,7 +853,7 @@ class SchedulerCore:
     def _by_work(self, rates: dict[str, float], now: float) -> dict[str, float]:
         """The rates at which clients earn credit, those of uncapped ones beside others
         shifted for their speeds (policy.by_work); capped ones earn their targets."""
-        if len(rates) < 2 or not self._shared_speeds or self._crowded(now, list(rates)):
+        if len(rates) < 2 or not self._shared_speeds or self._shares_by_time(now, list(rates)):
             return rates
         speeds = {n: self._shared_speeds.get(n, 1.0) for n in rates
                   if not self.clients[n].spec.capped}

@@ -231,6 +231,18 @@ SHARED_EVERY_S = 60.0
 # different programs, where work pays: 4.7-6.0 points off over 10 s by time, 1.3-1.6 by
 # work).  More share by time, as all did before 2026-12-06.
 SHARED_CALIBRATED_MAX = 3
+# ...and none where their grants cost the same per launch, within this (each the median of its
+# latest RECENT_GRANTS), all counted in graph launches or all not: one program side by side,
+# most likely, and the limiter's clock for them is the clock each runs at alone, so their
+# speeds are all 1 and by time is by work.  Their calibrations only cost them: a lump of L at a
+# share r leaves some 1 s window L (1 - r) / 2 off at best (4.2 points at 0.3), and on the H100
+# alike pairs and trios by work read 5.6-9.2 points off over their worst 1 s windows, each at a
+# calibration, against 3.4 at most by time (2026-12-06).  There, twins' grants read 194-203 us
+# a launch (torch eager) and 776-817 a graph launch (CUDA graphs), at most 3.3 % apart at their
+# calibrations, a few hundred ms apart; Triton beside JAX 591-717 against 177-187.  Programs of
+# different kinds whose launches happen to cost the same within this share by time: 5-6 points
+# off over 10 s for Triton beside JAX (above).
+ALIKE_COST_SPREAD = 1.05
 # A calibration beside others waits until the card is steady: the GPU busy, grant after grant
 # with no gap of IDLE_GAP_S, for SHARED_STEADY_S (or it comes anyway once it has waited
 # SHARED_STEADY_WAIT_S beside others for that).  After an idle the power limiter dips the
@@ -483,6 +495,16 @@ class SpeedMeter:
             return False
         clocks = self._clocks[name]
         return not clocks.tail_costs or _work_speed(clocks) is not None
+
+    def alike(self, names: set[str] | list[str]) -> bool:
+        """Do `names`, two or more, run launches of one cost in their grants (ALIKE_COST_SPREAD),
+        each measured by its hook, and all of graphs or all not?"""
+        clocks = [self._clocks.get(n) for n in names]
+        known = [c for c in clocks if c is not None and c.grant_costs]
+        if len(known) < 2 or len(known) < len(clocks) or len({c.graphs for c in known}) > 1:
+            return False
+        costs = [_grants_cost(c) for c in known]
+        return max(costs) <= ALIKE_COST_SPREAD * min(costs)
 
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an

@@ -129,14 +129,16 @@ class Sim:
         seed: int = 1,
         clock: GpuClock | None = None,
         gpu_wait: float | None = None,
-        launch_s: float = 0.0,
+        launch_s: float | dict[str, float] = 0.0,
         overrun_s: dict[str, float] | None = None,
         delivery_s: tuple[float, float] | None = None,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
-        of one launch run continuously; its hook then says how many launches ran in the last
-        wire.RUN_MEASURE_MS of each grant, with the request after next (0: it says none).
+        of one launch run continuously (or each client's: a dict, which a test may change as the
+        simulator runs, as a program starts to run other kernels); its hook then says how many
+        launches ran in the last wire.RUN_MEASURE_MS of each grant, with the request after next
+        (0: it says none).
         `overrun_s`: how long some clients' work runs past each of their grants (a queue the
         hook let through), reported as overuse with their next request; the next holder's work
         waits for it (`ran`, `ran_share`).  `delivery_s`: each grant reaches its client a time
@@ -205,13 +207,15 @@ class Sim:
     def _run(self, c: SimClient) -> tuple[float, int]:
         """What its hook measured of its grant before the latest: GPU time (ms) and launches
         (the whole grant, or a calibration's last RUN_MEASURE_MS)."""
-        if not self.launch_s or self.clock is None or len(c.busy) < 2:
+        launch_s = self.launch_s.get(c.name, 0.0) if isinstance(self.launch_s, dict) \
+            else self.launch_s
+        if not launch_s or self.clock is None or len(c.busy) < 2:
             return 0.0, 0
         start, end = c.busy[-2]
         if len(c.busy) - 2 in c.calibrations:
             start = max(start, end - RUN_MEASURE_MS / 1000)
         self.clock.advance(end, self.running)
-        return (end - start) * 1000, round(self.clock.work(c.name, start, end) / self.launch_s)
+        return (end - start) * 1000, round(self.clock.work(c.name, start, end) / launch_s)
 
     def _handle(self, actions: list) -> None:
         for a in actions:

@@ -29,6 +29,7 @@ from gemini.core.speed import (
     SHARED_SECOND_S,
     SHARED_STEADY_S,
     SHARED_STEADY_WAIT_S,
+    WORK_PER_CLOCK,
     SpeedMeter,
 )
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType, Status
@@ -45,18 +46,29 @@ TRIO = [("light", 0.2, 1.0), ("hungry", 0.3, 1.0), ("light2", 0.5, 1.0)]
 AFTER_FIRST_CALIBRATIONS_S = 8.0
 
 
-def measured_sim(specs, own=None, seed=1, timing=SHARED) -> Sim:
+LAUNCH_S = 0.0002  # a launch's GPU time, run continuously at its program's own clock
+
+
+def measured_sim(specs, own=None, seed=1, timing=SHARED, launch_s=LAUNCH_S) -> Sim:
     """Saturating clients whose hooks measure their launches, on a GPU whose clock each
-    program's own (`own`: MHz by client; none: alike programs) slows as the limiter does."""
+    program's own (`own`: MHz by client; none: alike programs) slows as the limiter does;
+    `launch_s`: one for all, or by client (unlike)."""
     return Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(own=own or {}),
-               gpu_wait=0.5, launch_s=0.0002, seed=seed)
+               gpu_wait=0.5, launch_s=launch_s, seed=seed)
 
 
-def run_together(specs, own, seconds=30.0, seed=1, timing=SHARED
+def unlike(specs) -> dict[str, float]:
+    """Launches of another cost for each client (a fifth apart), so that the scheduler does
+    not take their programs for one (speed.ALIKE_COST_SPREAD), where the clock treats them
+    alike: a calibration's workings, without the speeds it reads."""
+    return {name: LAUNCH_S * 1.2 ** i for i, (name, _, _) in enumerate(specs)}
+
+
+def run_together(specs, own, seconds=30.0, seed=1, timing=SHARED, launch_s=LAUNCH_S
                  ) -> tuple[Sim, list[tuple[str, float]]]:
     """Saturating uncapped clients whose hooks measure their launches; and the calibration
     grants (who, when)."""
-    sim = measured_sim(specs, own, seed, timing)
+    sim = measured_sim(specs, own, seed, timing, launch_s)
     for name, _, _ in specs:
         sim.start(name)
     sim.run_until(seconds)
@@ -114,9 +126,10 @@ def test_different_programs_side_by_side_share_by_work(specs):
     assert worst_error(sim, specs, 10.0, 4.0, 30.0) > 4.0 and calibrations == []
 
 
-def test_the_same_program_side_by_side_is_calibrated_three_times_and_then_left_alone():
-    # Each calibration is a lump in its neighbours' seconds; alike programs read a speed of 1.
-    sim, calibrations = run_together(TRIO, {}, seconds=30.0)
+def test_different_programs_are_calibrated_three_times_and_then_left_alone():
+    # Each calibration is a lump in its neighbours' seconds (the clock here treats the three
+    # alike: each one's speed reads 1).
+    sim, calibrations = run_together(TRIO, {}, seconds=30.0, launch_s=unlike(TRIO))
     for name, _, _ in TRIO:
         starts = [t for n, t in calibrations if n == name]
         assert len(starts) == SHARED_FIRST_TAILS == 3, (name, starts)
@@ -131,11 +144,23 @@ def test_the_same_program_side_by_side_is_calibrated_three_times_and_then_left_a
         assert client["speed"] == pytest.approx(1.0, abs=0.02), client
 
 
-def alike_pair_with_an_idle(pause_at: float, resume_at: float, until: float) -> Sim:
-    """Two alike saturating clients from 0 that both stop asking at `pause_at` (the GPU idles
+def test_the_same_program_side_by_side_is_never_calibrated():
+    """Their speeds beside each other are all 1, and by time is by work: three lumps each only
+    cost them 4.5-6.9 points in their worst 1 s windows from 1 s on the simulator (seeds 1-4,
+    trios; pairs 5.3-6.7), and 5.6-9.2 on the H100 (2026-12-06, speed.ALIKE_COST_SPREAD)."""
+    for specs in (TRIO, PAIR):
+        sim, calibrations = run_together(specs, {}, seconds=15.0)
+        assert calibrations == []
+        assert worst_error(sim, specs, 1.0, 1.0, 15.0, slide=0.05) <= 3.5  # (2.4-3.3)
+        for client in sim.core.snapshot(15.0)["clients"]:  # type: ignore[union-attr]
+            assert client["speed"] == 1.0, client
+
+
+def pair_with_an_idle(pause_at: float, resume_at: float, until: float) -> Sim:
+    """Two saturating clients from 0 that both stop asking at `pause_at` (the GPU idles
     once their grants run out) and ask again at `resume_at`."""
     specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
-    sim = measured_sim(specs)
+    sim = measured_sim(specs, launch_s=unlike(specs))
     for name, _, _ in specs:
         sim.start(name)
     sim.run_until(pause_at)
@@ -153,16 +178,16 @@ def test_beside_others_a_calibration_waits_for_the_card_to_be_busy_for_a_while()
     busy, 40-220 ms after a 0.25 s idle), and a tail in the dip read its program 3-11 % slow:
     the first calibration of a train, a client charged 1.08 beside its twins
     (speed.SHARED_STEADY_S)."""
-    sim = alike_pair_with_an_idle(0.9, 1.3, 5.0)
+    sim = pair_with_an_idle(0.9, 1.3, 5.0)
     starts = sorted(t for _, t in calibration_grants(sim))
     # (due at FIRST_CALIBRATION_S: it came at 1.34, as the two came back, before this waited)
     assert starts and starts[0] >= 1.3 + SHARED_STEADY_S, starts
     assert starts[0] < 1.3 + SHARED_STEADY_S + 0.2, starts
-    busy = alike_pair_with_an_idle(30.0, 30.0, 5.0)  # (never idle)
+    busy = pair_with_an_idle(30.0, 30.0, 5.0)  # (never idle)
     assert min(t for _, t in calibration_grants(busy)) >= SHARED_STEADY_S
     # Due in an idle longer than SHARED_STEADY_WAIT_S: its wait counts from the work's return
     # (a review: it came 78 ms after it, in the dip).
-    late = alike_pair_with_an_idle(0.9, 8.0, 12.0)
+    late = pair_with_an_idle(0.9, 8.0, 12.0)
     assert min(t for _, t in calibration_grants(late)) >= 8.0 + SHARED_STEADY_S
 
 
@@ -170,7 +195,7 @@ def test_beside_others_a_calibration_is_paid_half_ahead():
     """A lump of L at a share r puts L (1 - r) more in the 1 s windows that hold it; paid back
     after it, all of that fell in one window: 6-11 points on the H100 (speed.SHARED_PREPAY)."""
     specs = [("a", 0.3, 1.0), ("b", 0.7, 1.0)]
-    sim, calibrations = run_together(specs, {}, seconds=10.0)
+    sim, calibrations = run_together(specs, {}, seconds=10.0, launch_s=unlike(specs))
     lumps = [t for n, t in calibrations if n == "a"]
     assert len(lumps) == SHARED_FIRST_TAILS
     ahead = SHARED_PREPAY * SHARED_CALIBRATION_S * (1 - 0.3)  # (42 ms)
@@ -200,7 +225,7 @@ def test_what_a_calibration_was_charged_ahead_is_given_back(specs, event):
     """Credit is earned at rates that add up to the GPU and spent as it is served, so it adds
     up to about nothing; a charge ahead never given back leaves it short (pair -0.18 s, trio
     -0.38 s, capped -0.06 s, crowded -0.15 s, against 0.04 at most when given back)."""
-    sim = measured_sim(specs)
+    sim = measured_sim(specs, launch_s=unlike(specs))
     for name, _, _ in specs:
         if name != "late":
             sim.start(name)
@@ -214,7 +239,7 @@ def test_what_a_calibration_was_charged_ahead_is_given_back(specs, event):
 
 def test_beside_others_a_calibration_comes_anyway_once_it_waited_long_for_a_steady_card():
     specs = [("a", 0.5, 1.0), ("b", 0.5, 1.0)]
-    sim = measured_sim(specs)
+    sim = measured_sim(specs, launch_s=unlike(specs))
     for name, _, _ in specs:
         sim.start(name)
     for second in range(1, 12):  # both stop for 0.2 s of every second: the card never settles
@@ -233,7 +258,7 @@ def test_more_than_three_uncapped_clients_share_by_time():
     share shrinks: eight alike clients at 1/8 read 8.9 points off over a 1 s window by work
     on the simulator, 1.6 by time."""
     specs = [(f"c{i}", 1 / 8, 1.0) for i in range(8)]
-    sim, calibrations = run_together(specs, {}, seconds=12.0)
+    sim, calibrations = run_together(specs, {}, seconds=12.0, launch_s=unlike(specs))
     assert calibrations == []
     assert worst_error(sim, specs, 1.0, 1.0, 12.0) <= 3.0
 
@@ -438,7 +463,8 @@ def test_an_uncapped_calibration_beside_others_is_short_and_flagged():
     core = SchedulerCore(config(("a", 0.5, 1.0, 1 << 30), ("b", 0.5, 1.0, 1 << 30)), SHARED, 0.0)
 
     def ask(conn: int, name: str, req_id: int, now: float):
-        run = (8.0, 40) if req_id > 2 else (0.0, 0)  # its hook measured its grant before
+        # its hook measured its grant before (a and b: two programs)
+        run = (8.0, 40 if name == "a" else 30) if req_id > 2 else (0.0, 0)
         req = Request(name, req_id, RequestType.QUOTA, (0.0, 50.0, 20.0, *run))
         return grants(core.on_request(conn, req, now))
 
@@ -472,3 +498,45 @@ def test_by_work_shifts_every_share_alike_so_that_the_gpu_time_adds_up(clients):
     assert by_work(rates, {n: 1.0 for n in rates}) == rates
     del speeds["c0"]  # a client that spends its time (capped) earns its target
     assert by_work(rates, speeds)["c0"] == rates["c0"]
+
+
+def test_programs_are_alike_where_their_grants_cost_the_same_per_launch():
+    meter = SpeedMeter()
+    for name, cost_ms in (("a", 0.200), ("b", 0.208), ("c", 0.212), ("g", 0.200)):
+        meter.ran(name, cost_ms * 100, 100, calibrating=False, shared=True,
+                  graphs=name == "g")
+    assert meter.alike({"a", "b"})  # (4 % apart)
+    assert not meter.alike({"a", "c"})  # (6 %)
+    assert not meter.alike({"a", "g"})  # a launch and a graph launch do not compare
+    assert not meter.alike({"a", "unmeasured"})
+    assert not meter.alike({"a"})
+
+
+def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
+    specs = [("a", 0.3, 1.0), ("b", 0.7, 1.0)]
+    launches = {"a": LAUNCH_S, "b": LAUNCH_S}
+    sim = measured_sim(specs, launch_s=launches)
+    for name, _, _ in specs:
+        sim.start(name)
+    sim.run_until(8.0)
+    assert calibration_grants(sim) == []
+    launches["a"] = 1.5 * LAUNCH_S  # (a runs other kernels now)
+    sim.run_until(16.0)
+    assert {n for n, _ in calibration_grants(sim)} == {"a", "b"}
+
+
+def test_programs_whose_launches_come_to_cost_the_same_share_by_time():
+    """Calibrated apart, then alike: the speeds read before are not charged (their tails
+    told two other programs)."""
+    launches = {"light": LAUNCH_S, "hungry": LAUNCH_S}
+    sim = measured_sim(PAIR, OWN, launch_s=launches)
+    for name, _, _ in PAIR:
+        sim.start(name)
+    sim.run_until(10.0)
+    assert sim.core.speed.speed("light", shared=True) < 0.9  # (as a light program beside it)
+    # its launches now cost what hungry's do at the pair's clock
+    launches["light"] = LAUNCH_S * (OWN["hungry"] / OWN["light"]) ** WORK_PER_CLOCK
+    sim.run_until(20.0)
+    speeds = {c["name"]: c["speed"] for c in sim.core.snapshot(20.0)["clients"]}  # type: ignore[index, union-attr]
+    assert speeds == {"light": 1.0, "hungry": 1.0}, speeds
+    assert sim.share("light", 12.0, 20.0) == pytest.approx(0.3, abs=0.01)
