@@ -76,8 +76,9 @@ by time was 5-6 points off by work (2026-11-25, 2026-11-26).  With gem-schd --sh
 (on by default since 2026-12-06; its lumps cost every client 5-9 points of its 1 s windows,
 README), such a client is calibrated while others want the GPU (its tail runs alone: three
 times at first, SHARED_SECOND_S apart, once the card is steady, SHARED_STEADY_S, each paid
-half ahead, SHARED_PREPAY), where at most SHARED_CALIBRATED_MAX uncapped clients share it
-and its pod manager serves one process, and its speed is its tails' cost per launch over its
+half ahead, SHARED_PREPAY), where at most SHARED_CALIBRATED_MAX uncapped clients share it,
+their grants' costs per launch tell their programs apart (ALIKE_COST_SPREAD) and its pod
+manager serves one process, and its speed is its tails' cost per launch over its
 shared grants', below 1 too (SHARED_RANGE).  Its tails can read on either side: the clock
 climbs or falls from the pair's to its own, so the median of the latest is taken, not the
 slowest.  Alone, an uncapped client's speed is nobody's business.
