@@ -15,6 +15,7 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.policy import by_work
 from gemini.core.scheduler import SchedulerCore
 from gemini.core.speed import (
+    ALIKE_MIN_GRANTS,
     FIRST_CALIBRATION_S,
     MIN_RUN_LAUNCHES,
     RECENT_GRANTS,
@@ -502,14 +503,19 @@ def test_by_work_shifts_every_share_alike_so_that_the_gpu_time_adds_up(clients):
 
 def test_programs_are_alike_where_their_grants_cost_the_same_per_launch():
     meter = SpeedMeter()
-    for name, cost_ms in (("a", 0.200), ("b", 0.208), ("c", 0.212), ("g", 0.200)):
-        meter.ran(name, cost_ms * 100, 100, calibrating=False, shared=True,
-                  graphs=name == "g")
-    assert meter.alike({"a", "b"})  # (4 % apart)
-    assert not meter.alike({"a", "c"})  # (6 %)
+    costs_ms = {"a": 0.200, "b": 0.215, "c": 0.218, "g": 0.200, "new": 0.300}
+    for name, cost_ms in costs_ms.items():
+        for _ in range(ALIKE_MIN_GRANTS if name != "new" else ALIKE_MIN_GRANTS - 1):
+            meter.ran(name, cost_ms * 100, 100, calibrating=False, shared=True,
+                      graphs=name == "g")
+    assert meter.alike({"a", "b"})  # (7.5 % apart)
+    assert not meter.alike({"a", "c"})  # (9 %)
     assert not meter.alike({"a", "g"})  # a launch and a graph launch do not compare
-    assert not meter.alike({"a", "unmeasured"})
-    assert not meter.alike({"a"})
+    assert meter.alike({"a", "b", "new"})  # not told apart yet
+    meter.ran("new", 30.0, 100, calibrating=False, shared=True)
+    assert not meter.alike({"a", "b", "new"})
+    assert meter.alike({"a", "b", "unmeasured"})  # (says nothing)
+    assert not meter.alike({"a", "unmeasured"}) and not meter.alike({"a"})
 
 
 def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
