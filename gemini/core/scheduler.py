@@ -668,10 +668,12 @@ class SchedulerCore:
 
     def _shares_by_time(self, now: float, names: list[str] | None = None) -> bool:
         """Do the uncapped clients that share the GPU share it by time: more of them than
-        speed.SHARED_CALIBRATED_MAX, or all alike (speed.ALIKE_COST_SPREAD)?  Those that want it
-        now (or are `names`), or held it within the short window (the long one without): speeds
-        read as a trio stayed in a fourth's company, and were never read again (a review); and
-        one between two requests made the others three, and their old speeds came back."""
+        speed.SHARED_CALIBRATED_MAX, or alike (speed.ALIKE_COST_SPREAD; a client of several
+        processes by the costs of its grants when it had one, as its processes' are not
+        weighed)?  Those that want it now (or are `names`), or held it within the short window
+        (the long one without): a count of those that wanted it at the moment made a trio of
+        four clients, whose speeds read as a trio then stayed (a review), and of three between
+        two requests, whose old speeds came back."""
         since = now - (self._short_window_s or self.timing.window_s)
         sharing = {n for n, c in self.clients.items() if not c.spec.capped and (
             (i := self.history.latest(n)) is not None and i.end > since)}

@@ -242,13 +242,17 @@ SHARED_CALIBRATED_MAX = 3
 # 4.4 % apart (torch eager 194-203 us a launch, CUDA graphs 776-817 a graph launch, JAX alike),
 # and 6.4 % where calibrations' lumps swung the clock (a torch eager trio at 11:01); Triton
 # beside JAX 591-717 against 177-187, 3.5-3.9 times.  Programs of different kinds whose
-# launches happen to cost the same within this share by time (Triton beside JAX: 5-6 points off
-# over 10 s, above); torch eager's and JAX's matmul loops cost 200 and 177-187 us, both bound
-# by the same matmuls.
+# launches happen to cost the same within this are taken for one and share by time, which for
+# Triton beside JAX would be 5-6 points off over 10 s (above).  torch eager's and JAX's matmul
+# loops, 200 and 177-187 us a launch, sit about at it.
 ALIKE_COST_SPREAD = 1.08
+# ...and once taken for one, the same clients are told apart only past this: at the edge, a
+# pair on the simulator went from by time to by work and back 32 times in 30 s (a review).
+ALIKE_LEAVE_SPREAD = 1.12
 # A client whose hook measured fewer of its grants than this is not told apart from the others
-# yet (its first launches may be its program's set-up): its neighbours, alike so far, are not
-# calibrated because of it.  One measured in none says nothing.
+# yet (its first launches may be its program's set-up): the others are compared among
+# themselves, and two or more such newcomers with one other at most are alike so far.  One
+# measured in none says nothing.
 ALIKE_MIN_GRANTS = 8
 # A calibration beside others waits until the card is steady: the GPU busy, grant after grant
 # with no gap of IDLE_GAP_S, for SHARED_STEADY_S (or it comes anyway once it has waited
@@ -463,6 +467,7 @@ class SpeedMeter:
     def __init__(self, every_s: float = CALIBRATE_EVERY_S) -> None:
         self.every_s = every_s
         self._clocks: dict[str, _Clocks] = {}
+        self._alike: set[str] = set()  # the clients alike() found alike last time
 
     def sample(self, name: str, mhz: float, at: float, into_grant_s: float, grant_s: float,
                calibrating: bool, calibration_s: float = CALIBRATION_S) -> None:
@@ -504,16 +509,21 @@ class SpeedMeter:
         return not clocks.tail_costs or _work_speed(clocks) is not None
 
     def alike(self, names: set[str] | list[str]) -> bool:
-        """Do `names` run launches of one cost in their grants (ALIKE_COST_SPREAD), as far as
-        their hooks measured them: at least two measured, all in graph launches or all not, and
-        those measured in fewer than ALIKE_MIN_GRANTS grants not told apart yet?"""
-        known = [c for n in names if (c := self._clocks.get(n)) is not None and c.grant_costs]
-        if len(known) < 2 or len({c.graphs for c in known}) > 1:
+        """Do `names` run launches of one cost in their grants, as far as their hooks measured
+        them: at least two measured, all in graph launches or all not, and those measured in
+        ALIKE_MIN_GRANTS grants or more within ALIKE_COST_SPREAD (ALIKE_LEAVE_SPREAD where the
+        same ones were found alike last time: it remembers which)?"""
+        known = {n: c for n in names if (c := self._clocks.get(n)) is not None and c.grant_costs}
+        if len(known) < 2 or len({c.graphs for c in known.values()}) > 1:
             return False
-        if any(len(c.grant_costs) < ALIKE_MIN_GRANTS for c in known):
+        told = {n: c for n, c in known.items() if len(c.grant_costs) >= ALIKE_MIN_GRANTS}
+        if len(told) < 2:
             return True
-        costs = [_grants_cost(c) for c in known]
-        return max(costs) <= ALIKE_COST_SPREAD * min(costs)
+        costs = [_grants_cost(c) for c in told.values()]
+        spread = ALIKE_LEAVE_SPREAD if told.keys() == self._alike else ALIKE_COST_SPREAD
+        alike = max(costs) <= spread * min(costs)
+        self._alike = set(told) if alike else set()
+        return alike
 
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an

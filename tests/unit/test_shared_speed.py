@@ -503,19 +503,58 @@ def test_by_work_shifts_every_share_alike_so_that_the_gpu_time_adds_up(clients):
 
 def test_programs_are_alike_where_their_grants_cost_the_same_per_launch():
     meter = SpeedMeter()
-    costs_ms = {"a": 0.200, "b": 0.215, "c": 0.218, "g": 0.200, "new": 0.300}
-    for name, cost_ms in costs_ms.items():
-        for _ in range(ALIKE_MIN_GRANTS if name != "new" else ALIKE_MIN_GRANTS - 1):
-            meter.ran(name, cost_ms * 100, 100, calibrating=False, shared=True,
-                      graphs=name == "g")
+
+    def grants(name: str, cost_ms: float, count: int = ALIKE_MIN_GRANTS) -> None:
+        for _ in range(count):
+            meter.ran(name, cost_ms * 100, 100, calibrating=False, shared=True, graphs=name == "g")
+
+    for name, cost_ms in {"a": 0.200, "b": 0.215, "c": 0.218, "g": 0.200}.items():
+        grants(name, cost_ms)
+    grants("new", 0.300, ALIKE_MIN_GRANTS - 1)
     assert meter.alike({"a", "b"})  # (7.5 % apart)
     assert not meter.alike({"a", "c"})  # (9 %)
     assert not meter.alike({"a", "g"})  # a launch and a graph launch do not compare
-    assert meter.alike({"a", "b", "new"})  # not told apart yet
-    meter.ran("new", 30.0, 100, calibrating=False, shared=True)
+    assert meter.alike({"a", "b", "new"})  # not told apart yet...
+    assert not meter.alike({"a", "c", "new"})  # (...nor does it hide a and c's difference)
+    grants("new", 0.300, 1)
     assert not meter.alike({"a", "b", "new"})
     assert meter.alike({"a", "b", "unmeasured"})  # (says nothing)
     assert not meter.alike({"a", "unmeasured"}) and not meter.alike({"a"})
+
+
+def test_alike_programs_are_told_apart_only_once_well_apart():
+    """At the edge a pair on the simulator went from by time to by work and back 32 times in
+    30 s (a review), a train of lumps each time."""
+    meter = SpeedMeter()
+    for name in ("a", "b"):
+        for _ in range(RECENT_GRANTS):
+            meter.ran(name, 20.0, 100, calibrating=False, shared=True)
+    assert meter.alike({"a", "b"})
+
+    def b_costs(ratio: float) -> bool:
+        for _ in range(RECENT_GRANTS):
+            meter.ran("b", 20.0 * ratio, 100, calibrating=False, shared=True)
+        return meter.alike({"a", "b"})
+
+    assert b_costs(1.10)  # (taken for one: held until ALIKE_LEAVE_SPREAD)
+    assert not b_costs(1.13)
+    assert not b_costs(1.10)  # (told apart: alike again within ALIKE_COST_SPREAD only)
+    assert b_costs(1.07)
+
+
+def test_a_twin_that_joins_leaves_the_others_uncalibrated_though_its_set_up_differs():
+    specs = [("a", 0.3, 1.0), ("b", 0.4, 1.0), ("c", 0.3, 1.0)]
+    launches = {name: LAUNCH_S for name, _, _ in specs}
+    sim = measured_sim(specs, launch_s=launches)
+    for name in ("a", "b"):
+        sim.start(name)
+    sim.run_until(10.0)
+    launches["c"] = 1.5 * LAUNCH_S  # (its program's set-up: other kernels for a few grants)
+    sim.start("c", 10.0)
+    sim.run_until(10.2)
+    launches["c"] = LAUNCH_S
+    sim.run_until(16.0)
+    assert calibration_grants(sim) == []
 
 
 def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
