@@ -4,6 +4,7 @@ streams; the memory limit holds on every allocation path; tokens expire and are 
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 import sys
@@ -554,3 +555,55 @@ def test_a_kernels_first_launch_that_loads_its_module_is_not_its_cost(fake_env, 
     assert replaced and float(said[0][0]) > 2000.0, said  # the load, then its replacement
     after = [float(learnt or by) for learnt, _, by in said[replaced[0]:]]
     assert statistics.median(after) < 200.0 and max(after) < 1000.0, said
+
+
+PITCH_AND_POOL = r"""
+import ctypes as C, json, sys
+cu = C.CDLL("libcuda.so.1")
+MIB, THRESHOLD = 1 << 20, 4  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+assert cu.cuInit(0) == 0
+ctx, pool = C.c_void_p(), C.c_void_p()
+assert cu.cuDevicePrimaryCtxRetain(C.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+assert cu.cuDeviceGetMemPool(C.byref(pool), 0) == 0
+keep = C.c_uint64(2**64 - 1)
+assert cu.cuMemPoolSetAttribute(pool, THRESHOLD, C.byref(keep)) == 0
+pitched, pitch, lent, kept = C.c_uint64(), C.c_size_t(), C.c_uint64(), C.c_uint64()
+assert cu.cuMemAllocPitch_v2(C.byref(pitched), C.byref(pitch), C.c_size_t(1000), C.c_size_t(4096),
+                             C.c_uint(4)) == 0
+for p, mib in ((lent, 48), (kept, 16)):
+    assert cu.cuMemAllocFromPoolAsync(C.byref(p), C.c_size_t(mib * MIB), pool, None) == 0
+assert cu.cuMemFreeAsync(kept, None) == 0 and cu.cuStreamSynchronize(None) == 0
+print(json.dumps({"ready": pitch.value * 4096}), flush=True)
+for step in sys.stdin:  # each line: free one more, then say what cuMemGetInfo reads
+    step = step.strip()
+    rc = (cu.cuMemFree_v2(pitched) if step == "pitched" else
+          cu.cuMemFreeAsync(lent, None) + cu.cuStreamSynchronize(None) if step == "lent" else
+          cu.cuMemPoolTrimTo(pool, C.c_size_t(0)))
+    free, total = C.c_size_t(), C.c_size_t()
+    assert cu.cuMemGetInfo_v2(C.byref(free), C.byref(total)) == 0
+    print(json.dumps({step: rc}), flush=True)
+"""
+
+
+def test_pitched_and_pool_bytes_are_claimed_again_across_a_reconnect(fake_env, pm):
+    """A new pod manager (or the same one restarted) is told what the process holds: a pitched
+    allocation, a pool's allocation and what the pool keeps of a free are each counted there as
+    they were before, and each goes back from there once freed (or trimmed, for the kept)."""
+    pm.limit = 1 << 30
+    proc = fake_env.start([sys.executable, "-c", PITCH_AND_POOL])
+    try:
+        pitched = json.loads(proc.wait_line('"ready"'))["ready"]
+        assert pitched >= 1000 * 4096
+        held = pitched + 64 * MIB
+        assert pm.wait_for(lambda p: p.used == held), pm.used
+        pm.drop_connections()
+        assert pm.wait_for(lambda p: any(tuple(u.args) == (held, MEM_CLAIM)
+                                         for u in p.of_type(RequestType.MEM_UPDATE)))
+        assert pm.wait_for(lambda p: p.used == held), pm.used
+        for step, left in (("pitched", 64 * MIB), ("lent", 64 * MIB), ("trim", 0)):
+            proc.popen.stdin.write(step + "\n")
+            proc.popen.stdin.flush()
+            assert json.loads(proc.wait_line(f'"{step}"')) == {step: 0}
+            assert pm.wait_for(lambda p, left=left: p.used == left), (step, pm.used)
+    finally:
+        proc.kill()
