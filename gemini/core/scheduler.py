@@ -241,6 +241,8 @@ class SchedulerCore:
         self._prepaid: dict[str, float] = {}
         # Since when each uncapped client with a calibration due has waited for a steady card.
         self._unsteady_since: dict[str, float] = {}
+        # The clients the log last said were taken for one program (_said_alike).
+        self._alike_said: frozenset[str] = frozenset()
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -598,7 +600,21 @@ class SchedulerCore:
         if gpu_wait_ms is not None and grant.end > grant.start and not grant.calibrating:
             self.speed.waited(grant.name, gpu_wait_ms / MS / (grant.end - grant.start))
         self._charge_speed(client, grant)
-        return out
+        return out + self._said_alike()
+
+    def _said_alike(self) -> list[Action]:
+        """A line for each client that came to be taken for one program with others (they
+        share by time, uncalibrated: speed.ALIKE_COST_SPREAD), or was told apart from them."""
+        alike = self.speed.alike_clients
+        if alike == self._alike_said:
+            return []
+        came, went = alike - self._alike_said, self._alike_said - alike
+        self._alike_said = alike
+        out = [act.info(n, f"runs one program with {', '.join(sorted(alike - {n}))} (their "
+                           "grants' cost per launch alike): shares by time, uncalibrated")
+               for n in sorted(came)]
+        return out + [act.info(n, "told apart from the others' programs: shares by work")
+                      for n in sorted(went) if n in self.clients]
 
     def _record_run(self, client: ClientState, grant: Interval,
                     run: tuple[float, int, bool]) -> list[Action]:

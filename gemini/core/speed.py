@@ -525,6 +525,11 @@ class SpeedMeter:
         self._alike = set(told) if alike else set()
         return alike
 
+    @property
+    def alike_clients(self) -> frozenset[str]:
+        """The clients alike() found alike the last time it compared some (none: none)."""
+        return frozenset(self._alike)
+
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
         uncapped client until then: it has nothing to compare its tails with.)"""

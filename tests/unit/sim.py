@@ -20,7 +20,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from gemini.core.actions import Reply
+from gemini.core.actions import Log, Reply
 from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.speed import WORK_PER_CLOCK
@@ -160,6 +160,7 @@ class Sim:
         self._wakeups: list[tuple[float, int, str]] = []
         self._seq = 0
         self.replies: list[Reply] = []
+        self.logs: list[Log] = []  # the scheduler's log lines
         self.grants = 0
         self.clock = clock
         self._fed_until = 0.0  # clock samples given to the scheduler up to here
@@ -219,6 +220,8 @@ class Sim:
 
     def _handle(self, actions: list) -> None:
         for a in actions:
+            if isinstance(a, Log):
+                self.logs.append(a)
             if isinstance(a, Reply) and a.type is RequestType.QUOTA:
                 self.replies.append(a)
                 if a.response.status is Status.OK:

@@ -565,9 +565,14 @@ def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
         sim.start(name)
     sim.run_until(8.0)
     assert calibration_grants(sim) == []
+    said = [(log.client, log.message) for log in sim.logs if "program" in log.message]
+    assert said == [(n, f"runs one program with {m} (their grants' cost per launch alike): "
+                        "shares by time, uncalibrated") for n, m in (("a", "b"), ("b", "a"))]
     launches["a"] = 1.5 * LAUNCH_S  # (a runs other kernels now)
     sim.run_until(16.0)
     assert {n for n, _ in calibration_grants(sim)} == {"a", "b"}
+    said = [(log.client, log.message) for log in sim.logs if "program" in log.message][2:]
+    assert said == [(n, "told apart from the others' programs: shares by work") for n in "ab"]
 
 
 def test_programs_whose_launches_come_to_cost_the_same_share_by_time():
