@@ -88,11 +88,14 @@ def by_work(rates: Mapping[str, float], speeds: Mapping[str, float]) -> dict[str
 
 class Credits:
     """GPU time each client is owed: earned at its target rate while it wants the GPU, spent
-    when served, kept within ±`bound` seconds."""
+    when served, kept within ±`bound` seconds.  Part of a grant still to come may be charged
+    ahead (a calibration's lump beside others: gemini.core.speed.SHARED_PREPAY), and is given
+    back when it comes, or when none will."""
 
     def __init__(self, bound: float, now: float) -> None:
         self.bound = bound
         self.credit: dict[str, float] = {}
+        self._ahead: dict[str, float] = {}  # charged ahead, not given back yet
         self._since = now
 
     def earn(self, rates: Mapping[str, float], now: float,
@@ -113,15 +116,31 @@ class Credits:
         """`seconds` of GPU time served to `name` (negative: given back unused)."""
         self.credit[name] = self.credit.get(name, 0.0) - seconds  # (bounded at the next earn)
 
+    def charge_ahead(self, name: str, seconds: float) -> None:
+        """`seconds` of a grant still to come charged to `name` now."""
+        self._ahead[name] = self._ahead.get(name, 0.0) + seconds
+        self.spend(name, seconds)
+
+    def charged_ahead(self, name: str) -> bool:
+        return name in self._ahead
+
+    def give_back_ahead(self, name: str) -> None:
+        """What `name` was charged ahead goes back to its credit (the grant came, or none
+        will)."""
+        self.spend(name, -self._ahead.pop(name, 0.0))
+
     def owe_nothing(self, name: str, ahead_by: float = 0.0) -> None:
-        """`name` is owed nothing, and owes at most `ahead_by` (what it holds unspent)."""
+        """`name` is owed nothing, and owes at most `ahead_by` (what it holds unspent); what it
+        was charged ahead is forgiven with the rest (given back later, it was a gift)."""
         self.credit[name] = min(max(self.credit.get(name, 0.0), -ahead_by), 0.0)
+        self._ahead.pop(name, None)
 
     def of(self, name: str) -> float:
         return self.credit.get(name, 0.0)
 
     def forget(self, name: str) -> None:
         self.credit.pop(name, None)
+        self._ahead.pop(name, None)
 
 
 class Pacer:

@@ -236,9 +236,6 @@ class SchedulerCore:
         # began (_steady).
         self._latest_grant: Interval | None = None
         self._busy_since = now
-        # What each uncapped client with a calibration due was charged ahead of its lump
-        # (speed.SHARED_PREPAY), given back with it.
-        self._prepaid: dict[str, float] = {}
         # Since when each uncapped client with a calibration due has waited for a steady card.
         self._unsteady_since: dict[str, float] = {}
         # The clients the log last said were taken for one program (_said_alike).
@@ -518,7 +515,7 @@ class SchedulerCore:
             client.calibration = cal
             length = max(length, min(cal.length_s, standing.remaining))
             self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
-            self._give_back_prepaid(candidate.name)
+            self.credits.give_back_ahead(candidate.name)  # (speed.SHARED_PREPAY)
             self._unsteady_since.pop(candidate.name, None)
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
@@ -764,20 +761,14 @@ class SchedulerCore:
         lump ahead (speed.SHARED_PREPAY)?  When one falls due, it is charged now, and its lump
         comes at its next turn after this decision; a calibration no longer due gives it back."""
         if not due:
-            self._give_back_prepaid(name)
+            self.credits.give_back_ahead(name)
             return False
-        if name in self._prepaid:
+        if self.credits.charged_ahead(name):
             return True
         # (a side effect of _standings: it runs once a decision)
         rate = self._targets(names).get(name, 0.0)
-        self._prepaid[name] = SHARED_PREPAY * SHARED_CALIBRATION.length_s * (1.0 - rate)
-        self.credits.spend(name, self._prepaid[name])
+        self.credits.charge_ahead(name, SHARED_PREPAY * SHARED_CALIBRATION.length_s * (1.0 - rate))
         return False
-
-    def _give_back_prepaid(self, name: str) -> None:
-        """What `name` was charged ahead of a calibration goes back to its credit (the lump
-        came, or none will)."""
-        self.credits.spend(name, -self._prepaid.pop(name, 0.0))
 
     def _note_busy(self, grant: Interval) -> None:
         """A grant was made: the GPU's busy stretch goes on, or began with it after an idle."""
@@ -862,7 +853,6 @@ class SchedulerCore:
         if len(wanting) == 1 and wanting <= self.clients.keys():
             (name,) = wanting
             self.credits.owe_nothing(name, max(unspent.get(name, 0.0), 0.0))
-            self._prepaid.pop(name, None)  # (forgiven with the rest: not given back again)
 
     def _targets(self, names: set[str] | list[str]) -> dict[str, float]:
         specs = {n: self.clients[n].spec for n in names if n in self.clients}
@@ -1182,7 +1172,7 @@ class SchedulerCore:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
                 self._shared_speeds.pop(spec.name, None)  # (charged in its windows now)
-                self._give_back_prepaid(spec.name)
+                self.credits.give_back_ahead(spec.name)
             if state.spec.gpu_mem != spec.gpu_mem or mem_flags(state.spec, self.um) != mem_flags(
                 spec, self.um
             ):
@@ -1196,7 +1186,6 @@ class SchedulerCore:
             self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
-            self._prepaid.pop(name, None)
             self._unsteady_since.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)

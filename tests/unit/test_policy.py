@@ -80,6 +80,25 @@ def test_a_client_owed_nothing_owes_at_most_what_it_holds_unspent():
     assert credits.of("c") == pytest.approx(-0.1)
 
 
+def test_a_charge_ahead_is_given_back_once_or_forgiven_with_the_rest():
+    """A calibration's lump beside others is paid in part ahead (gemini.core.speed.
+    SHARED_PREPAY); a client left alone is forgiven its debt, that charge with it: given back
+    after, it was a gift of up to 42 ms (a review)."""
+    credits = Credits(1.0, now=0.0)
+    credits.charge_ahead("a", 0.04)
+    assert credits.of("a") == pytest.approx(-0.04) and credits.charged_ahead("a")
+    credits.give_back_ahead("a")
+    credits.give_back_ahead("a")
+    assert credits.of("a") == pytest.approx(0.0) and not credits.charged_ahead("a")
+    credits.charge_ahead("b", 0.04)
+    credits.owe_nothing("b")
+    credits.give_back_ahead("b")
+    assert credits.of("b") == 0.0 and not credits.charged_ahead("b")
+    credits.charge_ahead("c", 0.04)
+    credits.forget("c")
+    assert not credits.charged_ahead("c")
+
+
 def test_pick_takes_the_one_owed_most_among_those_with_room():
     a = Standing("a", credit=0.05, target=0.3, remaining=0.01)
     b = Standing("b", credit=-0.02, target=0.7)
