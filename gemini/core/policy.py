@@ -122,6 +122,7 @@ class Credits:
         self.spend(name, seconds)
 
     def charged_ahead(self, name: str) -> bool:
+        """Has `name` been charged ahead, and not given it back yet?"""
         return name in self._ahead
 
     def give_back_ahead(self, name: str) -> None:
@@ -130,10 +131,11 @@ class Credits:
         self.spend(name, -self._ahead.pop(name, 0.0))
 
     def owe_nothing(self, name: str, ahead_by: float = 0.0) -> None:
-        """`name` is owed nothing, and owes at most `ahead_by` (what it holds unspent); what it
-        was charged ahead is forgiven with the rest (given back later, it was a gift)."""
+        """`name` is owed nothing, and owes at most `ahead_by` (what it holds unspent), none of
+        it what it was charged ahead: that goes with the rest (given back later, it was a
+        gift; kept, it was owed for a grant that may never come)."""
+        self.give_back_ahead(name)
         self.credit[name] = min(max(self.credit.get(name, 0.0), -ahead_by), 0.0)
-        self._ahead.pop(name, None)
 
     def of(self, name: str) -> float:
         return self.credit.get(name, 0.0)

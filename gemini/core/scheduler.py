@@ -238,8 +238,8 @@ class SchedulerCore:
         self._busy_since = now
         # Since when each uncapped client with a calibration due has waited for a steady card.
         self._unsteady_since: dict[str, float] = {}
-        # The clients the log last said were taken for one program (_said_alike).
-        self._alike_said: frozenset[str] = frozenset()
+        # Whether the log last said each client was taken for one program with others.
+        self._alike_said: dict[str, bool] = {}
         # Each uncapped client's speed beside others, as of its latest grant weighed.
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
@@ -600,18 +600,22 @@ class SchedulerCore:
         return out + self._said_alike()
 
     def _said_alike(self) -> list[Action]:
-        """A line for each client that came to be taken for one program with others (they
-        share by time, uncalibrated: speed.ALIKE_COST_SPREAD), or was told apart from them."""
-        alike = self.speed.alike_clients
-        if alike == self._alike_said:
-            return []
-        came, went = alike - self._alike_said, self._alike_said - alike
-        self._alike_said = alike
-        out = [act.info(n, f"runs one program with {', '.join(sorted(alike - {n}))} (their "
-                           "grants' cost per launch alike): shares by time, uncalibrated")
-               for n in sorted(came)]
-        return out + [act.info(n, "told apart from the others' programs: shares by work")
-                      for n in sorted(went) if n in self.clients]
+        """A line (-v) for each client compared with others (speed.SpeedMeter.alike) whose
+        verdict changed: taken for one program with them (they share by time, uncalibrated),
+        or told apart from them.  Not for one that merely went away, nor again each time it
+        comes back."""
+        compared, alike = self.speed.last_comparison
+        out = []
+        for n in sorted(compared):
+            if self._alike_said.get(n) == alike:
+                continue
+            self._alike_said[n] = alike
+            others = ", ".join(sorted(compared - {n}))
+            out.append(act.debug(n, f"runs one program with {others} (their grants' cost per "
+                                    "launch alike): shares by time, uncalibrated" if alike else
+                                 f"told apart from {others} (their grants' cost per launch "
+                                 "differs): shares by work"))
+        return out
 
     def _record_run(self, client: ClientState, grant: Interval,
                     run: tuple[float, int, bool]) -> list[Action]:
@@ -1186,6 +1190,7 @@ class SchedulerCore:
             self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
             self._shared_speeds.pop(name, None)
+            self._alike_said.pop(name, None)
             self._unsteady_since.pop(name, None)
             self.pacer.forget(name)
             self.speed.forget(name)

@@ -468,6 +468,7 @@ class SpeedMeter:
         self.every_s = every_s
         self._clocks: dict[str, _Clocks] = {}
         self._alike: set[str] = set()  # the clients alike() found alike last time
+        self._compared: frozenset[str] = frozenset()  # ...and those it compared then
 
     def sample(self, name: str, mhz: float, at: float, into_grant_s: float, grant_s: float,
                calibrating: bool, calibration_s: float = CALIBRATION_S) -> None:
@@ -523,12 +524,13 @@ class SpeedMeter:
         spread = ALIKE_LEAVE_SPREAD if told.keys() == self._alike else ALIKE_COST_SPREAD
         alike = max(costs) <= spread * min(costs)
         self._alike = set(told) if alike else set()
+        self._compared = frozenset(told)
         return alike
 
     @property
-    def alike_clients(self) -> frozenset[str]:
-        """The clients alike() found alike the last time it compared some (none: none)."""
-        return frozenset(self._alike)
+    def last_comparison(self) -> tuple[frozenset[str], bool]:
+        """The clients alike() compared last, and whether it found them alike."""
+        return self._compared, bool(self._alike)
 
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
@@ -688,3 +690,5 @@ class SpeedMeter:
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)
+        self._alike.discard(name)  # (added again, it is compared anew)
+        self._compared -= {name}

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gemini.core import wire
-from gemini.core.wire import MEM_CLAIM, RequestType
+from gemini.core.wire import MEM_CLAIM, MEM_FREE, RequestType
 
 from .conftest import PROGRAMS, prog
 
@@ -574,7 +574,7 @@ for p, mib in ((lent, 48), (kept, 16)):
     assert cu.cuMemAllocFromPoolAsync(C.byref(p), C.c_size_t(mib * MIB), pool, None) == 0
 assert cu.cuMemFreeAsync(kept, None) == 0 and cu.cuStreamSynchronize(None) == 0
 print(json.dumps({"ready": pitch.value * 4096}), flush=True)
-for step in sys.stdin:  # each line: free one more, then say what cuMemGetInfo reads
+for step in sys.stdin:  # each line: free one more (cuMemGetInfo then: a round trip after it)
     step = step.strip()
     rc = (cu.cuMemFree_v2(pitched) if step == "pitched" else
           cu.cuMemFreeAsync(lent, None) + cu.cuStreamSynchronize(None) if step == "lent" else
@@ -600,10 +600,14 @@ def test_pitched_and_pool_bytes_are_claimed_again_across_a_reconnect(fake_env, p
         assert pm.wait_for(lambda p: any(tuple(u.args) == (held, MEM_CLAIM)
                                          for u in p.of_type(RequestType.MEM_UPDATE)))
         assert pm.wait_for(lambda p: p.used == held), pm.used
+        claimed = len(pm.of_type(RequestType.MEM_UPDATE))
         for step, left in (("pitched", 64 * MIB), ("lent", 64 * MIB), ("trim", 0)):
             proc.popen.stdin.write(step + "\n")
             proc.popen.stdin.flush()
             assert json.loads(proc.wait_line(f'"{step}"')) == {step: 0}
             assert pm.wait_for(lambda p, left=left: p.used == left), (step, pm.used)
+        # (exactly those: the fake pod manager takes back no more than a connection holds)
+        given = [tuple(u.args) for u in pm.of_type(RequestType.MEM_UPDATE)[claimed:]]
+        assert given == [(pitched, MEM_FREE), (64 * MIB, MEM_FREE)], given
     finally:
         proc.kill()

@@ -97,6 +97,11 @@ def test_a_charge_ahead_is_given_back_once_or_forgiven_with_the_rest():
     credits.charge_ahead("c", 0.04)
     credits.forget("c")
     assert not credits.charged_ahead("c")
+    # Alone while it holds 0.25 s unspent, it owes that at most, none of it the charge ahead.
+    credits.spend("d", 0.2)
+    credits.charge_ahead("d", 0.04)
+    credits.owe_nothing("d", ahead_by=0.25)
+    assert credits.of("d") == pytest.approx(-0.2) and not credits.charged_ahead("d")
 
 
 def test_pick_takes_the_one_owed_most_among_those_with_room():

@@ -540,6 +540,8 @@ def test_alike_programs_are_told_apart_only_once_well_apart():
     assert not b_costs(1.13)
     assert not b_costs(1.10)  # (told apart: alike again within ALIKE_COST_SPREAD only)
     assert b_costs(1.07)
+    meter.forget("b")  # removed, then added again: compared anew
+    assert not b_costs(1.10)
 
 
 def test_a_twin_that_joins_leaves_the_others_uncalibrated_though_its_set_up_differs():
@@ -554,7 +556,15 @@ def test_a_twin_that_joins_leaves_the_others_uncalibrated_though_its_set_up_diff
     sim.run_until(10.2)
     launches["c"] = LAUNCH_S
     sim.run_until(16.0)
+    for second in (16.0, 19.0):  # c works 1 s of every 3: the log says it once, not each time
+        sim.pause("c")
+        sim.run_until(second + 2.0)
+        sim.start("c", second + 2.0)
+        sim.run_until(second + 3.0)
     assert calibration_grants(sim) == []
+    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message]
+    assert [n for n, message in said if "runs one program" in message] == ["a", "b", "c"]
+    assert len(said) == 3, said
 
 
 def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
@@ -565,14 +575,15 @@ def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
         sim.start(name)
     sim.run_until(8.0)
     assert calibration_grants(sim) == []
-    said = [(log.client, log.message) for log in sim.logs if "program" in log.message]
+    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message]
     assert said == [(n, f"runs one program with {m} (their grants' cost per launch alike): "
                         "shares by time, uncalibrated") for n, m in (("a", "b"), ("b", "a"))]
     launches["a"] = 1.5 * LAUNCH_S  # (a runs other kernels now)
     sim.run_until(16.0)
     assert {n for n, _ in calibration_grants(sim)} == {"a", "b"}
-    said = [(log.client, log.message) for log in sim.logs if "program" in log.message][2:]
-    assert said == [(n, "told apart from the others' programs: shares by work") for n in "ab"]
+    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message][2:]
+    assert said == [(n, f"told apart from {m} (their grants' cost per launch differs): shares "
+                        "by work") for n, m in (("a", "b"), ("b", "a"))]
 
 
 def test_programs_whose_launches_come_to_cost_the_same_share_by_time():
