@@ -529,7 +529,10 @@ class SpeedMeter:
 
     @property
     def last_comparison(self) -> tuple[frozenset[str], bool]:
-        """The clients alike() compared last, and whether it found them alike."""
+        """The clients alike() compared last, and whether it found them alike (none where
+        fewer than two of them are left)."""
+        if len(self._compared) < 2:
+            return frozenset(), False
         return self._compared, bool(self._alike)
 
     def measured(self, name: str) -> bool:
