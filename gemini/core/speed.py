@@ -73,15 +73,15 @@ sets one clock for all of them, which is not the clock each runs at alone.  On t
 Triton kernel runs alone at 1980 MHz and a JAX matmul at 1440; side by side at 1515-1680, and
 Triton did 0.79-0.82 of its bare work per granted second, JAX 1.05-1.14: a 0.3/0.7 pair shared
 by time was 5-6 points off by work (2026-11-25, 2026-11-26).  With gem-schd --shared-speed
-(on by default since 2026-12-06; its lumps cost every client 5-9 points of its 1 s windows,
-README), such a client is calibrated while others want the GPU (its tail runs alone: three
-times at first, SHARED_SECOND_S apart, once the card is steady, SHARED_STEADY_S, each paid
-half ahead, SHARED_PREPAY), where at most SHARED_CALIBRATED_MAX uncapped clients share it,
-their grants' costs per launch tell their programs apart (ALIKE_COST_SPREAD) and its pod
-manager serves one process, and its speed is its tails' cost per launch over its
-shared grants', below 1 too (SHARED_RANGE).  Its tails can read on either side: the clock
-climbs or falls from the pair's to its own, so the median of the latest is taken, not the
-slowest.  Alone, an uncapped client's speed is nobody's business.
+(on by default since 2026-12-06; its lumps cost the clients of different programs 5-8 points
+of their 1 s windows, README), such a client is calibrated while others want the GPU (its
+tail runs alone: three times at first, SHARED_SECOND_S apart, once the card is steady,
+SHARED_STEADY_S, each paid half ahead, SHARED_PREPAY), where at most SHARED_CALIBRATED_MAX
+uncapped clients share it, their grants' costs per launch tell their programs apart
+(ALIKE_COST_SPREAD) and its pod manager serves one process, and its speed is its tails' cost
+per launch over its shared grants', below 1 too (SHARED_RANGE).  Its tails can read on either
+side: the clock climbs or falls from the pair's to its own, so the median of the latest is
+taken, not the slowest.  Alone, an uncapped client's speed is nobody's business.
 """
 
 from __future__ import annotations
