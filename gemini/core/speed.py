@@ -467,8 +467,8 @@ class SpeedMeter:
     def __init__(self, every_s: float = CALIBRATE_EVERY_S) -> None:
         self.every_s = every_s
         self._clocks: dict[str, _Clocks] = {}
-        self._alike: set[str] = set()  # the clients alike() found alike last time
-        self._compared: frozenset[str] = frozenset()  # ...and those it compared then
+        self._compared: frozenset[str] = frozenset()  # the clients alike() compared last
+        self._found_alike = False  # ...and whether it found them alike
 
     def sample(self, name: str, mhz: float, at: float, into_grant_s: float, grant_s: float,
                calibrating: bool, calibration_s: float = CALIBRATION_S) -> None:
@@ -521,10 +521,9 @@ class SpeedMeter:
         if len(told) < 2:
             return True
         costs = [_grants_cost(c) for c in told.values()]
-        spread = ALIKE_LEAVE_SPREAD if told.keys() == self._alike else ALIKE_COST_SPREAD
-        alike = max(costs) <= spread * min(costs)
-        self._alike = set(told) if alike else set()
-        self._compared = frozenset(told)
+        held = self._found_alike and told.keys() == self._compared
+        alike = max(costs) <= (ALIKE_LEAVE_SPREAD if held else ALIKE_COST_SPREAD) * min(costs)
+        self._compared, self._found_alike = frozenset(told), alike
         return alike
 
     @property
@@ -533,7 +532,7 @@ class SpeedMeter:
         fewer than two of them are left)."""
         if len(self._compared) < 2:
             return frozenset(), False
-        return self._compared, bool(self._alike)
+        return self._compared, self._found_alike
 
     def measured(self, name: str) -> bool:
         """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
@@ -693,5 +692,4 @@ class SpeedMeter:
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)
-        self._alike.discard(name)  # (added again, it is compared anew)
-        self._compared -= {name}
+        self._compared -= {name}  # (added again, it is compared anew)
