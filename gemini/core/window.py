@@ -119,7 +119,9 @@ class UsageHistory:
         pos, inside = start0, 0
         for at, kind, x in events:
             rise = rate - 1.0 if inside else rate
-            if used + rise * (at - pos) > allowed:
+            # (a nanosecond's slack: use that reaches `allowed` just as an interval begins to
+            # slide out read a hair over it in floats, and lost that interval's whole room)
+            if used + rise * (at - pos) > allowed + 1e-9:
                 # (over already where a refund, a negative charge, left the window: no room
                 # past here, whatever the rise)
                 return pos - start0 + ((allowed - used) / rise if used < allowed else 0.0)

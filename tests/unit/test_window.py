@@ -1,7 +1,7 @@
 """Sliding-window usage: the one-pass path and the overlap sweep agree."""
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from gemini.core.window import UsageHistory
@@ -128,6 +128,10 @@ grants = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(
 
 
 @given(grants, st.floats(0, 1.5), st.sampled_from([(1.0, 0.4), (1.0, 0.2), (2.0, 0.6)]))
+@example([("a", 0.0, 0.25, 0.0), ("a", 0.0, 0.18994552984194038, 0.0),
+          ("a", 0.28746324570369414, 0.10672966041735578, 0.0),
+          ("a", 0.28140626879131486, 0.24256557020678374, 0.0),
+          ("a", 0.18733649801835783, 0.05, 0.0)], 0.8, (1.0, 0.2))
 def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
     """Grants (some followed by a charge for overuse), then a pause: room() agrees with its
     definition to the grid's step, whatever the mix of use, gaps and charges."""
