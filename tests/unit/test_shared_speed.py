@@ -544,6 +544,12 @@ def test_alike_programs_are_told_apart_only_once_well_apart():
     assert not b_costs(1.10)
 
 
+def alike_lines(sim: Sim) -> list[tuple[str, str]]:
+    """(client, message) of the scheduler's lines on clients taken for one program, or told
+    apart."""
+    return [(log.client, log.message) for log in sim.logs if "their grants'" in log.message]
+
+
 def test_a_twin_that_joins_leaves_the_others_uncalibrated_though_its_set_up_differs():
     specs = [("a", 0.3, 1.0), ("b", 0.4, 1.0), ("c", 0.3, 1.0)]
     launches = {name: LAUNCH_S for name, _, _ in specs}
@@ -562,7 +568,7 @@ def test_a_twin_that_joins_leaves_the_others_uncalibrated_though_its_set_up_diff
         sim.start("c", second + 2.0)
         sim.run_until(second + 3.0)
     assert calibration_grants(sim) == []
-    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message]
+    said = alike_lines(sim)
     assert [n for n, message in said if "runs one program" in message] == ["a", "b", "c"]
     assert len(said) == 3, said
 
@@ -575,13 +581,13 @@ def test_a_program_that_changes_beside_its_twin_gets_them_both_calibrated():
         sim.start(name)
     sim.run_until(8.0)
     assert calibration_grants(sim) == []
-    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message]
+    said = alike_lines(sim)
     assert said == [(n, f"runs one program with {m} (their grants' cost per launch alike): "
                         "shares by time, uncalibrated") for n, m in (("a", "b"), ("b", "a"))]
     launches["a"] = 1.5 * LAUNCH_S  # (a runs other kernels now)
     sim.run_until(16.0)
     assert {n for n, _ in calibration_grants(sim)} == {"a", "b"}
-    said = [(log.client, log.message) for log in sim.logs if "their grants'" in log.message][2:]
+    said = alike_lines(sim)[2:]
     assert said == [(n, f"told apart from {m} (their grants' cost per launch differs): shares "
                         "by work") for n, m in (("a", "b"), ("b", "a"))]
 
