@@ -125,8 +125,8 @@ class Timing:
     # The short window: caps and shares hold over it too, not only over `window_s` (a 0.4 cap
     # over 10 s alone allows 4 s at full speed, then 6 s of nothing).  0 turns it off.
     short_window_s: float = 1.0
-    # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Pairs of
-    # different programs"), on by default since measured on the H100, 2026-12-06: Triton beside
+    # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Uncapped
+    # clients beside others share by work"), on by default since measured on the H100, 2026-12-06: Triton beside
     # JAX at 0.3/0.7 did 6.1 / 5.7 points off by time over 10 s, within 1.5 by work; alike
     # programs 0.3-0.6 by time, up to 2.2-2.5 by work (a trio's tails, two each at first, read
     # the same program 6-11 % slower for one client than for the others).  --no-shared-speed:
