@@ -74,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shared-speed", action=argparse.BooleanOptionalAction, default=True,
                    help="uncapped clients beside others share by work: each gets short "
                    "calibration grants alone, and is charged its speed (README: Uncapped "
-                   "clients beside others share by work; default: on; --no-shared-speed: they share by time)")
+                   "clients beside others share by work; default: on; --no-shared-speed: "
+                   "they share by time)")
     p.add_argument("--hand-over-at-arrival", action=argparse.BooleanOptionalAction,
                    default=True,
                    help="hand a holder's GPU on when its hook's token ends: its grant's end "

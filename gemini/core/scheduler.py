@@ -126,11 +126,12 @@ class Timing:
     # over 10 s alone allows 4 s at full speed, then 6 s of nothing).  0 turns it off.
     short_window_s: float = 1.0
     # Uncapped clients beside others share by work (gem-schd --shared-speed; README: "Uncapped
-    # clients beside others share by work"), on by default since measured on the H100, 2026-12-06: Triton beside
-    # JAX at 0.3/0.7 did 6.1 / 5.7 points off by time over 10 s, within 1.5 by work; alike
-    # programs 0.3-0.6 by time, up to 2.2-2.5 by work (a trio's tails, two each at first, read
-    # the same program 6-11 % slower for one client than for the others).  --no-shared-speed:
-    # by time.
+    # clients beside others share by work"), on by default since measured on the H100,
+    # 2026-12-06: Triton beside JAX at 0.3/0.7 did 6.1 / 5.7 points off by time over 10 s,
+    # within 1.5 by work; alike programs 0.3-0.6 by time, up to 2.2-2.5 by work (a trio's
+    # tails, two each at first, read the same program 6-11 % slower for one client than for
+    # the others; since 66aa268 alike programs share by time: speed.ALIKE_COST_SPREAD).
+    # --no-shared-speed: by time.
     shared_speed: bool = True
     # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
     # --hand-over-at-arrival, on by default since measured on the H100, 2026-12-05: README,
