@@ -160,6 +160,16 @@ def describe_timing(t: Timing) -> str:
 # The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival): grants
 # reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under 1.
 HAND_OVER_DELAY_MAX_S = 0.002
+# A holder that asks again this close to its hand-over, while another client waits, is renewing,
+# not done: its hook asks with up to 1 ms of its queue left (csrc/hook/token.c DEFAULT_TAIL_NS),
+# queued to its token's end, so the GPU goes on at the hand-over, not at the request.  Handed
+# over at the request, the next holder's first launches reached the GPU while that queue still
+# ran, the GPU switched contexts at once, and the last of the queue ran a whole time slice
+# later: 2.2-2.9 ms past the token in 7 % of the tokens of pairs of JAX, Triton beside JAX and
+# CUDA graphs, whose requests came 0.2-0.5 ms before their hook's token ended (H100,
+# 2026-12-06; torch eager's came after it, 0.3 ms slower on a busier host).  An early return
+# this close (a program whose work ran out) idles the GPU up to this long.
+RENEWAL_LEAD_S = 0.002
 
 
 @dataclass
@@ -444,7 +454,8 @@ class SchedulerCore:
         # the old one run on: on_disconnect.)
         orphaned = self.holder is not None and self.holder.orphaned_until is not None and (
             self.holder.interval.name == name)
-        if latest is not None and not orphaned:
+        renewing = self._renewing(name, now)
+        if latest is not None and not orphaned and not renewing:
             self._end_early(latest, now)  # returned early, if it was
         if overuse_ms > 0.0:  # (NaN compares false)
             # From the grant's end, with hand-overs at arrival too: there the hook's token ends
@@ -465,12 +476,29 @@ class SchedulerCore:
                                              f"{overuse_ms:.3f} ms overuse{waited}{ran})")]
         if latest is not None and not latest.weighed:
             out += self._weigh(client, latest, gpu_wait_ms, run)
-        if self.holder is not None and self.holder.interval.name == name and not orphaned:
+        if renewing:
+            out.append(act.debug(name, "asks ahead; its token runs to its end"))
+        elif self.holder is not None and self.holder.interval.name == name and not orphaned:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
         client.burst_s = max(burst_ms, 0.0) / MS
         self.candidates.append(Candidate(conn, name, req.req_id, now))
         return out + self._schedule(now)
+
+    def _renewing(self, name: str, now: float) -> bool:
+        """Is `name`'s request, made while it holds the token, its hook asking ahead for the
+        next one while another client waits (RENEWAL_LEAD_S)?  Then its grant runs on to its
+        hand-over.  Alone, the request returns the token at once, and the next grant is made
+        now: its hook goes on without a gap, and no one else's work meets its queue."""
+        holder = self.holder
+        if holder is None or holder.interval.name != name or holder.orphaned_until is not None:
+            return False
+        others = any(c.name != name for c in self.candidates) or (
+            self._grace is not None and self._grace[0] != name)
+        # (A capped client's grant too, alone: its queue runs to the end, and ended at the
+        # request it was charged less than it ran.)
+        capped = self.clients[name].spec.capped
+        return (others or capped) and now < self._hand_over_at(holder) <= now + RENEWAL_LEAD_S
 
     def _schedule(self, now: float) -> list[Action]:
         self._recheck_at = None

@@ -567,11 +567,14 @@ def test_a_capped_client_alone_waits_no_longer_for_a_calibration_once_its_long_w
     for room there too, not only in its 1 s window: 210 ms with no grant before one (150-185
     before the others), and its second before 0.337 of its work on the simulator (seed 4; on
     the H100, 2026-12-06, torch eager's seconds before its calibrations read 0.30-0.32 from
-    25 s on, 0.32-0.35 before).  The pace after it pays its lump back well within that window."""
+    25 s on, 0.32-0.35 before).  The pace after it pays its lump back well within that window.
+    (0.361-0.362 where the simulator's hooks handed their tokens back idle up to 2.5 ms early;
+    0.355 since they ask up to 1 ms ahead, their queue running to the end, and are charged
+    that grant whole: RENEWAL_LEAD_S.)"""
     sim = run_caps((0.4,), seed, 40.0)
     assert sim.clock is not None
     worst = min(sim.clock.work("a", t / 20, t / 20 + 1.0) for t in range(10 * 20, 39 * 20))
-    assert worst >= 0.4 - 0.045, worst
+    assert worst >= 0.4 - 0.05, worst
     for start in range(10, 30):  # (the long window holds as before)
         assert sim.clock.work("a", start, start + 10.0) / 10.0 <= 0.4 + 0.015, start
 
