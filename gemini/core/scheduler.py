@@ -170,6 +170,9 @@ HAND_OVER_DELAY_MAX_S = 0.002
 # 2026-12-06; torch eager's came after it, 0.3 ms slower on a busier host).  An early return
 # this close (a program whose work ran out) idles the GPU up to this long.
 RENEWAL_LEAD_S = 0.002
+# A grant made alone (QUOTA_FLAG_ALONE): its hook asks up to 4 ms sooner still, to go on
+# without a gap (csrc/hook/token_fetch.c, alone_early_max_ns), its queue running to the end.
+ALONE_RENEWAL_LEAD_S = RENEWAL_LEAD_S + 0.004
 
 
 @dataclass
@@ -209,6 +212,7 @@ class Grant:
     # Its pod manager gone while its processes ran (on_disconnect): when the GPU goes on, as
     # their hooks run on to their token's end.
     orphaned_until: float | None = None
+    alone: bool = False  # made with QUOTA_FLAG_ALONE: its hook asks sooner (_renewing)
 
 
 class SchedulerCore:
@@ -487,18 +491,25 @@ class SchedulerCore:
 
     def _renewing(self, name: str, now: float) -> bool:
         """Is `name`'s request, made while it holds the token, its hook asking ahead for the
-        next one while another client waits (RENEWAL_LEAD_S)?  Then its grant runs on to its
-        hand-over.  Alone, the request returns the token at once, and the next grant is made
-        now: its hook goes on without a gap, and no one else's work meets its queue."""
+        next one while another client waits, or while it is capped (RENEWAL_LEAD_S)?  Then its
+        grant runs on to its hand-over, charged whole.  An uncapped client alone returns the
+        token at once, and the next grant is made now: its hook goes on without a gap, and no
+        one else's work meets its queue.  Not a unified-memory client's: its hook asks in the
+        tail from the launching thread, stops launching, and reports its overuse from the ask
+        (csrc/hook/token.c), which the grant's end would charge twice."""
         holder = self.holder
         if holder is None or holder.interval.name != name or holder.orphaned_until is not None:
             return False
+        hand_over = self._hand_over_at(holder)
+        spec = self.clients[name].spec
+        if is_um(spec, self.um):
+            return False
+        # (another's return grace counts while it lasts past the hand-over: _schedule clears
+        # it only once the holder is gone)
         others = any(c.name != name for c in self.candidates) or (
-            self._grace is not None and self._grace[0] != name)
-        # (A capped client's grant too, alone: its queue runs to the end, and ended at the
-        # request it was charged less than it ran.)
-        capped = self.clients[name].spec.capped
-        return (others or capped) and now < self._hand_over_at(holder) <= now + RENEWAL_LEAD_S
+            self._grace is not None and self._grace[0] != name and self._grace[1] > hand_over)
+        lead = ALONE_RENEWAL_LEAD_S if holder.alone else RENEWAL_LEAD_S
+        return (others or spec.capped) and now < hand_over <= now + lead
 
     def _schedule(self, now: float) -> list[Action]:
         self._recheck_at = None
@@ -557,7 +568,7 @@ class SchedulerCore:
         self.credits.spend(candidate.name, length)
         if client.spec.capped:
             self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
-        self.holder = Grant(candidate.conn, interval)
+        self.holder = Grant(candidate.conn, interval, alone=standing is None)
         client.tokens += 1
         # No standing: _select found this client the only one waiting, no expired holder due
         # back, and no cap.  Then the hook may run on a little past this token's end instead

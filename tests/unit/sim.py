@@ -1,10 +1,11 @@
 """A virtual-clock simulator for the scheduler core: saturating clients, one GPU, no sockets.
 
 Each client behaves like a hook that always has work: it asks for a token, uses the GPU for the
-quota it gets, and asks again about when the quota ends: from 2.5 ms before (as Gemini's hook does
-when its next burst would not fit), which returns the token, to 2 ms after (a request that races
-the expiry).  The times are drawn from a seeded generator, so runs are repeatable but clients do
-not move in lock step.  Each request reports the
+quota it gets, and asks again about when the quota ends: from 1 ms before (as our hook's renewer
+does, its queue running on to the token's end), to 2 ms after (a request that races the
+expiry).  With `idle_returns`, as Gemini's hook: from 2.5 ms before, its work stopping there
+(its next burst would not fit), which returns the token.  The times are drawn from a seeded
+generator, so runs are repeatable but clients do not move in lock step.  Each request reports the
 client's predicted burst (`burst_ms`), from which the scheduler sizes its quota.
 
 With a `GpuClock` the GPU has a power-limited clock, fast after idle and slow when busy long,
@@ -132,6 +133,7 @@ class Sim:
         launch_s: float | dict[str, float] = 0.0,
         overrun_s: dict[str, float] | None = None,
         delivery_s: tuple[float, float] | None = None,
+        idle_returns: bool = False,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -144,8 +146,10 @@ class Sim:
         waits for it (`ran`, `ran_share`).  `delivery_s`: each grant reaches its client a time
         drawn from this range after it is made (its work runs from then for the quota, as a
         hook times its token from its receipt), and each client's pod manager reported the
-        range's middle (the REPORT's delivery_ms) before it first asks."""
+        range's middle (the REPORT's delivery_ms) before it first asks.  `idle_returns`: the
+        clients hand their tokens back idle, up to 2.5 ms early (module docstring)."""
         self.delivery_s = delivery_s
+        self.idle_returns = idle_returns
         self.launch_s = launch_s
         self.overrun_s = overrun_s or {}
         self._gpu_free = 0.0  # (with overrun_s) when the work queued so far runs out
@@ -233,11 +237,12 @@ class Sim:
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
         got = self.now + (self._rng.uniform(*self.delivery_s) if self.delivery_s else 0.0)
-        back = got + max(quota_s + self._rng.uniform(-0.001, 0.002), 0.0)
+        early_s = 0.0025 if self.idle_returns else 0.001
+        back = got + max(quota_s + self._rng.uniform(-early_s, 0.002), 0.0)
         # Its queue runs to its token's end where it asks sooner, as a hook asks with up to
         # 1 ms of it left (csrc/hook/token.c's tail); a grant of its own that comes meanwhile
         # goes on from it.
-        end = got + quota_s
+        end = min(back, got + quota_s) if self.idle_returns else got + quota_s
         if c.busy and c.busy[-1][1] > got:
             c.busy[-1] = (c.busy[-1][0], max(got, c.busy[-1][0]))
         c.busy.append((got, end))

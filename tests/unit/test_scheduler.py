@@ -44,8 +44,8 @@ LAUNCHER = Timing(0.300, 0.020, 10.0)
 WHOLE_QUOTAS = Timing(short_window_s=0.0)
 
 
-def run_shares(specs, seconds=60.0, timing=LAUNCHER, burst_ms=50.0):
-    sim = Sim(specs, timing=timing, burst_ms=burst_ms)
+def run_shares(specs, seconds=60.0, timing=LAUNCHER, burst_ms=50.0, idle_returns=False):
+    sim = Sim(specs, timing=timing, burst_ms=burst_ms, idle_returns=idle_returns)
     for name, _, _ in specs:
         sim.start(name)
     sim.run_until(seconds)
@@ -64,10 +64,11 @@ SCENARIOS = {
 }
 
 
+@pytest.mark.parametrize("idle_returns", [False, True])
 @pytest.mark.parametrize("name", list(SCENARIOS))
-def test_saturating_shares_within_one_point_of_the_promise(name):
+def test_saturating_shares_within_one_point_of_the_promise(name, idle_returns):
     specs = SCENARIOS[name]
-    shares, _ = run_shares(specs)
+    shares, _ = run_shares(specs, idle_returns=idle_returns)
     expected = promised(specs)
     errors = {n: abs(shares[n] - expected[n]) for n in shares}
     # Capped clients also wait for room in the 1 s window; sixteen of them, whose limits add
@@ -380,44 +381,77 @@ def test_with_hand_over_at_arrival_the_gpu_goes_on_when_the_holders_grant_reache
     assert core.history.latest("a").end == end  # a is charged its grant, no more
 
 
-@pytest.mark.parametrize(("others", "capped", "ahead_ms", "renews"), [
-    (True, False, 0.5, True),  # its hook's tail still runs: the GPU goes on at the hand-over
-    (True, False, 1.5, True),
-    (True, False, 10.0, False),  # its work ran out: the GPU goes on now
-    (False, True, 0.5, True),  # alone and capped: charged the grant its queue runs to the end of
-    (False, False, 0.5, False),  # alone: its next grant at once, its hook going on without a gap
+def _holding_b(kind: str) -> tuple[SchedulerCore, float]:
+    """A core where b holds a grant made while a waited (a asks again for its next at its
+    own hand-over, and is owed the most at b's), each pod manager having said its grants take
+    0.3 ms to come; b's hand-over."""
+    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
+    limit = 0.5 if kind == "capped" else 1.0
+    spec_b = ClientSpec("b", 0.3, limit, 1, unified_memory=kind == "um")
+    core = SchedulerCore(ResourceConfig((ClientSpec("a", 0.7, 1.0, 1), spec_b)), timing, 0.0)
+    for conn, name in ((1, "a"), (2, "b")):
+        core.on_request(conn, Request(name, 1, RequestType.REPORT, (0, 1, 0, 0.3)), 0.0)
+    [_] = grants(core.on_request(1, quota_req("a", 2), 0.0))
+    assert grants(core.on_request(2, quota_req("b", 2), 0.001)) == []
+    first_hand_over = core.next_deadline()
+    assert grants(core.on_request(1, quota_req("a", 3), first_hand_over - 0.0005)) == []
+    [g] = grants(core.on_deadline(first_hand_over))
+    assert g.conn == 2  # (b, owed the most)
+    return core, core.next_deadline()
+
+
+@pytest.mark.parametrize(("kind", "ahead_ms", "renews"), [
+    ("uncapped", 0.5, True),  # its hook's tail still runs: the GPU goes on at the hand-over
+    ("uncapped", 1.5, True),
+    ("uncapped", 0.1, True),  # (after its grant's end, before its hook's token's)
+    ("uncapped", 2.5, False),  # its work ran out: the GPU goes on now
+    ("uncapped", 10.0, False),
+    ("capped", 0.5, True),
+    ("um", 0.5, False),  # (its hook stops at the ask, and says its overuse from there)
 ])
-def test_a_holder_that_asks_ahead_keeps_the_gpu_to_its_hand_over(
-        others, capped, ahead_ms, renews):
+def test_a_holder_that_asks_ahead_keeps_the_gpu_to_its_hand_over(kind, ahead_ms, renews):
     """A hook asks for its next token with up to 1 ms of its queue left, run to its token's
     end.  Handed over at the request, the next holder's first launches met that queue on the
     H100, the GPU switched contexts, and the rest of the queue ran a time slice later: 2.2-2.9
-    ms past the token in 7 % of the tokens of pairs of JAX (RENEWAL_LEAD_S)."""
-    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
-    limit = 0.5 if capped else 1
-    core = SchedulerCore(config(("a", 0.5, limit, 1), ("b", 0.5, 1, 1)), timing, 0.0)
-    core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0, 0.3)), 0.0)
-    # (a capped client's first grant comes at its pace)
-    [g] = grants(core.on_request(1, quota_req("a", 2), 0.0)) or grants(
-        core.on_deadline(core.next_deadline()))
-    granted = core.history.latest("a")
-    if others:
-        assert grants(core.on_request(2, quota_req("b", 1), granted.start + 0.001)) == []
-    end, hand_over = granted.end, core.next_deadline()
+    ms past the token in 7 % of the tokens of pairs of JAX (RENEWAL_LEAD_S).  The overuse the
+    request says is charged at the grant's end, as after an expiry."""
+    core, hand_over = _holding_b(kind)
+    granted = core.history.latest("b")
+    end = granted.end
     assert hand_over == pytest.approx(end + 0.0003)
     asked_at = hand_over - ahead_ms / 1000
-    after_ask = grants(core.on_request(1, quota_req("a", 3), asked_at))
+    after_ask = grants(core.on_request(2, quota_req("b", 3, overuse=5.0), asked_at))
     if not renews:
-        assert len(after_ask) == 1  # (b now, or a again alone)
+        assert len(after_ask) == 1  # the GPU goes on now
         assert granted.end == pytest.approx(min(end, asked_at))
         return
     assert after_ask == []
     assert granted.end == end  # charged its whole grant, which its queue ran to the end of
+    [charge] = [i for i in core.history.intervals if i.name == "b" and i.extra]
+    assert (charge.start, charge.extra) == (end, pytest.approx(0.005))
     assert core.next_deadline() == pytest.approx(hand_over)
     assert grants(core.on_deadline(hand_over - 0.0001)) == []
-    if others:
-        [g] = grants(core.on_deadline(hand_over))
-        assert g.conn in (1, 2)
+    assert len(grants(core.on_deadline(hand_over))) == 1
+
+
+@pytest.mark.parametrize(("ahead_ms", "renews"), [(0.5, False), (5.5, True), (7.0, False)])
+def test_a_holder_granted_alone_may_ask_sooner_and_still_renew(ahead_ms, renews):
+    """A grant made alone lets its hook ask up to 4 ms sooner still, to go on without a gap
+    (QUOTA_FLAG_ALONE), its queue running to the end: a newcomer that came meanwhile waits for
+    that end (ALONE_RENEWAL_LEAD_S).  With no one waiting, the request returns it (0.5 ms)."""
+    timing = dataclasses.replace(WHOLE_QUOTAS, hand_over_at_arrival=True)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
+    [_] = grants(core.on_request(1, quota_req("a", 1), 0.0))
+    end = core.history.latest("a").end
+    if renews or ahead_ms > 5:
+        assert grants(core.on_request(2, quota_req("b", 1), 0.001)) == []
+    after_ask = grants(core.on_request(1, quota_req("a", 2), end - ahead_ms / 1000))
+    if renews:
+        assert after_ask == []
+        assert core.history.latest("a").end == end
+    else:
+        [g] = after_ask
+        assert g.conn == (1 if ahead_ms < 5 else 2)
 
 
 def overlap_s(sim: Sim, names: list[str]) -> float:
@@ -1037,9 +1071,11 @@ def test_a_client_back_from_idle_gets_its_share_not_a_lump():
     assert min(seconds) >= 0.45, seconds
 
 
+@pytest.mark.parametrize("idle_returns", [False, True])
 @pytest.mark.parametrize(
     "timing", [LAUNCHER, WHOLE_QUOTAS, Timing(0.3, 0.02, 10.0, max_quota_s=0.05)])
-def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(timing, monkeypatch):
+def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(
+        timing, idle_returns, monkeypatch):
     """A decision about a capped client reads its room up to its longest grant (or a
     calibration), and none of it while its pace holds it back: its windows are walked only
     that far, or not at all.  Every grant is what walking them whole gives, through
@@ -1050,7 +1086,8 @@ def test_capped_decisions_walk_the_windows_only_as_far_as_they_are_read(timing, 
         if whole:
             monkeypatch.setattr(SchedulerCore, "_room_horizon_s", math.inf)
             monkeypatch.setattr(SchedulerCore, "_resting", staticmethod(lambda *_: False))
-        sim = Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(), gpu_wait=0.2)
+        sim = Sim(specs, timing=timing, burst_ms=40.0, clock=GpuClock(), gpu_wait=0.2,
+                  idle_returns=idle_returns)
         for name, _, _ in specs:
             sim.start(name, at={"a": 0.0, "b": 0.3, "c": 4.0}[name])
         sim.run_until(25.0)
