@@ -2,7 +2,9 @@
 
 Rules:
 - One token per GPU.  A token is granted to a waiting QUOTA request and ends when its quota
-  expires or when its holder sends its next QUOTA request (the implicit early return).
+  expires or when its holder sends its next QUOTA request (the implicit early return), but for
+  a request that comes within RENEWAL_LEAD_S of the grant's hand-over while others wait (or from
+  a capped client): its hook's queue runs to the token's end, and so does the grant.
 - A request first ends the client's last interval if it still runs (an early return), then
   charges the overuse it reports at that interval's end.  (Gemini extends the last interval,
   `end = min(now, end + overuse)`, which loses the overuse of a token returned early: the
@@ -160,15 +162,16 @@ def describe_timing(t: Timing) -> str:
 # The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival): grants
 # reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under 1.
 HAND_OVER_DELAY_MAX_S = 0.002
-# A holder that asks again this close to its hand-over, while another client waits, is renewing,
-# not done: its hook asks with up to 1 ms of its queue left (csrc/hook/token.c DEFAULT_TAIL_NS),
-# queued to its token's end, so the GPU goes on at the hand-over, not at the request.  Handed
-# over at the request, the next holder's first launches reached the GPU while that queue still
-# ran, the GPU switched contexts at once, and the last of the queue ran a whole time slice
-# later: 2.2-2.9 ms past the token in 7 % of the tokens of pairs of JAX, Triton beside JAX and
-# CUDA graphs, whose requests came 0.2-0.5 ms before their hook's token ended (H100,
-# 2026-12-06; torch eager's came after it, 0.3 ms slower on a busier host).  An early return
-# this close (a program whose work ran out) idles the GPU up to this long.
+# A holder that asks again this close to its hand-over, while another client waits (or a
+# capped one), is renewing, not done: its hook asks with up to 1 ms of its queue left
+# (csrc/hook/token.c DEFAULT_TAIL_NS), queued to its token's end, so the GPU goes on at the
+# hand-over, not at the request (_renewing).  Handed over at the request, the next holder's
+# first launches reached the GPU while that queue still ran, the GPU switched contexts at once,
+# and the last of the queue ran a whole time slice later: 2.2-2.9 ms past the token in 7 % of
+# the tokens of pairs of JAX, Triton beside JAX and CUDA graphs, whose requests reached the
+# scheduler 0.2 ms (p50) before their grant's end (H100, 2026-12-06; torch eager's 0.6-0.7 ms
+# after it, 1.0 ms from hook to scheduler against 0.45).  An early return this close (a program
+# whose work ran out) idles the GPU up to this long.
 RENEWAL_LEAD_S = 0.002
 # A grant made alone (QUOTA_FLAG_ALONE): its hook asks up to 4 ms sooner still, to go on
 # without a gap (csrc/hook/token_fetch.c, alone_early_max_ns), its queue running to the end.
