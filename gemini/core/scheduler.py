@@ -571,12 +571,13 @@ class SchedulerCore:
         self.credits.spend(candidate.name, length)
         if client.spec.capped:
             self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
-        self.holder = Grant(candidate.conn, interval, alone=standing is None)
-        client.tokens += 1
         # No standing: _select found this client the only one waiting, no expired holder due
         # back, and no cap.  Then the hook may run on a little past this token's end instead
-        # of stopping for a round trip (wire.QUOTA_FLAG_ALONE).
-        flags = QUOTA_FLAG_ALONE if standing is None else 0
+        # of stopping for a round trip (wire.QUOTA_FLAG_ALONE), and asks sooner (_renewing).
+        alone = standing is None
+        self.holder = Grant(candidate.conn, interval, alone=alone)
+        client.tokens += 1
+        flags = QUOTA_FLAG_ALONE if alone else 0
         if calibrating:
             flags |= QUOTA_FLAG_CALIBRATION
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
