@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-from-grant", action="store_true",
                    default=env("GEMINI_TIME_FROM_GRANT", "") == "1",
                    help="time each token from when the scheduler granted it, not from its "
-                   "receipt: fewer tokens run past the next holder's start, but each client "
-                   "loses the grant's delivery delay from every token (env "
+                   "receipt (by default, no later than the delivery delay the scheduler's "
+                   "hand-over waits for): fewer tokens run past the next holder's start, but "
+                   "each client loses that delay from every token (env "
                    "GEMINI_TIME_FROM_GRANT=1; off by default)")
     add_secret_file(p, from_env=True)
     add_verbosity(p)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
+    DELIVERY_MAX_MS,
     MAX_BYTES,
     MEM_ALLOC,
     MEM_CLAIM,
@@ -72,13 +73,17 @@ RECALL_TIMEOUT_S = 0.5
 # every grant (at most 100 ms with the scheduler's default quotas), and one that waits for a
 # grant (a capped client waits up to 0.9 s at 0.1) wants it until it is answered.
 SHARING_S = 0.5
-# With time_from_grant (gem-pmgr --time-from-grant; off by default), a token is timed from when
-# the scheduler granted it (the reply's granted_at: wire.py says why) where that reads as at most
-# this long ago on our own clock; else (another host's clock, a v1 scheduler) from its receipt.
-# Grants reached the pod managers within 1.2 ms on the H200.  Off by default: the scheduler books
-# a grant from when it made it, so a client then loses the delay from every token (on the H200,
-# 2026-12-05: 0.7 ms of 20-30 ms tokens, and three capped clients together did 0.770-0.798 of
-# the GPU where 0.794-0.806 before), while the pairs' overuse p99 fell from 2.5 to 0.2-1 ms.
+# A token is timed from its receipt, but starts no later than the delivery the scheduler's hand-over
+# waits for (what we last told it: the REPORT's delivery_ms) after the grant was made, where
+# the reply's granted_at reads as at most this long ago on our own clock; else (another host's
+# clock, a v1 scheduler) from its receipt.  A grant that came later than that loses the
+# difference, as the GPU goes on without it: on the H100 (2026-12-06 17:15) 1-3 % of the grants
+# came 1.5-3.5 ms after they were made (p50 0.6), their tokens ran on past the next holder's
+# start, and their queue's last kernels finished a GPU time slice late (2.2-2.7 ms).
+# With time_from_grant (gem-pmgr --time-from-grant; off by default) a token is timed from the
+# grant: the scheduler books a grant from when it made it, so a client then loses the delay
+# from every token (on the H200, 2026-12-05: 0.7 ms of 20-30 ms tokens, and three capped
+# clients together did 0.770-0.798 of the GPU where 0.794-0.806 before).
 GRANT_DELAY_MAX_S = 0.005
 RECENT_DELIVERIES = 16  # the REPORT's delivery_ms is their median
 
@@ -89,13 +94,15 @@ def plausible_grant(granted_at: float, received_at: float) -> bool:
     return 0.0 <= received_at - granted_at <= GRANT_DELAY_MAX_S
 
 
-def token_start(granted_at: float, received_at: float, quota_s: float) -> float:
-    """When a token of `quota_s` received at `received_at` started: the scheduler's
-    `granted_at` where plausible, else its receipt.  Never more than half the token before its
-    receipt: a hook handed none of it would sleep and ask again (csrc/hook/token_fetch.c), and
-    the delay is the scheduler's, not the client's."""
+def token_start(granted_at: float, received_at: float, quota_s: float,
+                waited_s: float = 0.0) -> float:
+    """When a token of `quota_s` received at `received_at` starts: its receipt, but no later
+    than `waited_s` after the scheduler's `granted_at` where that is plausible (0: timed from
+    the grant).  Never more than half the token before its receipt: a hook handed none of it
+    would sleep and ask again (csrc/hook/token_fetch.c), and the delay is the scheduler's, not
+    the client's."""
     if plausible_grant(granted_at, received_at):
-        return max(granted_at, received_at - quota_s / 2)
+        return max(min(received_at, granted_at + waited_s), received_at - quota_s / 2)
     return received_at
 
 
@@ -142,6 +149,9 @@ class PodCore:
         # How long the latest grants took to reach us (their granted_at, where plausible), for
         # the scheduler (wire: the REPORT's delivery_ms).
         self.deliveries: deque[float] = deque(maxlen=RECENT_DELIVERIES)
+        # Their median as the latest REPORT said it, which the scheduler's hand-over waits for
+        # (0: not said to this scheduler yet; it hands over at the grant's end).
+        self.said_delivery_s = 0.0
         self.overuse_ms = 0.0  # the largest reported since the last fetch was sent
         self.overuse_in_flight = 0.0  # what the fetch in flight carries (sent again if lost)
         # The longest a hook's launching threads waited on the GPU since the last fetch (None:
@@ -174,6 +184,7 @@ class PodCore:
     def on_scheduler_connected(self, now: float) -> list[Action]:
         self.connected = True
         self.deliveries.clear()  # (another scheduler's grants: on another clock, perhaps)
+        self.said_delivery_s = 0.0
         out: list[Action] = [self._send(RequestType.MEM_LIMIT, ())]
         if self.fetch_id is not None:  # (pending while the scheduler was away)
             if self.quota_waiters:
@@ -369,17 +380,19 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
-        self.quota_at = token_start(granted_at, now, self.quota_s) if self.time_from_grant \
-            else now
-        if plausible_grant(granted_at, now):  # how long its token trails the grant
-            self.deliveries.append(self.quota_at - granted_at)  # (0 timed from the grant)
+        waited_s = 0.0 if self.time_from_grant else self.said_delivery_s
+        self.quota_at = token_start(granted_at, now, self.quota_s, waited_s)
+        if plausible_grant(granted_at, now):  # how long grants take to come (0 timed from them)
+            self.deliveries.append((self.quota_at if self.time_from_grant else now) - granted_at)
         left_s = self.quota_s - (now - self.quota_at)
         for w in waiters:  # each wanted the token until now: all of them share it
             if (hook := self.hooks.get(w.conn)) is not None:
                 hook.wanted_at = now
         replies: list[Action] = [self._quota_reply(w, now, left_s) for w in waiters]
         made = f"made {(now - granted_at) * MS:.3f} ms before, " if granted_at else ""
-        timed = "timed from then, " if self.quota_at != now else ""
+        timed = "" if self.quota_at == now else "timed from then, " if self.time_from_grant \
+            else f"cut by {(now - self.quota_at) * MS:.3f} ms (it came later than the hand-over " \
+                 f"waits for), "
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {made}{timed}" \
               f"{len(waiters)} waiting"
         return [act.debug(self.name, got), *replies, *refresh, *self._maybe_report(now)]
@@ -640,6 +653,7 @@ class PodCore:
         self._last_report = now
         waiting = len({w.conn for w in self.quota_waiters})
         delivery_ms = statistics.median(self.deliveries) * MS if self.deliveries else 0.0
+        self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS
         return [self._send(RequestType.REPORT, (self.used, self._reported(), waiting,
                                                 delivery_ms))]
 

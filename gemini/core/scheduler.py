@@ -79,6 +79,7 @@ from gemini.core.speed import (
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_least_s, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
+    DELIVERY_MAX_MS,
     NOTIFY_ID,
     QUOTA_FLAG_ALONE,
     QUOTA_FLAG_CALIBRATION,
@@ -159,9 +160,8 @@ def describe_timing(t: Timing) -> str:
             + "".join(f", {o}" for o in options))
 
 
-# The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival): grants
-# reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under 1.
-HAND_OVER_DELAY_MAX_S = 0.002
+# The longest delivery delay a hand-over waits for (gem-schd --hand-over-at-arrival).
+HAND_OVER_DELAY_MAX_S = DELIVERY_MAX_MS / MS
 # A holder that asks again this close to its hand-over, while another client waits (or a
 # capped one), is renewing, not done: its hook asks with up to 1 ms of its queue left
 # (csrc/hook/token.c DEFAULT_TAIL_NS), queued to its token's end, so the GPU goes on at the

@@ -143,6 +143,10 @@ RUN_COUNT_MAX = RUN_GRAPHS - 1
 # REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send 0: not known, the
 # hand-over at the grant's end.
 _REPORT_DELIVERY = struct.Struct("<f")
+# The longest delivery a scheduler's hand-over waits for; one said longer is taken as this
+# (grants reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under
+# 1), and a pod manager cuts a token that came later than what it said (podmanager.token_start).
+DELIVERY_MAX_MS = 2.0
 
 # Bits of the MEM_LIMIT reply's third word (payload offset 16, frame offset 20).
 MEM_FLAG_UNIFIED_MEMORY = 1 << 0  # serve cuMemAlloc/cuMemAllocPitch as managed memory

@@ -145,8 +145,9 @@ class Sim:
         hook let through), reported as overuse with their next request; the next holder's work
         waits for it (`ran`, `ran_share`).  `delivery_s`: each grant reaches its client a time
         drawn from this range after it is made (its work runs from then for the quota, as a
-        hook times its token from its receipt), and each client's pod manager reported the
-        range's middle (the REPORT's delivery_ms) before it first asks.  `idle_returns`: the
+        hook times its token from its receipt, but ends no later than the range's middle after
+        the quota, as its pod manager cuts a late one), and each client's pod manager reported
+        the range's middle (the REPORT's delivery_ms) before it first asks.  `idle_returns`: the
         clients hand their tokens back idle, up to 2.5 ms early (module docstring)."""
         self.delivery_s = delivery_s
         self.idle_returns = idle_returns
@@ -174,12 +175,16 @@ class Sim:
         if self.delivery_s is not None:
             c = self.clients[name]
             c.req_id += 1
-            said_ms = 1000 * sum(self.delivery_s) / 2
+            said_ms = 1000 * self._said_delivery_s()
             report = Request(name, c.req_id, RequestType.REPORT, (0, 1, 0, said_ms))
             self._handle(self.core.on_request(c.conn, report, self.now))
         if name in self._paused:
             self._paused[name] = at
         self._wake(name, at)
+
+    def _said_delivery_s(self) -> float:
+        """The delivery each client's pod manager said: the range's middle (0: none)."""
+        return sum(self.delivery_s) / 2 if self.delivery_s else 0.0
 
     def pause(self, name: str) -> None:
         """The client stops asking, from now until its next start() (its program works on its
@@ -236,13 +241,17 @@ class Sim:
 
     def _granted(self, c: SimClient, quota_s: float) -> None:
         self.grants += 1
-        got = self.now + (self._rng.uniform(*self.delivery_s) if self.delivery_s else 0.0)
+        delivery = self._rng.uniform(*self.delivery_s) if self.delivery_s else 0.0
+        got = self.now + delivery
+        # Its pod manager cuts a token that came later than the delivery it said
+        # (podmanager.token_start).
+        token_end = self.now + min(delivery, self._said_delivery_s()) + quota_s
         early_s = 0.0025 if self.idle_returns else 0.001
-        back = got + max(quota_s + self._rng.uniform(-early_s, 0.002), 0.0)
+        back = max(token_end + self._rng.uniform(-early_s, 0.002), got)
         # Its queue runs to its token's end where it asks sooner, as a hook asks with up to
         # 1 ms of it left (csrc/hook/token.c's tail); a grant of its own that comes meanwhile
         # goes on from it.
-        end = min(back, got + quota_s) if self.idle_returns else got + quota_s
+        end = min(back, token_end) if self.idle_returns else token_end
         if c.busy and c.busy[-1][1] > got:
             c.busy[-1] = (c.busy[-1][0], max(got, c.busy[-1][0]))
         c.busy.append((got, end))

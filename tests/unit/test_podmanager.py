@@ -85,17 +85,78 @@ def test_a_short_token_delivered_late_still_leaves_its_hook_half_of_it():
     assert first.values[0] == pytest.approx(1.0)
 
 
+def said_delivery(pod, delay_s, at=10.0):
+    """Grants that came `delay_s` after they were made, and the REPORT that tells the
+    scheduler so (its hand-over then waits that long after a grant's end)."""
+    for k in range(3):
+        now = at + 0.01 * k
+        pod.on_hook_request(1, quota(100 + k, burst=1.0), now - 0.001)
+        grant(pod, now, 1.0, granted_at=now - delay_s)
+    reports = [r for r in upstream(pod.on_deadline(at + 0.5)) if r.type is RequestType.REPORT]
+    assert [r.args[3] for r in reports] == [pytest.approx(delay_s * 1000.0)]
+
+
 def test_by_default_a_token_is_timed_from_its_receipt():
     """(The scheduler books a grant from when it made it: GRANT_DELAY_MAX_S says what timing
     it from then costs a client.)"""
     pod = ready_pod()
-    pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
-    out = grant(pod, 10.0, 100.0, granted_at=9.9992)
+    said_delivery(pod, 0.0008)
+    pod.on_hook_request(1, quota(1, burst=10.0), 10.99)
+    out = grant(pod, 11.0, 100.0, granted_at=10.9992)
     [(_, first)] = replies(out)
     assert first.values[0] == pytest.approx(100.0)
     # The log says how long the grant took to come all the same (bench/token_path.py).
     [line] = [a.message for a in out if isinstance(a, Log)]
-    assert "made 0.800 ms before" in line and "timed from then" not in line
+    assert "made 0.800 ms before" in line and "timed from then" not in line and "cut" not in line
+
+
+@pytest.mark.parametrize(("quota_ms", "late_ms", "left_ms"), [
+    (100.0, 3.0, 97.5),  # 2.5 ms later than the hand-over waits for: gone
+    (100.0, 0.3, 100.0),  # sooner: all of it, from its receipt
+    (2.0, 3.0, 1.0),  # (half of a short one at least: token_start)
+])
+def test_a_token_that_came_later_than_the_hand_over_waits_for_loses_the_difference(
+        quota_ms, late_ms, left_ms):
+    """The scheduler hands the GPU on 0.5 ms (what this pod manager said) after the grant's
+    end.  Timed from its receipt, a grant that came 3 ms after it was made ran on 2.5 ms into
+    the next holder's token (H100, 2026-12-06 17:15: 1-3 % of the grants came 1.5-3.5 ms late,
+    p50 0.6, and their queue's last kernels finished a GPU time slice late)."""
+    pod = ready_pod()
+    said_delivery(pod, 0.0005)
+    pod.on_hook_request(1, quota(1, burst=10.0), 10.99)
+    out = grant(pod, 11.0, quota_ms, granted_at=11.0 - late_ms / 1000.0)
+    [(_, first)] = replies(out)
+    assert first.values[0] == pytest.approx(left_ms)
+    if left_ms < quota_ms:
+        [line] = [a.message for a in out if isinstance(a, Log)]
+        assert f"cut by {quota_ms - left_ms:.3f} ms" in line
+
+
+def test_a_token_is_timed_from_its_grant_until_the_scheduler_is_told_a_delivery():
+    """Until its first REPORT the scheduler hands a client's GPU on at its grant's end, and so
+    does a scheduler that connected anew."""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 9.99)
+    [(_, first)] = replies(grant(pod, 10.0, 100.0, granted_at=9.9992))
+    assert first.values[0] == pytest.approx(99.2)
+    said_delivery(pod, 0.0008, at=11.0)
+    pod.on_scheduler_connected(12.0)
+    pod.on_hook_request(1, quota(2, burst=10.0), 12.99)
+    [(_, again)] = replies(grant(pod, 13.0, 100.0, granted_at=12.9992))
+    assert again.values[0] == pytest.approx(99.2)
+
+
+def test_a_report_says_when_grants_came_not_how_much_of_them_was_cut():
+    """Else each cut grant would pull the median down, and the hand-over's wait with it, until
+    every token was timed from its grant."""
+    pod = ready_pod()
+    said_delivery(pod, 0.0004)
+    for k in range(16):
+        now = 11.0 + 0.01 * k
+        pod.on_hook_request(1, quota(200 + k, burst=1.0), now - 0.001)
+        grant(pod, now, 1.0, granted_at=now - 0.0006)  # each cut by 0.2 ms
+    reports = [r for r in upstream(pod.on_deadline(12.0)) if r.type is RequestType.REPORT]
+    assert [r.args[3] for r in reports] == [pytest.approx(0.6)]
 
 
 def test_every_share_of_a_token_carries_its_flags():
