@@ -25,3 +25,13 @@ int64_t gem_roundtrip_early(const struct gem_roundtrip *r, int64_t tail_ns, int6
         early = max_ns;
     return early > floor_ns ? early : floor_ns;
 }
+
+int64_t gem_roundtrip_late_ns(int64_t hop_ns, int64_t quota_ns)
+{
+    if (hop_ns < 0 || hop_ns > GEM_HOP_PLAUSIBLE_NS || quota_ns <= 0)
+        return 0;
+    int64_t late = hop_ns - GEM_HOP_ALLOWANCE_NS;
+    if (late > quota_ns / 2)
+        late = quota_ns / 2;
+    return late > 0 ? late : 0;
+}

@@ -143,6 +143,13 @@ uint32_t gem_wire_rsp_quota_sharers(const uint8_t *buf)
     return v;
 }
 
+double gem_wire_rsp_quota_sent_at(const uint8_t *buf)
+{
+    double v;
+    memcpy(&v, buf + 20, 8);
+    return v;
+}
+
 int32_t gem_wire_rsp_verdict(const uint8_t *buf)
 {
     int32_t v;

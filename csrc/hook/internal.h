@@ -204,7 +204,7 @@ int gem_thread_start(void *(*fn)(void *), void *arg);
  * is_allocate: GEM_MEM_FREE, GEM_MEM_ALLOC or GEM_MEM_LEASE (wire.h). */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
                   float run_ms, uint32_t run_launches, double *quota_ms, uint32_t *flags,
-                  uint32_t *sharers);
+                  uint32_t *sharers, double *sent_at);
 int gem_ipc_mem_limit(int dev, uint64_t *used, uint64_t *limit, uint64_t *flags);
 int gem_ipc_mem_update(int dev, uint64_t bytes, int is_allocate, int *verdict);
 /* One attempt, no retry: -1 when the connection failed (a new one announces itself again) or

@@ -702,7 +702,7 @@ static int enc_process(uint8_t *buf, int32_t id, const void *arg)
 
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,
                   float run_ms, uint32_t run_launches, double *quota_ms, uint32_t *flags,
-                  uint32_t *sharers)
+                  uint32_t *sharers, double *sent_at)
 {
     struct quota_arg a = {overuse_ms, burst_ms, gpu_wait_ms, run_ms, run_launches};
     uint8_t rsp[GEM_RSP_MSG_LEN];
@@ -710,6 +710,7 @@ int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_m
     *quota_ms = gem_wire_rsp_quota_ms(rsp);
     *flags = gem_wire_rsp_quota_flags(rsp);
     *sharers = gem_wire_rsp_quota_sharers(rsp);
+    *sent_at = gem_wire_rsp_quota_sent_at(rsp);
     return 0;
 }
 

@@ -121,7 +121,7 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     gem_inflight_measured(dev, &run_ms, &run_count, &run_graphs);
     uint32_t run_launches = gem_wire_run_word(run_count, run_graphs);
 
-    double quota_ms = 0.0;
+    double quota_ms = 0.0, sent_at = 0.0;
     uint32_t flags = 0, sharers = 0;
     int64_t backoff = 10000000;
     int answered_at_once = 1; /* the first answer was a token (round trip: learn_round_trip) */
@@ -130,7 +130,7 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
             run_graphs ? "graph launches" : "launches", run_ms);
     for (;;) {
         gem_ipc_quota(dev, overuse_ms, (double)burst_ns / 1e6, gpu_wait_ms, (float)run_ms,
-                      run_launches, &quota_ms, &flags, &sharers);
+                      run_launches, &quota_ms, &flags, &sharers, &sent_at);
         int garbage = !(quota_ms <= QUOTA_MAX_MS); /* (NaN compares false) */
         if (quota_ms > 0.0 && !garbage)
             break;
@@ -168,7 +168,10 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     t->alone = (flags & GEM_QUOTA_FLAG_ALONE) != 0;
     learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
     gem_inflight_set_sharers(dev, sharers);
-    int64_t expires = granted + (int64_t)(quota_ms * 1e6);
+    /* A reply that came late: the scheduler handed the GPU on without waiting for it. */
+    int64_t late = gem_roundtrip_late_ns(granted - (int64_t)(sent_at * 1e9),
+                                         (int64_t)(quota_ms * 1e6));
+    int64_t expires = granted + (int64_t)(quota_ms * 1e6) - late;
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
         expires -= credit < tail_ns ? credit : tail_ns;
@@ -187,12 +190,15 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     start_tracker(t);
     t->fetching = 0;
     t->renewing = 0;
-    char alone_note[64] = "";
+    char alone_note[64] = "", late_note[80] = "";
     if (t->alone && GEM_LOG_DEBUG <= gem_log_level) /* (formatted only for the debug line) */
         snprintf(alone_note, sizeof alone_note,
                  "; alone: the next asked for %.3f ms before the tail", (double)t->early_ns / 1e6);
+    if (late > 0 && GEM_LOG_DEBUG <= gem_log_level)
+        snprintf(late_note, sizeof late_note, "; came %.3f ms after it was sent: %.3f ms of it gone",
+                 (double)(late + GEM_HOP_ALLOWANCE_NS) / 1e6, (double)late / 1e6);
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse; "
-            "%u process(es) share it%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
-            sharers > 1 ? sharers : 1, alone_note);
+            "%u process(es) share it%s%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
+            sharers > 1 ? sharers : 1, alone_note, late_note);
     pthread_cond_broadcast(&t->cv);
 }

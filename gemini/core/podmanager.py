@@ -401,7 +401,7 @@ class PodCore:
         hook = self.hooks.get(w.conn)
         if hook is not None:
             hook.running_until = now + left_s
-        values = (left_s * MS, self.quota_flags, self.sharers(now))
+        values = (left_s * MS, self.quota_flags, self.sharers(now), now)  # (sent_at: wire)
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, values))
 
     def sharers(self, now: float) -> int:

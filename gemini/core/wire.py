@@ -92,14 +92,17 @@ QUOTA_FLAG_CALIBRATION = 1 << 1
 # client's queue to be that many times its own (csrc/hook/inflight.c).  0 (the scheduler, v1
 # peers): not said, taken as 1.
 
-# The QUOTA reply's fourth word (frame offset 20), scheduler -> pod manager: granted_at, the
-# scheduler's CLOCK_MONOTONIC (s) when it made the grant.  A grant made at another's deadline
-# reaches the pod manager 0.2-1 ms later (H200, 2026-12-04), and a token timed from its receipt
-# then ran past the next holder's start by as much: the GPU time-slices the two contexts, and the
-# first holder's last kernels finished ~2 ms late (bench/handovers.py).  With --time-from-grant
-# the pod manager times the token from granted_at where it is plausible on its own clock (one
-# host: podmanager.token_start); its log says the delay either way.  0.0 (v1 peers, the pod
-# manager's replies to hooks): not said.
+# The QUOTA reply's fourth word (frame offset 20): when its sender sent it, on its
+# CLOCK_MONOTONIC (s).  Scheduler -> pod manager: granted_at, when it made the grant.  A grant
+# made at another's deadline reaches the pod manager 0.2-1 ms later (H200, 2026-12-04), and a
+# token timed from its receipt then ran past the next holder's start by as much: the GPU
+# time-slices the two contexts, and the first holder's last kernels finished ~2 ms late
+# (bench/handovers.py).  The pod manager starts a token no later than the delivery the
+# scheduler's hand-over waits for after granted_at, or, with --time-from-grant, at granted_at,
+# where it is plausible on its own clock (one host: podmanager.token_start); its log says the
+# delay either way.  Pod manager -> hook: sent_at, when it sent the reply; a hook gives up what
+# a late one took past the usual hop (csrc/include/gemini/roundtrip.h, gem_roundtrip_late_ns).
+# 0.0 (v1 peers): not said.
 
 # The QUOTA request's third word (not in v1), hook -> pod manager -> scheduler: gpu_wait_ms, how
 # long the client's launching threads waited on the GPU since its last request (held for a

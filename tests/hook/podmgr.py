@@ -1,6 +1,7 @@
 """A scripted pod manager for the hook tests: loopback TCP on port 0, one thread per connection.
 
-It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers`
+It records every request, answers QUOTA with `quota_ms`, `quota_flags` and `sharers` (and
+a send time `sent_late_s` ago)
 (`quota_delay_s` late, as a capped client waits for its turn; or holds the answers until
 `release()`, or after `hold_quota_after` of them; `quota_asked` and `quota_answered` say
 when each came and went, on time.monotonic()), answers MEM_UPDATE with the real pod
@@ -32,6 +33,9 @@ class FakePodManager:
     hold_quota: bool = False
     hold_quota_after: int | None = None  # answer this many QUOTA requests, then hold
     quota_delay_s: float = 0.0
+    # Each QUOTA answer says it was sent this long before it was (its sent_at word; None: not
+    # said, as a v1 pod manager).
+    sent_late_s: float | None = None
     requests: list[Request] = field(default_factory=list)
     quota_answered: list[float] = field(default_factory=list)  # when each QUOTA was answered
     quota_asked: list[float] = field(default_factory=list)  # ... and when each came
@@ -117,9 +121,12 @@ class FakePodManager:
                 self._lock.notify_all()
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
-    def _quota_values(self) -> tuple[float, int, int]:
+    def _quota_values(self) -> tuple[float, ...]:
         """A QUOTA answer's values, as now set (held answers get what is set when released)."""
-        return self.quota_ms, self.quota_flags, self.sharers
+        values = (self.quota_ms, self.quota_flags, self.sharers)
+        if self.sent_late_s is None:
+            return values
+        return *values, time.monotonic() - self.sent_late_s
 
     def _reply(self, conn: socket.socket, req: Request, status: Status, values: tuple) -> None:
         frame = wire.encode_response(req.type, Response(req.req_id, status, values))

@@ -147,6 +147,26 @@ def test_launch_without_a_token_waits_for_the_pod_manager(hook_env, mini, pm):
         proc.kill()
 
 
+@pytest.mark.parametrize(("late_ms", "gone"), [(3.0, True), (None, False)])
+def test_a_token_whose_reply_came_late_gives_up_what_it_took_past_the_usual_hop(
+        hook_env, mini, pm, late_ms, gone):
+    """The scheduler hands the GPU on as the pod manager's token ends; a reply that reached the
+    hook 1.4-3 ms after it was sent ran its token on into the next holder's (H100, 2026-12-06;
+    gem_roundtrip_late_ns).  A reply that says no send time (a v1 pod manager) loses none."""
+    pm.quota_ms = 40.0
+    pm.sent_late_s = None if late_ms is None else late_ms / 1000
+    run = hook_env.run([str(mini / "mini_client"), "launch", "1"], GEMINI_LOG="debug")
+    assert run.returncode == 0 and run.out[-1]["launched"] == 1
+    cuts = re.findall(r"token: 40.000 ms .*came ([\d.]+) ms after it was sent: ([\d.]+) ms of "
+                      r"it gone", run.stderr)
+    if not gone:
+        assert cuts == [] and "token: 40.000 ms" in run.stderr
+        return
+    came, cut = map(float, cuts[0])
+    assert came >= 3.0
+    assert 2.75 <= cut <= 20.0  # (at most half the token)
+
+
 @pytest.mark.parametrize("garbage", [math.inf, math.nan, 1e13])
 def test_a_token_no_scheduler_grants_is_logged_and_asked_for_again_paced(
         hook_env, mini, pm, garbage):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,3 +82,21 @@ def test_the_estimate_stays_among_the_round_trips_and_the_lead_within_its_bounds
     assert min(trips) <= r.smoothed_ns <= max(trips)
     assert r.deviation_ns >= 0
     assert floor <= early(r, tail, floor, most) <= max(floor, most)
+
+
+@pytest.mark.parametrize(("hop", "late"), [
+    (150 * US, 0),  # the usual hop (H100: 0.15 ms p50, 0.24 p90): nothing given up
+    (lib.GEM_HOP_ALLOWANCE_NS, 0),
+    (3 * MS, 3 * MS - lib.GEM_HOP_ALLOWANCE_NS),  # a late one: what it took past the allowance
+    (-1, 0),  # sent "after" it came: another clock
+    (lib.GEM_HOP_PLAUSIBLE_NS + 1, 0),  # long before: another clock, or not said (0 s)
+])
+def test_a_late_reply_gives_up_what_it_took_past_the_usual_hop(hop, late):
+    assert lib.gem_roundtrip_late_ns(hop, 30 * MS) == late
+
+
+@given(st.integers(-(2**40), 2**40), st.integers(-(2**40), 2**40))
+def test_a_late_reply_leaves_at_least_half_its_token(hop, quota):
+    late = lib.gem_roundtrip_late_ns(hop, quota)
+    assert 0 <= late <= max(quota, 0) // 2
+    assert late <= max(hop - lib.GEM_HOP_ALLOWANCE_NS, 0)

@@ -89,8 +89,8 @@ def test_c_refuses_names_python_refuses():
 @given(st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False), st.sampled_from(list(Status)),
        st.integers(0, 2**32 - 1), st.floats(allow_nan=False))
 def test_c_reads_python_responses(req_id, quota, status, sharers, granted_at):
-    """(A scheduler's reply also carries granted_at, which the hook does not read: its words
-    stay where the hook reads them.)"""
+    """(The fourth word is when the sender sent it: a scheduler's granted_at, a pod manager's
+    sent_at, which the hook reads.)"""
     values = (quota, wire.QUOTA_FLAG_ALONE, sharers, granted_at)
     frame = wire.encode_response(RequestType.QUOTA, Response(req_id, status, values))
     assert lib.gem_wire_rsp_id(frame) == req_id
@@ -99,6 +99,7 @@ def test_c_reads_python_responses(req_id, quota, status, sharers, granted_at):
     assert lib.gem_wire_rsp_quota_flags(frame) == lib.GEM_QUOTA_FLAG_ALONE == wire.QUOTA_FLAG_ALONE
     assert lib.GEM_QUOTA_FLAG_CALIBRATION == wire.QUOTA_FLAG_CALIBRATION
     assert lib.gem_wire_rsp_quota_sharers(frame) == sharers
+    assert lib.gem_wire_rsp_quota_sent_at(frame) == granted_at
     flags = wire.MEM_FLAG_UNIFIED_MEMORY | wire.MEM_FLAG_EVICT_ON_RELEASE
     frame = wire.encode_response(RequestType.MEM_LIMIT,
                                  Response(req_id, status, (5, 1 << 40, flags)))

@@ -21,7 +21,9 @@
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms[, f32 run_ms,
                              * u32 run_launches]] -> f64 quota_ms, u32 flags, u32 sharers,
-                             * f64 granted_at (scheduler -> pod manager; the hook reads none) */
+                             * f64 sent_at (the sender's CLOCK_MONOTONIC, s: the scheduler's
+                             * when it made the grant, the pod manager's when it sent this
+                             * reply; 0: not said) */
     GEM_REQ_MEM_LIMIT = 1,  /* -> u64 used, u64 limit, u64 flags (GEM_MEM_FLAG_*) */
     GEM_REQ_MEM_UPDATE = 2, /* u64 bytes, i32 is_allocate (GEM_MEM_*) -> i32 verdict */
     GEM_REQ_STATUS = 3,     /* -> u64 body_len, then body */
@@ -122,6 +124,8 @@ double gem_wire_rsp_quota_ms(const uint8_t *buf);
 uint32_t gem_wire_rsp_quota_flags(const uint8_t *buf);
 /* How many of the client's processes share its token (frame offset 16; 0: not said). */
 uint32_t gem_wire_rsp_quota_sharers(const uint8_t *buf);
+/* When the sender sent it, on its CLOCK_MONOTONIC in seconds (frame offset 20; 0: not said). */
+double gem_wire_rsp_quota_sent_at(const uint8_t *buf);
 int32_t gem_wire_rsp_verdict(const uint8_t *buf);
 void gem_wire_rsp_mem_limit(const uint8_t *buf, uint64_t *used, uint64_t *limit);
 uint64_t gem_wire_rsp_mem_flags(const uint8_t *buf);

@@ -137,7 +137,8 @@ int64_t gem_inflight_queued_ns(int dev, CUstream s, int pts, int64_t at, int gra
 
 /* The pod manager: answers the first request at once, holds the second until B went. */
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms, float run_ms,
-                  uint32_t run_launches, double *quota_ms, uint32_t *flags, uint32_t *sharers)
+                  uint32_t run_launches, double *quota_ms, uint32_t *flags, uint32_t *sharers,
+                  double *sent_at)
 {
     (void)dev; (void)overuse_ms; (void)burst_ms; (void)gpu_wait_ms; (void)run_ms;
     (void)run_launches;
@@ -160,6 +161,7 @@ int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_m
     *quota_ms = TOKEN_MS;
     *flags = 0;
     *sharers = 2;
+    *sent_at = 0.0; /* (not said) */
     return 0;
 }
 
