@@ -434,6 +434,27 @@ def test_a_holder_that_asks_ahead_keeps_the_gpu_to_its_hand_over(kind, ahead_ms,
     assert len(grants(core.on_deadline(hand_over))) == 1
 
 
+@pytest.mark.parametrize(("grace_ms", "renews"), [
+    (5.0, True),  # a, expired, may still ask at b's hand-over: b's request is its hook renewing
+    (1.0, False),  # a's grace ran out before it: b alone returns its token, granted again now
+])
+def test_an_expired_holders_grace_counts_as_waiting_only_while_it_outlasts_the_hand_over(
+        grace_ms, renews):
+    """(Grants of a few ms: the grace matters where a grant is shorter than it.  A stale grace
+    made every request a renewal, a review found.)"""
+    timing = Timing(base_quota_s=0.003, min_quota_s=0.001, short_window_s=0.0,
+                    return_grace_s=grace_ms / 1000, hand_over_at_arrival=True)
+    core = SchedulerCore(config(("a", 0.5, 1, 1), ("b", 0.5, 1, 1)), timing, 0.0)
+    [_] = grants(core.on_request(1, quota_req("a", 1), 0.0))
+    assert grants(core.on_request(2, quota_req("b", 1), 0.001)) == []
+    [g] = grants(core.on_deadline(0.003))  # a's grant ends, and a has not asked again
+    assert g.conn == 2
+    hand_over = core.next_deadline()
+    assert hand_over == pytest.approx(0.0045)  # (b's turn of a 3 ms round)
+    after_ask = grants(core.on_request(2, quota_req("b", 2), hand_over - 0.0005))
+    assert (after_ask == []) == renews
+
+
 @pytest.mark.parametrize(("ahead_ms", "renews"), [(0.5, False), (5.5, True), (7.0, False)])
 def test_a_holder_granted_alone_may_ask_sooner_and_still_renew(ahead_ms, renews):
     """A grant made alone lets its hook ask up to 4 ms sooner still, to go on without a gap
