@@ -2,6 +2,7 @@
 
   python3 bench/handovers.py LOGS.tar[.xz] [--over-ms 1.0]
   python3 bench/handovers.py LOGS.tar[.xz] --deliveries
+  python3 bench/handovers.py LOGS.tar[.xz] --late [--over-ms 1.0]
 
 For each case of clients that took turns (`pairs-<case>-<client>.log`, the hook's debug log
 that `bench/paths.py --keep-logs` keeps for pairs and trios; clients of one process), and each
@@ -17,6 +18,13 @@ and for the rest apart (count, overlap p10 / p50 / p90 in ms), as one JSON objec
 pod managers' logs (`made X ms before`; before 2026-12-05 04:00, `granted X ms before`): count
 and p50 / p90 / max in ms, per case and client.  `gem-schd --hand-over-at-arrival` waits that
 long (its median, at most 2 ms) at each hand-over made at a grant's end.
+
+--late: instead, for each client, how its tokens whose overuse was over --over-ms came: their
+grant late from the scheduler (LATE_MS past its median), their reply late from the pod manager
+to its hook, both, or neither.  On an H100 whose grants came 1.5-3.5 ms late 1-3 % of the time
+(2026-12-06 17:15-17:19, `…-171546-` and `…-171721-paths-logs.tar.xz`), 31, 9, 5 and 4 of the
+tokens over 1 ms (the journal, "Late grants and late replies cut"); since then the pod manager
+and the hook cut a token that came late (podmanager.token_start, gem_roundtrip_late_ns).
 
 Why: on the H200 (2026-12-04 16:27, `…-162742-paths-caps-60s-pairs-solo-tc-logs.tar.xz`) the
 pairs' overuse p99 read 2.5-2.7 ms against 0.1-0.5 for a client capped alone, each from 2-6 %
@@ -54,6 +62,12 @@ END_SLACK_S = 0.002
 
 # A pod manager's debug line at each token: how long after the scheduler made it
 MADE = re.compile(r"(?:made|granted) ([\d.]+) ms before")
+PMGR_GOT = re.compile(r"\[(\d+\.\d+)\] \[[^]]+\] token from the scheduler: [\d.]+ ms, "
+                      r"(?:made|granted) ([\d.]+) ms before")
+# --late: a grant this much later than its client's median, or a reply that took this long
+# from the pod manager to the hook (usually 0.14-0.20 ms on the H100), came late.
+LATE_MS = 0.5
+STEP_TIME = re.compile(r'"t": ([\d.]+)')  # a steps file's first sample: its measured run's start
 PMGR_LOG = re.compile(r"^(?P<case>pairs-.+)-pmgr-(?P<client>[^.]+)\.log$")
 
 
@@ -65,28 +79,35 @@ def tokens(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, floa
     return got, ends
 
 
-def overlaps(mine: str, others: list[str]) -> list[tuple[float, float]]:
-    """(overlap s, overuse ms) of each token in `mine` handed over: the next token any client
-    received was another's.  Its overuse is the first end line, not taken by an earlier token,
-    from END_SLACK_S before its end on, and before its next token's end (a token handed back
-    early, or unmeasured, may have none)."""
-    got, ends = tokens(mine)
-    receipts = sorted([(t, False) for t, _ in got]
-                      + [(t, True) for text in others for t, _ in tokens(text)[0]])
-    times = [t for t, _ in receipts]
+def token_overuses(text: str) -> list[tuple[float, float, float]]:
+    """(receipt s, quota s, overuse ms) of each token of a hook log that has an end line: the
+    first one, not taken by an earlier token, from END_SLACK_S before its end on, and before
+    its next token's end (a token handed back early, or unmeasured, may have none)."""
+    got, ends = tokens(text)
     end_times = [t for t, _ in ends]
     out = []
     taken = 0  # end lines before this one belong to earlier tokens
     for k, (receipt, quota) in enumerate(got):
-        end = receipt + quota
         later = got[k + 1][0] + got[k + 1][1] if k + 1 < len(got) else float("inf")
-        j = max(bisect.bisect_left(end_times, end - END_SLACK_S), taken)
+        j = max(bisect.bisect_left(end_times, receipt + quota - END_SLACK_S), taken)
         if j >= len(ends) or end_times[j] >= later:
             continue
         taken = j + 1
+        out.append((receipt, quota, ends[j][1]))
+    return out
+
+
+def overlaps(mine: str, others: list[str]) -> list[tuple[float, float]]:
+    """(overlap s, overuse ms) of each token in `mine` handed over: the next token any client
+    received was another's."""
+    receipts = sorted([(t, False) for t, _ in tokens(mine)[0]]
+                      + [(t, True) for text in others for t, _ in tokens(text)[0]])
+    times = [t for t, _ in receipts]
+    out = []
+    for receipt, quota, overuse in token_overuses(mine):
         i = bisect.bisect_right(times, receipt)
         if i < len(receipts) and receipts[i][1]:  # (another client's: a hand-over)
-            out.append((end - times[i], ends[j][1]))
+            out.append((receipt + quota - times[i], overuse))
     return out
 
 
@@ -136,15 +157,50 @@ def deliveries(logs: dict[str, str]) -> dict[str, dict[str, dict]]:
     return dict(out)
 
 
+def late_tokens(logs: dict[str, str], over_ms: float) -> dict[str, dict[str, dict]]:
+    """Per pairs case and client, how its tokens whose overuse was over `over_ms` came: their
+    grant LATE_MS or more later than its median from the scheduler, or their reply LATE_MS or
+    more from the pod manager to the hook (its receipt by the hook less the pod manager's of
+    the grant it shares), both, or neither.  Only the tokens of its measured run, where its
+    steps file says when that began (`...-<client>-steps.jsonl`): before it, a program that
+    compiles and tunes its kernels runs some long ones past its tokens whichever way they
+    came."""
+    out: dict[str, dict[str, dict]] = defaultdict(dict)
+    for name, text in sorted(logs.items()):
+        m = HOOK_LOG.match(name)
+        pmgr = logs.get(f"{m['case']}-pmgr-{m['client']}.log", "") if m else ""
+        got = [(float(g[1]), float(g[2])) for g in PMGR_GOT.finditer(pmgr)]
+        if m is None or not got:
+            continue
+        median = statistics.median(ms for _, ms in got)
+        at = [t for t, _ in got]
+        steps = STEP_TIME.search(logs.get(f"{m['case']}-{m['client']}-steps.jsonl", ""))
+        measured_from = float(steps[1]) if steps else float("-inf")
+        row = {"grants": len(got), "made_ms_p50": round(median, 3), "from_the_scheduler": 0,
+               "to_the_hook": 0, "both": 0, "neither": 0}
+        for receipt, _, overuse in token_overuses(text):
+            i = bisect.bisect_right(at, receipt) - 1
+            if overuse <= over_ms or i < 0 or receipt < measured_from:
+                continue
+            late = (got[i][1] - median >= LATE_MS, (receipt - got[i][0]) * 1e3 >= LATE_MS)
+            row[{(True, False): "from_the_scheduler", (False, True): "to_the_hook",
+                 (True, True): "both", (False, False): "neither"}[late]] += 1
+        out[m["case"]][m["client"]] = row
+    return dict(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("logs", type=Path, help="a bench/paths.py --keep-logs archive")
     p.add_argument("--over-ms", type=float, default=1.0)
     p.add_argument("--deliveries", action="store_true",
                    help="the grants' delivery to the pod managers instead (see above)")
+    p.add_argument("--late", action="store_true",
+                   help="how the tokens over --over-ms came instead (see above)")
     args = p.parse_args(argv)
     logs = read_logs(args.logs)
-    got = deliveries(logs) if args.deliveries else handovers(logs, args.over_ms)
+    got = deliveries(logs) if args.deliveries else late_tokens(logs, args.over_ms) \
+        if args.late else handovers(logs, args.over_ms)
     print(json.dumps(got, indent=1))
     return 0
 

@@ -72,3 +72,25 @@ def test_the_grants_delivery_is_read_from_the_pod_managers_logs(tmp_path: Path, 
     assert got["a"]["grants"] == 5 and got["a"]["made_ms_p50"] == 0.6
     assert got["a"]["made_ms_max"] == 2.5 and got["a"]["made_ms_p90"] <= 2.5
     assert got["b"] == {"grants": 3, "made_ms_p50": 0.9, "made_ms_p90": 0.9, "made_ms_max": 0.9}
+
+
+def test_the_tokens_over_the_bound_are_told_by_how_late_they_came() -> None:
+    """a's three tokens that overused 2.5 ms: the first's grant came 3 ms after it was made
+    (its median 0.5), the second's reply reached its hook 2 ms after its pod manager had it,
+    the third came on time; tokens before the measured run's start are not counted."""
+    logs = pair_logs()
+    came = {0: (3.0, 0.0001), 2: (0.5, 0.002), 4: (0.5, 0.0001)}  # made ms, to the hook s
+    lines = []
+    for i in range(6):
+        receipt = 1.0 + i * 0.1
+        made, hop = came.get(i, (0.5, 0.0001))
+        lines.append(f"gem-pmgr DEBUG [{receipt - hop:.6f}] [a] token from the scheduler: "
+                     f"30.000 ms, made {made:.3f} ms before, 1 waiting\n")
+    logs["pairs-0.3-0.7-pmgr-a.log"] = "".join(lines)
+    row = handovers.late_tokens(logs, over_ms=1.0)["pairs-0.3-0.7"]["a"]
+    assert row == {"grants": 6, "made_ms_p50": 0.5, "from_the_scheduler": 1, "to_the_hook": 1,
+                   "both": 0, "neither": 1}
+    logs["pairs-0.3-0.7-a-steps.jsonl"] = '{"t": 1.05, "steps": 0.0}\n{"t": 1.06, "steps": 1.0}\n'
+    row = handovers.late_tokens(logs, over_ms=1.0)["pairs-0.3-0.7"]["a"]
+    assert (row["from_the_scheduler"], row["to_the_hook"], row["neither"]) == (0, 1, 1)
+    assert "b" not in handovers.late_tokens(logs, over_ms=1.0)["pairs-0.3-0.7"]  # (no pmgr log)
