@@ -26,6 +26,16 @@ int64_t gem_roundtrip_early(const struct gem_roundtrip *r, int64_t tail_ns, int6
     return early > floor_ns ? early : floor_ns;
 }
 
+int64_t gem_roundtrip_hop_ns(int64_t received_ns, double sent_at_s)
+{
+    /* (In doubles, checked before any conversion: a garbage double cast to int64_t is
+     * undefined.) */
+    double hop_s = (double)received_ns / 1e9 - sent_at_s;
+    if (!(sent_at_s > 0.0) || !(hop_s >= 0.0 && hop_s <= GEM_HOP_PLAUSIBLE_NS / 1e9))
+        return -1;
+    return (int64_t)(hop_s * 1e9);
+}
+
 int64_t gem_roundtrip_late_ns(int64_t hop_ns, int64_t quota_ns)
 {
     if (hop_ns < 0 || hop_ns > GEM_HOP_PLAUSIBLE_NS || quota_ns <= 0)

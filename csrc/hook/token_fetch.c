@@ -169,9 +169,10 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     learn_round_trip(t, dev, was_alone, granted - asked, quota_ms, !answered_at_once, sharers);
     gem_inflight_set_sharers(dev, sharers);
     /* A reply that came late: the scheduler handed the GPU on without waiting for it. */
-    int64_t late = gem_roundtrip_late_ns(granted - (int64_t)(sent_at * 1e9),
-                                         (int64_t)(quota_ms * 1e6));
-    int64_t expires = granted + (int64_t)(quota_ms * 1e6) - late;
+    int64_t quota_ns = (int64_t)(quota_ms * 1e6);
+    int64_t hop = gem_roundtrip_hop_ns(granted, sent_at);
+    int64_t expires = granted + quota_ns - gem_roundtrip_late_ns(hop, quota_ns);
+    int64_t gone = granted + quota_ns - expires; /* (for the log) */
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
         expires -= credit < tail_ns ? credit : tail_ns;
@@ -194,9 +195,9 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     if (t->alone && GEM_LOG_DEBUG <= gem_log_level) /* (formatted only for the debug line) */
         snprintf(alone_note, sizeof alone_note,
                  "; alone: the next asked for %.3f ms before the tail", (double)t->early_ns / 1e6);
-    if (late > 0 && GEM_LOG_DEBUG <= gem_log_level)
+    if (gone != 0 && GEM_LOG_DEBUG <= gem_log_level)
         snprintf(late_note, sizeof late_note, "; came %.3f ms after it was sent: %.3f ms of it gone",
-                 (double)(late + GEM_HOP_ALLOWANCE_NS) / 1e6, (double)late / 1e6);
+                 (double)hop / 1e6, (double)gone / 1e6);
     GEM_LOG(GEM_LOG_DEBUG, "token: %.3f ms (asked for a %.3f ms burst, reported %.3f ms overuse; "
             "%u process(es) share it%s%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
             sharers > 1 ? sharers : 1, alone_note, late_note);

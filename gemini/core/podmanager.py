@@ -58,6 +58,7 @@ from gemini.core.wire import (
     quota_args,
     quota_name,
     quota_run,
+    report_carries_delivery,
     run_word,
     said_name,
 )
@@ -79,7 +80,9 @@ SHARING_S = 0.5
 # clock, a v1 scheduler) from its receipt.  A grant that came later than that loses the
 # difference, as the GPU goes on without it: on the H100 (2026-12-06 17:15) 1-3 % of the grants
 # came 1.5-3.5 ms after they were made (p50 0.6), their tokens ran on past the next holder's
-# start, and their queue's last kernels finished a GPU time slice late (2.2-2.7 ms).
+# start, and their queue's last kernels finished a GPU time slice late (2.2-2.7 ms).  (With
+# gem-schd --no-hand-over-at-arrival the scheduler waits for no delivery, and tokens still run
+# the delivery past its hand-over, as before: --time-from-grant is its match.)
 # With time_from_grant (gem-pmgr --time-from-grant; off by default) a token is timed from the
 # grant: the scheduler books a grant from when it made it, so a client then loses the delay
 # from every token (on the H200, 2026-12-05: 0.7 ms of 20-30 ms tokens, and three capped
@@ -380,6 +383,7 @@ class PodCore:
         self.quota_s = float(rsp.values[0]) / MS
         self.quota_flags = int(rsp.values[1])
         granted_at = float(rsp.values[3]) if len(rsp.values) > 3 else 0.0
+        # (Timed from the grant, its tokens trail the grants by nothing, and it says so.)
         waited_s = 0.0 if self.time_from_grant else self.said_delivery_s
         self.quota_at = token_start(granted_at, now, self.quota_s, waited_s)
         if plausible_grant(granted_at, now):  # how long grants take to come (0 timed from them)
@@ -653,7 +657,8 @@ class PodCore:
         self._last_report = now
         waiting = len({w.conn for w in self.quota_waiters})
         delivery_ms = statistics.median(self.deliveries) * MS if self.deliveries else 0.0
-        self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS
+        self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS \
+            if report_carries_delivery(self.name) else 0.0
         return [self._send(RequestType.REPORT, (self.used, self._reported(), waiting,
                                                 delivery_ms))]
 

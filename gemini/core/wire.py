@@ -140,11 +140,11 @@ RUN_COUNT_MAX = RUN_GRAPHS - 1
 
 # The REPORT's fourth word (not in v1), pod manager -> scheduler: delivery_ms (f32), how long
 # the scheduler's grants took to reach the pod manager lately (the median of the recent ones,
-# by the replies' granted_at on the pod manager's clock: how long its tokens trail the grants;
-# 0: not known).  With gem-schd --hand-over-at-arrival the scheduler hands a holder's GPU on
-# that much after its grant's end, when its hook's token ends.  Beside a name of up to
-# REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send 0: not known, the
-# hand-over at the grant's end.
+# by the replies' granted_at on the pod manager's clock; its tokens trail the grants by no more:
+# podmanager.token_start; 0: not known).  With gem-schd --hand-over-at-arrival the scheduler
+# hands a holder's GPU on that much after its grant's end, when its hook's token ends.  Beside
+# a name of up to REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send
+# 0: not known, the hand-over at the grant's end.
 _REPORT_DELIVERY = struct.Struct("<f")
 # The longest delivery a scheduler's hand-over waits for; one said longer is taken as this
 # (grants reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under
@@ -273,6 +273,12 @@ def _run_fits(raw_name: bytes) -> bool:
 
 def _delivery_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= REPORT_DELIVERY_NAME_MAX
+
+
+def report_carries_delivery(name: str) -> bool:
+    """Does a REPORT of this client carry its delivery_ms (else the scheduler hands its GPU on
+    at its grants' end)?"""
+    return _delivery_fits(name.encode())
 
 
 def encode_request(req: Request) -> bytes:

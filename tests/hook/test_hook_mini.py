@@ -147,12 +147,13 @@ def test_launch_without_a_token_waits_for_the_pod_manager(hook_env, mini, pm):
         proc.kill()
 
 
-@pytest.mark.parametrize(("late_ms", "gone"), [(3.0, True), (None, False)])
+@pytest.mark.parametrize(("late_ms", "gone"), [(2.0, True), (None, False)])
 def test_a_token_whose_reply_came_late_gives_up_what_it_took_past_the_usual_hop(
         hook_env, mini, pm, late_ms, gone):
     """The scheduler hands the GPU on as the pod manager's token ends; a reply that reached the
     hook 1.4-3 ms after it was sent ran its token on into the next holder's (H100, 2026-12-06;
-    gem_roundtrip_late_ns).  A reply that says no send time (a v1 pod manager) loses none."""
+    gem_roundtrip_late_ns).  A reply that says no send time (a v1 pod manager) loses none.
+    (2 ms late: one that reads as more than 5 ms late is taken for another clock's.)"""
     pm.quota_ms = 40.0
     pm.sent_late_s = None if late_ms is None else late_ms / 1000
     run = hook_env.run([str(mini / "mini_client"), "launch", "1"], GEMINI_LOG="debug")
@@ -162,9 +163,10 @@ def test_a_token_whose_reply_came_late_gives_up_what_it_took_past_the_usual_hop(
     if not gone:
         assert cuts == [] and "token: 40.000 ms" in run.stderr
         return
+    assert len(cuts) == 1
     came, cut = map(float, cuts[0])
-    assert came >= 3.0
-    assert 2.75 <= cut <= 20.0  # (at most half the token)
+    assert came >= 2.0
+    assert cut == pytest.approx(came - 0.25, abs=0.002)  # (the token's expiry, as set)
 
 
 @pytest.mark.parametrize("garbage", [math.inf, math.nan, 1e13])

@@ -4,6 +4,7 @@ follows a host that slows down, and stays within its floor and its bound."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -93,6 +94,28 @@ def test_the_estimate_stays_among_the_round_trips_and_the_lead_within_its_bounds
 ])
 def test_a_late_reply_gives_up_what_it_took_past_the_usual_hop(hop, late):
     assert lib.gem_roundtrip_late_ns(hop, 30 * MS) == late
+
+
+NOW = 123_456 * 10**9  # (a CLOCK_MONOTONIC reading, ns)
+
+
+@pytest.mark.parametrize(("sent_at", "hop"), [
+    (NOW / 1e9 - 0.002, 2 * MS),
+    (NOW / 1e9, 0),
+    (NOW / 1e9 + 0.001, -1),  # sent after it came: another clock
+    (NOW / 1e9 - 0.006, -1),  # long before: another clock
+    (0.0, -1),  # not said (a v1 pod manager)
+    (math.nan, -1), (math.inf, -1), (-math.inf, -1), (1e300, -1), (-1e300, -1),  # garbage
+])
+def test_a_replys_hop_is_read_only_where_its_send_time_is_plausible(sent_at, hop):
+    assert abs(lib.gem_roundtrip_hop_ns(NOW, sent_at) - hop) <= 1 * US
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_any_send_time_gives_a_hop_within_bounds_or_none(sent_at):
+    """(A double out of int64_t's range, converted, is undefined behaviour: checked first.)"""
+    hop = lib.gem_roundtrip_hop_ns(NOW, sent_at)
+    assert hop == -1 or 0 <= hop <= lib.GEM_HOP_PLAUSIBLE_NS
 
 
 @given(st.integers(-(2**40), 2**40), st.integers(-(2**40), 2**40))

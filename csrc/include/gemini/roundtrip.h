@@ -29,16 +29,22 @@ void gem_roundtrip_sample(struct gem_roundtrip *r, int64_t rtt_ns);
 int64_t gem_roundtrip_early(const struct gem_roundtrip *r, int64_t tail_ns, int64_t floor_ns,
                             int64_t max_ns);
 
-/* How much of a token of `quota_ns` the hook gives up for a pod manager's reply that took
- * `hop_ns` to come (its send time on our clock): what it took past GEM_HOP_ALLOWANCE_NS, at most
- * half the token (a hook handed none of it would sleep and ask again); 0 for a hop below 0 or
- * past GEM_HOP_PLAUSIBLE_NS (another clock, or a send time not said).  The scheduler hands the
- * GPU on as the pod manager's token ends; a reply that comes late ran the hook's token on into
- * the next holder's, and the GPU time-sliced the two (H100, 2026-12-06: replies came 0.15 ms
- * after they were sent, p90 0.24, and some 1 % 1.4-3 ms, each a queue's last kernels finishing
- * 2.2-2.7 ms late).  The allowance keeps the usual hop, so that it costs a token nothing. */
-#define GEM_HOP_ALLOWANCE_NS 250000
+/* How long a reply took to come: received at `received_ns` on our CLOCK_MONOTONIC, sent at
+ * `sent_at_s` on its sender's (seconds, as the wire carries it: any double).  -1 where that is
+ * not plausible: a send time of 0 or less (not said) or not a number, or one that reads as after
+ * the receipt or more than GEM_HOP_PLAUSIBLE_NS before it (another clock).  So a reply later
+ * than that is not cut at all: the bound only tells another clock from ours. */
 #define GEM_HOP_PLAUSIBLE_NS 5000000
+int64_t gem_roundtrip_hop_ns(int64_t received_ns, double sent_at_s);
+/* How much of a token of `quota_ns` the hook gives up for a pod manager's reply that took
+ * `hop_ns` to come (gem_roundtrip_hop_ns): what it took past GEM_HOP_ALLOWANCE_NS, at most half
+ * the token (a hook handed none of it would sleep and ask again); 0 for a hop below 0 or past
+ * GEM_HOP_PLAUSIBLE_NS.  The scheduler hands the GPU on as the pod manager's token ends; a reply
+ * that comes late ran the hook's token on into the next holder's, and the GPU time-sliced the
+ * two (H100, 2026-12-06: replies came 0.15 ms after they were sent, p90 0.24, and some 1 %
+ * 1.4-3 ms, each a queue's last kernels finishing 2.2-2.7 ms late).  The allowance keeps the
+ * usual hop, so that it costs a token nothing. */
+#define GEM_HOP_ALLOWANCE_NS 250000
 int64_t gem_roundtrip_late_ns(int64_t hop_ns, int64_t quota_ns);
 
 #endif
