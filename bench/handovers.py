@@ -21,7 +21,7 @@ long (its median, at most 2 ms) at each hand-over made at a grant's end.
 
 --late: instead, for each client, how its tokens whose overuse was over --over-ms came: their
 grant late from the scheduler (LATE_MS past its median), their reply late from the pod manager
-to its hook, both, or neither.  On an H100 whose grants came 1.5-3.5 ms late 1-3 % of the time
+to its hook, both, or neither.  On an H100 whose grants came 1.5-3.5 ms late 2-3 % of the time
 (2026-12-06 17:15-17:19, `…-171546-` and `…-171721-paths-logs.tar.xz`), 31, 9, 5 and 4 of the
 tokens over 1 ms (the journal, "Late grants and late replies cut"); since then the pod manager
 and the hook cut a token that came late (podmanager.token_start, gem_roundtrip_late_ns).

@@ -78,8 +78,8 @@ SHARING_S = 0.5
 # waits for (what we last told it: the REPORT's delivery_ms) after the grant was made, where
 # the reply's granted_at reads as at most this long ago on our own clock; else (another host's
 # clock, a v1 scheduler) from its receipt.  A grant that came later than that loses the
-# difference, as the GPU goes on without it: on the H100 (2026-12-06 17:15) 1-3 % of the grants
-# came 1.5-3.5 ms after they were made (p50 0.6), their tokens ran on past the next holder's
+# difference, as the GPU goes on without it: on the H100 (2026-12-06 17:15) 2-3 % of the grants
+# came 1.5-3.5 ms after they were made (p50 0.5-0.7), their tokens ran on past the next holder's
 # start, and their queue's last kernels finished a GPU time slice late (2.2-2.7 ms).  (With
 # gem-schd --no-hand-over-at-arrival the scheduler waits for no delivery, and tokens still run
 # the delivery past its hand-over, as before: --time-from-grant is its match.)

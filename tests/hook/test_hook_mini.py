@@ -151,7 +151,7 @@ def test_launch_without_a_token_waits_for_the_pod_manager(hook_env, mini, pm):
 def test_a_token_whose_reply_came_late_gives_up_what_it_took_past_the_usual_hop(
         hook_env, mini, pm, late_ms, gone):
     """The scheduler hands the GPU on as the pod manager's token ends; a reply that reached the
-    hook 1.4-3 ms after it was sent ran its token on into the next holder's (H100, 2026-12-06;
+    hook 1.4-3.6 ms after it was sent ran its token on into the next holder's (H100, 2026-12-06;
     gem_roundtrip_late_ns).  A reply that says no send time (a v1 pod manager) loses none.
     (2 ms late: one that reads as more than 5 ms late is taken for another clock's.)"""
     pm.quota_ms = 40.0

@@ -120,7 +120,7 @@ def test_a_token_that_came_later_than_the_hand_over_waits_for_loses_the_differen
         quota_ms, late_ms, left_ms):
     """The scheduler hands the GPU on 0.5 ms (what this pod manager said) after the grant's
     end.  Timed from its receipt, a grant that came 3 ms after it was made ran on 2.5 ms into
-    the next holder's token (H100, 2026-12-06 17:15: 1-3 % of the grants came 1.5-3.5 ms late,
+    the next holder's token (H100, 2026-12-06 17:15: 2-3 % of the grants came 1.5-3.5 ms late,
     p50 0.6, and their queue's last kernels finished a GPU time slice late)."""
     pod = ready_pod()
     said_delivery(pod, 0.0005)

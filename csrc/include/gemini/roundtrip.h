@@ -41,8 +41,9 @@ int64_t gem_roundtrip_hop_ns(int64_t received_ns, double sent_at_s);
  * the token (a hook handed none of it would sleep and ask again); 0 for a hop below 0 or past
  * GEM_HOP_PLAUSIBLE_NS.  The scheduler hands the GPU on as the pod manager's token ends; a reply
  * that comes late ran the hook's token on into the next holder's, and the GPU time-sliced the
- * two (H100, 2026-12-06: replies came 0.15 ms after they were sent, p90 0.24, and some 1 %
- * 1.4-3 ms, each a queue's last kernels finishing 2.2-2.7 ms late).  The allowance keeps the
+ * two (H100, 2026-12-06: replies came 0.12-0.16 ms (p50) after they were sent, p90 0.18-0.24,
+ * and on one machine 0.6-0.8 % of them 1.4-3.6 ms, their queue's last kernels finishing
+ * 2.2-2.7 ms late).  The allowance keeps the
  * usual hop, so that it costs a token nothing. */
 #define GEM_HOP_ALLOWANCE_NS 250000
 int64_t gem_roundtrip_late_ns(int64_t hop_ns, int64_t quota_ns);
