@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -53,12 +54,39 @@ def base_env() -> dict[str, str]:
     return env
 
 
+HOOK_SOURCES = ("csrc/hook", "csrc/common", "csrc/include")
+
+
+def hook_sources_digest(root: Path = ROOT) -> str:
+    """SHA-256 (first 12 hex digits) over the hook's sources, each file's path and bytes: names
+    the hook a results file was measured with where the device's copy of the tree has no git
+    (an A/B swaps `csrc/` between runs).  `git archive COMMIT csrc | tar -x` of a commit gives
+    the same digest."""
+    h = hashlib.sha256()
+    for top in HOOK_SOURCES:
+        for f in sorted((root / top).rglob("*")):
+            if f.is_file():
+                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def library_id(lib: Path) -> str:
+    st = lib.stat()
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
 def hook_path() -> Path:
+    """GEMINI_BENCH_HOOK; else the hook bench/paths.py's build_hook built into BUILD, where its
+    stamp says it was built from these very sources and is still that library; else the
+    package's (`make build`).  (bench/pair_fake.py took one built in BUILD hours before, from
+    sources without the hook's newest change: 2026-12-06.)"""
     if os.environ.get("GEMINI_BENCH_HOOK"):
         return Path(os.environ["GEMINI_BENCH_HOOK"])
-    built = BUILD / "libgemhook.so.1"
-    if built.exists():
-        return built
+    built, stamp = BUILD / "libgemhook.so.1", BUILD / "libgemhook.so.1.stamp"
+    if built.exists() and stamp.exists():
+        words = stamp.read_text().split()
+        if words[:1] == [hook_sources_digest()] and words[-1:] == [library_id(built)]:
+            return built
     from gemini.native import hook_library_path
 
     return hook_library_path()

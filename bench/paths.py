@@ -77,6 +77,8 @@ from common import (
     Procs,
     base_env,
     gpu_info,
+    hook_sources_digest,
+    library_id,
     pct,
     promised_shares,
     read_stats,
@@ -1366,22 +1368,6 @@ def units_for(only: list[str], skip_pairs: bool, skip_rtt: bool) -> list[tuple[s
     return units
 
 
-HOOK_SOURCES = ("csrc/hook", "csrc/common", "csrc/include")
-
-
-def hook_sources_digest(root: Path = ROOT) -> str:
-    """SHA-256 (first 12 hex digits) over the hook's sources, each file's path and bytes: names
-    the hook a results file was measured with where the device's copy of the tree has no git
-    (an A/B swaps `csrc/` between runs).  `git archive COMMIT csrc | tar -x` of a commit gives
-    the same digest."""
-    h = hashlib.sha256()
-    for top in HOOK_SOURCES:
-        for f in sorted((root / top).rglob("*")):
-            if f.is_file():
-                h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
 def build_hook() -> dict:
     """bench/build_hook.sh into BUILD, unless the library there is the one this function built
     from these very sources, by this very script and compiler (its stamp says so, and names
@@ -1406,11 +1392,6 @@ def build_hook() -> dict:
         stamp.write_text(f"{key} {library_id(lib)}")
     return {"ok": r.returncode == 0, "stderr": r.stderr[-1500:], "path": r.stdout.strip(),
             "sources_sha256": digest}
-
-
-def library_id(lib: Path) -> str:
-    st = lib.stat()
-    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def load(path: Path) -> dict:

@@ -11,6 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import common
 import paths
 
 from tests.unit.steps import halves
@@ -120,19 +121,19 @@ def test_the_table_names_the_bare_rate_a_capped_run_was_divided_by_where_it_diff
 
 
 def test_the_hook_sources_digest_names_the_sources(tmp_path: Path) -> None:
-    for top in paths.HOOK_SOURCES:
+    for top in common.HOOK_SOURCES:
         (tmp_path / top).mkdir(parents=True)
     (tmp_path / "csrc/hook/token.c").write_text("int a;\n")
     (tmp_path / "csrc/fake").mkdir()
-    first = paths.hook_sources_digest(tmp_path)
+    first = common.hook_sources_digest(tmp_path)
     (tmp_path / "csrc/fake/driver.c").write_text("not the hook\n")
-    assert paths.hook_sources_digest(tmp_path) == first
+    assert common.hook_sources_digest(tmp_path) == first
     (tmp_path / "csrc/hook/token.c").write_text("int b;\n")
-    assert paths.hook_sources_digest(tmp_path) != first
+    assert common.hook_sources_digest(tmp_path) != first
     (tmp_path / "csrc/hook/token.c").write_text("int a;\n")
-    assert paths.hook_sources_digest(tmp_path) == first
+    assert common.hook_sources_digest(tmp_path) == first
     (tmp_path / "csrc/hook/token.c").rename(tmp_path / "csrc/hook/lease.c")
-    assert paths.hook_sources_digest(tmp_path) != first
+    assert common.hook_sources_digest(tmp_path) != first
 
 
 def test_a_hook_built_from_the_same_sources_is_reused_and_no_other(
@@ -163,6 +164,29 @@ def test_a_hook_built_from_the_same_sources_is_reused_and_no_other(
     (tmp_path / "build/libgemhook.so.1").write_text("built by other means, other size")
     assert "reused" not in paths.build_hook() and built() == 3
     assert paths.build_hook()["reused"] and built() == 3
+
+
+def test_the_benches_take_a_built_hook_only_while_it_is_of_these_sources(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/pair_fake.py ran a hook left in bench/.build from sources hours older (no stamp
+    was looked at): a library built there from other sources, or replaced since, is not taken,
+    and the package's (`make build`) is."""
+    sources = {"digest": "aaaa"}
+    monkeypatch.delenv("GEMINI_BENCH_HOOK", raising=False)
+    monkeypatch.setattr(common, "BUILD", tmp_path)
+    monkeypatch.setattr(common, "hook_sources_digest", lambda: sources["digest"])
+    from gemini.native import hook_library_path
+
+    lib = tmp_path / "libgemhook.so.1"
+    lib.write_text("a hook")
+    assert common.hook_path() == hook_library_path()  # (no stamp)
+    (tmp_path / "libgemhook.so.1.stamp").write_text(f"aaaa 1234 cc {common.library_id(lib)}")
+    assert common.hook_path() == lib
+    sources["digest"] = "bbbb"  # the sources changed since
+    assert common.hook_path() == hook_library_path()
+    sources["digest"] = "aaaa"
+    lib.write_text("another hook, built by other means")
+    assert common.hook_path() == hook_library_path()
 
 
 def test_a_capped_runs_work_and_charge_per_granted_second_say_where_its_share_went() -> None:
