@@ -50,7 +50,9 @@ from pathlib import Path
 from common import pct
 from high_seconds import read_logs
 
-TOKEN = re.compile(r"\[(\d+\.\d+)\] token: ([\d.]+) ms")
+# (A token whose reply came late says how much of it the hook gave up: its end is that sooner.)
+TOKEN = re.compile(r"\[(\d+\.\d+)\] token: ([\d.]+) ms(?:.*?; came [\d.]+ ms after it was sent: "
+                   r"([\d.]+) ms of it gone)?")
 TOKEN_END = re.compile(r"\[(\d+\.\d+)\] token end: overuse ([\d.]+) ms")
 # A pairs case's hook log, of a client of one process (`pairs-0.3-0.7-a.log`; a client of
 # several, `...-a0.log`, shares its tokens among them, and is not read)
@@ -72,9 +74,9 @@ PMGR_LOG = re.compile(r"^(?P<case>pairs-.+)-pmgr-(?P<client>[^.]+)\.log$")
 
 
 def tokens(text: str) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    """A hook log's tokens, (receipt, quota) in seconds, and its token ends, (when written,
-    overuse ms)."""
-    got = [(float(m[1]), float(m[2]) / 1000) for m in TOKEN.finditer(text)]
+    """A hook log's tokens, (receipt, what it ran for: its quota less what a late reply gave
+    up) in seconds, and its token ends, (when written, overuse ms)."""
+    got = [(float(m[1]), (float(m[2]) - float(m[3] or 0.0)) / 1000) for m in TOKEN.finditer(text)]
     ends = [(float(m[1]), float(m[2])) for m in TOKEN_END.finditer(text)]
     return got, ends
 

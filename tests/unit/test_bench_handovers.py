@@ -94,3 +94,15 @@ def test_the_tokens_over_the_bound_are_told_by_how_late_they_came() -> None:
     row = handovers.late_tokens(logs, over_ms=1.0)["pairs-0.3-0.7"]["a"]
     assert (row["from_the_scheduler"], row["to_the_hook"], row["neither"]) == (0, 1, 1)
     assert "b" not in handovers.late_tokens(logs, over_ms=1.0)["pairs-0.3-0.7"]  # (no pmgr log)
+
+
+def test_a_token_whose_reply_came_late_ends_as_much_sooner() -> None:
+    """(Read as its quota, a token cut by its hook showed an overlap of 0.75 ms on the fake GPU
+    that its hook's own end, 0.87 ms before the next receipt, did not have.)"""
+    line = ("gemini-hook[b 1] debug: [75757.178728] token: 69.506 ms (asked for a 70.000 ms burst, "
+            "reported 0.000 ms overuse; 1 process(es) share it; came 1.875 ms after it was sent: "
+            "1.625 ms of it gone)\n"
+            "gemini-hook[b 1] debug: [75757.300000] token: 30.000 ms (asked for a 30.000 ms burst, "
+            "reported 0.000 ms overuse; 1 process(es) share it)\n")
+    got, _ = handovers.tokens(line)
+    assert [(t, round(q, 6)) for t, q in got] == [(75757.178728, 0.067881), (75757.3, 0.03)]
