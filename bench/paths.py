@@ -171,6 +171,8 @@ OVERUSE_RE = re.compile(r"overuse ([0-9.]+) ms")
 # The hook as of this writing logs "token: Q ms (asked for a B ms burst, reported X ms overuse)"
 # (X: the previous token's overuse) at debug level; used only when no line matches OVERUSE_RE.
 OVERUSE_FALLBACK_RE = re.compile(r"reported ([0-9.]+) ms overuse")
+# The hook's measure of each token's queue: "measured X ms over N launches" (launch_cost_of)
+MEASURED_RE = re.compile(r"measured ([0-9.]+) ms over ([0-9]+) launches")
 
 
 def log(msg: str) -> None:
@@ -464,6 +466,18 @@ def overuse_of(log_text: str) -> dict:
                                  if "overuse" in line))
 
 
+def launch_cost_of(log_text: str) -> dict:
+    """The GPU time per launch a hook measured over its tokens (its "measured X ms over N
+    launches" lines): two clients of one program that differ here ran other kernels, whatever
+    their shares (a JAX process that tuned itself beside a neighbour ran its matmuls 14 %
+    slower than the other's, 225 us a launch against 197: H100, 2026-12-06 17:15)."""
+    ms, launches = 0.0, 0
+    for m in MEASURED_RE.finditer(log_text):
+        ms += float(m.group(1))
+        launches += int(m.group(2))
+    return {"launch_cost_us": rnd(1e3 * ms / launches, 1)} if launches else {}
+
+
 def read_log(log: Path) -> str:
     try:
         return log.read_text(errors="replace")
@@ -672,17 +686,19 @@ def markdown(res: dict) -> str:
                   "window after 1 s; aggregate = Σ shares (median over the "
                   "windows)", "",
                   "(granted: the scheduler's books, the GPU time it gave; MHz: the GPU's median "
-                  "SM clock over the run)", "",
+                  "SM clock over the run; us/launch: the GPU time per launch its hook measured, "
+                  "which tells a client that ran other kernels)", "",
                   "(1 s rows: max err over the whole seconds, then over every 1 s window "
                   "sliding by 50 ms, which is judged, with its lowest and highest share)", "",
                   "| case | programs | window | client | target | worst window | max err [pp] "
-                  "| p90 err [pp] | aggregate | granted | MHz |", "|---|---|---|---|---|---|---|---"
-                  "|---|---|---|"]
+                  "| p90 err [pp] | aggregate | granted | MHz | us/launch |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for e in res["pairs"]:
             programs = e.get("path", PAIR_PATH)
             if "clients" not in e:
+                why = str(e.get("error") or e.get("skipped"))[:90]
                 lines.append(f"| {e.get('case')} | {programs} | {e.get('window_s')} s | — | — | — "
-                             f"| — | — | {str(e.get('error') or e.get('skipped'))[:90]} | — | — |")
+                             f"| — | — | {why} | — | — | — |")
                 continue
             goal = GOALS["err10_pp"] if e["window_s"] >= 10 else GOALS["err1_pp"]
             for c in e["clients"]:
@@ -696,7 +712,8 @@ def markdown(res: dict) -> str:
                              f"{c['target']} | {_f(c.get('achieved'))} | {err}"
                              f"{_ok(None if judged is None else judged <= goal)} | "
                              f"{_f(c.get('error_pp_p90'), 2)} | {_f(e.get('aggregate_median'))} | "
-                             f"{_f(c.get('granted'))} | {_f(e.get('sm_mhz'), 0)} |")
+                             f"{_f(c.get('granted'))} | {_f(e.get('sm_mhz'), 0)} | "
+                             f"{_f(c.get('launch_cost_us'), 1)} |")
     if res.get("rtt_us_p50") is not None:
         p50, p99 = res["rtt_us_p50"], res.get("rtt_us_p99")
         lines += ["", f"Token round trip hook→pmgr→schd (S6, every 10 ms): p50 {p50} µs"
@@ -1184,7 +1201,8 @@ class Bench:
         try:
             hook_log = log_until(Path(r["log"]).read_text(errors="replace"),
                                  r.get("capped_until"))
-            out.update(overuse_of(log_between(hook_log, r["samples"][0][0], None)))
+            measured = log_between(hook_log, r["samples"][0][0], None)
+            out.update(overuse_of(measured), **launch_cost_of(measured))
         except OSError as exc:  # (the why, not overuse_of's "no line matching")
             hook_log = ""
             out.update(overuse_of(hook_log), overuse_note=f"no hook log: {exc}")
@@ -1265,10 +1283,10 @@ class Bench:
         # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
         # client's queues ran past its tokens (all its processes' lines), where a share differs.
         a = start + warm
+        logged = {n: "".join(log_between(t, a, t_end) for w, t in hook_logs.items()
+                             if client_of[w] == n) for n in nprocs}
         books = {n: {"granted": granted_share(grants, n, a, t_end), "processes": nprocs[n],
-                     **overuse_of("".join(log_between(t, a, t_end)
-                                          for w, t in hook_logs.items() if client_of[w] == n))}
-                 for n in nprocs}
+                     **overuse_of(logged[n]), **launch_cost_of(logged[n])} for n in nprocs}
         clock = self.clock.over(a, t_end)
         if editor is not None and editor.written_at is not None:
             clock["edited_at_s"] = rnd(editor.written_at - t0, 3)

@@ -346,3 +346,19 @@ def test_a_file_merged_before_rows_were_stamped_gets_no_stamps_of_its_last_run()
               "paths": {"torch-eager": {"solo_over_bare": 0.9998, "cap_60s": 0.398}}}
     row = paths.stamped(merged)["paths"]["torch-eager"]
     assert "solo_measured" not in row and "cap_measured" not in row
+
+
+def test_a_hooks_measures_give_its_gpu_time_per_launch() -> None:
+    log = ("gemini-hook[a 1] debug: [1.0] measured 19.121 ms over 82 launches (0 graphs, "
+           "0.000 ms); left out: 38 launches (0 graphs) after gaps, 82.099 ms, 0 (0) after holds\n"
+           "gemini-hook[a 1] debug: [1.1] token end: overuse 0.065 ms (0.065 ms charged)\n"
+           "gemini-hook[a 1] debug: [1.2] measured 20.993 ms over 94 launches (0 graphs, "
+           "0.000 ms); left out: 35 launches (0 graphs) after gaps, 80.454 ms, 0 (0) after holds\n")
+    got = paths.launch_cost_of(log)
+    assert got == {"launch_cost_us": pytest.approx(1e3 * 40.114 / 176, abs=0.1)}
+    assert paths.launch_cost_of("gemini-hook[a 1] debug: [1.0] token: 30.000 ms\n") == {}
+    samples = {"a": halves(0.3, 0.3, 14), "b": halves(0.7, 0.7, 14)}
+    _, one = paths.pair_entries("0.3/0.7", samples, {"a": 0.3, "b": 0.7}, 0.0, 14.0, 100.0)
+    one["clients"][0]["launch_cost_us"] = 224.9
+    assert "| 0.3/0.7 | torch-eager | 1 s | a | 0.3 |" in paths.markdown({"pairs": [one]})
+    assert paths.markdown({"pairs": [one]}).count("| 224.9 |") == 1
