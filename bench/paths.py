@@ -1280,8 +1280,9 @@ class Bench:
         out = pair_entries(case, samples, targets, start, t_end,
                            bare[one]["median"] if one else bare_of, warm=warm,
                            path=one or "/".join(path_of[n] for n, _ in specs))
-        # Beside the work done: the scheduler's books (GPU time granted) and the overuse each
-        # client's queues ran past its tokens (all its processes' lines), where a share differs.
+        # Beside the work done: the scheduler's books (GPU time granted), the overuse each
+        # client's queues ran past its tokens and the GPU time per launch its hook measured
+        # (all its processes' lines), where a share differs.
         a = start + warm
         logged = {n: "".join(log_between(t, a, t_end) for w, t in hook_logs.items()
                              if client_of[w] == n) for n in nprocs}
