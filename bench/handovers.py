@@ -70,6 +70,9 @@ PMGR_GOT = re.compile(r"\[(\d+\.\d+)\] \[[^]]+\] token from the scheduler: [\d.]
 # from the pod manager to the hook (usually 0.14-0.20 ms on the H100), came late.
 LATE_MS = 0.5
 STEP_TIME = re.compile(r'"t": ([\d.]+)')  # a steps file's first sample: its measured run's start
+# --late's verdict on a token: (its grant late from the scheduler, its reply late to the hook)
+LATE_KIND = {(True, False): "from_the_scheduler", (False, True): "to_the_hook",
+             (True, True): "both", (False, False): "neither"}
 PMGR_LOG = re.compile(r"^(?P<case>pairs-.+)-pmgr-(?P<client>[^.]+)\.log$")
 
 
@@ -169,24 +172,24 @@ def late_tokens(logs: dict[str, str], over_ms: float) -> dict[str, dict[str, dic
     came."""
     out: dict[str, dict[str, dict]] = defaultdict(dict)
     for name, text in sorted(logs.items()):
-        m = HOOK_LOG.match(name)
-        pmgr = logs.get(f"{m['case']}-pmgr-{m['client']}.log", "") if m else ""
+        if (m := HOOK_LOG.match(name)) is None:
+            continue
+        pmgr = logs.get(f"{m['case']}-pmgr-{m['client']}.log", "")
         got = [(float(g[1]), float(g[2])) for g in PMGR_GOT.finditer(pmgr)]
-        if m is None or not got:
+        if not got:
             continue
         median = statistics.median(ms for _, ms in got)
         at = [t for t, _ in got]
         steps = STEP_TIME.search(logs.get(f"{m['case']}-{m['client']}-steps.jsonl", ""))
         measured_from = float(steps[1]) if steps else float("-inf")
-        row = {"grants": len(got), "made_ms_p50": round(median, 3), "from_the_scheduler": 0,
-               "to_the_hook": 0, "both": 0, "neither": 0}
+        row = {"grants": len(got), "made_ms_p50": round(median, 3),
+               **dict.fromkeys(LATE_KIND.values(), 0)}
         for receipt, _, overuse in token_overuses(text):
             i = bisect.bisect_right(at, receipt) - 1
             if overuse <= over_ms or i < 0 or receipt < measured_from:
                 continue
             late = (got[i][1] - median >= LATE_MS, (receipt - got[i][0]) * 1e3 >= LATE_MS)
-            row[{(True, False): "from_the_scheduler", (False, True): "to_the_hook",
-                 (True, True): "both", (False, False): "neither"}[late]] += 1
+            row[LATE_KIND[late]] += 1
         out[m["case"]][m["client"]] = row
     return dict(out)
 

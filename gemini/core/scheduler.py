@@ -503,10 +503,10 @@ class SchedulerCore:
         holder = self.holder
         if holder is None or holder.interval.name != name or holder.orphaned_until is not None:
             return False
-        hand_over = self._hand_over_at(holder)
         spec = self.clients[name].spec
         if is_um(spec, self.um):
             return False
+        hand_over = self._hand_over_at(holder)
         # (another's return grace counts while it lasts past the hand-over: _schedule clears
         # it only once the holder is gone)
         others = any(c.name != name for c in self.candidates) or (
