@@ -21,6 +21,8 @@ Protocol (like bench/tenant.py), one JSON line each, flushed:
   stdout  {"done": true, "round": i, "steps": n, "t0": .., "t_end": .., ...}   at END
   ... more `go` lines: more measured runs (rounds) in the same process; EOF or `quit` ends it.
 On failure (an import missing, no GPU, a CUDA error): {"error": "...", "path": ..} and exit 3.
+BENCH_XLA_AUTOTUNE_DIR=DIR (jax): XLA writes each candidate it timed while autotuning, and its
+pick, to DIR/autotune-PID.txt.
 """
 
 from __future__ import annotations
@@ -596,6 +598,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.path == "jax":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
         os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.2")
+        if tune_dir := os.environ.get("BENCH_XLA_AUTOTUNE_DIR"):
+            # every candidate XLA timed while autotuning, and its pick, one file a process
+            os.makedirs(tune_dir, exist_ok=True)
+            log = os.path.join(tune_dir, f"autotune-{os.getpid()}.txt")
+            os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                       + f" --xla_gpu_dump_autotune_logs_to={log}").strip()
     if args.path.startswith("torch-compile"):
         # no compile worker subprocesses (they would run under the hook too)
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
