@@ -611,6 +611,18 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
     return CUDA_SUCCESS;
 }
 
+CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    FAKE_ENTER(cuFuncGetName);
+    FAKE_NEED_INIT();
+    if (name == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (hfunc == NULL || hfunc->magic != FUNC_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = hfunc->name;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuModuleUnload(CUmodule hmod)
 {
     FAKE_ENTER(cuModuleUnload);

@@ -45,6 +45,7 @@
     X(cuCtxPopCurrent_v2, cuCtxPopCurrent, 4000, D)                                 \
     X(cuModuleLoadData, cuModuleLoadData, 2000, D)                                  \
     X(cuModuleGetFunction, cuModuleGetFunction, 2000, D)                            \
+    X(cuFuncGetName, cuFuncGetName, 12030, D)                                       \
     X(cuModuleUnload, cuModuleUnload, 2000, D)                                      \
     X(cuLaunchKernel, cuLaunchKernel, 4000, D)                                      \
     X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, P)                                 \

@@ -46,6 +46,7 @@ static const char *const gate_stat_names[GEM_STAT_COUNT] = {
     [GEM_STAT_FETCH_TAIL] = "gate.fetch_tail",
     [GEM_STAT_FETCH_BURST] = "gate.fetch_burst",
     [GEM_STAT_FETCH_CREDIT] = "gate.fetch_credit",
+    [GEM_STAT_FETCH_ROOM] = "gate.fetch_room",
     [GEM_STAT_FETCH_NS] = "gate.fetch_ns",
 };
 int gem_stats_on;

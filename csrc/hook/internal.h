@@ -37,7 +37,7 @@ enum gem_sym {
         X(cuStreamCreate) X(cuStreamDestroy_v2) X(cuStreamWaitEvent) X(cuStreamIsCapturing)      \
         X(cuMemPrefetchAsync_v2) X(cuEventQuery) X(cuDeviceGet) X(cuDeviceGetUuid_v2)         \
         X(cuDevicePrimaryCtxGetState) X(cuThreadExchangeStreamCaptureMode)       \
-        X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool)
+        X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool) X(cuFuncGetName)
 enum gem_aux {
 #define GEM_AUX_ENUM(sym) GEM_AUX_##sym,
     GEM_AUX_LIST(GEM_AUX_ENUM)
@@ -137,6 +137,7 @@ enum gem_gate_stat {
     GEM_STAT_FETCH_TAIL,    /* ... in the token's tail */
     GEM_STAT_FETCH_BURST,   /* ... early: the predicted burst did not fit (v1) */
     GEM_STAT_FETCH_CREDIT,  /* ... by the renewer, the token gone, launching on credit (alone) */
+    GEM_STAT_FETCH_ROOM,    /* ... early: a kernel that waits for its host lacked room */
     GEM_STAT_FETCH_NS,      /* time the launching thread waited for them */
     GEM_STAT_COUNT
 };
@@ -325,6 +326,17 @@ void gem_inflight_reset_after_fork(void);
  * events left to it (freed with it, their handles may be reused for the application's). */
 void gem_inflight_forget_ctx(CUcontext ctx);
 
+/* ---- host_wait.c ------------------------------------------------------------------------ */
+/* f is a kernel that spins on the GPU until its host says go (XLA's autotuning timer). */
+int gem_host_wait_kernel(CUfunction f);
+/* A launch of one thread in one block of such a kernel (the dimensions first: the hot path). */
+static inline int gem_host_waits(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                 unsigned bx, unsigned by, unsigned bz)
+{
+    return __builtin_expect(gx == 1 && bx == 1, 0) && gy == 1 && gz == 1 && by == 1 && bz == 1 &&
+           gem_host_wait_kernel(f);
+}
+
 /* ---- token*.c (token.h) ------------------------------------------------------------------ */
 /* GEM_GATE_MARK_ALWAYS: mark even within MARK_GAP_NS of the last marker (a calibration's
  * measured part: token.c).  GEM_GATE_MARK_BEFORE: mark just before the launch too, to measure
@@ -340,6 +352,10 @@ enum {
 /* dev >= 0 (launch.c refuses others); heavy: a launch of many kernels (a graph), always on the
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
+/* The same for a launch of a kernel that waits for its host (host_wait.c): it goes only with
+ * gem_host_wait_room_ns of the token left, else on the next token (always the slow path). */
+int gem_token_acquire_room(int dev, CUstream s, int per_thread, int64_t room_ns);
+extern int64_t gem_host_wait_room_ns; /* GEMINI_HOOK_HOST_WAIT_ROOM_US */
 /* A stream sync on `s` is called at `now` (before the wait). */
 void gem_token_before_stream_sync(int dev, CUstream s, int per_thread, int64_t now);
 void gem_token_before_ctx_sync(int dev, int64_t now);

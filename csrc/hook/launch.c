@@ -9,9 +9,11 @@
  * launch's stream ordered after it (um.c); `pts`: a per-thread-default-stream entry point. */
 #include "internal.h"
 
-static inline int gate(int pts, CUstream s, int dev, int heavy)
+static inline int gate(int pts, CUstream s, int dev, int heavy, int waits_for_host)
 {
-    int g = gem_token_acquire(dev, s, pts, heavy);
+    int g = __builtin_expect(waits_for_host, 0)
+                ? gem_token_acquire_room(dev, s, pts, gem_host_wait_room_ns)
+                : gem_token_acquire(dev, s, pts, heavy);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(dev, s, pts);
     if (g & GEM_GATE_MARK_BEFORE)
@@ -52,8 +54,8 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, 
 }
 
 /* The body of every launch wrapper: `call` is the argument list of the real function; heavy:
- * a launch of many kernels (a graph). */
-#define GATED(sym, pts, heavy, stream, call)                                                     \
+ * a launch of many kernels (a graph); waits: a kernel that waits for its host (host_wait.c). */
+#define GATED(sym, pts, heavy, waits, stream, call)                                              \
     do {                                                                                         \
         GEM_ENTER(sym);                                                                          \
         if (GEM_PASS())                                                                          \
@@ -61,17 +63,25 @@ static inline CUresult marked(CUresult rc, int g, int dev, CUstream s, int pts, 
         int dev_ = gem_current_dev();                                                            \
         if (__builtin_expect(dev_ < 0, 0)) /* no pod manager: never unlimited */                 \
             return CUDA_ERROR_INVALID_DEVICE;                                                    \
-        int g_ = gate((pts), (stream), dev_, (heavy));                                           \
+        int g_ = gate((pts), (stream), dev_, (heavy), (waits));                                  \
         int64_t from_ = call_start(g_);                                                          \
         return marked(REAL(sym) call, g_, dev_, (stream), (pts), (heavy), from_);                \
     } while (0)
-#define GATED_LAUNCH(sym, pts, stream, call) GATED(sym, pts, 0, stream, call)
+#define GATED_LAUNCH(sym, pts, stream, call, f, gx, gy, gz, bx, by, bz)                          \
+    GATED(sym, pts, 0, gem_host_waits(f, gx, gy, gz, bx, by, bz), stream, call)
+#define GATED_LAUNCH_EX(sym, pts, config, call, f)                                               \
+    GATED(sym, pts, 0,                                                                           \
+          (config) != NULL && gem_host_waits(f, (config)->gridDimX, (config)->gridDimY,          \
+                                             (config)->gridDimZ, (config)->blockDimX,            \
+                                             (config)->blockDimY, (config)->blockDimZ),          \
+          (config) ? (config)->hStream : NULL, call)
 
 GEM_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                    unsigned int bx, unsigned int by, unsigned int bz,
                                    unsigned int shmem, CUstream s, void **params, void **extra)
 {
-    GATED_LAUNCH(cuLaunchKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
+    GATED_LAUNCH(cuLaunchKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra), f,
+                 gx, gy, gz, bx, by, bz);
 }
 
 GEM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -79,20 +89,20 @@ GEM_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned 
                                         unsigned int bz, unsigned int shmem, CUstream s,
                                         void **params, void **extra)
 {
-    GATED_LAUNCH(cuLaunchKernel_ptsz, 1, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra));
+    GATED_LAUNCH(cuLaunchKernel_ptsz, 1, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params, extra),
+                 f, gx, gy, gz, bx, by, bz);
 }
 
 GEM_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
                                      void **extra)
 {
-    GATED_LAUNCH(cuLaunchKernelEx, 0, config ? config->hStream : NULL, (config, f, params, extra));
+    GATED_LAUNCH_EX(cuLaunchKernelEx, 0, config, (config, f, params, extra), f);
 }
 
 GEM_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                           void **params, void **extra)
 {
-    GATED_LAUNCH(cuLaunchKernelEx_ptsz, 1, config ? config->hStream : NULL,
-                 (config, f, params, extra));
+    GATED_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1, config, (config, f, params, extra), f);
 }
 
 GEM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
@@ -100,7 +110,8 @@ GEM_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, uns
                                               unsigned int bz, unsigned int shmem, CUstream s,
                                               void **params)
 {
-    GATED_LAUNCH(cuLaunchCooperativeKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params));
+    GATED_LAUNCH(cuLaunchCooperativeKernel, 0, s, (f, gx, gy, gz, bx, by, bz, shmem, s, params),
+                 f, gx, gy, gz, bx, by, bz);
 }
 
 GEM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -109,15 +120,15 @@ GEM_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx
                                                    unsigned int shmem, CUstream s, void **params)
 {
     GATED_LAUNCH(cuLaunchCooperativeKernel_ptsz, 1, s,
-                 (f, gx, gy, gz, bx, by, bz, shmem, s, params));
+                 (f, gx, gy, gz, bx, by, bz, shmem, s, params), f, gx, gy, gz, bx, by, bz);
 }
 
 GEM_EXPORT CUresult cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-    GATED(cuGraphLaunch, 0, 1, s, (g, s));
+    GATED(cuGraphLaunch, 0, 1, 0, s, (g, s));
 }
 
 GEM_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
-    GATED(cuGraphLaunch_ptsz, 1, 1, s, (g, s));
+    GATED(cuGraphLaunch_ptsz, 1, 1, 0, s, (g, s));
 }

@@ -119,6 +119,11 @@
  * swing, the share 0.706 both; 2026-12-03).  Where the estimate was right, the queue runs dry
  * up to this fraction of the room at the last look early: 0.06 ms a token at p50. */
 #define CLOCK_SWING 0.15
+/* A kernel that waits for its host (host_wait.c) goes only with this much of its token left
+ * (GEMINI_HOOK_HOST_WAIT_ROOM_US): room for XLA to queue the candidate it times behind it and
+ * for the candidate to run, a few milliseconds at most for a matmul (the H100's 4096^2 bf16
+ * ones take 0.2 ms).  A token shorter than this lets it go at its start. */
+#define DEFAULT_HOST_WAIT_ROOM_NS 10000000
 
 struct token tokens[GEM_MAX_DEVICES];
 static pthread_once_t tokens_once = PTHREAD_ONCE_INIT;
@@ -131,6 +136,7 @@ static __thread struct gem_share_use graph_uses[GEM_MAX_DEVICES] /* (graph_share
 int64_t tail_ns = DEFAULT_TAIL_NS;
 int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
 int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
+int64_t gem_host_wait_room_ns = DEFAULT_HOST_WAIT_ROOM_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 static void token_init(struct token *t)
@@ -163,6 +169,8 @@ static void tokens_init(void)
     tail_ns = env_us_as_ns("GEMINI_HOOK_TAIL_US", DEFAULT_TAIL_NS);
     alone_early_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_US", DEFAULT_ALONE_EARLY_NS);
     alone_early_max_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_MAX_US", DEFAULT_ALONE_EARLY_MAX_NS);
+    gem_host_wait_room_ns = env_us_as_ns("GEMINI_HOOK_HOST_WAIT_ROOM_US",
+                                         DEFAULT_HOST_WAIT_ROOM_NS);
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     reset_tokens();
@@ -333,7 +341,9 @@ static int early_ask_pays(int dev)
 }
 
 /* GEM_GATE_* bits. */
-static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy)
+/* room_ns: the launch goes only with this much of the token left, or on a token just fetched
+ * (0: any). */
+static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy, int64_t room_ns)
 {
     /* A launch into a stream capture runs nothing now (its graph's launches are gated), and a
      * wait here could outlast, or an event query invalidate, the capture. */
@@ -363,6 +373,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
             need = GEM_STAT_FETCH_EXPIRED;
+        else if (room_ns > 0 && at - now < room_ns && !(out & GEM_GATE_FETCHED))
+            need = GEM_STAT_FETCH_ROOM; /* hand the rest back: the launch goes on the next */
         else if (now >= ask && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
         else if (burst_fit && gem_inflight_sharers(dev) > 1 && !t->alone && !t->calibration &&
@@ -491,7 +503,14 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
                        heavy ? &graph_uses[dev] : &go_uses[dev]) &&
         before_go_until(t))
         return 0;
-    return acquire_slow(t, dev, s, pts, heavy);
+    return acquire_slow(t, dev, s, pts, heavy, 0);
+}
+
+int gem_token_acquire_room(int dev, CUstream s, int pts, int64_t room_ns)
+{
+    pthread_once(&tokens_once, tokens_init);
+    gem_inflight_launch(dev, s, pts);
+    return acquire_slow(&tokens[dev], dev, s, pts, 0, room_ns);
 }
 
 /* A sync that began while our latest token ran, waited for the GPU, and returned after the

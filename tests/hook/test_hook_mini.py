@@ -84,6 +84,29 @@ def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
     assert r.stats["cuStreamSynchronize_ptsz"] == 1
 
 
+@pytest.mark.parametrize(("function", "room_us", "asks"), [
+    ("0x10", 5_000_000, 2),  # XLA's delay kernel, the 1 s token shorter than its room
+    ("0x10", 10_000, 1),  # ... with room: it goes on the token it has
+    ("0x20", 5_000_000, 1),  # one thread of another kernel: no room asked
+])
+def test_a_kernel_that_waits_for_its_host_goes_only_with_room_in_the_token(
+        hook_env, mini, pm, tmp_path, function, room_us, asks):
+    """XLA times each candidate behind a kernel that spins until its host has queued the rest;
+    let go at a token's end, it spun through the neighbour's turn while the gate held its
+    host (72.6 ms on an H100).  It now goes only with the room left, else on the next token:
+    the rest of this one is handed back and a token is asked for before it goes."""
+    pm.quota_ms = 1000.0
+    calls = tmp_path / "driver-calls"
+    r = hook_env.run([str(mini / "mini_client"), "hostwait", function],
+                     GEMINI_HOOK_HOST_WAIT_ROOM_US=str(room_us), MINI_DRIVER_LOG=str(calls))
+    assert r.returncode == 0, r.stderr
+    assert r.stats["cuLaunchKernel"] == 3
+    assert len(pm.of_type(RequestType.QUOTA)) == asks, r.stderr
+    assert r.stats["gate.fetch_room"] == asks - 1
+    # the driver is asked the name of the one-thread launch's function only
+    assert calls.read_text().split().count("cuFuncGetName") == 1
+
+
 def test_cuda11_four_argument_entry_point_is_hooked_too(hook_env, mini):
     r = hook_env.run([str(mini / "mini_client"), "gpa11"])
     assert r.out == [{"rc": 0}], r.stderr

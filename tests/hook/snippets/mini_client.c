@@ -2,6 +2,8 @@
  * dlsym(handle, "cuGetProcAddress_v2"), then cuGetProcAddress("cuGetProcAddress") and every
  * other function through the pointer that returned.
  *   mini_client launch N [ptsz]     N launches then one stream sync; prints {"launched": N}
+ *   mini_client hostwait F          a launch, one thread of function F (0x10: XLA's delay
+ *                                   kernel), another launch, a stream sync
  *   mini_client alloc BYTES         prints {"rc": R}
  *   mini_client alloc2 A B          allocates A and B bytes, prints {"ready": [RA, RB]}, waits
  *                                   for a line on stdin, frees B, prints {"freed": R}, asks
@@ -35,6 +37,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +66,19 @@ static int launch(long n, int ptsz)
     for (long i = 0; i < n; i++)
         if (lk(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
             return 1;
+    return ss(NULL) != CUDA_SUCCESS;
+}
+
+/* A launch that starts a token, then one thread of `f` (0x10: XLA's delay kernel, 0x20:
+ * another; mini_driver.c names them), then the kernel it would time, and a sync. */
+static int host_wait(CUfunction f)
+{
+    __typeof__(&cuLaunchKernel) lk = get("cuLaunchKernel", 12000, 0);
+    __typeof__(&cuStreamSynchronize) ss = get("cuStreamSynchronize", 12000, 0);
+    if (lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        lk(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+        lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return 1;
     return ss(NULL) != CUDA_SUCCESS;
 }
 
@@ -251,6 +267,8 @@ int main(int argc, char **argv)
         printf("{\"launched\": %ld, \"rc\": %d}\n", n, rc);
         return rc;
     }
+    if (argc >= 3 && strcmp(argv[1], "hostwait") == 0)
+        return host_wait((CUfunction)(uintptr_t)strtoul(argv[2], NULL, 0));
     if (argc >= 3 && strcmp(argv[1], "alloc") == 0) {
         __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
         __typeof__(&cuMemFree_v2) release = get("cuMemFree", 12000, 0);

@@ -49,6 +49,19 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
     note("cuLaunchKernel_ptsz");
     return CUDA_SUCCESS;
 }
+/* Two named functions (all others are unknown): XLA's delay kernel, which waits for its host,
+ * and another kernel. */
+CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+    if (f == (CUfunction)0x10)
+        *name = "_ZN15stream_executor3gpu12_GLOBAL__N_111DelayKernelEPVNS0_17GpuSemaphoreStateES3_";
+    else if (f == (CUfunction)0x20)
+        *name = "_Z12other_kernelPVi";
+    else
+        return CUDA_ERROR_INVALID_HANDLE;
+    note("cuFuncGetName");
+    return CUDA_SUCCESS;
+}
 /* The latest address freed is handed out again first (as real allocators do).  With
  * MINI_DRIVER_FREE_WAITS=1 a free returns only once another allocation took its address (or
  * after 2 s): the address is free before the call returns, and another thread may get it. */

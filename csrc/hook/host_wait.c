@@ -1,0 +1,62 @@
+/* Kernels that wait for their host.
+ *
+ * XLA times each candidate kernel it autotunes behind a one-thread "delay" kernel that spins
+ * on the GPU until the host has queued the candidate and the event after it, or for about 100
+ * ms, so that the launch calls are not timed (stream_executor's GpuTimer).  Let go in a token's
+ * last moments, the next launch is held to the next token, and the spinning kernel keeps the
+ * GPU through the neighbour's turn: a JAX process ran 72.6 ms past a token at its start,
+ * charged as overuse, its neighbour's work beside it (H100, 2026-12-06 17:15).  That process
+ * ran its matmuls 14 % slower than its neighbour's for the rest of its run, and the two others
+ * whose start ran longest past a token 4-5 % slower: likely tuned on timings the neighbour's
+ * work had stretched.  So such a kernel is let go only with GEMINI_HOOK_HOST_WAIT_ROOM_US of
+ * the token left (token.c), else after the next grant.
+ *
+ * Told by its launch (one thread in one block) and its name, asked of the driver once per
+ * function (cuFuncGetName, CUDA 12.3 and later; without it none is told). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <string.h>
+
+#define SLOTS 16
+/* Functions of one-thread launches seen: the function's address, its low bit set for a kernel
+ * that waits for its host (a CUfunction is at least 8-byte aligned).  Overwritten in turn. */
+static _Atomic uintptr_t seen[SLOTS];
+static _Atomic unsigned next_slot;
+static _Atomic int said;
+
+/* XLA's delay kernel, stream_executor::gpu::(anonymous namespace)::DelayKernel, mangled. */
+static int names_host_wait(const char *name)
+{
+    return name != NULL && strstr(name, "stream_executor") != NULL &&
+           strstr(name, "DelayKernel") != NULL;
+}
+
+static int ask_driver(CUfunction f)
+{
+    __typeof__(&cuFuncGetName) get_name = REAL_AUX(cuFuncGetName);
+    const char *name = NULL;
+    if (get_name == NULL || get_name(&name, f) != CUDA_SUCCESS)
+        return 0;
+    int waits = names_host_wait(name);
+    if (waits && !atomic_exchange(&said, 1))
+        GEM_LOG(GEM_LOG_INFO, "%s waits on the GPU for its host (XLA's autotuning timer): it "
+                "is let go only with room in a token (said once)", name);
+    return waits;
+}
+
+int gem_host_wait_kernel(CUfunction f)
+{
+    uintptr_t key = (uintptr_t)f;
+    if (key == 0 || (key & 1u))
+        return 0;
+    for (int i = 0; i < SLOTS; i++) {
+        uintptr_t v = atomic_load_explicit(&seen[i], memory_order_relaxed);
+        if ((v & ~(uintptr_t)1) == key)
+            return (int)(v & 1u);
+    }
+    int waits = ask_driver(f);
+    unsigned i = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % SLOTS;
+    atomic_store_explicit(&seen[i], key | (uintptr_t)waits, memory_order_relaxed);
+    return waits;
+}
