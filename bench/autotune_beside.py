@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-from high_seconds import _logs_beside, read_logs, read_steps
+from high_seconds import read_steps, runs_with_logs
 from paths import PAIR_CASES, pair_entries
 
 HOOK = re.compile(r"gemini-hook\[\S+ (\d+)\]")
@@ -117,12 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", type=Path, nargs="+")
     p.add_argument("--json", action="store_true", help="one JSON object per results file")
     args = p.parse_args(argv)
-    for path in args.results:
-        archive = _logs_beside(path)
-        if archive is None:
-            print(f"{path.name}: no logs beside it", file=sys.stderr)
-            continue
-        rows = {"file": path.name, **run_rows(json.loads(path.read_text()), read_logs(archive))}
+    for path, results, logs in runs_with_logs(args.results):
+        rows = {"file": path.name, **run_rows(results, logs)}
         if args.json:
             print(json.dumps(rows))
             continue

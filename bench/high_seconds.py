@@ -27,6 +27,7 @@ import json
 import re
 import sys
 import tarfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -157,6 +158,17 @@ def _logs_beside(paths_json: Path) -> Path | None:
         if candidate.exists():
             return candidate
     return None
+
+
+def runs_with_logs(results_files: list[Path]) -> Iterator[tuple[Path, dict, dict[str, str]]]:
+    """(file, its results, its logs' texts by name) of each results file with its logs beside
+    it; the others are named on stderr and skipped."""
+    for path in results_files:
+        archive = _logs_beside(path)
+        if archive is None:
+            print(f"{path.name}: no logs beside it", file=sys.stderr)
+            continue
+        yield path, json.loads(path.read_text()), read_logs(archive)
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from high_seconds import _logs_beside, read_logs, read_steps
+from high_seconds import read_steps, runs_with_logs
 from paths import (
     CAP_TARGET,
     EDIT_PAIR_CASES,
@@ -82,12 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", type=Path, nargs="+")
     p.add_argument("--json", action="store_true", help="one JSON object per results file")
     args = p.parse_args(argv)
-    for path in args.results:
-        archive = _logs_beside(path)
-        if archive is None:
-            print(f"{path.name}: no logs beside it", file=sys.stderr)
-            continue
-        results, logs = json.loads(path.read_text()), read_logs(archive)
+    for path, results, logs in runs_with_logs(args.results):
         rows = {"file": path.name, "caps": caps(results, logs), "pairs": pairs(results, logs)}
         if args.json:
             print(json.dumps(rows))
