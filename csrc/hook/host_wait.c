@@ -12,7 +12,9 @@
  * the token left (token.c), else after the next grant.
  *
  * Told by its launch (one thread in one block) and its name, asked of the driver once per
- * function (cuFuncGetName, CUDA 12.3 and later; without it none is told). */
+ * function while it stays among the latest SLOTS seen so launched (cuFuncGetName, CUDA 12.3 and
+ * later; without it none is told).  A function unloaded, its address reused by another's, keeps
+ * the verdict: at worst a one-thread kernel goes only with room in its token. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -24,6 +26,7 @@
 static _Atomic uintptr_t seen[SLOTS];
 static _Atomic unsigned next_slot;
 static _Atomic int said;
+static _Atomic int nameless; /* the driver has no cuFuncGetName: not looked up again */
 
 /* XLA's delay kernel, stream_executor::gpu::(anonymous namespace)::DelayKernel, mangled. */
 static int names_host_wait(const char *name)
@@ -34,8 +37,12 @@ static int names_host_wait(const char *name)
 
 static int ask_driver(CUfunction f)
 {
+    if (atomic_load_explicit(&nameless, memory_order_relaxed))
+        return 0;
     __typeof__(&cuFuncGetName) get_name = REAL_AUX(cuFuncGetName);
     const char *name = NULL;
+    if (get_name == NULL)
+        atomic_store_explicit(&nameless, 1, memory_order_relaxed);
     if (get_name == NULL || get_name(&name, f) != CUDA_SUCCESS)
         return 0;
     int waits = names_host_wait(name);

@@ -353,9 +353,8 @@ enum {
  * slow path (launch.c marks it after the launch, whatever the gap since the last marker). */
 int gem_token_acquire(int dev, CUstream s, int per_thread, int heavy);
 /* The same for a launch of a kernel that waits for its host (host_wait.c): it goes only with
- * gem_host_wait_room_ns of the token left, else on the next token (always the slow path). */
-int gem_token_acquire_room(int dev, CUstream s, int per_thread, int64_t room_ns);
-extern int64_t gem_host_wait_room_ns; /* GEMINI_HOOK_HOST_WAIT_ROOM_US */
+ * room left in the token, else on the next token (always the slow path; token.c). */
+int gem_token_acquire_host_wait(int dev, CUstream s, int per_thread);
 /* A stream sync on `s` is called at `now` (before the wait). */
 void gem_token_before_stream_sync(int dev, CUstream s, int per_thread, int64_t now);
 void gem_token_before_ctx_sync(int dev, int64_t now);

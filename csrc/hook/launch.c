@@ -12,7 +12,7 @@
 static inline int gate(int pts, CUstream s, int dev, int heavy, int waits_for_host)
 {
     int g = __builtin_expect(waits_for_host, 0)
-                ? gem_token_acquire_room(dev, s, pts, gem_host_wait_room_ns)
+                ? gem_token_acquire_host_wait(dev, s, pts)
                 : gem_token_acquire(dev, s, pts, heavy);
     if (__builtin_expect(g & GEM_GATE_FETCHED, 0))
         gem_um_on_grant(dev, s, pts);

@@ -120,9 +120,10 @@
  * up to this fraction of the room at the last look early: 0.06 ms a token at p50. */
 #define CLOCK_SWING 0.15
 /* A kernel that waits for its host (host_wait.c) goes only with this much of its token left
- * (GEMINI_HOOK_HOST_WAIT_ROOM_US): room for XLA to queue the candidate it times behind it and
- * for the candidate to run, a few milliseconds at most for a matmul (the H100's 4096^2 bf16
- * ones take 0.2 ms).  A token shorter than this lets it go at its start. */
+ * (GEMINI_HOOK_HOST_WAIT_ROOM_US), at most half the token (a shorter token would be handed
+ * back whole, again and again): room for XLA to queue the candidate it times behind it and for
+ * the candidate to run, a few milliseconds at most for a matmul (the H100's 4096^2 bf16 ones
+ * take 0.2 ms).  Not alone: at its end the launches go on credit, the host never held. */
 #define DEFAULT_HOST_WAIT_ROOM_NS 10000000
 
 struct token tokens[GEM_MAX_DEVICES];
@@ -136,7 +137,7 @@ static __thread struct gem_share_use graph_uses[GEM_MAX_DEVICES] /* (graph_share
 int64_t tail_ns = DEFAULT_TAIL_NS;
 int64_t alone_early_ns = DEFAULT_ALONE_EARLY_NS;
 int64_t alone_early_max_ns = DEFAULT_ALONE_EARLY_MAX_NS;
-int64_t gem_host_wait_room_ns = DEFAULT_HOST_WAIT_ROOM_NS;
+static int64_t host_wait_room_ns = DEFAULT_HOST_WAIT_ROOM_NS;
 static int burst_fit = 1; /* GEMINI_HOOK_BURST_FIT=0 turns v1's early request off (below) */
 
 static void token_init(struct token *t)
@@ -169,8 +170,7 @@ static void tokens_init(void)
     tail_ns = env_us_as_ns("GEMINI_HOOK_TAIL_US", DEFAULT_TAIL_NS);
     alone_early_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_US", DEFAULT_ALONE_EARLY_NS);
     alone_early_max_ns = env_us_as_ns("GEMINI_HOOK_ALONE_EARLY_MAX_US", DEFAULT_ALONE_EARLY_MAX_NS);
-    gem_host_wait_room_ns = env_us_as_ns("GEMINI_HOOK_HOST_WAIT_ROOM_US",
-                                         DEFAULT_HOST_WAIT_ROOM_NS);
+    host_wait_room_ns = env_us_as_ns("GEMINI_HOOK_HOST_WAIT_ROOM_US", DEFAULT_HOST_WAIT_ROOM_NS);
     const char *fit = getenv("GEMINI_HOOK_BURST_FIT");
     burst_fit = fit == NULL || strcmp(fit, "0") != 0;
     reset_tokens();
@@ -341,9 +341,17 @@ static int early_ask_pays(int dev)
 }
 
 /* GEM_GATE_* bits. */
-/* room_ns: the launch goes only with this much of the token left, or on a token just fetched
- * (0: any). */
-static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy, int64_t room_ns)
+/* The token a kernel that waits for its host must have left, expiring at `at` (0: none).
+ * t->m held. */
+static int64_t host_wait_room(struct token *t, int64_t at)
+{
+    const struct recent_token *r = recent_of(t, t->generation);
+    int64_t half = r != NULL && !t->alone ? (at - r->granted_ns) / 2 : 0;
+    return host_wait_room_ns < half ? host_wait_room_ns : half;
+}
+
+/* host_waits: the launch is of a kernel that waits for its host (host_wait.c). */
+static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy, int host_waits)
 {
     /* A launch into a stream capture runs nothing now (its graph's launches are gated), and a
      * wait here could outlast, or an event query invalidate, the capture. */
@@ -373,7 +381,7 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
         int need; /* 0, or why a token is needed: a GEM_STAT_FETCH_* */
         if (at == 0 || now >= at)
             need = GEM_STAT_FETCH_EXPIRED;
-        else if (room_ns > 0 && at - now < room_ns && !(out & GEM_GATE_FETCHED))
+        else if (host_waits && at - now < host_wait_room(t, at) && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_ROOM; /* hand the rest back: the launch goes on the next */
         else if (now >= ask && !(out & GEM_GATE_FETCHED))
             need = GEM_STAT_FETCH_TAIL; /* ask for the next one while the queue keeps the GPU busy */
@@ -408,6 +416,10 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
                 continue;
             }
             gem_stat_add((enum gem_gate_stat)need, 1);
+            if (need == GEM_STAT_FETCH_ROOM) { /* (mid-burst: the other threads stop too) */
+                atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
+                atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
+            }
             if (in_tail && renew_in_background(t, now))
                 continue; /* (now fetching: the next look goes on, in the tail) */
             fetch(t, dev, now, 1);
@@ -476,8 +488,9 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
          * token for 1.6 s and 233 ms past a calibration (H200, 2026-12-02).  Not a launch that
          * was held here: its hold's marker ends the old token's queue, and one recorded as it
          * goes read as the old token's work running until the new token came (fake GPU: 51 ms
-         * of overuse a token, the answers 50 ms late). */
-        if (t->measured_alone != t->generation && !marked) {
+         * of overuse a token, the answers 50 ms late).  Nor a kernel that waits for its host:
+         * its time is the host's. */
+        if (t->measured_alone != t->generation && !marked && !host_waits) {
             t->measured_alone = t->generation;
             out |= GEM_GATE_MARK_BEFORE;
         }
@@ -506,11 +519,11 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
     return acquire_slow(t, dev, s, pts, heavy, 0);
 }
 
-int gem_token_acquire_room(int dev, CUstream s, int pts, int64_t room_ns)
+int gem_token_acquire_host_wait(int dev, CUstream s, int pts)
 {
     pthread_once(&tokens_once, tokens_init);
     gem_inflight_launch(dev, s, pts);
-    return acquire_slow(&tokens[dev], dev, s, pts, 0, room_ns);
+    return acquire_slow(&tokens[dev], dev, s, pts, 0, 1);
 }
 
 /* A sync that began while our latest token ran, waited for the GPU, and returned after the

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from gemini.core import wire
 from gemini.core.wire import RequestType
 from gemini.native import _build
 
@@ -84,27 +85,38 @@ def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
     assert r.stats["cuStreamSynchronize_ptsz"] == 1
 
 
-@pytest.mark.parametrize(("function", "room_us", "asks"), [
-    ("0x10", 5_000_000, 2),  # XLA's delay kernel, the 1 s token shorter than its room
-    ("0x10", 10_000, 1),  # ... with room: it goes on the token it has
-    ("0x20", 5_000_000, 1),  # one thread of another kernel: no room asked
+@pytest.mark.parametrize(("launch", "flags", "asks", "named"), [
+    (("0x10", "700"), 0, 2, 1),  # XLA's delay kernel, 0.3 s of a 1 s token left: a new one
+    (("0x10", "100"), 0, 1, 1),  # ... 0.9 s left: it goes on this one
+    (("0x10", "700", "32"), 0, 1, 0),  # 32 threads: not its launch, its name not asked
+    (("0x20", "700"), 0, 1, 1),  # one thread of another kernel
+    (("0x10", "700"), wire.QUOTA_FLAG_ALONE, 1, 1),  # alone: never held at the token's end
 ])
 def test_a_kernel_that_waits_for_its_host_goes_only_with_room_in_the_token(
-        hook_env, mini, pm, tmp_path, function, room_us, asks):
+        hook_env, mini, pm, tmp_path, launch, flags, asks, named):
     """XLA times each candidate behind a kernel that spins until its host has queued the rest;
     let go at a token's end, it spun through the neighbour's turn while the gate held its
-    host (72.6 ms on an H100).  It now goes only with the room left, else on the next token:
-    the rest of this one is handed back and a token is asked for before it goes."""
-    pm.quota_ms = 1000.0
+    host (72.6 ms on an H100).  It now goes only with room left (here 0.4 s, and at most half
+    the token), else the rest is handed back and it goes on the next token."""
+    pm.quota_ms, pm.quota_flags = 1000.0, flags
     calls = tmp_path / "driver-calls"
-    r = hook_env.run([str(mini / "mini_client"), "hostwait", function],
-                     GEMINI_HOOK_HOST_WAIT_ROOM_US=str(room_us), MINI_DRIVER_LOG=str(calls))
+    r = hook_env.run([str(mini / "mini_client"), "hostwait", *launch],
+                     GEMINI_HOOK_HOST_WAIT_ROOM_US="400000", MINI_DRIVER_LOG=str(calls))
     assert r.returncode == 0, r.stderr
     assert r.stats["cuLaunchKernel"] == 3
     assert len(pm.of_type(RequestType.QUOTA)) == asks, r.stderr
     assert r.stats["gate.fetch_room"] == asks - 1
-    # the driver is asked the name of the one-thread launch's function only
-    assert calls.read_text().split().count("cuFuncGetName") == 1
+    assert calls.read_text().split().count("cuFuncGetName") == named
+
+
+def test_a_token_shorter_than_twice_the_room_is_not_handed_back(hook_env, mini, pm):
+    """Else every delay kernel would cost a round trip and most of a token, again and again."""
+    pm.quota_ms = 1000.0
+    r = hook_env.run([str(mini / "mini_client"), "hostwait", "0x10", "100"],
+                     GEMINI_HOOK_HOST_WAIT_ROOM_US="5000000")
+    assert r.returncode == 0, r.stderr
+    assert len(pm.of_type(RequestType.QUOTA)) == 1, r.stderr
+    assert r.stats["gate.fetch_room"] == 0
 
 
 def test_cuda11_four_argument_entry_point_is_hooked_too(hook_env, mini):

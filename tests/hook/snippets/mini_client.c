@@ -2,8 +2,8 @@
  * dlsym(handle, "cuGetProcAddress_v2"), then cuGetProcAddress("cuGetProcAddress") and every
  * other function through the pointer that returned.
  *   mini_client launch N [ptsz]     N launches then one stream sync; prints {"launched": N}
- *   mini_client hostwait F          a launch, one thread of function F (0x10: XLA's delay
- *                                   kernel), another launch, a stream sync
+ *   mini_client hostwait F [MS [T]] a launch, MS ms later T threads (1) of function F (0x10:
+ *                                   XLA's delay kernel), another launch, a stream sync
  *   mini_client alloc BYTES         prints {"rc": R}
  *   mini_client alloc2 A B          allocates A and B bytes, prints {"ready": [RA, RB]}, waits
  *                                   for a line on stdin, frees B, prints {"freed": R}, asks
@@ -69,14 +69,18 @@ static int launch(long n, int ptsz)
     return ss(NULL) != CUDA_SUCCESS;
 }
 
-/* A launch that starts a token, then one thread of `f` (0x10: XLA's delay kernel, 0x20:
- * another; mini_driver.c names them), then the kernel it would time, and a sync. */
-static int host_wait(CUfunction f)
+/* A launch that starts a token, `after_ms` later `f` (0x10: XLA's delay kernel, 0x20: another;
+ * mini_driver.c names them) in `threads` threads of one block, then the kernel it would time,
+ * and a sync. */
+static int host_wait(CUfunction f, long after_ms, unsigned threads)
 {
     __typeof__(&cuLaunchKernel) lk = get("cuLaunchKernel", 12000, 0);
     __typeof__(&cuStreamSynchronize) ss = get("cuStreamSynchronize", 12000, 0);
-    if (lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
-        lk(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+    if (lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return 1;
+    struct timespec pause = {after_ms / 1000, (after_ms % 1000) * 1000000L};
+    nanosleep(&pause, NULL); /* (where in the token the next launch comes) */
+    if (lk(f, 1, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
         lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
         return 1;
     return ss(NULL) != CUDA_SUCCESS;
@@ -268,7 +272,8 @@ int main(int argc, char **argv)
         return rc;
     }
     if (argc >= 3 && strcmp(argv[1], "hostwait") == 0)
-        return host_wait((CUfunction)(uintptr_t)strtoul(argv[2], NULL, 0));
+        return host_wait((CUfunction)(uintptr_t)strtoul(argv[2], NULL, 0),
+                         argc > 3 ? atol(argv[3]) : 0, argc > 4 ? (unsigned)atoi(argv[4]) : 1);
     if (argc >= 3 && strcmp(argv[1], "alloc") == 0) {
         __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
         __typeof__(&cuMemFree_v2) release = get("cuMemFree", 12000, 0);
