@@ -4,12 +4,11 @@
  * on the GPU until the host has queued the candidate and the event after it, or for about 100
  * ms, so that the launch calls are not timed (stream_executor's GpuTimer).  Let go in a token's
  * last moments, the next launch is held to the next token, and the spinning kernel keeps the
- * GPU through the neighbour's turn: a JAX process ran 72.6 ms past a token at its start,
- * charged as overuse, its neighbour's work beside it (H100, 2026-12-06 17:15).  That process
- * ran its matmuls 14 % slower than its neighbour's for the rest of its run, and the two others
- * whose start ran longest past a token 4-5 % slower: likely tuned on timings the neighbour's
- * work had stretched.  So such a kernel is let go only with GEMINI_HOOK_HOST_WAIT_ROOM_US of
- * the token left (token.c), else after the next grant.
+ * GPU through the neighbour's turn: JAX processes ran 72-83 ms past a token at their start,
+ * charged as overuse, their neighbours' work beside it (H100, 2026-12-06 17:15, and 20:36).
+ * So such a kernel is let go only with GEMINI_HOOK_HOST_WAIT_ROOM_US of the token left
+ * (token.c), else after the next grant.  (What XLA then times beside a neighbour is stretched
+ * either way, by the card's clock: bench/autotune_beside.py.)
  *
  * Told by its launch (one thread in one block) and its name, asked of the driver once per
  * function while it stays among the latest SLOTS seen so launched (cuFuncGetName, CUDA 12.3 and

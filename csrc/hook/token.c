@@ -340,7 +340,6 @@ static int early_ask_pays(int dev)
     return launch == 0 || launch * (int64_t)gem_inflight_sharers(dev) >= HANDOVER_NS;
 }
 
-/* GEM_GATE_* bits. */
 /* The token a kernel that waits for its host must have left, expiring at `at` (0: none).
  * t->m held. */
 static int64_t host_wait_room(struct token *t, int64_t at)
@@ -350,7 +349,8 @@ static int64_t host_wait_room(struct token *t, int64_t at)
     return host_wait_room_ns < half ? host_wait_room_ns : half;
 }
 
-/* host_waits: the launch is of a kernel that waits for its host (host_wait.c). */
+/* GEM_GATE_* bits.  host_waits: the launch is of a kernel that waits for its host
+ * (host_wait.c). */
 static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy, int host_waits)
 {
     /* A launch into a stream capture runs nothing now (its graph's launches are gated), and a
