@@ -89,6 +89,8 @@ def test_per_thread_lookup_gets_the_ptsz_wrapper(hook_env, mini):
     (("0x10", "700"), 0, 2, 1),  # XLA's delay kernel, 0.3 s of a 1 s token left: a new one
     (("0x10", "100"), 0, 1, 1),  # ... 0.9 s left: it goes on this one
     (("0x10", "700", "32"), 0, 1, 0),  # 32 threads: not its launch, its name not asked
+    (("0x10", "700", "1", "ex"), 0, 2, 1),  # by cuLaunchKernelEx
+    (("0x10", "700", "32", "ex"), 0, 1, 0),
     (("0x20", "700"), 0, 1, 1),  # one thread of another kernel
     (("0x10", "700"), wire.QUOTA_FLAG_ALONE, 1, 1),  # alone: never held at the token's end
 ])
@@ -103,7 +105,8 @@ def test_a_kernel_that_waits_for_its_host_goes_only_with_room_in_the_token(
     r = hook_env.run([str(mini / "mini_client"), "hostwait", *launch],
                      GEMINI_HOOK_HOST_WAIT_ROOM_US="400000", MINI_DRIVER_LOG=str(calls))
     assert r.returncode == 0, r.stderr
-    assert r.stats["cuLaunchKernel"] == 3
+    ex = "ex" in launch
+    assert (r.stats["cuLaunchKernel"], r.stats["cuLaunchKernelEx"]) == (2 + (not ex), ex)
     assert len(pm.of_type(RequestType.QUOTA)) == asks, r.stderr
     assert r.stats["gate.fetch_room"] == asks - 1
     assert calls.read_text().split().count("cuFuncGetName") == named

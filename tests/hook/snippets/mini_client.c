@@ -2,8 +2,9 @@
  * dlsym(handle, "cuGetProcAddress_v2"), then cuGetProcAddress("cuGetProcAddress") and every
  * other function through the pointer that returned.
  *   mini_client launch N [ptsz]     N launches then one stream sync; prints {"launched": N}
- *   mini_client hostwait F [MS [T]] a launch, MS ms later T threads (1) of function F (0x10:
- *                                   XLA's delay kernel), another launch, a stream sync
+ *   mini_client hostwait F [MS [T [ex]]]  a launch, MS ms later T threads (1) of function F
+ *                                   (0x10: XLA's delay kernel; by cuLaunchKernelEx with "ex"),
+ *                                   another launch, a stream sync
  *   mini_client alloc BYTES         prints {"rc": R}
  *   mini_client alloc2 A B          allocates A and B bytes, prints {"ready": [RA, RB]}, waits
  *                                   for a line on stdin, frees B, prints {"freed": R}, asks
@@ -70,18 +71,22 @@ static int launch(long n, int ptsz)
 }
 
 /* A launch that starts a token, `after_ms` later `f` (0x10: XLA's delay kernel, 0x20: another;
- * mini_driver.c names them) in `threads` threads of one block, then the kernel it would time,
- * and a sync. */
-static int host_wait(CUfunction f, long after_ms, unsigned threads)
+ * mini_driver.c names them) in `threads` threads of one block (by cuLaunchKernelEx with `ex`),
+ * then the kernel it would time, and a sync. */
+static int host_wait(CUfunction f, long after_ms, unsigned threads, int ex)
 {
     __typeof__(&cuLaunchKernel) lk = get("cuLaunchKernel", 12000, 0);
+    __typeof__(&cuLaunchKernelEx) lkx = get("cuLaunchKernelEx", 12000, 0);
     __typeof__(&cuStreamSynchronize) ss = get("cuStreamSynchronize", 12000, 0);
     if (lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
         return 1;
     struct timespec pause = {after_ms / 1000, (after_ms % 1000) * 1000000L};
     nanosleep(&pause, NULL); /* (where in the token the next launch comes) */
-    if (lk(f, 1, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
-        lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+    CUlaunchConfig one = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = threads,
+                          .blockDimY = 1, .blockDimZ = 1};
+    CUresult rc = ex ? lkx(&one, f, NULL, NULL)
+                     : lk(f, 1, 1, 1, threads, 1, 1, 0, NULL, NULL, NULL);
+    if (rc != CUDA_SUCCESS || lk(NULL, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
         return 1;
     return ss(NULL) != CUDA_SUCCESS;
 }
@@ -273,7 +278,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 3 && strcmp(argv[1], "hostwait") == 0)
         return host_wait((CUfunction)(uintptr_t)strtoul(argv[2], NULL, 0),
-                         argc > 3 ? atol(argv[3]) : 0, argc > 4 ? (unsigned)atoi(argv[4]) : 1);
+                         argc > 3 ? atol(argv[3]) : 0, argc > 4 ? (unsigned)atoi(argv[4]) : 1,
+                         argc > 5 && strcmp(argv[5], "ex") == 0);
     if (argc >= 3 && strcmp(argv[1], "alloc") == 0) {
         __typeof__(&cuMemAlloc_v2) alloc = get("cuMemAlloc", 12000, 0);
         __typeof__(&cuMemFree_v2) release = get("cuMemFree", 12000, 0);

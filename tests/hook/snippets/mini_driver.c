@@ -49,6 +49,12 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
     note("cuLaunchKernel_ptsz");
     return CUDA_SUCCESS;
 }
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **x)
+{
+    (void)c; (void)f; (void)p; (void)x;
+    note("cuLaunchKernelEx");
+    return CUDA_SUCCESS;
+}
 /* Two named functions (all others are unknown): XLA's delay kernel, which waits for its host,
  * and another kernel. */
 CUresult cuFuncGetName(const char **name, CUfunction f)
@@ -170,6 +176,7 @@ static const struct row rows[] = {
     {"cuStreamSynchronize", 2000, 0, (void *)cuStreamSynchronize},
     {"cuLaunchKernel", 7000, 1, (void *)cuLaunchKernel_ptsz},
     {"cuLaunchKernel", 4000, 0, (void *)cuLaunchKernel},
+    {"cuLaunchKernelEx", 11060, 0, (void *)cuLaunchKernelEx},
     {"cuMemAlloc", 3020, -1, (void *)cuMemAlloc_v2},
     {"cuMemFree", 3020, -1, (void *)cuMemFree_v2},
     {"cuMemGetInfo", 3020, -1, (void *)cuMemGetInfo_v2},
