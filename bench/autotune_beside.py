@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 
 from high_seconds import read_steps, runs_with_logs
-from paths import PAIR_CASES, pair_entries
+from paths import PAIR_CASES, launch_cost_of, log_between, pair_entries
 
 HOOK = re.compile(r"gemini-hook\[\S+ (\d+)\]")
-MEASURED = re.compile(r"\[(\d+\.\d+)\] measured ([\d.]+) ms over (\d+) launches")
 OVERRUN = re.compile(r"token end: overuse ([\d.]+) ms")
 TOLD = "waits on the GPU for its host"
 BARE = re.compile(r"jax: bare rate ([\d.]+) steps/s")
@@ -70,13 +69,9 @@ def hook_facts(log: str, t0: float, t_end: float) -> dict:
     """A client's process id, GPU time per launch over [t0, t_end], longest run past a token,
     and whether its hook told XLA's delay kernel."""
     pid = HOOK.search(log)
-    ms = launches = 0.0
-    for m in MEASURED.finditer(log):
-        if t0 <= float(m[1]) <= t_end:
-            ms, launches = ms + float(m[2]), launches + int(m[3])
     overruns = [float(x) for x in OVERRUN.findall(log)]
     return {"pid": pid[1] if pid else None,
-            "us_per_launch": round(1e3 * ms / launches, 1) if launches else None,
+            "us_per_launch": launch_cost_of(log_between(log, t0, t_end)).get("launch_cost_us"),
             "longest_overrun_ms": max(overruns, default=0.0),
             "told_delay_kernel": TOLD in log}
 
