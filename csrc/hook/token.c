@@ -416,10 +416,8 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
                 continue;
             }
             gem_stat_add((enum gem_gate_stat)need, 1);
-            if (need == GEM_STAT_FETCH_ROOM) { /* (mid-burst: the other threads stop too) */
-                atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
-                atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
-            }
+            if (need == GEM_STAT_FETCH_ROOM) /* (mid-burst: the other threads stop too) */
+                stop_hot_path(t);
             if (in_tail && renew_in_background(t, now))
                 continue; /* (now fetching: the next look goes on, in the tail) */
             fetch(t, dev, now, 1);

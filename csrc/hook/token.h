@@ -78,6 +78,12 @@ extern int64_t tail_ns;            /* GEMINI_HOOK_TAIL_US */
 extern int64_t alone_early_ns;     /* GEMINI_HOOK_ALONE_EARLY_US */
 extern int64_t alone_early_max_ns; /* GEMINI_HOOK_ALONE_EARLY_MAX_US */
 void burst_stopped(struct token *t, int64_t now);
+/* The hot path stops: every launch looks again (a new token, or the old one handed back). */
+static inline void stop_hot_path(struct token *t)
+{
+    atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
+}
 /* token_fetch.c */
 void fetch(struct token *t, int dev, int64_t now, int blocking);
 int renew_in_background(struct token *t, int64_t now);

@@ -185,8 +185,7 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     if (!t->calibration || measure_from < granted)
         measure_from = granted;
     gem_inflight_measure_from(dev, measure_from, granted);
-    atomic_store_explicit(&t->go_until_ns, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->go_until_ticks, 0, memory_order_relaxed);
+    stop_hot_path(t);
     atomic_store_explicit(&t->expires_at_ns, expires, memory_order_release);
     start_tracker(t);
     t->fetching = 0;
