@@ -75,6 +75,7 @@ from gemini.core.speed import (
     Calibration,
     SpeedMeter,
     capped_calibration,
+    fitted_calibration,
 )
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_least_s, um_quota
 from gemini.core.window import Interval, UsageHistory
@@ -111,6 +112,20 @@ WINDOW_EDGE = 0.75
 # simulator 0.738, now 0.731).  30 ms left a 0.7 cap 2.1 points under over 10 s there: its
 # calibrations' windows could not catch up.
 WINDOW_EDGE_MAX = 0.04
+# A capped client alone is paced in turns of a whole part of the short window (1/K s), each
+# grant at least this much of its work: a calibration then fits in one of its grants, and is
+# no lump.  Paced in 100 ms turns, each grant 40 ms at 0.4, a 125 ms calibration put 75 ms
+# more in the 1 s windows that held it, paid back around it, and those windows read 4.5-8.2
+# points under on the H100 (2026-12-06; no split of the pay-back does better than half of it).
+# And each grant is its limit's part of a turn in work, not in time (its length ÷ its speed),
+# so that its pace comes round in exactly one turn and every 1 s window holds K whole turns:
+# 40 ms granted at a speed of 1.1 came round every 110 ms, and a 1 s window held 9 or 10 of
+# them.  On the simulator a 0.4 cap alone read -4.4 / +4.3 points over its 1 s windows, now
+# -0.8 / +1.8.  The cost: longer rests between its grants (200 ms at 0.4, 800 at 0.2), where
+# nobody else wants the GPU.  A calibration's clock settles in ~100 ms (speed.py), and a grant
+# of 120 ms of work is that long in time at a speed up to 1.2.
+LONE_PACED_WORK_S = 0.12
+LONE_RECHECK_S = 0.002  # (_room_wait_s)
 
 
 @dataclass(frozen=True)
@@ -547,8 +562,10 @@ class SchedulerCore:
             self.timing.min_quota_s,
             min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
-        length = min(self._grant_length(client.quota_s, standing, candidate.name, now),
-                     self._short_grant_s)
+        longest = self._short_grant_s
+        if standing is not None and self._lone_turn_s(standing.limit, candidate.name, now):
+            longest = math.inf  # (its pace cuts it: _grant_length)
+        length = min(self._grant_length(client.quota_s, standing, candidate.name, now), longest)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
             length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
@@ -788,8 +805,14 @@ class SchedulerCore:
         # (None where none fits its windows)
         beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
                      default=0.0)
-        return self._calibration(spec, alone=len(names) == 1,
-                                 by_work=self.speed.reads_by_work(name), beside_cap=beside)
+        by_work = self.speed.reads_by_work(name)
+        cal = self._calibration(spec, alone=len(names) == 1, by_work=by_work, beside_cap=beside)
+        if (cal is not None and by_work and len(names) == 1
+                and self._lone_turn_s(spec.limit, name, now)):
+            # (one of its grants, where that is long enough for its work to settle: no lump;
+            # a tail read by the clock needs the whole calibration, _calibration says why)
+            cal = fitted_calibration(cal, self._lone_paced_grant_s(spec.limit, name, now))
+        return cal
 
     def _shared_due(self, name: str, names: list[str], now: float) -> bool:
         """Is a calibration due to `name`, uncapped, beside others, with the card steady
@@ -924,6 +947,8 @@ class SchedulerCore:
         if standing is None:
             return min(quota_s, self._alone_after_others_s(name, now))
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
+        if self._lone_turn_s(standing.limit, name, now):
+            return min(length, self._lone_paced_grant_s(standing.limit, name, now))
         if standing.limit < 1.0:
             length = min(length, self._paced_grant_s(standing.limit))
         if self.candidates or self._grace is not None:  # others want it too
@@ -973,6 +998,40 @@ class SchedulerCore:
         with its pace (policy.Pacer) its time is spread within each turn."""
         return max(limit * self._turn_s, self.timing.min_quota_s)
 
+    def _lone_turn_s(self, limit: float, name: str, now: float) -> float:
+        """The turn that a capped client alone is paced in (LONE_PACED_WORK_S): a whole part of
+        the short window; 0 where it is not alone (another client wants the GPU, or had it
+        within the short window), has no cap, or its cap is too small for such a grant, or its
+        quota (its predicted burst) is, or it is a unified-memory client."""
+        short = self._short_window_s
+        if (limit >= 1.0 or short <= 0 or self._grace is not None
+                or self.clients[name].tokens == 0  # (clients that start together ask apart)
+                or any(c.name != name for c in self.candidates)
+                or is_um(self.clients[name].spec, self.um)):  # (its grants: a second or more)
+            return 0.0
+        parts = math.floor(limit * short / LONE_PACED_WORK_S + 1e-9)
+        if parts < 1 or short / parts <= self._turn_s:
+            return 0.0
+        since = now - short
+        if any(i.end > since for n in self.clients if n != name
+               and (i := self.history.latest(n)) is not None):
+            return 0.0
+        if self._clock_at is not None and not self.speed.reads_by_work(name):
+            # (read by the clock, its calibrations are whole ones, lumps whatever its grants:
+            # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
+            # simulator)
+            return 0.0
+        turn = short / parts
+        if self.clients[name].quota_s < limit * turn / max(self._speed(name, now), 1.0):
+            return 0.0  # (its bursts are shorter: they pace it)
+        return turn
+
+    def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
+        """A capped client's grant alone: its limit's part of its turn in work, so that its
+        pace, which each grant moves on by its work ÷ its limit, comes round in one turn."""
+        turn = self._lone_turn_s(limit, name, now)
+        return limit * turn / max(self._speed(name, now), 1.0)
+
     @property
     def _short_window_s(self) -> float:
         """The short window as it counts: never longer than the long one; 0: none."""
@@ -1018,7 +1077,7 @@ class SchedulerCore:
         if best is None:
             # Everyone waiting is at its limit or paced; usage falls as the window slides, so
             # look again when the closest one has room for a capped grant and its pace is due.
-            short = min(max(max(least, s.need) - s.remaining, s.ready_in) for s in standings)
+            short = min(max(self._room_wait_s(s, least, now), s.ready_in) for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
         index = standings.index(best)
@@ -1027,6 +1086,17 @@ class SchedulerCore:
             self._recheck_at = self._grace[1]  # wait for the expired holder's request
             return None
         return self.candidates[index], best
+
+    def _room_wait_s(self, standing: Standing, least: float, now: float) -> float:
+        """How long `standing` may wait before its room is read again: what it lacks of the
+        room it waits for (room comes back no faster than the windows slide), but no more than
+        LONE_RECHECK_S for a capped client alone: its room comes back all at once, as a window's
+        start reaches its grant of a turn before, and one 155 ms look past that put a 0.2 cap's
+        grants 1.06-1.13 s apart, its 1 s windows 13 points under (the simulator)."""
+        wait = max(least, standing.need) - standing.remaining
+        if self._lone_least_s(standing.name, now):
+            wait = min(wait, LONE_RECHECK_S)
+        return wait
 
     def _standings(self, names: list[str], now: float, least: float) -> list[Standing]:
         """Where each of `names` stands; `least`: the room that a grant waits for.  Once a
@@ -1042,12 +1112,23 @@ class SchedulerCore:
             cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
             need = 0.9 * cal.length_s if cal is not None else 0.0
             need = max(need, self._um_least_s(n, now))  # (room for a whole UM grant)
+            need = max(need, self._lone_least_s(n, now))
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
             room = math.inf if resting else self._room(n, long_size, now, max(far, need), cal)
             out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
                                 self.clients[n].spec.limit, need, self.clients[n].tokens == 0))
         return out
+
+    def _lone_least_s(self, name: str, now: float) -> float:
+        """The room a capped client alone waits for: a whole one of its grants, less a tenth
+        (as for any).  Else one that came round early (its speed moved, and with it its pace)
+        took what room there was (53 ms of 126 on the simulator), and the second that held it
+        read 7.7 points under."""
+        limit = self.clients[name].spec.limit
+        if not self._lone_turn_s(limit, name, now):
+            return 0.0
+        return 0.9 * self._lone_paced_grant_s(limit, name, now)
 
     def _um_least_s(self, name: str, now: float) -> float:
         """The room a capped unified-memory client waits for: a whole one of its grants
@@ -1095,6 +1176,13 @@ class SchedulerCore:
             history = self.history
             rate = self._charge_rate(name, now, cal)
             allowed = self._allowed_s(spec, young, rate)
+            if young > short > 0:
+                # Alone, its pace fills each window to its limit, and one grant that waited
+                # for room (its pace came round early as its speed moved) was a phase shift
+                # that the long window met again 10 s later: there it waited 60 ms more, and
+                # that 1 s window read 6 points under (the simulator).  A grant more over 10 s
+                # (1.2 points at 0.4) takes the echo out; the short window still holds it.
+                allowed += self._lone_least_s(name, now)
             # (A unified-memory client's grants are a second or more, for migration: its cap
             # holds over the long window only, as the README says.)
             held_short = short > 0 and not is_um(spec, self.um)
@@ -1179,7 +1267,7 @@ class SchedulerCore:
         the long one holds hundreds of its grants and charges)."""
         t = self.timing
         longest = min(max(t.max_quota_s, t.base_quota_s), self._short_grant_s)
-        return max(longest, CALIBRATION_S, self._capped_grant_s)
+        return max(longest, CALIBRATION_S, self._capped_grant_s, 2 * LONE_PACED_WORK_S)
 
     # ---- config --------------------------------------------------------------------------------
 

@@ -361,7 +361,21 @@ def capped_calibration(allowance_s: float, lump_cap: float | None = None,
         length = min(length, max(LUMP_BOUND / beside_cap, MIN_CALIBRATION_S))
     if length < MIN_CALIBRATION_S:
         return None
-    return Calibration(length, length / CALIBRATION_S * CALIBRATION_SETTLE_S)
+    return _calibration_of(length)
+
+
+def fitted_calibration(cal: Calibration, grant_s: float) -> Calibration:
+    """`cal` no longer than an ordinary grant of `grant_s`, where that is long enough for the
+    clock to settle (MIN_CALIBRATION_S): a calibration that is one of its client's grants is
+    no lump in its seconds (the scheduler's LONE_PACED_WORK_S)."""
+    if grant_s >= cal.length_s or grant_s < MIN_CALIBRATION_S:
+        return cal
+    return _calibration_of(grant_s)
+
+
+def _calibration_of(length_s: float) -> Calibration:
+    """A calibration of `length_s`, its settling part in proportion."""
+    return Calibration(length_s, length_s / CALIBRATION_S * CALIBRATION_SETTLE_S)
 
 
 @dataclass

@@ -214,7 +214,7 @@ def test_a_client_its_host_paces_is_not_calibrated_until_it_waits_on_the_gpu():
 
 def test_a_capped_client_that_never_waits_on_the_gpu_gets_no_calibration_grant():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
-    now, lengths = 0.0, []
+    now, lengths, flags = 0.0, [], 0
     for req_id in range(1, 100):  # 10 s of grants, a reading in each, none of it waited
         replies = grants(core.on_request(1, Request("a", req_id, RequestType.QUOTA,
                                                     (0.0, 5000.0, 0.0)), now))
@@ -222,10 +222,12 @@ def test_a_capped_client_that_never_waits_on_the_gpu_gets_no_calibration_grant()
             now = core.next_deadline()
             replies = grants(core.on_deadline(now))
         length = replies[0].response.values[0] / 1000
+        flags |= replies[0].response.values[1]
         lengths.append(length)
         core.on_clock([(now + 0.01, 1900.0)], now + length)
         now += length
     assert now > 5 * FIRST_CALIBRATION_S
+    assert not flags & QUOTA_FLAG_CALIBRATION
     assert max(lengths) == pytest.approx(0.04)  # its part of each 100 ms turn, never more
 
 
@@ -248,12 +250,12 @@ def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs(by
     longest = LONE_AT_04.length_s if by_work else CALIBRATION_S
     now, lengths = 0.0, []
     for req_id in range(1, 100):  # asks again at each grant's end, a reading in each grant
-        length, now = ask(core, req_id, now)
+        length, now, calibration = ask_flagged(core, req_id, now)
         lengths.append(length)
         core.on_clock([(now + 0.01, 1900.0)], now + length)
         if by_work:
             core.speed.ran("a", length * 1000 * 0.177, round(length * 1000), calibrating=False)
-        if length >= 0.9 * longest:  # (as much of it as its room holds)
+        if calibration:
             break
         now += length
     assert lengths[0] == pytest.approx(0.04)  # not at once: the program is starting
@@ -380,14 +382,20 @@ def calibrated_lines(actions: list) -> list[str]:
 def ask(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float]:
     """Client a asks for a token at `now`: its length and when it came, in seconds.  (A grant
     says it is a calibration: the hook runs it through and measures its tail.)"""
+    length, now, _ = ask_flagged(core, req_id, now)
+    return length, now
+
+
+def ask_flagged(core: SchedulerCore, req_id: int, now: float) -> tuple[float, float, bool]:
+    """ask(), and whether the grant is a calibration."""
     replies = grants(core.on_request(1, quota_req("a", req_id, burst=5000.0), now))
     while not replies:
         now = core.next_deadline()
         replies = grants(core.on_deadline(now))
     length_ms, flags, *_ = replies[0].response.values
-    # (its ordinary grants: its part of a 100 ms turn)
-    assert bool(flags & QUOTA_FLAG_CALIBRATION) == (length_ms >= 0.9 * MIN_CALIBRATION_S * 1000)
-    return length_ms / 1000, now
+    if flags & QUOTA_FLAG_CALIBRATION:  # (alone, its ordinary grants are as long: a turn's part)
+        assert length_ms >= 0.9 * MIN_CALIBRATION_S * 1000
+    return length_ms / 1000, now, bool(flags & QUOTA_FLAG_CALIBRATION)
 
 
 def test_a_client_with_neighbours_waiting_is_not_calibrated():
@@ -415,7 +423,8 @@ def test_a_capped_client_alone_does_its_cap_of_work_on_a_power_limited_gpu():
     blind = run_capped(None, seconds)
     blind_clock = GpuClock()
     blind_clock.advance(seconds, blind.running)
-    assert blind_clock.work("capped", 2.0, seconds) / (seconds - 2.0) > 0.44  # the old miss
+    # the old miss (0.46 of bare on the H100; here 0.45 in 40 ms grants, 0.43 in 133 ms ones)
+    assert blind_clock.work("capped", 2.0, seconds) / (seconds - 2.0) > 0.42
 
     sim = run_capped(GpuClock(), seconds)
     assert sim.clock is not None
@@ -440,6 +449,21 @@ def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(li
     for t in range(0, 29 * 4):  # (every 1 s window, sliding by 250 ms)
         work = sim.clock.work("capped", t / 4, t / 4 + 1.0)
         assert limit / 2 <= work <= limit + 0.05, (t / 4, work)
+
+
+@pytest.mark.parametrize("limit", [0.2, 0.3, 0.4, 0.5, 0.7])
+def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit):
+    # Calibrated by work, alone: paced in turns of a whole part of the second, each grant as
+    # long as a calibration (the scheduler's LONE_PACED_WORK_S), a 1 s window holds the same
+    # whole turns wherever it starts, and a calibration is one of them, no lump.  In 100 ms
+    # turns a 125 ms calibration at 0.4 put 75 ms more in the windows that held it: they read
+    # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.
+    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002)
+    assert sim.clock is not None
+    assert sim.clients["capped"].calibrations  # (its speed read as before)
+    for t in range(40, 29 * 20):  # every 1 s window from 2 s on, sliding by 50 ms
+        work = sim.clock.work("capped", t / 20, t / 20 + 1.0)
+        assert work == pytest.approx(limit, abs=0.035), (t / 20, work)
 
 
 @pytest.mark.parametrize(("limit", "timing"), [
@@ -958,7 +982,7 @@ def test_a_program_its_launches_pace_keeps_its_time_on_a_power_limited_gpu():
 def test_the_status_shows_the_speed_charged():
     sim = run_capped(GpuClock(), 5.0)
     [c] = sim.core.snapshot(sim.now)["clients"]
-    assert c["speed"] > 1.1
+    assert c["speed"] > 1.05
     assert c["speed_charge_s"] > 0.05
     assert c["gpu_wait"] is None  # (the simulated hook does not say)
     sim = run_capped(GpuClock(), 5.0, gpu_wait=0.3)
