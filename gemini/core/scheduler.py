@@ -19,7 +19,8 @@ Rules:
   bounded lag against its target share, not Gemini's 10 s usage, whose catch-ups echo a window
   later); a client at its limit waits even if the GPU is idle (the limit is a hard cap).
 - A cap holds over the short window (`Timing.short_window_s`, 1 s) as well as the long one,
-  and no grant is longer than a tenth of the short window (`_short_grant_s`); 0 turns both
+  and no grant is longer than a tenth of the short window (`_short_grant_s`; but a capped client
+  alone's, paced in turns of a whole part of the short window: `_lone_turn_s`); 0 turns both
   off (Gemini's own quotas).  While others wait, grants are in proportion to the target shares
   (a round of turns lasts about one such grant), so every share holds over the short window.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
@@ -125,7 +126,15 @@ WINDOW_EDGE_MAX = 0.04
 # nobody else wants the GPU.  A calibration's clock settles in ~100 ms (speed.py), and a grant
 # of 120 ms of work is that long in time at a speed up to 1.2.
 LONE_PACED_WORK_S = 0.12
-LONE_RECHECK_S = 0.002  # (_room_wait_s)
+LONE_RECHECK_S = 0.001  # (_room_wait_s)
+# ...for a client whose bursts, as its hook says, fill the longest grant it has had, less a
+# tenth.  A hook says no burst longer than its longest token (csrc/hook/token.h), so a program
+# that runs on says that, while one that syncs every 60 ms says 60 once it has had a longer
+# grant, and leaves for good (the longest only grows: no going back and forth).  Not its
+# quota: that follows the grants, and a quota checked against a lone grant kept Triton in
+# 40 ms grants for good, and sent torch eager from one kind to the other every second or so
+# (H100, 2026-12-06 22:34).
+LONG_BURST = 0.9
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,7 @@ class ClientState:
     waiting: int = 0
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
+    longest_grant_s: float = 0.0  # (its hook says no longer burst: LONG_BURST)
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
@@ -577,6 +587,7 @@ class SchedulerCore:
             self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
             self.credits.give_back_ahead(candidate.name)  # (speed.SHARED_PREPAY)
             self._unsteady_since.pop(candidate.name, None)
+        client.longest_grant_s = max(client.longest_grant_s, length)
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
         self._refund_pending_overrun(interval)
@@ -947,8 +958,8 @@ class SchedulerCore:
         if standing is None:
             return min(quota_s, self._alone_after_others_s(name, now))
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
-        if self._lone_turn_s(standing.limit, name, now):
-            return min(length, self._lone_paced_grant_s(standing.limit, name, now))
+        if self._lone_turn_s(standing.limit, name, now):  # (its quota follows its grants)
+            return min(standing.remaining, self._lone_paced_grant_s(standing.limit, name, now))
         if standing.limit < 1.0:
             length = min(length, self._paced_grant_s(standing.limit))
         if self.candidates or self._grace is not None:  # others want it too
@@ -983,7 +994,8 @@ class SchedulerCore:
     @property
     def _short_grant_s(self) -> float:
         """The longest grant: a tenth of the short window, so that a share can be right over
-        one short window (none without a short window: Gemini's own quotas)."""
+        one short window (none without a short window: Gemini's own quotas), but a capped
+        client's alone (_lone_turn_s)."""
         short = self._short_window_s
         return max(self.timing.min_quota_s, short / 10) if short > 0 else math.inf
 
@@ -1002,7 +1014,8 @@ class SchedulerCore:
         """The turn that a capped client alone is paced in (LONE_PACED_WORK_S): a whole part of
         the short window; 0 where it is not alone (another client wants the GPU, or had it
         within the short window), has no cap, or its cap is too small for such a grant, or its
-        quota (its predicted burst) is, or it is a unified-memory client."""
+        bursts are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
+        token yet."""
         short = self._short_window_s
         if (limit >= 1.0 or short <= 0 or self._grace is not None
                 or self.clients[name].tokens == 0  # (clients that start together ask apart)
@@ -1021,10 +1034,10 @@ class SchedulerCore:
             # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
             # simulator)
             return 0.0
-        turn = short / parts
-        if self.clients[name].quota_s < limit * turn / max(self._speed(name, now), 1.0):
+        client = self.clients[name]
+        if client.burst_s < LONG_BURST * client.longest_grant_s:
             return 0.0  # (its bursts are shorter: they pace it)
-        return turn
+        return short / parts
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone: its limit's part of its turn in work, so that its
@@ -1089,13 +1102,17 @@ class SchedulerCore:
 
     def _room_wait_s(self, standing: Standing, least: float, now: float) -> float:
         """How long `standing` may wait before its room is read again: what it lacks of the
-        room it waits for (room comes back no faster than the windows slide), but no more than
-        LONE_RECHECK_S for a capped client alone: its room comes back all at once, as a window's
-        start reaches its grant of a turn before, and one 155 ms look past that put a 0.2 cap's
-        grants 1.06-1.13 s apart, its 1 s windows 13 points under (the simulator)."""
+        room it waits for (room comes back no faster than the windows slide), but for a capped
+        client alone no later than its short window's start reaches its next grant or charge
+        (UsageHistory.next_slide), and no sooner than LONE_RECHECK_S: its room comes back all at
+        once there, and one 155 ms look past that put a 0.2 cap's grants 1.06-1.13 s apart,
+        its 1 s windows 13 points under (the simulator).  (Every 2 ms instead, a client whose
+        pace lagged its room after its cap was lowered was looked at ~300 times a second for
+        up to 50 s: a review.)"""
         wait = max(least, standing.need) - standing.remaining
         if self._lone_least_s(standing.name, now):
-            wait = min(wait, LONE_RECHECK_S)
+            slide = self.history.next_slide(standing.name, now, self._short_window_s)
+            wait = min(wait, max(slide, LONE_RECHECK_S))
         return wait
 
     def _standings(self, names: list[str], now: float, least: float) -> list[Standing]:
@@ -1261,10 +1278,11 @@ class SchedulerCore:
     @property
     def _room_horizon_s(self) -> float:
         """The most of a capped client's room that a decision reads: its longest grant (a
-        quota, cut to the short window's tenth), a calibration, or the room that a client at
-        its limit waits for.  Room past it changes nothing, and the windows are walked only
-        this far (the two windows of a paced client then cost ~8 us a decision, not ~140 us:
-        the long one holds hundreds of its grants and charges)."""
+        quota, cut to the short window's tenth, or a grant alone: LONE_PACED_WORK_S, at most
+        twice that), a calibration, or the room that a client at its limit waits for.  Room
+        past it changes nothing, and the windows are walked only this far (the two windows of a
+        paced client then cost ~8 us a decision, not ~140 us: the long one holds hundreds of
+        its grants and charges)."""
         t = self.timing
         longest = min(max(t.max_quota_s, t.base_quota_s), self._short_grant_s)
         return max(longest, CALIBRATION_S, self._capped_grant_s, 2 * LONE_PACED_WORK_S)

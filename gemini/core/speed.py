@@ -365,12 +365,11 @@ def capped_calibration(allowance_s: float, lump_cap: float | None = None,
 
 
 def fitted_calibration(cal: Calibration, grant_s: float) -> Calibration:
-    """`cal` no longer than an ordinary grant of `grant_s`, where that is long enough for the
-    clock to settle (MIN_CALIBRATION_S): a calibration that is one of its client's grants is
-    no lump in its seconds (the scheduler's LONE_PACED_WORK_S)."""
-    if grant_s >= cal.length_s or grant_s < MIN_CALIBRATION_S:
-        return cal
-    return _calibration_of(grant_s)
+    """`cal` no longer than an ordinary grant of `grant_s`, nor shorter than the clock needs
+    to settle (MIN_CALIBRATION_S): a calibration that is one of its client's grants is no lump
+    in its seconds (the scheduler's LONE_PACED_WORK_S), and one a little longer a small one."""
+    length = max(grant_s, MIN_CALIBRATION_S)
+    return cal if length >= cal.length_s else _calibration_of(length)
 
 
 def _calibration_of(length_s: float) -> Calibration:

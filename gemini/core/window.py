@@ -67,6 +67,18 @@ class UsageHistory:
                 return interval
         return None
 
+    def next_slide(self, name: str, now: float, length: float) -> float:
+        """Seconds until the start of the window of `length` ending `now` reaches the next of
+        `name`'s grants or charges in it, where its room can next grow (inf: none).  Walked
+        from the newest: a short window holds few."""
+        since = now - length
+        first = math.inf
+        for interval in reversed(self._own.get(name, ())):
+            if interval.start <= since:
+                break
+            first = interval.start
+        return first - since
+
     def overlapping(self, start: float, end: float) -> list[Interval]:
         """The grants (not charges) that overlap [start, end], newest first."""
         out = []

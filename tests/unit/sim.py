@@ -134,6 +134,7 @@ class Sim:
         overrun_s: dict[str, float] | None = None,
         delivery_s: tuple[float, float] | None = None,
         idle_returns: bool = False,
+        hook_bursts: bool = False,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -148,7 +149,9 @@ class Sim:
         hook times its token from its receipt, but ends no later than the range's middle after
         the quota, as its pod manager cuts a late one), and each client's pod manager reported
         the range's middle (the REPORT's delivery_ms) before it first asks.  `idle_returns`: the
-        clients hand their tokens back idle, up to 2.5 ms early (module docstring)."""
+        clients hand their tokens back idle, up to 2.5 ms early (module docstring).  `hook_bursts`:
+        each says a burst no longer than its longest grant so far, as our hook does
+        (csrc/hook/token.h max_quota_ms)."""
         self.delivery_s = delivery_s
         self.idle_returns = idle_returns
         self.launch_s = launch_s
@@ -160,6 +163,7 @@ class Sim:
         self.core = SchedulerCore(config, timing or Timing(), self.now)
         self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
         self.burst_ms = burst_ms
+        self.hook_bursts = hook_bursts
         self._rng = random.Random(seed)
         self.by_conn = {c.conn: c for c in self.clients.values()}
         self._wakeups: list[tuple[float, int, str]] = []
@@ -210,8 +214,11 @@ class Sim:
             start, end = c.busy[-1] if c.busy else (0.0, 0.0)
             gpu_wait_ms = self.gpu_wait * (end - start) * 1000
         overuse_ms, c.overuse_s = c.overuse_s * 1000, 0.0
+        burst_ms = self.burst_ms
+        if self.hook_bursts:
+            burst_ms = min(burst_ms, 1000 * max((e - s for s, e in c.busy), default=0.0))
         req = Request(name, c.req_id, RequestType.QUOTA,
-                      (overuse_ms, self.burst_ms, gpu_wait_ms, *self._run(c)))
+                      (overuse_ms, burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))
 
     def _run(self, c: SimClient) -> tuple[float, int]:

@@ -37,6 +37,7 @@ from gemini.core.speed import (
     Calibration,
     SpeedMeter,
     capped_calibration,
+    fitted_calibration,
 )
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType
 from gemini.daemon.clock import feed_clock
@@ -231,6 +232,14 @@ def test_a_capped_client_that_never_waits_on_the_gpu_gets_no_calibration_grant()
     assert max(lengths) == pytest.approx(0.04)  # its part of each 100 ms turn, never more
 
 
+def test_a_calibration_fitted_to_a_grant_is_as_long_but_never_shorter_than_the_clock_needs():
+    cal = capped_calibration(0.43, 0.4, alone=True)  # 125 ms
+    assert fitted_calibration(cal, 0.121).length_s == pytest.approx(0.121)
+    assert fitted_calibration(cal, 0.121).settle_s < cal.settle_s
+    assert fitted_calibration(cal, 0.2) == cal  # (never longer)
+    assert fitted_calibration(cal, 0.06).length_s == pytest.approx(MIN_CALIBRATION_S)
+
+
 def test_without_clock_samples_no_grant_is_a_calibration():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
     [g] = grants(core.on_request(1, quota_req("a", 1, burst=5000.0), 0.0))
@@ -408,9 +417,10 @@ def test_a_client_with_neighbours_waiting_is_not_calibrated():
 
 
 def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4,
-               gpu_wait: float | None = None, launch_s: float = 0.0) -> Sim:
+               gpu_wait: float | None = None, launch_s: float = 0.0,
+               hook_bursts: bool = False) -> Sim:
     sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0, clock=clock,
-              gpu_wait=gpu_wait, launch_s=launch_s)
+              gpu_wait=gpu_wait, launch_s=launch_s, hook_bursts=hook_bursts)
     sim.start("capped")
     sim.run_until(seconds)
     return sim
@@ -451,14 +461,17 @@ def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(li
         assert limit / 2 <= work <= limit + 0.05, (t / 4, work)
 
 
+@pytest.mark.parametrize("hook_bursts", [False, True], ids=["long-bursts", "hook-bursts"])
 @pytest.mark.parametrize("limit", [0.2, 0.3, 0.4, 0.5, 0.7])
-def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit):
+def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit, hook_bursts):
     # Calibrated by work, alone: paced in turns of a whole part of the second, each grant as
     # long as a calibration (the scheduler's LONE_PACED_WORK_S), a 1 s window holds the same
     # whole turns wherever it starts, and a calibration is one of them, no lump.  In 100 ms
     # turns a 125 ms calibration at 0.4 put 75 ms more in the windows that held it: they read
-    # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.
-    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002)
+    # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.  Its hook says
+    # no burst longer than its longest grant: it gets there at its first calibration (checked
+    # against its quota, which follows its grants, it never did on the H100).
+    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002, hook_bursts=hook_bursts)
     assert sim.clock is not None
     assert sim.clients["capped"].calibrations  # (its speed read as before)
     for t in range(40, 29 * 20):  # every 1 s window from 2 s on, sliding by 50 ms
@@ -982,7 +995,7 @@ def test_a_program_its_launches_pace_keeps_its_time_on_a_power_limited_gpu():
 def test_the_status_shows_the_speed_charged():
     sim = run_capped(GpuClock(), 5.0)
     [c] = sim.core.snapshot(sim.now)["clients"]
-    assert c["speed"] > 1.05
+    assert c["speed"] > 1.05  # (alone, its grants of 121 ms run slower than 40 ms ones: 1.06)
     assert c["speed_charge_s"] > 0.05
     assert c["gpu_wait"] is None  # (the simulated hook does not say)
     sim = run_capped(GpuClock(), 5.0, gpu_wait=0.3)
