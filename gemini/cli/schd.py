@@ -82,6 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "plus the time its grants take to reach its pod manager, as the pod manager "
                    "reports (up to 2 ms; README: Hand-overs at the grant's arrival; default: "
                    "on; --no-hand-over-at-arrival: at the grant's end, as Gemini does)")
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
+                   help="a capped client alone is paced in turns of a whole part of the short "
+                   "window, each grant as long as a calibration, so that its 1 s windows hold "
+                   "(README: Alone, a cap in turns of a whole part of the second; default: on; "
+                   "--no-lone-turns: its limit's part of 100 ms turns)")
     p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
                    help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
                    "config's GPUs are checked against them at start and on each edit, as "
@@ -116,7 +121,7 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
                     args.grace / 1000, max_quota / 1000, args.short_window / 1000,
-                    args.shared_speed, args.hand_over_at_arrival)
+                    args.shared_speed, args.hand_over_at_arrival, args.lone_turns)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:

@@ -171,13 +171,18 @@ class Timing:
     # --time-from-grant) cost each client that delay from every token.  Here the GPU idles
     # through the next grant's delivery, booked to no one.
     hand_over_at_arrival: bool = True
+    # A capped client alone is paced in turns of a whole part of the short window, each grant
+    # as long as a calibration (LONE_PACED_WORK_S; gem-schd --lone-turns, on by default since
+    # 2026-12-06; --no-lone-turns: in 100 ms turns, as before).
+    lone_turns: bool = True
 
 
 def describe_timing(t: Timing) -> str:
     """One line for the log at start: what a run's logs must show to be read right."""
     options = [name for name, on in (("shares by time", not t.shared_speed),
                                      ("hand-overs at the grant's end",
-                                      not t.hand_over_at_arrival)) if on]
+                                      not t.hand_over_at_arrival),
+                                     ("no lone turns", not t.lone_turns)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
             f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
             f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"
@@ -1017,7 +1022,7 @@ class SchedulerCore:
         bursts are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
         token yet."""
         short = self._short_window_s
-        if (limit >= 1.0 or short <= 0 or self._grace is not None
+        if (not self.timing.lone_turns or limit >= 1.0 or short <= 0 or self._grace is not None
                 or self.clients[name].tokens == 0  # (clients that start together ask apart)
                 or any(c.name != name for c in self.candidates)
                 or is_um(self.clients[name].spec, self.um)):  # (its grants: a second or more)

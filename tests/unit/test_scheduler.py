@@ -989,6 +989,14 @@ def test_a_cap_holds_in_every_second_from_the_first_with_long_bursts():
     assert sim.share("capped", 0.0, 15.0) == pytest.approx(0.4, abs=0.01)
 
 
+def test_without_lone_turns_a_capped_client_alone_gets_its_part_of_100_ms_turns():
+    sim = Sim([("capped", 0.1, 0.4)], timing=dataclasses.replace(LAUNCHER, lone_turns=False),
+              burst_ms=5000.0)
+    sim.start("capped")
+    sim.run_until(5.0)
+    assert max(e - s for s, e in sim.clients["capped"].busy) == pytest.approx(0.04)
+
+
 @pytest.mark.parametrize("limit", [0.4, 0.1])
 def test_a_capped_client_alone_gets_its_share_spread_within_each_second(limit):
     # Every second held the cap, but as one run at full speed and then nothing: 0.4 was
