@@ -3,6 +3,7 @@
 fed (so calibrations run), the launchers' quotas, drive gemini.core.scheduler on a virtual clock.
 
   python3 bench/sim_seconds.py [--seconds 40] [--seeds 1,2,3,4] [--root DIR] [--shared]
+                               [--lone-turns]
 
 For each case (one client capped at 0.2, 0.3, 0.4, 0.5 or 0.7 alone; two capped at 0.3; 0.4
 and 0.5; three at 0.2, 0.3 and 0.3, started together) and seed, each client's lowest and
@@ -23,6 +24,7 @@ and from SHARED_FROM_S (after the first calibrations), and its worst 10 s window
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -34,12 +36,14 @@ SHARED_CASES = [(0.3, 0.7), (0.2, 0.3, 0.5)]
 SHARED_FROM_S = 8.0
 
 
-def run_case(caps: tuple[float, ...], seed: int, seconds: float) -> list[dict]:
+def run_case(caps: tuple[float, ...], seed: int, seconds: float,
+             lone_turns: bool = False) -> list[dict]:
     from tests.unit.sim import GpuClock, Sim  # (from --root, where given)
     from tests.unit.test_scheduler import LAUNCHER
 
     names = "abc"[:len(caps)]
-    sim = Sim([(n, c, c) for n, c in zip(names, caps, strict=True)], timing=LAUNCHER,
+    timing = dataclasses.replace(LAUNCHER, lone_turns=True) if lone_turns else LAUNCHER
+    sim = Sim([(n, c, c) for n, c in zip(names, caps, strict=True)], timing=timing,
               burst_ms=5000.0, seed=seed, clock=GpuClock(), launch_s=0.0002)
     for i, n in enumerate(names):
         sim.start(n, 0.001 * i)
@@ -84,6 +88,8 @@ def main() -> None:
     p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     p.add_argument("--shared", action="store_true",
                    help="uncapped pairs and trios sharing by work, not caps")
+    p.add_argument("--lone-turns", action="store_true",
+                   help="gem-schd --lone-turns (the caps; a --root from before it has none)")
     args = p.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -101,9 +107,9 @@ def main() -> None:
     for caps in CASES:
         for seed in seeds:
             results.append({"caps": caps, "seed": seed,
-                            "clients": run_case(caps, seed, args.seconds)})
+                            "clients": run_case(caps, seed, args.seconds, args.lone_turns)})
     print(json.dumps({"root": str(args.root), "seconds": args.seconds, "seeds": seeds,
-                      "results": results}, indent=1))
+                      "lone_turns": args.lone_turns, "results": results}, indent=1))
 
 
 if __name__ == "__main__":
