@@ -19,10 +19,11 @@ Rules:
   bounded lag against its target share, not Gemini's 10 s usage, whose catch-ups echo a window
   later); a client at its limit waits even if the GPU is idle (the limit is a hard cap).
 - A cap holds over the short window (`Timing.short_window_s`, 1 s) as well as the long one,
-  and no grant is longer than a tenth of the short window (`_short_grant_s`; but a capped client
-  alone's, paced in turns of a whole part of the short window: `_lone_turn_s`); 0 turns both
-  off (Gemini's own quotas).  While others wait, grants are in proportion to the target shares
-  (a round of turns lasts about one such grant), so every share holds over the short window.
+  and no grant is longer than a tenth of the short window (`_short_grant_s`; but, with
+  `Timing.lone_turns`, a capped client alone's, paced in turns of a whole part of the short
+  window: `_lone_turn_s`); 0 turns both off (Gemini's own quotas).  While others wait, grants
+  are in proportion to the target shares (a round of turns lasts about one such grant), so
+  every share holds over the short window.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
 - A new config applies to the next decision (a lowered cap: its windows count from the edit,
   not the time used under the old cap); removed clients are refused new tokens, changed
@@ -113,9 +114,9 @@ WINDOW_EDGE = 0.75
 # simulator 0.738, now 0.731).  30 ms left a 0.7 cap 2.1 points under over 10 s there: its
 # calibrations' windows could not catch up.
 WINDOW_EDGE_MAX = 0.04
-# A capped client alone is paced in turns of a whole part of the short window (1/K s), each
-# grant at least this much of its work: a calibration then fits in one of its grants, and is
-# no lump.  Paced in 100 ms turns, each grant 40 ms at 0.4, a 125 ms calibration put 75 ms
+# With Timing.lone_turns, a capped client alone is paced in turns of a whole part of the short
+# window (1/K s), each grant at least this much of its work: a calibration then fits in one
+# of its grants, and is no lump.  Paced in 100 ms turns, each grant 40 ms at 0.4, a 125 ms calibration put 75 ms
 # more in the 1 s windows that held it, paid back around it, and those windows read 4.5-8.2
 # points under on the H100 (2026-12-06; no split of the pay-back does better than half of it).
 # And each grant is its limit's part of a turn in work, not in time (its length ÷ its speed),
@@ -1204,7 +1205,8 @@ class SchedulerCore:
                 # for room (its pace came round early as its speed moved) was a phase shift
                 # that the long window met again 10 s later: there it waited 60 ms more, and
                 # that 1 s window read 6 points under (the simulator).  A grant more over 10 s
-                # (1.2 points at 0.4) takes the echo out; the short window still holds it.
+                # (1.1 points at 0.4, up to 2.2 for a grant of 240 ms at 0.23) takes the echo
+                # out; the short window still holds it.
                 allowed += self._lone_least_s(name, now)
             # (A unified-memory client's grants are a second or more, for migration: its cap
             # holds over the long window only, as the README says.)

@@ -403,7 +403,7 @@ def ask_flagged(core: SchedulerCore, req_id: int, now: float) -> tuple[float, fl
         now = core.next_deadline()
         replies = grants(core.on_deadline(now))
     length_ms, flags, *_ = replies[0].response.values
-    if flags & QUOTA_FLAG_CALIBRATION:  # (alone, its ordinary grants are as long: a turn's part)
+    if flags & QUOTA_FLAG_CALIBRATION:  # (in lone turns its ordinary grants may be as long)
         assert length_ms >= 0.9 * MIN_CALIBRATION_S * 1000
     return length_ms / 1000, now, bool(flags & QUOTA_FLAG_CALIBRATION)
 
