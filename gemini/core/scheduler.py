@@ -116,16 +116,17 @@ WINDOW_EDGE = 0.75
 WINDOW_EDGE_MAX = 0.04
 # With Timing.lone_turns, a capped client alone is paced in turns of a whole part of the short
 # window (1/K s), each grant at least this much of its work: a calibration then fits in one
-# of its grants, and is no lump.  Paced in 100 ms turns, each grant 40 ms at 0.4, a 125 ms calibration put 75 ms
-# more in the 1 s windows that held it, paid back around it, and those windows read 4.5-8.2
-# points under on the H100 (2026-12-06; no split of the pay-back does better than half of it).
-# And each grant is its limit's part of a turn in work, not in time (its length ÷ its speed),
-# so that its pace comes round in exactly one turn and every 1 s window holds K whole turns:
-# 40 ms granted at a speed of 1.1 came round every 110 ms, and a 1 s window held 9 or 10 of
-# them.  On the simulator a 0.4 cap alone read -4.4 / +4.3 points over its 1 s windows, now
-# -0.8 / +1.8.  The cost: longer rests between its grants (200 ms at 0.4, 800 at 0.2), where
-# nobody else wants the GPU.  A calibration's clock settles in ~100 ms (speed.py), and a grant
-# of 120 ms of work is that long in time at a speed up to 1.2.
+# of its grants, and is no lump.  Paced in 100 ms turns, each grant 40 ms at 0.4, a 125 ms
+# calibration put 75 ms more in the 1 s windows that held it, paid back around it, and those
+# windows read 4.5-8.2 points under on the H100 (2026-12-06; no split of the pay-back does
+# better than half of it).  And each grant is its limit's part of a turn in work, not in time
+# (its length ÷ its speed), so that its pace comes round in exactly one turn and every 1 s
+# window holds K whole turns: 40 ms granted at a speed of 1.1 came round every 110 ms, and a
+# 1 s window held 9 or 10 of them.  On the simulator a 0.4 cap alone read -4.5 / +4.3 points
+# over its 1 s windows, with them -0.7 / +2.0.  The cost: longer rests between its grants
+# (200 ms at 0.4, 800 at 0.2), where nobody else wants the GPU.  A calibration's clock settles
+# in ~100 ms (speed.py), and a grant of 120 ms of work is that long in time at a speed up to
+# 1.2.
 LONE_PACED_WORK_S = 0.12
 LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # ...for a client whose bursts, as its hook says, fill the longest grant it has had, less a
