@@ -1287,14 +1287,15 @@ class SchedulerCore:
     @property
     def _room_horizon_s(self) -> float:
         """The most of a capped client's room that a decision reads: its longest grant (a
-        quota, cut to the short window's tenth, or a grant alone: LONE_PACED_WORK_S, at most
-        twice that), a calibration, or the room that a client at its limit waits for.  Room
+        quota, cut to the short window's tenth, or a grant in lone turns: LONE_PACED_WORK_S,
+        at most twice that), a calibration, or the room that a client at its limit waits for.  Room
         past it changes nothing, and the windows are walked only this far (the two windows of a
         paced client then cost ~8 us a decision, not ~140 us: the long one holds hundreds of
         its grants and charges)."""
         t = self.timing
         longest = min(max(t.max_quota_s, t.base_quota_s), self._short_grant_s)
-        return max(longest, CALIBRATION_S, self._capped_grant_s, 2 * LONE_PACED_WORK_S)
+        lone = 2 * LONE_PACED_WORK_S if t.lone_turns else 0.0
+        return max(longest, CALIBRATION_S, self._capped_grant_s, lone)
 
     # ---- config --------------------------------------------------------------------------------
 
