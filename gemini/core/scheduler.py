@@ -827,10 +827,10 @@ class SchedulerCore:
         by_work = self.speed.reads_by_work(name)
         cal = self._calibration(spec, alone=len(names) == 1, by_work=by_work, beside_cap=beside)
         if (cal is not None and by_work and len(names) == 1
-                and self._lone_turn_s(spec.limit, name, now)):
+                and (grant := self._lone_paced_grant_s(spec.limit, name, now))):
             # (one of its grants, where that is long enough for its work to settle: no lump;
             # a tail read by the clock needs the whole calibration, _calibration says why)
-            cal = fitted_calibration(cal, self._lone_paced_grant_s(spec.limit, name, now))
+            cal = fitted_calibration(cal, grant)
         return cal
 
     def _shared_due(self, name: str, names: list[str], now: float) -> bool:
@@ -966,8 +966,8 @@ class SchedulerCore:
         if standing is None:
             return min(quota_s, self._alone_after_others_s(name, now))
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
-        if self._lone_turn_s(standing.limit, name, now):  # (its quota follows its grants)
-            return min(standing.remaining, self._lone_paced_grant_s(standing.limit, name, now))
+        if lone := self._lone_paced_grant_s(standing.limit, name, now):
+            return min(standing.remaining, lone)  # (its quota follows its grants)
         if standing.limit < 1.0:
             length = min(length, self._paced_grant_s(standing.limit))
         if self.candidates or self._grace is not None:  # others want it too
@@ -1049,9 +1049,10 @@ class SchedulerCore:
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone: its limit's part of its turn in work, so that its
-        pace, which each grant moves on by its work ÷ its limit, comes round in one turn."""
+        pace, which each grant moves on by its work ÷ its limit, comes round in one turn (0:
+        not in lone turns, _lone_turn_s)."""
         turn = self._lone_turn_s(limit, name, now)
-        return limit * turn / max(self._speed(name, now), 1.0)
+        return limit * turn / max(self._speed(name, now), 1.0) if turn else 0.0
 
     @property
     def _short_window_s(self) -> float:
@@ -1118,7 +1119,7 @@ class SchedulerCore:
         pace lagged its room after its cap was lowered was looked at ~300 times a second for
         up to 50 s: a review.)"""
         wait = max(least, standing.need) - standing.remaining
-        if self._lone_least_s(standing.name, now):
+        if self._lone_turn_s(standing.limit, standing.name, now):
             slide = self.history.next_slide(standing.name, now, self._short_window_s)
             wait = min(wait, max(slide, LONE_RECHECK_S))
         return wait
@@ -1150,10 +1151,7 @@ class SchedulerCore:
         (as for any).  Else one that came round early (its speed moved, and with it its pace)
         took what room there was (53 ms of 126 on the simulator), and the second that held it
         read 7.7 points under."""
-        limit = self.clients[name].spec.limit
-        if not self._lone_turn_s(limit, name, now):
-            return 0.0
-        return 0.9 * self._lone_paced_grant_s(limit, name, now)
+        return 0.9 * self._lone_paced_grant_s(self.clients[name].spec.limit, name, now)
 
     def _um_least_s(self, name: str, now: float) -> float:
         """The room a capped unified-memory client waits for: a whole one of its grants
