@@ -15,13 +15,11 @@ scored again from its steps (the run's own scoring may have failed after the run
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 
-from high_seconds import read_steps, runs_with_logs
+from high_seconds import read_steps, rows_of_runs
 from paths import PAIR_CASES, launch_cost_of, log_between, pair_entries
 
 HOOK = re.compile(r"gemini-hook\[\S+ (\d+)\]")
@@ -107,23 +105,17 @@ def _tuned(t: dict | None) -> str:
     return f"{t['us']} us, {t['config']}" if t else "—"
 
 
+def _lines(name: str, rows: dict) -> Iterator[str]:
+    for b in rows["bare"]:
+        yield f"{name}  bare (pid {b['pid']}): fastest {_tuned(b['tuned'])}"
+    for c in rows["clients"]:
+        yield (f"{name}  {c['case']} {c['name']}: {c['error_pp_10s']} / "
+               f"{c['error_pp_1s']} pp, {c['us_per_launch']} us/launch, past a token "
+               f"{c['longest_overrun_ms']} ms at most, fastest {_tuned(c['tuned'])}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("results", type=Path, nargs="+")
-    p.add_argument("--json", action="store_true", help="one JSON object per results file")
-    args = p.parse_args(argv)
-    for path, results, logs in runs_with_logs(args.results):
-        rows = {"file": path.name, **run_rows(results, logs)}
-        if args.json:
-            print(json.dumps(rows))
-            continue
-        for b in rows["bare"]:
-            print(f"{path.name}  bare (pid {b['pid']}): fastest {_tuned(b['tuned'])}")
-        for c in rows["clients"]:
-            print(f"{path.name}  {c['case']} {c['name']}: {c['error_pp_10s']} / "
-                  f"{c['error_pp_1s']} pp, {c['us_per_launch']} us/launch, past a token "
-                  f"{c['longest_overrun_ms']} ms at most, fastest {_tuned(c['tuned'])}")
-    return 0
+    return rows_of_runs(__doc__ or "", argv, run_rows, _lines)
 
 
 if __name__ == "__main__":

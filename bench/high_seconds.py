@@ -27,7 +27,7 @@ import json
 import re
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,6 +169,23 @@ def runs_with_logs(results_files: list[Path]) -> Iterator[tuple[Path, dict, dict
             print(f"{path.name}: no logs beside it", file=sys.stderr)
             continue
         yield path, json.loads(path.read_text()), read_logs(archive)
+
+
+def rows_of_runs(doc: str, argv: list[str] | None,
+                 rows: Callable[[dict, dict[str, str]], dict],
+                 lines: Callable[[str, dict], Iterator[str]]) -> int:
+    """A reader's main: for each results file named in `argv` with its logs beside it
+    (runs_with_logs), its `rows(results, logs)`, printed as one JSON object (--json) or as
+    `lines(file name, rows)`."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("results", type=Path, nargs="+")
+    p.add_argument("--json", action="store_true", help="one JSON object per results file")
+    args = p.parse_args(argv)
+    for path, results, logs in runs_with_logs(args.results):
+        out = {"file": path.name, **rows(results, logs)}
+        for line in [json.dumps(out)] if args.json else lines(path.name, out):
+            print(line)
+    return 0
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,12 +14,10 @@ clients' first sample (paths.py's start is not kept), a second warm, as pair_ent
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-from pathlib import Path
+from collections.abc import Iterator
 
-from high_seconds import read_steps, runs_with_logs
+from high_seconds import read_steps, rows_of_runs
 from paths import (
     CAP_TARGET,
     EDIT_PAIR_CASES,
@@ -77,24 +75,22 @@ def pairs(results: dict, logs: dict[str, str]) -> list[dict]:
     return out
 
 
+def _rows(results: dict, logs: dict[str, str]) -> dict:
+    return {"caps": caps(results, logs), "pairs": pairs(results, logs)}
+
+
+def _lines(name: str, rows: dict) -> Iterator[str]:
+    for r in rows["caps"]:
+        yield (f"{name}  cap {r['cap']}: whole seconds {r['whole_s_pp']} pp, every "
+               f"window {r['sliding_pp']} pp ({r['low']}-{r['high']})")
+    for r in rows["pairs"]:
+        yield (f"{name}  {r['pair']} {r['client']} ({r['target']}): whole seconds "
+               f"{r['whole_s_pp']} pp, every window {r['sliding_pp']} pp "
+               f"({r['low']}-{r['high']})")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("results", type=Path, nargs="+")
-    p.add_argument("--json", action="store_true", help="one JSON object per results file")
-    args = p.parse_args(argv)
-    for path, results, logs in runs_with_logs(args.results):
-        rows = {"file": path.name, "caps": caps(results, logs), "pairs": pairs(results, logs)}
-        if args.json:
-            print(json.dumps(rows))
-            continue
-        for r in rows["caps"]:
-            print(f"{path.name}  cap {r['cap']}: whole seconds {r['whole_s_pp']} pp, every "
-                  f"window {r['sliding_pp']} pp ({r['low']}-{r['high']})")
-        for r in rows["pairs"]:
-            print(f"{path.name}  {r['pair']} {r['client']} ({r['target']}): whole seconds "
-                  f"{r['whole_s_pp']} pp, every window {r['sliding_pp']} pp "
-                  f"({r['low']}-{r['high']})")
-    return 0
+    return rows_of_runs(__doc__ or "", argv, _rows, _lines)
 
 
 if __name__ == "__main__":
