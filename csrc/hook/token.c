@@ -504,11 +504,17 @@ static int acquire_slow(struct token *t, int dev, CUstream s, int pts, int heavy
     return out;
 }
 
-int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
+/* Every launch, before its gate: the in-flight tracker counts it. */
+static struct token *launch_seen(int dev, CUstream s, int pts)
 {
     pthread_once(&tokens_once, tokens_init);
-    struct token *t = &tokens[dev];
     gem_inflight_launch(dev, s, pts);
+    return &tokens[dev];
+}
+
+int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
+{
+    struct token *t = launch_seen(dev, s, pts);
     if (atomic_load_explicit(&t->burst_running, memory_order_relaxed) &&
         gem_share_take(heavy ? &t->graph_share : &t->go_share,
                        heavy ? &graph_uses[dev] : &go_uses[dev]) &&
@@ -519,9 +525,7 @@ int gem_token_acquire(int dev, CUstream s, int pts, int heavy)
 
 int gem_token_acquire_host_wait(int dev, CUstream s, int pts)
 {
-    pthread_once(&tokens_once, tokens_init);
-    gem_inflight_launch(dev, s, pts);
-    return acquire_slow(&tokens[dev], dev, s, pts, 0, 1);
+    return acquire_slow(launch_seen(dev, s, pts), dev, s, pts, 0, 1);
 }
 
 /* A sync that began while our latest token ran, waited for the GPU, and returned after the
