@@ -135,7 +135,9 @@ LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # grant, and leaves for good (the longest only grows: no going back and forth).  Not its
 # quota: that follows the grants, and a quota checked against a lone grant kept Triton in
 # 40 ms grants for good, and sent torch eager from one kind to the other every second or so
-# (H100, 2026-12-06 22:34).
+# (H100, 2026-12-06 22:34).  Nor a calibration: JAX's first, 200 ms while it still set itself
+# up, was longer than the bursts its hook said after (114-125 ms), and kept it in 40 ms grants,
+# its seconds 0.335-0.432 of its work at 0.4 (H100, 2026-12-07 01:00).
 LONG_BURST = 0.9
 
 
@@ -220,7 +222,7 @@ class ClientState:
     waiting: int = 0
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
-    longest_grant_s: float = 0.0  # (its hook says no longer burst: LONG_BURST)
+    longest_grant_s: float = 0.0  # (but calibrations; its hook says no longer burst: LONG_BURST)
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
@@ -595,7 +597,8 @@ class SchedulerCore:
             self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
             self.credits.give_back_ahead(candidate.name)  # (speed.SHARED_PREPAY)
             self._unsteady_since.pop(candidate.name, None)
-        client.longest_grant_s = max(client.longest_grant_s, length)
+        if not calibrating:  # (LONG_BURST: a calibration is no pace of its own)
+            client.longest_grant_s = max(client.longest_grant_s, length)
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
         self._refund_pending_overrun(interval)

@@ -481,6 +481,27 @@ def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit
         assert work == pytest.approx(limit, abs=0.035), (t / 20, work)
 
 
+def test_a_cap_alone_gets_into_its_turns_after_a_set_up_that_was_calibrated_whole():
+    # JAX's set-up synced every few ms and launched nothing its hook measured, so its first
+    # calibration was read by the clock, 200 ms.  Its hook then said bursts of 114-125 ms, as
+    # long as the grants it ran on, and the scheduler, checking them against its longest grant
+    # (that calibration), kept it in 40 ms grants: its seconds 0.335-0.432 of its work at 0.4
+    # (H100, 2026-12-07; here 0.356-0.442).
+    launch_s = {"capped": 0.0}
+    sim = Sim([("capped", 0.1, 0.4)], timing=dataclasses.replace(LAUNCHER, lone_turns=True),
+              burst_ms=30.0, clock=GpuClock(), launch_s=launch_s, hook_bursts=True)
+    sim.start("capped")
+    sim.run_until(2.5)
+    calibration = max(e - s for s, e in sim.clients["capped"].busy)
+    assert calibration > 0.15  # (whole, by the clock)
+    sim.burst_ms, launch_s["capped"] = 115.0, 0.0002  # (it runs on from here)
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    for t in range(100, 29 * 20):  # every 1 s window from 5 s on, sliding by 50 ms
+        work = sim.clock.work("capped", t / 20, t / 20 + 1.0)
+        assert work == pytest.approx(0.4, abs=0.035), (t / 20, work)
+
+
 @pytest.mark.parametrize(("limit", "timing"), [
     (0.4, Timing()),  # gem-schd's own defaults (-q 250 -m 100): grants of 100 ms at any cap
     (0.7, LAUNCHER),  # a high cap: a paced grant of 70 ms
