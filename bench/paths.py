@@ -902,8 +902,8 @@ class Bench:
             flags["shared_speed"] = False
         if not self.args.hand_over_at_arrival:
             flags["hand_over_at_arrival"] = False
-        if self.args.lone_turns:
-            flags["lone_turns"] = True
+        if not self.args.lone_turns:
+            flags["lone_turns"] = False
         return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
@@ -1486,10 +1486,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="gem-schd --[no-]hand-over-at-arrival for the capped and pairs runs: "
                         "the GPU goes on when the holder's token ends at its hook (default: "
                         "on, as gem-schd's)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="gem-schd --[no-]lone-turns for the capped and pairs runs: a capped "
-                        "client alone in turns of a whole part of the second (default: off, as "
-                        "gem-schd's)")
+                        "client alone in turns of a whole part of the second (default: on, as "
+                        "gem-schd's since 2026-12-07)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",

@@ -104,9 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                    default=True,
                    help="hand the GPU on when the holder's token ends at its hook, not at its "
                    "grant's end (gem-schd --[no-]hand-over-at-arrival; default: on)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="a capped client alone is paced in turns of a whole part of the short "
-                   "window (gem-schd --[no-]lone-turns; default: off)")
+                   "window (gem-schd --[no-]lone-turns; default: on)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "

@@ -82,11 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "plus the time its grants take to reach its pod manager, as the pod manager "
                    "reports (up to 2 ms; README: Hand-overs at the grant's arrival; default: "
                    "on; --no-hand-over-at-arrival: at the grant's end, as Gemini does)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="a capped client alone is paced in turns of a whole part of the short "
                    "window, each grant as long as a calibration, so that its 1 s windows hold "
-                   "(README: Alone, a cap in turns of a whole part of the second; default: off "
-                   "until measured on a GPU: its limit's part of 100 ms turns)")
+                   "(README: Alone, a cap in turns of a whole part of the second; default: on; "
+                   "--no-lone-turns: its limit's part of 100 ms turns)")
     p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
                    help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
                    "config's GPUs are checked against them at start and on each edit, as "

@@ -129,7 +129,7 @@ class BackendArgs:
     short_window: float | None = None  # ms, gem-schd --short-window (None: its default)
     shared_speed: bool = True  # False: gem-schd --no-shared-speed (uncapped shares by time)
     hand_over_at_arrival: bool = True  # False: gem-schd --no-hand-over-at-arrival
-    lone_turns: bool = False  # True: gem-schd --lone-turns
+    lone_turns: bool = True  # False: gem-schd --no-lone-turns
     metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
     # nvidia-smi's (index, UUID) list as launch-backend found it: its schedulers check each
     # edit's GPUs against it, as it does (gem-schd --present-gpus), so that an edit it refuses
@@ -188,8 +188,8 @@ def plan_scheduler(
         argv += ["--no-shared-speed"]
     if not args.hand_over_at_arrival:
         argv += ["--no-hand-over-at-arrival"]
-    if args.lone_turns:
-        argv += ["--lone-turns"]
+    if not args.lone_turns:
+        argv += ["--no-lone-turns"]
     if args.present_gpus is not None:
         argv += ["--present-gpus", format_present_gpus(list(args.present_gpus))]
     if args.verbose:

@@ -176,10 +176,11 @@ class Timing:
     # through the next grant's delivery, booked to no one.
     hand_over_at_arrival: bool = True
     # A capped client alone is paced in turns of a whole part of the short window, each grant
-    # as long as a calibration (LONE_PACED_WORK_S; gem-schd --lone-turns).  Off by default:
-    # on the simulator every 1 s window of a cap alone holds within 3 points, but its first
-    # version did worse on the H100 (2026-12-06 22:34), and the mended one is not measured yet.
-    lone_turns: bool = False
+    # as long as a calibration (LONE_PACED_WORK_S; gem-schd --[no-]lone-turns).  On by default
+    # since 2026-12-07: alone at 0.4 on the H100, the lowest 1 s window of torch eager, CUDA
+    # graphs, Triton and JAX rose from 0.321-0.349 to 0.364-0.386 of their bare work, their
+    # highest held at 0.426-0.438 (bench/JOURNAL-issue12.md).
+    lone_turns: bool = True
 
 
 def describe_timing(t: Timing) -> str:
@@ -187,7 +188,7 @@ def describe_timing(t: Timing) -> str:
     options = [name for name, on in (("shares by time", not t.shared_speed),
                                      ("hand-overs at the grant's end",
                                       not t.hand_over_at_arrival),
-                                     ("lone turns", t.lone_turns)) if on]
+                                     ("no lone turns", not t.lone_turns)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
             f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
             f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"

@@ -977,13 +977,14 @@ def per_second(sim: Sim, name: str, seconds: int) -> list[float]:
 
 def test_a_cap_holds_in_every_second_from_the_first_with_long_bursts():
     # Hooks that never sync report long bursts: the adaptive quota would grow to 1.2 s, and a
-    # 0.4 cap over 10 s alone was 4 s at full speed, then 6 s of nothing.
+    # 0.4 cap over 10 s alone was 4 s at full speed, then 6 s of nothing.  (In lone turns
+    # the first second, a 40 ms grant and three turns, fills its window's edge.)
     sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0)
     sim.start("capped")
     sim.run_until(30.0)
     t = 0.0
     while t + 1.0 <= 30.0:  # every 1 s window, sliding by 50 ms: the cap and one grant's edge
-        assert sim.share("capped", t, t + 1.0) <= 0.4 + 0.04 * 0.6 + 1e-6, t
+        assert sim.share("capped", t, t + 1.0) <= 0.4 + 0.04 * WINDOW_EDGE + 1e-6, t
         t += 0.05
     assert min(per_second(sim, "capped", 30)) >= 0.36
     assert sim.share("capped", 0.0, 15.0) == pytest.approx(0.4, abs=0.01)
@@ -992,11 +993,12 @@ def test_a_cap_holds_in_every_second_from_the_first_with_long_bursts():
 @pytest.mark.parametrize("lone_turns", [False, True])
 def test_with_lone_turns_a_capped_client_alone_is_paced_in_a_whole_part_of_each_second(
         lone_turns):
-    # (gem-schd --lone-turns; off by default until measured on a GPU)  Alone, a cap that
-    # allows LONE_PACED_WORK_S a turn is paced in turns of a whole part of the second (0.4: a
-    # third), so that each 1 s window holds the same number of them, to its window's edge.
+    # (gem-schd --[no-]lone-turns, on by default since the H100's A/B of 2026-12-07)  Alone, a
+    # cap that allows LONE_PACED_WORK_S a turn is paced in turns of a whole part of the second
+    # (0.4: a third), so that each 1 s window holds the same number of them, to its window's
+    # edge.
     timing = dataclasses.replace(LAUNCHER, lone_turns=lone_turns)
-    assert not LAUNCHER.lone_turns and not Timing().lone_turns
+    assert LAUNCHER.lone_turns and Timing().lone_turns
     sim = Sim([("capped", 0.1, 0.4)], timing=timing, burst_ms=5000.0)
     sim.start("capped")
     sim.run_until(20.0)
@@ -1017,7 +1019,9 @@ def test_a_capped_client_alone_gets_its_share_spread_within_each_second(limit):
     # Every second held the cap, but as one run at full speed and then nothing: 0.4 was
     # 0.5 s on, 0.5 s off, each second alike (H100, Triton capped at 0.4), as the first second's
     # grants echoed a window later.  Paced, a grant of L is followed by L / limit - L of rest.
-    sim = Sim([("capped", 0.1, limit)], timing=LAUNCHER, burst_ms=5000.0)
+    # (In 100 ms turns: lone turns spread a 0.4 cap over thirds of a second, the test above.)
+    sim = Sim([("capped", 0.1, limit)], timing=dataclasses.replace(LAUNCHER, lone_turns=False),
+              burst_ms=5000.0)
     sim.start("capped")
     sim.run_until(20.0)
     busy = sim.clients["capped"].busy
@@ -1236,8 +1240,9 @@ def test_the_start_line_names_the_timing_and_the_options_not_at_their_default():
 
     assert describe_timing(Timing()) == ("quota 250 ms (min 100, max 1000), window 10 s, "
                                          "short window 1 s, grace 5 ms")
-    assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=False)).endswith(
-        ", shares by time, hand-overs at the grant's end")
+    assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=False,
+                                  lone_turns=False)).endswith(
+        ", shares by time, hand-overs at the grant's end, no lone turns")
 
 
 @pytest.mark.parametrize("newcomer", [("n", 0.05, 0.05), ("n", 0.05, 1.0)], ids=["capped", "not"])

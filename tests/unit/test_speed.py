@@ -429,9 +429,10 @@ def run_capped(clock: GpuClock | None, seconds: float, limit: float = 0.4,
 
 def test_a_capped_client_alone_does_its_cap_of_work_on_a_power_limited_gpu():
     # Paced at 0.4, each 40 ms grant starts on a GPU cooled by 60 ms of idle, and the client's
-    # work was 1.15x its time (H100, matmuls: 0.46 of bare at a 0.4 cap).
+    # work was 1.15x its time (H100, matmuls: 0.46 of bare at a 0.4 cap; in 100 ms turns, as
+    # before lone turns).
     seconds = 20.0
-    blind = run_capped(None, seconds)
+    blind = run_capped(None, seconds, timing=dataclasses.replace(LAUNCHER, lone_turns=False))
     blind_clock = GpuClock()
     blind_clock.advance(seconds, blind.running)
     assert blind_clock.work("capped", 2.0, seconds) / (seconds - 2.0) > 0.44  # the old miss
@@ -464,16 +465,15 @@ def test_a_capped_client_alone_does_its_cap_of_work_every_second_at_any_limit(li
 @pytest.mark.parametrize("hook_bursts", [False, True], ids=["long-bursts", "hook-bursts"])
 @pytest.mark.parametrize("limit", [0.2, 0.3, 0.4, 0.5, 0.7])
 def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit, hook_bursts):
-    # (gem-schd --lone-turns; off by default until measured on a GPU)  Calibrated by work, alone:
-    # paced in turns of a whole part of the second, each grant as
-    # long as a calibration (the scheduler's LONE_PACED_WORK_S), a 1 s window holds the same
+    # (gem-schd's lone turns, on by default)  Calibrated by work, alone: paced in turns of a
+    # whole part of the second, each grant as long as a calibration (the scheduler's
+    # LONE_PACED_WORK_S), a 1 s window holds the same
     # whole turns wherever it starts, and a calibration is one of them, no lump.  In 100 ms
     # turns a 125 ms calibration at 0.4 put 75 ms more in the windows that held it: they read
     # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.  Its hook says
     # no burst longer than its longest grant: it gets there at its first calibration (checked
     # against its quota, which follows its grants, it never did on the H100).
-    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002, hook_bursts=hook_bursts,
-                     timing=dataclasses.replace(LAUNCHER, lone_turns=True))
+    sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002, hook_bursts=hook_bursts)
     assert sim.clock is not None
     assert sim.clients["capped"].calibrations  # (its speed read as before)
     for t in range(40, 29 * 20):  # every 1 s window from 2 s on, sliding by 50 ms
@@ -488,8 +488,8 @@ def test_a_cap_alone_gets_into_its_turns_after_a_set_up_that_was_calibrated_whol
     # (that calibration), kept it in 40 ms grants: its seconds 0.335-0.432 of its work at 0.4
     # (H100, 2026-12-07; here 0.356-0.442).
     launch_s = {"capped": 0.0}
-    sim = Sim([("capped", 0.1, 0.4)], timing=dataclasses.replace(LAUNCHER, lone_turns=True),
-              burst_ms=30.0, clock=GpuClock(), launch_s=launch_s, hook_bursts=True)
+    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=30.0, clock=GpuClock(),
+              launch_s=launch_s, hook_bursts=True)
     sim.start("capped")
     sim.run_until(2.5)
     calibration = max(e - s for s, e in sim.clients["capped"].busy)
