@@ -1027,10 +1027,12 @@ class SchedulerCore:
         the short window; 0 where it is not alone (another client wants the GPU, or had it
         within the short window), has no cap, or its cap is too small for such a grant, or its
         bursts are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
-        token yet."""
+        ordinary grant yet (in this group: one moved between partitions keeps its tokens, not
+        its grants)."""
         short = self._short_window_s
         if (not self.timing.lone_turns or limit >= 1.0 or short <= 0 or self._grace is not None
-                or self.clients[name].tokens == 0  # (clients that start together ask apart)
+                or self.clients[name].longest_grant_s == 0.0  # (clients that start together
+                # ask apart; a 10 ms burst moved between partitions took a 125 ms turn: a review)
                 or any(c.name != name for c in self.candidates)
                 or is_um(self.clients[name].spec, self.um)):  # (its grants: a second or more)
             return 0.0

@@ -281,10 +281,10 @@ def test_a_long_names_token_requests_come_by_its_alias_in_every_group() -> None:
     assert (granted.conn, granted.response.req_id, granted.response.status) == (2, 1, Status.OK)
     # Without MPS it takes turns with a in the time-sliced group, by its name there too.
     router.on_mode(False, 0.03)
-    router.on_request(1, quota("a", 2), 0.5)  # (alone, a grant of 125 ms: a lone turn)
-    (granted,) = grants(router.on_request(2, sent(LONG, 2), 0.65))
+    router.on_request(1, quota("a", 2), 0.5)  # (new to this group: a paced grant, no lone turn)
+    (granted,) = grants(router.on_request(2, sent(LONG, 2), 0.6))
     assert granted.response.status is Status.OK
-    assert router.snapshot(0.65)["holder"] == LONG
+    assert router.snapshot(0.6)["holder"] == LONG
     # Removed, it is told so; a long name the config never had, that it is unknown.
     router.on_config(cfg.parse_text("1\na 1 1 1GiB sm=50@p\n"), 1.0)
     (gone,) = grants(router.on_request(2, sent(LONG, 3), 1.1))

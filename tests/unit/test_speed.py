@@ -471,8 +471,9 @@ def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit
     # whole turns wherever it starts, and a calibration is one of them, no lump.  In 100 ms
     # turns a 125 ms calibration at 0.4 put 75 ms more in the windows that held it: they read
     # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.  Its hook says
-    # no burst longer than its longest grant: it gets there at its first calibration (checked
-    # against its quota, which follows its grants, it never did on the H100).
+    # no burst longer than its longest grant: it gets there at its second grant, its bursts
+    # as long as its first (checked against its quota, which follows its grants, it never did
+    # on the H100).
     sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002, hook_bursts=hook_bursts)
     assert sim.clock is not None
     assert sim.clients["capped"].calibrations  # (its speed read as before)
