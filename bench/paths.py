@@ -904,6 +904,8 @@ class Bench:
             flags["hand_over_at_arrival"] = False
         if not self.args.lone_turns:
             flags["lone_turns"] = False
+        if self.args.shared_turns:
+            flags["shared_turns"] = True
         return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
@@ -1490,6 +1492,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="gem-schd --[no-]lone-turns for the capped and pairs runs: a capped "
                         "client alone in turns of a whole part of the second (default: on, as "
                         "gem-schd's since 2026-12-07)")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+                   help="gem-schd --[no-]shared-turns for the capped and pairs runs: capped "
+                        "clients side by side share such turns (default: off, as gem-schd's)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
@@ -1565,7 +1570,7 @@ def main(argv: list[str] | None = None) -> int:
                                                              "fresh_processes", "pair_path",
                                                              "shared_speed",
                                                              "hand_over_at_arrival",
-                                                             "lone_turns")},
+                                                             "lone_turns", "shared_turns")},
                  "paths": {}, "pairs": [], "notes": []}
     if args.sync_every_ms is None:  # (the per-path defaults, as Bench.sync_ms gives them)
         new["settings"]["sync_every_ms"] = {"default": SYNC_EVERY_MS,

@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="a capped client alone is paced in turns of a whole part of the short "
                    "window (gem-schd --[no-]lone-turns; default: on)")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+                   help="with lone turns, capped clients side by side share such turns "
+                   "(gem-schd --[no-]shared-turns; default: off)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "
@@ -486,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
                        unix_dir=os.path.abspath(ns.unix) if ns.unix else None,
                        allow_uids=tuple(ns.allow_uid), clock=ns.clock,
                        short_window=ns.short_window, shared_speed=ns.shared_speed,
-                       hand_over_at_arrival=ns.hand_over_at_arrival, lone_turns=ns.lone_turns)
+                       hand_over_at_arrival=ns.hand_over_at_arrival, lone_turns=ns.lone_turns,
+                       shared_turns=ns.shared_turns)
     lock = hold_port(ns.port)
     if lock is None:
         return 2

@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "window, each grant as long as a calibration, so that its 1 s windows hold "
                    "(README: Alone, a cap in turns of a whole part of the second; default: on; "
                    "--no-lone-turns: its limit's part of 100 ms turns)")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+                   help="with lone turns, capped clients side by side are paced in such turns "
+                   "too, all in the same (README: Capped neighbours in shared turns; default: "
+                   "off, measured on the simulator only)")
     p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
                    help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
                    "config's GPUs are checked against them at start and on each edit, as "
@@ -121,7 +125,8 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     max_quota = 4 * args.quota if args.max_quota is None else args.max_quota
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
                     args.grace / 1000, max_quota / 1000, args.short_window / 1000,
-                    args.shared_speed, args.hand_over_at_arrival, args.lone_turns)
+                    args.shared_speed, args.hand_over_at_arrival, args.lone_turns,
+                    args.shared_turns)
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:

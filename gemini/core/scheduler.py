@@ -21,9 +21,9 @@ Rules:
 - A cap holds over the short window (`Timing.short_window_s`, 1 s) as well as the long one,
   and no grant is longer than a tenth of the short window (`_short_grant_s`; but, with
   `Timing.lone_turns`, a capped client alone's, paced in turns of a whole part of the short
-  window: `_lone_turn_s`); 0 turns both off (Gemini's own quotas).  While others wait, grants
-  are in proportion to the target shares (a round of turns lasts about one such grant), so
-  every share holds over the short window.
+  window: `_lone_turn_s`, and with `Timing.shared_turns` capped neighbours' too); 0 turns both
+  off (Gemini's own quotas).  While others wait, grants are in proportion to the target shares
+  (a round of turns lasts about one such grant), so every share holds over the short window.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
 - A new config applies to the next decision (a lowered cap: its windows count from the edit,
   not the time used under the old cap); removed clients are refused new tokens, changed
@@ -139,6 +139,15 @@ LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # up, was longer than the bursts its hook said after (114-125 ms), and kept it in 40 ms grants,
 # its seconds 0.335-0.432 of its work at 0.4 (H100, 2026-12-07 01:00).
 LONG_BURST = 0.9
+# With Timing.shared_turns, capped clients side by side are paced in such turns too, all in
+# the same (K the smallest of theirs), each its own grant, its calibrations fitted to it, while
+# their caps add up to no more than this.  In 100 ms turns a calibration's lump sat in the
+# windows of both, and the lows of two capped at 0.3 read 5.0-8.8 points under on the H100
+# (2026-12-06); in shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at
+# 0.3 read -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
+# turns of a whole second (K = 1, a cap under 0.24 among them): 0.3 + 0.3 beside 0.2 then held
+# 0.268 of their work each over 40 s, each grant as long as the room its last left.
+SHARED_TURNS_MAX = 0.95
 
 
 @dataclass(frozen=True)
@@ -181,6 +190,9 @@ class Timing:
     # graphs, Triton and JAX rose from 0.321-0.349 to 0.364-0.386 of their bare work, their
     # highest held at 0.426-0.438 (bench/JOURNAL-issue12.md).
     lone_turns: bool = True
+    # Capped clients side by side in shared turns (SHARED_TURNS_MAX; gem-schd --shared-turns,
+    # with lone turns on).  Off by default: measured on the simulator only.
+    shared_turns: bool = False
 
 
 def describe_timing(t: Timing) -> str:
@@ -188,7 +200,8 @@ def describe_timing(t: Timing) -> str:
     options = [name for name, on in (("shares by time", not t.shared_speed),
                                      ("hand-overs at the grant's end",
                                       not t.hand_over_at_arrival),
-                                     ("no lone turns", not t.lone_turns)) if on]
+                                     ("no lone turns", not t.lone_turns),
+                                     ("shared turns", t.shared_turns and t.lone_turns)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
             f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
             f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"
@@ -830,7 +843,7 @@ class SchedulerCore:
                      default=0.0)
         by_work = self.speed.reads_by_work(name)
         cal = self._calibration(spec, alone=len(names) == 1, by_work=by_work, beside_cap=beside)
-        if (cal is not None and by_work and len(names) == 1
+        if (cal is not None and by_work
                 and (grant := self._lone_paced_grant_s(spec.limit, name, now))):
             # (one of its grants, where that is long enough for its work to settle: no lump;
             # a tail read by the clock needs the whole calibration, _calibration says why)
@@ -1025,33 +1038,56 @@ class SchedulerCore:
     def _lone_turn_s(self, limit: float, name: str, now: float) -> float:
         """The turn that a capped client alone is paced in (LONE_PACED_WORK_S): a whole part of
         the short window; 0 where it is not alone (another client wants the GPU, or had it
-        within the short window), has no cap, or its cap is too small for such a grant, or its
-        bursts are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
+        within the short window) and not in shared turns (SHARED_TURNS_MAX), has no cap, or its
+        cap is too small for such a grant (a neighbour's too, in shared turns), or its bursts
+        are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
         ordinary grant yet (in this group: one moved between partitions keeps its tokens, not
         its grants)."""
         short = self._short_window_s
-        if (not self.timing.lone_turns or limit >= 1.0 or short <= 0 or self._grace is not None
-                or self.clients[name].longest_grant_s == 0.0  # (clients that start together
-                # ask apart; a 10 ms burst moved between partitions took a 125 ms turn: a review)
-                or any(c.name != name for c in self.candidates)
-                or is_um(self.clients[name].spec, self.um)):  # (its grants: a second or more)
+        if not self.timing.lone_turns or limit >= 1.0 or short <= 0:
             return 0.0
-        parts = math.floor(limit * short / LONE_PACED_WORK_S + 1e-9)
-        if parts < 1 or short / parts <= self._turn_s:
+        group = self._turn_group(name, now)
+        if len(group) > 1 and not self.timing.shared_turns:
             return 0.0
-        since = now - short
-        if any(i.end > since for n in self.clients if n != name
-               and (i := self.history.latest(n)) is not None):
+        if (len(group) > 1
+                and sum(self.clients[n].spec.limit for n in group) > SHARED_TURNS_MAX):
             return 0.0
+        parts = math.inf
+        for n in group:
+            if not self._turns_fit(n):
+                return 0.0
+            parts = min(parts, math.floor(self.clients[n].spec.limit * short / LONE_PACED_WORK_S
+                                          + 1e-9))
+        least = 2 if len(group) > 1 else 1  # (SHARED_TURNS_MAX says why)
+        if parts < least or short / parts <= self._turn_s:
+            return 0.0
+        return short / parts
+
+    def _turn_group(self, name: str, now: float) -> set[str]:
+        """`name` and the clients that want the GPU, are expected back (the return grace), or
+        held it within the short window."""
+        since = now - self._short_window_s
+        group = {name} | {c.name for c in self.candidates}
+        group |= {n for n in self.clients
+                  if (i := self.history.latest(n)) is not None and i.end > since}
+        if self._grace is not None:
+            group.add(self._grace[0])
+        return group & set(self.clients)
+
+    def _turns_fit(self, name: str) -> bool:
+        """Can `name` be paced in whole turns (_lone_turn_s)?"""
+        client = self.clients[name]
+        if (client.spec.limit >= 1.0 or client.longest_grant_s == 0.0  # (clients that start
+                # together ask apart; a 10 ms burst moved between partitions took a 125 ms
+                # turn: a review)
+                or is_um(client.spec, self.um)):  # (its grants: a second or more)
+            return False
         if self._clock_at is not None and not self.speed.reads_by_work(name):
             # (read by the clock, its calibrations are whole ones, lumps whatever its grants:
             # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
             # simulator)
-            return 0.0
-        client = self.clients[name]
-        if client.burst_s < LONG_BURST * client.longest_grant_s:
-            return 0.0  # (its bursts are shorter: they pace it)
-        return short / parts
+            return False
+        return client.burst_s >= LONG_BURST * client.longest_grant_s  # (shorter: they pace it)
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone: its limit's part of its turn in work, so that its
@@ -1298,7 +1334,7 @@ class SchedulerCore:
         its grants and charges)."""
         t = self.timing
         longest = min(max(t.max_quota_s, t.base_quota_s), self._short_grant_s)
-        lone = 2 * LONE_PACED_WORK_S if t.lone_turns else 0.0
+        lone = 2 * LONE_PACED_WORK_S if t.lone_turns else 0.0  # (shared turns: the same)
         return max(longest, CALIBRATION_S, self._capped_grant_s, lone)
 
     # ---- config --------------------------------------------------------------------------------

@@ -224,10 +224,10 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
 
     ns = launch_backend.build_parser().parse_args(
         ["s", "p", "--no-clock", "--short-window", "2500", "--no-shared-speed",
-         "--no-hand-over-at-arrival", "--no-lone-turns"])
+         "--no-hand-over-at-arrival", "--no-lone-turns", "--shared-turns"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival,
-                       lone_turns=ns.lone_turns)
+                       lone_turns=ns.lone_turns, shared_turns=ns.shared_turns)
     schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
     assert len(schedulers) == 2
     for spec in schedulers:
@@ -235,14 +235,15 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
         assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, False)
         timing = schd._settings(parsed)[0]
         assert not timing.shared_speed and not timing.hand_over_at_arrival
-        assert not timing.lone_turns
+        assert not timing.lone_turns and timing.shared_turns
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
-    assert not {"--no-clock", "--short-window", "--no-shared-speed",
-                "--no-hand-over-at-arrival", "--no-lone-turns"} & set(default.argv)
+    assert not {"--no-clock", "--short-window", "--no-shared-speed", "--no-hand-over-at-arrival",
+                "--no-lone-turns", "--shared-turns"} & set(default.argv)
     timing = schd._settings(schd.build_parser().parse_args([]))[0]
     assert timing.shared_speed and timing.hand_over_at_arrival and timing.lone_turns  # (defaults)
+    assert not timing.shared_turns
     on = launch_backend.build_parser().parse_args(["s", "p"])
-    assert on.shared_speed and on.hand_over_at_arrival and on.lone_turns
+    assert on.shared_speed and on.hand_over_at_arrival and on.lone_turns and not on.shared_turns
 
 
 def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:
