@@ -478,7 +478,10 @@ def hold_port(port: int) -> IO[str] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ns = build_parser().parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    ns = parser.parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
+    if ns.shared_turns and not ns.lone_turns:  # (gem-schd would refuse it: _settings)
+        parser.error("--shared-turns needs lone turns (drop --no-lone-turns)")
     setup_logging("launch-backend", ns.verbose)
     # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None

@@ -140,11 +140,12 @@ LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # its seconds 0.335-0.432 of its work at 0.4 (H100, 2026-12-07 01:00).
 LONG_BURST = 0.9
 # With Timing.shared_turns, capped clients side by side are paced in such turns too, all in
-# the same (K the smallest of theirs), each its own grant, its calibrations fitted to it, while
-# their caps add up to no more than this.  In 100 ms turns a calibration's lump sat in the
-# windows of both, and the lows of two capped at 0.3 read 5.0-8.8 points under on the H100
-# (2026-12-06); in shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at
-# 0.3 read -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
+# the same (K the smallest of theirs), each its own grant, while their caps add up to no more
+# than this (a calibration beside others is no longer than such a grant already:
+# speed.LUMP_BOUND).  In 100 ms turns a calibration's lump sat in the windows of both, and
+# the lows of two capped at 0.3 read 5.0-8.8 points under on the H100 (2026-12-06); in
+# shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at 0.3 read
+# -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
 # turns of a whole second (K = 1, a cap under 0.24 among them): 0.3 + 0.3 beside 0.2 then held
 # 0.268 of their work each over 40 s, each grant as long as the room its last left.
 SHARED_TURNS_MAX = 0.95
@@ -843,7 +844,7 @@ class SchedulerCore:
                      default=0.0)
         by_work = self.speed.reads_by_work(name)
         cal = self._calibration(spec, alone=len(names) == 1, by_work=by_work, beside_cap=beside)
-        if (cal is not None and by_work
+        if (cal is not None and by_work and len(names) == 1
                 and (grant := self._lone_paced_grant_s(spec.limit, name, now))):
             # (one of its grants, where that is long enough for its work to settle: no lump;
             # a tail read by the clock needs the whole calibration, _calibration says why)
@@ -1046,6 +1047,9 @@ class SchedulerCore:
         short = self._short_window_s
         if not self.timing.lone_turns or limit >= 1.0 or short <= 0:
             return 0.0
+        if not self.timing.shared_turns and (
+                self._grace is not None or any(c.name != name for c in self.candidates)):
+            return 0.0  # (at once: this is asked several times a decision)
         group = self._turn_group(name, now)
         if len(group) > 1 and not self.timing.shared_turns:
             return 0.0
@@ -1090,9 +1094,9 @@ class SchedulerCore:
         return client.burst_s >= LONG_BURST * client.longest_grant_s  # (shorter: they pace it)
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
-        """A capped client's grant alone: its limit's part of its turn in work, so that its
-        pace, which each grant moves on by its work ÷ its limit, comes round in one turn (0:
-        not in lone turns, _lone_turn_s)."""
+        """A capped client's grant alone (or in shared turns): its limit's part of its turn
+        in work, so that its pace, which each grant moves on by its work ÷ its limit, comes
+        round in one turn (0: not in lone or shared turns, _lone_turn_s)."""
         turn = self._lone_turn_s(limit, name, now)
         return limit * turn / max(self._speed(name, now), 1.0) if turn else 0.0
 
@@ -1189,10 +1193,10 @@ class SchedulerCore:
         return out
 
     def _lone_least_s(self, name: str, now: float) -> float:
-        """The room a capped client alone waits for: a whole one of its grants, less a tenth
-        (as for any).  Else one that came round early (its speed moved, and with it its pace)
-        took what room there was (53 ms of 126 on the simulator), and the second that held it
-        read 7.7 points under."""
+        """The room a capped client alone (or in shared turns) waits for: a whole one of its
+        grants, less a tenth (as for any).  Else one that came round early (its speed moved,
+        and with it its pace) took what room there was (53 ms of 126 on the simulator), and the
+        second that held it read 7.7 points under."""
         return 0.9 * self._lone_paced_grant_s(self.clients[name].spec.limit, name, now)
 
     def _um_least_s(self, name: str, now: float) -> float:

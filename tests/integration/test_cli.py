@@ -151,6 +151,14 @@ def test_an_interval_of_zero_is_refused_not_spun_on(module, argv):
     assert proc.returncode == 2 and "is not above 0" in proc.stderr, proc.stderr
 
 
+@pytest.mark.parametrize(("module", "argv"), [("gemini.cli.schd", []),
+                                              ("gemini.cli.launch_backend", ["schd", "pmgr"])])
+def test_shared_turns_without_lone_turns_are_refused_at_once(module, argv):
+    """(Else gem-schd ran 100 ms turns, and its start line only left "shared turns" out.)"""
+    proc = run(module, *argv, "--shared-turns", "--no-lone-turns")
+    assert proc.returncode == 2 and "--shared-turns needs lone turns" in proc.stderr, proc.stderr
+
+
 def test_a_pod_manager_takes_the_hooks_unix_socket_from_pod_manager_port(tmp_path):
     sock = tmp_path / "a.sock"
     env = {**os.environ, "POD_MANAGER_PORT": f"unix:{sock}"}

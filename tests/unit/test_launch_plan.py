@@ -224,7 +224,7 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
 
     ns = launch_backend.build_parser().parse_args(
         ["s", "p", "--no-clock", "--short-window", "2500", "--no-shared-speed",
-         "--no-hand-over-at-arrival", "--no-lone-turns", "--shared-turns"])
+         "--no-hand-over-at-arrival", "--no-lone-turns"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival,
                        lone_turns=ns.lone_turns, shared_turns=ns.shared_turns)
@@ -235,7 +235,7 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
         assert (parsed.clock, parsed.short_window, parsed.shared_speed) == (False, 2500.0, False)
         timing = schd._settings(parsed)[0]
         assert not timing.shared_speed and not timing.hand_over_at_arrival
-        assert not timing.lone_turns and timing.shared_turns
+        assert not timing.lone_turns and not timing.shared_turns
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
     assert not {"--no-clock", "--short-window", "--no-shared-speed", "--no-hand-over-at-arrival",
                 "--no-lone-turns", "--shared-turns"} & set(default.argv)
@@ -244,6 +244,11 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     assert not timing.shared_turns
     on = launch_backend.build_parser().parse_args(["s", "p"])
     assert on.shared_speed and on.hand_over_at_arrival and on.lone_turns and not on.shared_turns
+    shared = launch_backend.build_parser().parse_args(["s", "p", "--shared-turns"])
+    [spec] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p",
+                                                          shared_turns=shared.shared_turns))
+              if p.scheduler]
+    assert schd._settings(schd.build_parser().parse_args(list(spec.argv[1:])))[0].shared_turns
 
 
 def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:
