@@ -238,6 +238,7 @@ class ClientState:
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     longest_grant_s: float = 0.0  # (but calibrations; its hook says no longer burst: LONG_BURST)
+    turn_s: float = 0.0  # the turn its latest grant was paced in (_lone_turn_s; 0: 100 ms ones)
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
@@ -598,7 +599,8 @@ class SchedulerCore:
             min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
         longest = self._short_grant_s
-        if standing is not None and self._lone_turn_s(standing.limit, candidate.name, now):
+        turn = 0.0 if standing is None else self._lone_turn_s(standing.limit, candidate.name, now)
+        if turn:
             longest = math.inf  # (its pace cuts it: _grant_length)
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now), longest)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
@@ -635,6 +637,9 @@ class SchedulerCore:
         if calibrating:
             flags |= QUOTA_FLAG_CALIBRATION
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
+        if turn != client.turn_s:
+            out.append(act.debug(candidate.name, self._describe_turn(candidate.name, turn, now)))
+            client.turn_s = turn
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
@@ -1067,6 +1072,14 @@ class SchedulerCore:
             return 0.0
         return short / parts
 
+    def _describe_turn(self, name: str, turn: float, now: float) -> str:
+        """The log's line for a client whose grants go to turns of `turn` (0: 100 ms ones)."""
+        if not turn:
+            return "back in 100 ms turns"
+        group = sorted(self._turn_group(name, now) - {name})
+        beside = f"shared turns with {', '.join(group)}" if group else "lone turns"
+        return f"paced in turns of {turn * MS:.0f} ms ({beside})"
+
     def _turn_group(self, name: str, now: float) -> set[str]:
         """`name` and the clients that want the GPU, are expected back (the return grace), or
         held it within the short window."""
@@ -1498,6 +1511,7 @@ class SchedulerCore:
                 "overuse_s": c.overuse_s,
                 "overrun_s": c.overrun_s,
                 "speed": self._speed(name, now),
+                "turn_ms": c.turn_s * MS,  # (0: 100 ms turns)
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),
                 "delivery_ms": c.delivery_s * MS,
