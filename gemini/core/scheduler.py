@@ -1073,9 +1073,10 @@ class SchedulerCore:
         return short / parts
 
     def _describe_turn(self, name: str, turn: float, now: float) -> str:
-        """The log's line for a client whose grants go to turns of `turn` (0: 100 ms ones)."""
+        """The log's line for a client whose grants go to turns of `turn` (0: the usual ones,
+        _turn_s: 100 ms with the default short window)."""
         if not turn:
-            return "back in 100 ms turns"
+            return f"back in {self._turn_s * MS:.0f} ms turns"
         group = sorted(self._turn_group(name, now) - {name})
         beside = f"shared turns with {', '.join(group)}" if group else "lone turns"
         return f"paced in turns of {turn * MS:.0f} ms ({beside})"
@@ -1511,7 +1512,7 @@ class SchedulerCore:
                 "overuse_s": c.overuse_s,
                 "overrun_s": c.overrun_s,
                 "speed": self._speed(name, now),
-                "turn_ms": c.turn_s * MS,  # (0: 100 ms turns)
+                "turn_ms": c.turn_s * MS,  # (0: the usual turns, _turn_s)
                 "speed_charge_s": c.speed_charge_s,
                 "gpu_wait": self.speed.gpu_wait(name),
                 "delivery_ms": c.delivery_s * MS,
