@@ -80,6 +80,14 @@ def one_gpu(text: str) -> str:
     return gpus[0]
 
 
+def turns_error(lone_turns: bool, shared_turns: bool) -> str | None:
+    """What is wrong with gem-schd's --[no-]lone-turns and --[no-]shared-turns together (None:
+    nothing): launch-backend refuses it before it starts any daemon, as gem-schd would."""
+    if shared_turns and not lone_turns:
+        return "--shared-turns needs lone turns (drop --no-lone-turns)"
+    return None
+
+
 def expand_verbosity(argv: list[str]) -> list[str]:
     """Accept the original `-v N` as well as `-vv`: rewrite `-vv…` as `-v <count>`."""
     out = []

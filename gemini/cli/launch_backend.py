@@ -29,7 +29,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, min_quota_ms, port, positive
+from gemini.cli._args import (
+    add_verbosity,
+    expand_verbosity,
+    finite,
+    min_quota_ms,
+    port,
+    positive,
+    turns_error,
+)
 from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
 from gemini.core.launch import (
     BackendArgs,
@@ -480,8 +488,8 @@ def hold_port(port: int) -> IO[str] | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(expand_verbosity(sys.argv[1:] if argv is None else argv))
-    if ns.shared_turns and not ns.lone_turns:  # (gem-schd would refuse it: _settings)
-        parser.error("--shared-turns needs lone turns (drop --no-lone-turns)")
+    if error := turns_error(ns.lone_turns, ns.shared_turns):
+        parser.error(error)
     setup_logging("launch-backend", ns.verbose)
     # Absolute, so that a child started elsewhere (or later, from a reload) finds the same file.
     secret_file = os.path.abspath(ns.secret_file) if ns.secret_file else None

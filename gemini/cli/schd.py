@@ -15,6 +15,7 @@ from gemini.cli._args import (
     min_quota_ms,
     one_gpu,
     port,
+    turns_error,
 )
 from gemini.core.config import DEFAULT_GPU, ConfigError, parse_present_gpus
 from gemini.core.scheduler import Timing
@@ -133,8 +134,8 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
         raise ValueError("need window > 0")
     if not 0 <= timing.short_window_s <= timing.window_s:
         raise ValueError("need 0 <= short-window <= window")
-    if timing.shared_turns and not timing.lone_turns:
-        raise ValueError("--shared-turns needs lone turns (drop --no-lone-turns)")
+    if error := turns_error(timing.lone_turns, timing.shared_turns):
+        raise ValueError(error)
     um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
                   args.oversubscription, args.um_min_quota / 1000)
     return timing, um, load_secret_arg("gem-schd", args.secret_file)
