@@ -773,7 +773,7 @@ class SchedulerCore:
                                 calibrates=self._calibration(spec, alone=True, by_work=False)
                                 is not None,
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
-                                if spec.capped else 1.0)
+                                if spec.capped else 1.0, long_grants=client.turn_s > 0.0)
 
     def _by_time(self, client: ClientState, now: float, names: list[str] | None = None) -> bool:
         """Does this uncapped client share by time, its speed beside others not charged?  Where

@@ -167,6 +167,15 @@ SPED_UP = 1.03
 # 0.6, 0.4) 1.13-1.17.  (A CUDA-graph loop capped at 0.8, charged half of it, 1.05, for its
 # first 9 s, while no tail by work was kept, did 0.879 of its bare work in its highest second.)
 IDLE_FOR_UNKNOWN = 0.2
+# In lone turns (the scheduler's, a grant of 120-240 ms of work a third to a half second apart)
+# a program runs less fast in its grants than in 40 ms ones, so that floor is this one: H100,
+# 2026-12-07, torch eager, CUDA graphs and JAX alone at 0.2, 0.4 and 0.7 did 1.057-1.076 of
+# their bare work per granted second over their first 20 s (1.134-1.136 in 100 ms turns), and
+# were charged 1.079-1.099, 1-2 points under; their tails read 1.036-1.076 meanwhile.  With
+# this floor, at 0.4 torch eager and CUDA graphs did 0.400 and 0.403 of their bare work over
+# 15 s, charged 1.070 and 1.056 for 1.069 and 1.067 (0.389 and 0.390 with 1.1, side by side:
+# bench/results/…-20261207-033546-…-floor-new-cap-0.4).  At 0.7 the tails read over it.
+LONG_GRANTS_UNKNOWN_SPEED = 1.05
 # ...and for its first SETTLE_S it is calibrated every SETTLING_EVERY_S: meanwhile its program
 # warms up (other kernels) and the card heats under the new load, and the tails fall.  H100, a
 # CUDA-graph loop: 1881, 1900, 1735 MHz in its first 8 s, 1545 from 18 s on; until then it was
@@ -635,7 +644,7 @@ class SpeedMeter:
         clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
-              calibrates: bool = True, idle: float = 1.0) -> float:
+              calibrates: bool = True, idle: float = 1.0, long_grants: bool = False) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
@@ -646,7 +655,8 @@ class SpeedMeter:
         uncapped client beside others): by work only, 1 until measured, and below 1 too.
         `idle`: the share of the GPU that it and its neighbours leave idle (0 beside an uncapped
         one, or caps that fill it: no floor, as its grants run at the card's continuous clock
-        and no calibration comes; under IDLE_FOR_UNKNOWN, a floor that much lower)."""
+        and no calibration comes; under IDLE_FOR_UNKNOWN, a floor that much lower).
+        `long_grants`: it is paced in lone or shared turns (LONG_GRANTS_UNKNOWN_SPEED)."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
@@ -665,7 +675,8 @@ class SpeedMeter:
                 if settling and not clocks.tail_costs:
                     fast = max(fast, _first_tail_speed(clocks))
                 if _unknown(clocks, now) or (settling and fast > SPED_UP):
-                    likely = min(idle / IDLE_FOR_UNKNOWN, 1.0) * (UNKNOWN_SPEED - 1.0)
+                    unknown = LONG_GRANTS_UNKNOWN_SPEED if long_grants else UNKNOWN_SPEED
+                    likely = min(idle / IDLE_FOR_UNKNOWN, 1.0) * (unknown - 1.0)
                     fast = max(fast, 1.0 + likely)
         return 1.0 + (fast - 1.0) * bound
 

@@ -10,7 +10,7 @@ import pytest
 from gemini.core import config as cfg
 from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
-from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
+from gemini.core.scheduler import WINDOW_EDGE, WINDOW_EDGE_MAX, SchedulerCore, Timing
 from gemini.core.speed import (
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
@@ -20,6 +20,7 @@ from gemini.core.speed import (
     GPU_BOUND,
     HOST_PACED,
     IDLE_FOR_UNKNOWN,
+    LONG_GRANTS_UNKNOWN_SPEED,
     MIN_CALIBRATION_S,
     MIN_RUN_LAUNCHES,
     MIN_RUN_MS,
@@ -255,9 +256,10 @@ LONE_AT_04 = capped_calibration(0.43, 0.4, alone=True)
 def test_with_the_clock_read_a_capped_client_alone_is_calibrated_once_it_runs(by_work):
     """...as long as its 1 s windows can pay back where its hook measures its work (125 ms at
     0.4), else as long as its room allows (200 ms): its tail is then read by the clock, which
-    NVML says late."""
+    NVML says late.  By work it is in lone turns, and its calibration is one of its grants
+    there: at most its part of a turn of a third of a second."""
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
-    longest = LONE_AT_04.length_s if by_work else CALIBRATION_S
+    longest = 0.4 / 3 if by_work else CALIBRATION_S
     now, lengths = 0.0, []
     for req_id in range(1, 100):  # asks again at each grant's end, a reading in each grant
         length, now, calibration = ask_flagged(core, req_id, now)
@@ -473,13 +475,17 @@ def test_a_capped_client_alone_holds_its_cap_by_work_over_every_1_s_window(limit
     # 3.4-9.2 points under here (4.5-8.2 on the H100, 2026-12-06), now 0.7-2.3.  Its hook says
     # no burst longer than its longest grant: it gets there at its second grant, its bursts
     # as long as its first (checked against its quota, which follows its grants, it never did
-    # on the H100).
+    # on the H100).  Over, a window may hold the window's edge by the books (WINDOW_EDGE_MAX,
+    # 4 points), and more by work where the simulator's tails read its speed low once it has
+    # settled (1.047 for 1.065 at 0.7): which windows catch that moves with the phase of its
+    # turns (its highest at 0.7 reads 0.717-0.743 for floors of 1.03-1.1 on its speed while
+    # it settles; on the H100, 2026-12-07, 0.701-0.718).
     sim = run_capped(GpuClock(), 30.0, limit=limit, launch_s=0.0002, hook_bursts=hook_bursts)
     assert sim.clock is not None
     assert sim.clients["capped"].calibrations  # (its speed read as before)
     for t in range(40, 29 * 20):  # every 1 s window from 2 s on, sliding by 50 ms
         work = sim.clock.work("capped", t / 20, t / 20 + 1.0)
-        assert work == pytest.approx(limit, abs=0.035), (t / 20, work)
+        assert limit - 0.035 <= work <= limit + WINDOW_EDGE_MAX + 0.005, (t / 20, work)
 
 
 def test_a_cap_alone_gets_into_its_turns_after_a_set_up_that_was_calibrated_whole():
@@ -841,6 +847,31 @@ def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_spee
             meter.ran("a", 40.0 * measured * (210 / grants_launches), 210, calibrating=True)
         assert meter.speed("a", 5.0) == pytest.approx(settling)
         assert meter.speed("a", SETTLE_S) == pytest.approx(measured)
+
+
+def test_in_lone_turns_a_settling_client_is_charged_the_lower_floor_of_long_grants():
+    """Grants of 120-240 ms run less fast than 40 ms ones (H100, 2026-12-07: 1.057-1.076 of
+    their bare work per granted second, charged 1.079-1.099 under UNKNOWN_SPEED)."""
+    for measured, floor in ((1.04, LONG_GRANTS_UNKNOWN_SPEED), (1.07, 1.07)):
+        meter = SpeedMeter()
+        in_grant(meter, 1900.0, 0.0)
+        meter.ran("a", 40.0, 200, calibrating=False)
+        for at in (1.0, 4.0):  # (the first tail is not kept)
+            meter.calibrating("a", at)
+            meter.ran("a", 40.0 * measured * (210 / 200), 210, calibrating=True)
+        assert meter.speed("a", 5.0) == pytest.approx(UNKNOWN_SPEED)
+        assert meter.speed("a", 5.0, long_grants=True) == pytest.approx(floor)
+        assert meter.speed("a", SETTLE_S, long_grants=True) == pytest.approx(measured)
+
+
+def test_a_cap_alone_in_lone_turns_does_its_cap_of_work_while_it_settles():
+    # A card that speeds its grants up less (a peak clock of 1760 MHz): in its lone turns the
+    # program did 1.04-1.05 of its bare work per granted second and was charged UNKNOWN_SPEED's
+    # 1.1, 1.7 points under at 0.4 (0.383 here; on the H100, 2026-12-07, 1-2 points).
+    sim = run_capped(GpuClock(peak_mhz=1760.0), 20.0, limit=0.4, launch_s=0.0002)
+    assert sim.clock is not None
+    assert sim.core.clients["capped"].turn_s > 0.0  # (in its lone turns)
+    assert sim.clock.work("capped", 3.0, 19.0) / 16.0 == pytest.approx(0.4, abs=0.008)
 
 
 def test_until_a_tail_is_kept_the_first_tail_is_a_floor_never_a_ceiling():
