@@ -763,8 +763,10 @@ class SchedulerCore:
         return [act.debug(name, f"calibrated beside others: speed {self._speed(name):.3f} "
                                 f"({self.speed.describe(name, shared=True)})")]
 
-    def _speed(self, name: str, now: float = math.inf) -> float:
-        """Its work per second of its grants ÷ its work run continuously alone."""
+    def _speed(self, name: str, now: float = math.inf, in_turns: bool | None = None) -> float:
+        """Its work per second of its grants ÷ its work run continuously alone; `in_turns`:
+        whether its grant is one of lone or shared turns (None: as its latest was), which
+        have their own floor while it settles (speed.LONG_GRANTS_UNKNOWN_SPEED)."""
         client = self.clients.get(name)
         if client is None or self._by_time(client, now):
             return 1.0
@@ -773,7 +775,8 @@ class SchedulerCore:
                                 calibrates=self._calibration(spec, alone=True, by_work=False)
                                 is not None,
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
-                                if spec.capped else 1.0, long_grants=client.turn_s > 0.0)
+                                if spec.capped else 1.0,
+                                long_grants=client.turn_s > 0.0 if in_turns is None else in_turns)
 
     def _by_time(self, client: ClientState, now: float, names: list[str] | None = None) -> bool:
         """Does this uncapped client share by time, its speed beside others not charged?  Where
@@ -1112,7 +1115,8 @@ class SchedulerCore:
         in work, so that its pace, which each grant moves on by its work ÷ its limit, comes
         round in one turn (0: not in lone or shared turns, _lone_turn_s)."""
         turn = self._lone_turn_s(limit, name, now)
-        return limit * turn / max(self._speed(name, now), 1.0) if turn else 0.0
+        # (in_turns: the first grant into them too, sized before the client's turn is set)
+        return limit * turn / max(self._speed(name, now, in_turns=True), 1.0) if turn else 0.0
 
     @property
     def _short_window_s(self) -> float:

@@ -47,7 +47,8 @@ card, one still heating under the new load), so the first calibration's is not k
 a floor until one is kept: FIRST_TAIL_MAX), and a fresh client is charged
 UNKNOWN_SPEED at least until a tail is kept, and while it settles if its rests speed it up
 at all (H100, 2026-11-25 08:25-09:09: the highest 1 s window of a 0.4
-cap from 0.442-0.469 to 0.428-0.450; bench/JOURNAL-issue12.md).
+cap from 0.442-0.469 to 0.428-0.450; bench/JOURNAL-issue12.md); in the scheduler's lone or
+shared turns, whose grants are longer, LONG_GRANTS_UNKNOWN_SPEED.
 
 The work does not follow the clock in full (memory and launch time do not scale with it):
 speed = clock ratio ** `WORK_PER_CLOCK`.  Measured on the H100 (60 s at a 0.4 cap, 2026-11-24),
@@ -167,10 +168,10 @@ SPED_UP = 1.03
 # 0.6, 0.4) 1.13-1.17.  (A CUDA-graph loop capped at 0.8, charged half of it, 1.05, for its
 # first 9 s, while no tail by work was kept, did 0.879 of its bare work in its highest second.)
 IDLE_FOR_UNKNOWN = 0.2
-# In lone turns (the scheduler's, a grant of 120-240 ms of work a third to a half second apart)
+# In lone or shared turns (the scheduler's: a grant of 120-240 ms of work each 1/7 s to 1 s)
 # a program runs less fast in its grants than in 40 ms ones, so that floor is this one: H100,
 # 2026-12-07, torch eager, CUDA graphs and JAX alone at 0.2, 0.4 and 0.7 did 1.057-1.076 of
-# their bare work per granted second over their first 20 s (1.134-1.136 in 100 ms turns), and
+# their bare work per granted second over their first 20 s (1.134-1.138 in 100 ms turns), and
 # were charged 1.079-1.099, 1-2 points under; their tails read 1.036-1.076 meanwhile.  With
 # this floor, at 0.4 torch eager and CUDA graphs did 0.400 and 0.403 of their bare work over
 # 15 s, charged 1.070 and 1.056 for 1.069 and 1.067 (0.389 and 0.390 with 1.1, side by side:
@@ -648,7 +649,8 @@ class SpeedMeter:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
-        UNKNOWN_SPEED for one read lately but not yet calibrated by work, and for one sped up
+        UNKNOWN_SPEED (LONG_GRANTS_UNKNOWN_SPEED with `long_grants`) for one read lately but
+        not yet calibrated by work, and for one sped up
         while it settles, and until a tail is kept what its first tail says (FIRST_TAIL_MAX);
         UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
