@@ -650,8 +650,8 @@ class SpeedMeter:
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
         UNKNOWN_SPEED (LONG_GRANTS_UNKNOWN_SPEED with `long_grants`) for one read lately but
-        not yet calibrated by work, and for one sped up
-        while it settles, and until a tail is kept what its first tail says (FIRST_TAIL_MAX);
+        not yet calibrated by work, and for one sped up while it settles, and until a tail is
+        kept what its first tail says (FIRST_TAIL_MAX);
         UNCALIBRATED_SPEED for one whose cap is too small to calibrate
         (not `calibrates`: capped_calibration), unless tails by work say.  With `shared` (an
         uncapped client beside others): by work only, 1 until measured, and below 1 too.

@@ -850,7 +850,7 @@ def test_while_it_settles_a_client_its_rests_speed_up_is_charged_the_likely_spee
         assert meter.speed("a", SETTLE_S) == pytest.approx(measured)
 
 
-def test_in_lone_turns_a_settling_client_is_charged_the_lower_floor_of_long_grants():
+def test_with_long_grants_a_settling_client_is_charged_their_lower_floor():
     """Grants of 120-240 ms run less fast than 40 ms ones (H100, 2026-12-07: 1.057-1.076 of
     their bare work per granted second, charged 1.079-1.099 under UNKNOWN_SPEED)."""
     for measured, floor in ((1.04, LONG_GRANTS_UNKNOWN_SPEED), (1.07, 1.07)):
