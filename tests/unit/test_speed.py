@@ -548,21 +548,16 @@ def test_a_cap_smaller_than_gem_schds_minimum_quota_is_still_served(limit):
         assert work == pytest.approx(limit, abs=0.015), (t, work)
 
 
-def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work():
-    # (gem-schd --shared-turns; off by default until measured on a GPU)  Two capped at 0.3 in
-    # 100 ms turns: each calibration's lump sits in both neighbours' windows, 0.240-0.255 of
-    # their work at worst here (5.0-8.8 points under on the H100, 2026-12-06).  In shared
-    # turns of half a second: 0.286-0.290.
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)],
-              timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0,
-              clock=GpuClock(), launch_s=0.0002)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(30.0)
-    assert sim.clock is not None
-    for n in "ab":
+@pytest.mark.parametrize("caps", [(0.3, 0.3), (0.4, 0.5)])
+def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps):
+    # (gem-schd --shared-turns, off by default)  Two capped at 0.3 in 100 ms turns: each
+    # calibration's lump sits in both neighbours' windows, 0.240-0.255 of their work at worst
+    # here (5.0-8.8 points under on the H100, 2026-12-06).  In shared turns of half a second,
+    # in one order (_in_turn_order): 0.298-0.303, and 0.4 beside 0.5 0.402 and 0.492.
+    sim = run_caps(caps, 3, 30.0, timing=dataclasses.replace(LAUNCHER, shared_turns=True))
+    for n, cap in zip("ab", caps, strict=True):
         low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
-        assert low >= 0.3 - 0.02, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
+        assert low >= cap - 0.025, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
         assert max(e - s for s, e in sim.clients[n].busy) > 0.12  # (a turn's: 0.15 of work)
 
 
@@ -808,12 +803,14 @@ def test_a_capped_client_whose_neighbours_keep_the_card_busy_is_charged_no_likel
 def test_caps_that_leave_the_card_idle_a_tenth_of_the_time_hold_over_their_first_10_s(seed):
     """0.4 + 0.5: charged UNKNOWN_SPEED while they settled, for speeds of 1.01-1.06, they were
     2.1 and 1.3 points under over 10 s (H200, 2026-12-02); here up to 3.5 (12 runs: seeds 1-6,
-    two start times), and within 1.3 now (their 1 s windows 3.7-10.3 under, 2.9-8.9 now)."""
-    sim = capped_pair_for_30_s(0.4, 0.5, seed)
-    assert sim.clock is not None
-    for name, limit in (("a", 0.4), ("b", 0.5)):
-        tens = [sim.clock.work(name, t, t + 10.0) / 10.0 for t in range(2, 20)]
-        assert max(abs(x - limit) for x in tens) <= 0.015, (name, tens)
+    two start times), and within 1.3 now (their 1 s windows 3.7-10.3 under, 2.9-8.9 now).  In
+    100 ms turns, as by default, and in shared turns."""
+    for timing in (LAUNCHER, dataclasses.replace(LAUNCHER, shared_turns=True)):
+        sim = run_caps((0.4, 0.5), seed, 30.0, timing=timing)
+        assert sim.clock is not None
+        for name, limit in (("a", 0.4), ("b", 0.5)):
+            tens = [sim.clock.work(name, t, t + 10.0) / 10.0 for t in range(2, 20)]
+            assert max(abs(x - limit) for x in tens) <= 0.015, (timing.shared_turns, name, tens)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
