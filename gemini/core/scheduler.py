@@ -57,7 +57,6 @@ Inputs are `on_*` methods taking `now` (seconds, any monotonic origin); each ret
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -193,9 +192,7 @@ class Timing:
     # highest held at 0.426-0.438 (bench/JOURNAL-issue12.md).
     lone_turns: bool = True
     # Capped clients side by side in shared turns (SHARED_TURNS_MAX; gem-schd --shared-turns,
-    # with lone turns on), one grant each a turn in a fixed order (_in_turn_order).  Off by
-    # default: on the H100 two at 0.3, and 0.4 beside 0.5, held every 1 s window within 2.0-3.4
-    # points of their caps, against 6.6-7.2 without, but before that order (2026-12-07).
+    # with lone turns on).  Off by default: measured on the simulator only.
     shared_turns: bool = False
 
 
@@ -316,8 +313,6 @@ class SchedulerCore:
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
         self._capped_since: dict[str, float] = {}
-        # When each client went into its turns, or its cap last changed (_in_turn_order).
-        self._turn_joined: dict[str, float] = {}
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
         self._removed_asking: dict[str, float] = {}  # a removed client's latest request
@@ -645,7 +640,6 @@ class SchedulerCore:
         if turn != client.turn_s:
             out.append(act.debug(candidate.name, self._describe_turn(candidate.name, turn, now)))
             client.turn_s = turn
-            self._turn_joined[candidate.name] = now
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
@@ -1164,7 +1158,7 @@ class SchedulerCore:
         # intervals a little shorter than the room they were given, and waiting for the whole
         # room would then wait for a whole interval more to slide out.
         least = 0.9 * self._capped_grant_s
-        standings = self._in_turn_order(self._standings(names, now, least), now)
+        standings = self._standings(names, now, least)
         best = pick(standings, least)
         if best is None:
             # Everyone waiting is at its limit or paced; usage falls as the window slides, so
@@ -1178,31 +1172,6 @@ class SchedulerCore:
             self._recheck_at = self._grace[1]  # wait for the expired holder's request
             return None
         return self.candidates[index], best
-
-    def _in_turn_order(self, standings: list[Standing], now: float) -> list[Standing]:
-        """In shared turns, one grant each a turn, in a fixed order: the one longest in them
-        (its cap unchanged) first, at its pace, and each of the others as soon as the one
-        before it is done, whatever its own pace; the others wait.  Each then starts its grants
-        a turn apart, and a neighbour's cap raised lengthens its grants but moves no one's."""
-        if not self.timing.shared_turns or len(standings) < 2:
-            return standings
-        if not all(self._lone_turn_s(s.limit, s.name, now) for s in standings):
-            return standings
-        order = sorted(standings, key=lambda s: (self._turn_joined.get(s.name, now), s.name))
-        last = max(order, key=lambda s: self._latest_start(s.name))
-        nxt = order[(order.index(last) + 1) % len(order)]
-        if nxt is order[0]:  # (a turn after its last, and no sooner than its pace)
-            turn = self._lone_turn_s(nxt.limit, nxt.name, now)
-            ready = max(nxt.ready_in, self._latest_start(nxt.name) + turn - now)
-        else:
-            ready = min(nxt.ready_in, 0.0)
-        return [dataclasses.replace(s, ready_in=ready if s is nxt else math.inf)
-                for s in standings]
-
-    def _latest_start(self, name: str) -> float:
-        """When its latest grant began (-inf: none yet)."""
-        latest = self.history.latest(name)
-        return -math.inf if latest is None else latest.start
 
     def _room_wait_s(self, standing: Standing, least: float, now: float) -> float:
         """How long `standing` may wait before its room is read again: what it lacks of the
@@ -1245,13 +1214,8 @@ class SchedulerCore:
         """The room a capped client alone (or in shared turns) waits for: a whole one of its
         grants, less a tenth (as for any).  Else one that came round early (its speed moved,
         and with it its pace) took what room there was (53 ms of 126 on the simulator), and the
-        second that held it read 7.7 points under.  In shared turns the whole of it: their order
-        (_in_turn_order) holds a client back from its pace, and one that then took the room
-        that came back each time (nine tenths of a grant, then its grant's end) was at 0.53 for
-        0.6 for good on the simulator."""
-        grant = self._lone_paced_grant_s(self.clients[name].spec.limit, name, now)
-        shared = bool(grant) and self.timing.shared_turns and len(self._turn_group(name, now)) > 1
-        return grant if shared else 0.9 * grant
+        second that held it read 7.7 points under."""
+        return 0.9 * self._lone_paced_grant_s(self.clients[name].spec.limit, name, now)
 
     def _um_least_s(self, name: str, now: float) -> float:
         """The room a capped unified-memory client waits for: a whole one of its grants
@@ -1430,8 +1394,6 @@ class SchedulerCore:
             if spec.limit > state.spec.limit:
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             limit_changed = limit_changed or spec.limit != state.spec.limit
-            if spec.limit != state.spec.limit:
-                self._turn_joined[spec.name] = now  # (last in its turns' order)
             if not spec.capped:
                 self.pacer.forget(spec.name)  # its cap lifted: no longer paced
             else:
@@ -1449,7 +1411,6 @@ class SchedulerCore:
             self.credits.forget(name)
             self._books_since.pop(name, None)
             self._capped_since.pop(name, None)
-            self._turn_joined.pop(name, None)
             self._shared_speeds.pop(name, None)
             self._alike_said.pop(name, None)
             self._unsteady_since.pop(name, None)

@@ -527,11 +527,9 @@ class SpeedMeter:
         """Is its speed read by work, or soon to be: its hook measures its grants, and its tails
         so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
         need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
-        clocks = self._clocks.get(name)
-        if clocks is None:
+        if not self.measured(name):
             return False
-        if not clocks.grant_costs:  # (cleared by an edit, duty_changed: its tails still hold)
-            return bool(clocks.tail_costs)
+        clocks = self._clocks[name]
         return not clocks.tail_costs or _work_speed(clocks) is not None
 
     def alike(self, names: set[str] | list[str]) -> bool:

@@ -552,8 +552,8 @@ def test_a_cap_smaller_than_gem_schds_minimum_quota_is_still_served(limit):
 def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps):
     # (gem-schd --shared-turns, off by default)  Two capped at 0.3 in 100 ms turns: each
     # calibration's lump sits in both neighbours' windows, 0.240-0.255 of their work at worst
-    # here (5.0-8.8 points under on the H100, 2026-12-06).  In shared turns of half a second,
-    # in one order (_in_turn_order): 0.298-0.303, and 0.4 beside 0.5 0.402 and 0.492.
+    # here (5.0-8.8 points under on the H100, 2026-12-06).  In shared turns of half a second:
+    # 0.293-0.295, and 0.4 beside 0.5 0.405 and 0.502 (seed 3).
     sim = run_caps(caps, 3, 30.0, timing=dataclasses.replace(LAUNCHER, shared_turns=True))
     for n, cap in zip("ab", caps, strict=True):
         low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
