@@ -557,7 +557,7 @@ def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps)
     sim = run_caps(caps, 3, 30.0, timing=dataclasses.replace(LAUNCHER, shared_turns=True))
     for n, cap in zip("ab", caps, strict=True):
         low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
-        assert low >= cap - 0.025, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
+        assert low >= cap - 0.02, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
         assert max(e - s for s, e in sim.clients[n].busy) > 0.12  # (a turn's: 0.15 of work)
 
 
