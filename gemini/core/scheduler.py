@@ -602,7 +602,8 @@ class SchedulerCore:
         turn = 0.0 if standing is None else self._lone_turn_s(standing.limit, candidate.name, now)
         if turn:
             longest = math.inf  # (its pace cuts it: _grant_length)
-        length = min(self._grant_length(client.quota_s, standing, candidate.name, now), longest)
+        length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
+                     longest)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
             length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
@@ -984,15 +985,16 @@ class SchedulerCore:
         return by_work(rates, speeds)
 
     def _grant_length(
-        self, quota_s: float, standing: Standing | None, name: str, now: float
+        self, quota_s: float, standing: Standing | None, name: str, now: float, turn: float
     ) -> float:
         """The adaptive quota, cut short where a whole one would overshoot its limit, and while
         others wait, to its target's part of one turn (never below the minimum quota): a 0.3 /
-        0.7 pair takes turns of 30 and 70 ms, and each holds its share over any second."""
+        0.7 pair takes turns of 30 and 70 ms, and each holds its share over any second.  `turn`:
+        its lone or shared turn (_lone_turn_s, as the caller read it; 0: none)."""
         if standing is None:
             return min(quota_s, self._alone_after_others_s(name, now))
         length = min(quota_s, standing.remaining)  # >= a minimum quota: see _capped_grant_s
-        if lone := self._lone_paced_grant_s(standing.limit, name, now):
+        if lone := self._paced_in_turn_s(standing.limit, name, now, turn):
             return min(standing.remaining, lone)  # (its quota follows its grants)
         if standing.limit < 1.0:
             length = min(length, self._paced_grant_s(standing.limit))
@@ -1114,7 +1116,10 @@ class SchedulerCore:
         """A capped client's grant alone (or in shared turns): its limit's part of its turn
         in work, so that its pace, which each grant moves on by its work ÷ its limit, comes
         round in one turn (0: not in lone or shared turns, _lone_turn_s)."""
-        turn = self._lone_turn_s(limit, name, now)
+        return self._paced_in_turn_s(limit, name, now, self._lone_turn_s(limit, name, now))
+
+    def _paced_in_turn_s(self, limit: float, name: str, now: float, turn: float) -> float:
+        """_lone_paced_grant_s for a `turn` already read (0: none)."""
         # (in_turns: the first grant into them too, sized before the client's turn is set)
         return limit * turn / max(self._speed(name, now, in_turns=True), 1.0) if turn else 0.0
 
