@@ -405,6 +405,9 @@ class _Clocks:
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
+    # Read by work when an edit cleared its grants' costs (duty_changed), until its next
+    # ordinary grant says how they cost now (or that its hook measured nothing)
+    by_work_through_edit: bool = False
 
     @property
     def continuous(self) -> float:
@@ -527,9 +530,12 @@ class SpeedMeter:
         """Is its speed read by work, or soon to be: its hook measures its grants, and its tails
         so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
         need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
+        clocks = self._clocks.get(name)
+        if clocks is not None and clocks.by_work_through_edit:
+            return True
         if not self.measured(name):
             return False
-        clocks = self._clocks[name]
+        assert clocks is not None
         return not clocks.tail_costs or _work_speed(clocks) is not None
 
     def alike(self, names: set[str] | list[str]) -> bool:
@@ -585,6 +591,7 @@ class SpeedMeter:
         known = self._clocks.get(name)  # (a grant said nothing of makes no record: an empty
         # one would charge a cap too small to calibrate UNCALIBRATED_SPEED, not 1)
         if known is not None and not calibrating:
+            known.by_work_through_edit = False  # (said now, one way or the other)
             known.unsaid = 0 if said else known.unsaid + 1
             if known.unsaid >= RECENT_GRANTS:
                 known.grant_costs = []
@@ -711,9 +718,14 @@ class SpeedMeter:
 
     def duty_changed(self, name: str) -> None:
         """The caps around it changed, so the card idles more or less between its grants: what
-        its grants cost before says nothing of what they cost now (its tails still hold)."""
+        its grants cost before says nothing of what they cost now (its tails still hold).  Read
+        by work before, it still is until its next grant: its tails still hold, and read by the
+        clock for that one grant, two capped clients in shared turns left them for 100 ms
+        turns, and a 0.3 cap beside one raised to 0.6 held 0.171 of its work in the second
+        after the edit on the simulator (a grant in the usual turns moved its pace on)."""
         clocks = self._clocks.get(name)
         if clocks is not None:
+            clocks.by_work_through_edit = self.reads_by_work(name)
             clocks.grant_costs = []
 
     def forget(self, name: str) -> None:

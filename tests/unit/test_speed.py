@@ -321,6 +321,31 @@ def test_a_client_whose_grants_its_hook_no_longer_measures_is_read_by_the_clock_
     assert core.speed.reads_by_work("a")
 
 
+@pytest.mark.parametrize("next_grant_said", [True, False])
+def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_grant_said):
+    """A cap edited beside it clears what its grants cost (duty_changed), not its tails: read
+    by the clock until its next grant, two capped clients in shared turns went back to 100 ms
+    turns for a grant, and a 0.3 beside one lowered from 0.6 to 0.3 held 0.142 of its work
+    over a second (the simulator).  A next grant that says nothing leaves it to the clock."""
+    meter = SpeedMeter()
+    for _ in range(3):
+        meter.ran("a", 40 * 0.177, 40, calibrating=False)
+    for at in (-20.0, -15.0):  # (the first tail: not kept)
+        meter.calibrating("a", at)
+        meter.ran("a", 200 * 0.195, 200, calibrating=True)
+    assert meter.reads_by_work("a")
+    meter.duty_changed("a")
+    assert meter.reads_by_work("a") and not meter.measured("a")
+    meter.ran("a", 0.0, 0, calibrating=True)  # (a tail: not a grant)
+    assert meter.reads_by_work("a")
+    meter.ran("a", 40 * 0.18 if next_grant_said else 0.0, 40 if next_grant_said else 0,
+              calibrating=False)
+    assert meter.reads_by_work("a") is next_grant_said
+    meter.ran("a", 40 * 0.18, 40, calibrating=False)
+    meter.duty_changed("b")  # (one it never measured: nothing to keep)
+    assert meter.reads_by_work("a") and not meter.reads_by_work("b")
+
+
 def test_a_calibration_grant_is_charged_its_speed_until_the_gpu_settles_and_then_its_time():
     core = SchedulerCore(config(("a", 0.1, 0.4, 1 << 30)), LAUNCHER, 0.0)
     core.on_clock([], 0.0)
@@ -548,7 +573,7 @@ def test_a_cap_smaller_than_gem_schds_minimum_quota_is_still_served(limit):
         assert work == pytest.approx(limit, abs=0.015), (t, work)
 
 
-@pytest.mark.parametrize("caps", [(0.3, 0.3), (0.4, 0.5)])
+@pytest.mark.parametrize("caps", [(0.3, 0.3), (0.4, 0.5), (0.3, 0.6)])
 def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps):
     # (gem-schd --shared-turns, off by default)  Two capped at 0.3 in 100 ms turns: each
     # calibration's lump sits in both neighbours' windows, 0.240-0.255 of their work at worst
@@ -559,6 +584,51 @@ def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps)
         low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
         assert low >= cap - 0.02, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
         assert max(e - s for s, e in sim.clients[n].busy) > 0.12  # (a turn's: 0.15 of work)
+
+
+def shared_turns_edit(caps_after: tuple[float, float], seed: int) -> Sim:
+    """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
+    clock read, `caps_after` from 10 s on; 30 s in all, the clock run to the end."""
+    before = 0.3 if caps_after[1] > 0.3 else 0.6
+    sim = Sim([("a", 0.3, 0.3), ("b", before, before)],
+              timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0, seed=seed,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.0)
+    cap_a, cap_b = caps_after
+    sim.configure(config(("a", cap_a, cap_a, 1 << 30), ("b", cap_b, cap_b, 1 << 30)))
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    sim.clock.advance(30.0, sim.running)
+    return sim
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_in_shared_turns_a_cap_lowered_beside_a_capped_neighbour_leaves_both_whole(seed):
+    """b, capped at 0.6 beside a at 0.3, is lowered to 0.3.  The edit cleared what their
+    grants cost, both were read by the clock until their next grants, and went back to 100 ms
+    turns for one: a's 1 s windows held 0.142 of its work at worst.  Read by work through the
+    edit (SpeedMeter.duty_changed): 0.288-0.330, b 0.284-0.315 from 11 s on."""
+    sim = shared_turns_edit((0.3, 0.3), seed)
+    for name, since in (("a", 8), ("b", 11)):
+        seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(since * 20, 29 * 20)]
+        assert min(seconds) >= 0.3 - 0.02 and max(seconds) <= 0.3 + 0.035, (name, seconds)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_in_shared_turns_a_cap_raised_beside_a_capped_neighbour_leaves_it_whole(seed):
+    """b, capped at 0.3 beside a at 0.3, is raised to 0.6.  Its grants, 300 ms now, took the
+    GPU just before a's pace came round: a held 0.143 of its work in the second after the
+    edit.  In turn (_next_in_shared_turns): 0.289 at worst, and b 0.45-0.47 in that second,
+    its new cap from the next on.  (And b held 0.54 for good: its room was read only as far
+    as the 0.9 of a grant it waits for, and each grant cut to that.)"""
+    sim = shared_turns_edit((0.3, 0.6), seed)
+    a = [sim.clock.work("a", t, t + 1.0) for t in range(8, 29)]
+    b = [sim.clock.work("b", t, t + 1.0) for t in range(11, 29)]
+    assert min(a) >= 0.3 - 0.015, a
+    assert max(abs(x - 0.6) for x in b) <= 0.03, b
+    assert sim.clock.work("b", 10.0, 11.0) >= 0.4
 
 
 @pytest.mark.parametrize(("specs", "launch_s"), [
