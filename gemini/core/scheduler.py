@@ -147,7 +147,12 @@ LONG_BURST = 0.9
 # shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at 0.3 read
 # -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
 # turns of a whole second (K = 1, a cap under 0.24 among them): 0.3 + 0.3 beside 0.2 then held
-# 0.268 of their work each over 40 s, each grant as long as the room its last left.
+# 0.268 of their work each over 40 s, each grant as long as the room its last left.  Each is
+# paced from its grant's start there, not from its request (policy.Pacer.granted): their caps
+# leave the GPU idle, so a wait for it need not be made up, and made up it was a second grant
+# at once, whose 1 s window then held nothing more: a 0.3 beside a cap raised from 0.3 to 0.6
+# held 0.13 of its work over a second (H200, 2026-12-07) and 0.175 on the simulator, 0.289
+# now; the raised one 0.45 of its first second, 0.586 now.
 SHARED_TURNS_MAX = 0.95
 
 
@@ -286,7 +291,6 @@ class SchedulerCore:
         self.candidates: list[Candidate] = []
         self.holder: Grant | None = None
         self._recheck_at: float | None = None  # set when every waiting client is capped
-        self._yielded_to: str | None = None  # goes next if it can (_next_in_shared_turns)
         self._grace: tuple[str, float] | None = None  # expired holder, until when
         self._refused: set[ConnId] = set()  # connections refused since they were last served
         # A client's overrun that no grant covered yet when it was reported: (its client,
@@ -628,7 +632,10 @@ class SchedulerCore:
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
         if client.spec.capped:
-            self.pacer.granted(candidate.name, candidate.arrived, length, client.spec.limit)
+            # (in shared turns, paced from the grant: SHARED_TURNS_MAX)
+            shared = turn > 0 and len(self._turn_group(candidate.name, now)) > 1
+            asked = now if shared else candidate.arrived
+            self.pacer.granted(candidate.name, asked, length, client.spec.limit)
         # No standing: _select found this client the only one waiting, no expired holder due
         # back, and no cap.  Then the hook may run on a little past this token's end instead
         # of stopping for a round trip (wire.QUOTA_FLAG_ALONE), and asks sooner (_renewing).
@@ -1174,70 +1181,12 @@ class SchedulerCore:
             short = min(max(self._room_wait_s(s, least, now), s.ready_in) for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
-        best = self._next_in_shared_turns(best, standings, least, now)
-        if best is None:
-            return None
         index = standings.index(best)
         if index == len(self.candidates):
             assert self._grace is not None
             self._recheck_at = self._grace[1]  # wait for the expired holder's request
             return None
         return self.candidates[index], best
-
-    def _next_in_shared_turns(self, best: Standing, standings: list[Standing], least: float,
-                              now: float) -> Standing | None:
-        """Who goes next where `best` (pick's) is in shared turns: of those in them that may go
-        now, the one with the most room left after its grant (its room read as far as
-        _standings reads it: with room to spare, the shorter grant), and that one waits for a
-        neighbour whose pace and room come round soon, if that one's grant is shorter by more
-        than twice the wait (None: look again then, and that one goes first: _yielded_to).
-        Each is held by its 1 s windows, its grants a second apart, and one that went before a
-        neighbour due at the same moment, or 10 ms later, moved that neighbour's grant on by
-        its own, 300 ms for a cap raised from 0.3 to 0.6: the neighbour, capped at 0.3, held
-        0.14 of its work in the second after the edit, 0.289 at worst now (the simulator,
-        seeds 1-4).  The raised one held 0.45-0.47 of that second (0.63 before): a raise
-        reaches it in its second second.  (In the order of their latest grants, a 0.4 beside a
-        0.5 ran up to its windows' edge while they settled: 1.5 points over 10 s.)"""
-        yielded, self._yielded_to = self._yielded_to, None
-        for s in standings:
-            if s.name == yielded and pick([s], least) is s:
-                return s
-        turn = self._lone_turn_s(best.limit, best.name, now)
-        group = self._turn_group(best.name, now) if turn else set()
-        if len(group) < 2:
-            return best
-        grants = {s.name: self._lone_paced_grant_s(s.limit, s.name, now)
-                  for s in standings if s.name in group}
-        ready = [s for s in standings if s.name in grants and pick([s], least) is s]
-        best = max(ready, key=lambda s: s.remaining - grants[s.name])
-        grant = min(best.remaining, grants[best.name])
-        for s in standings:
-            if s.name not in grants or s in ready or not grants[s.name]:
-                continue
-            wait = self._goes_in_s(s, least, now)
-            if wait > 0 and 2 * wait + min(grants[s.name], s.remaining) < grant:
-                self._yielded_to = s.name
-                self._recheck_at = now + wait
-                return None
-        return best
-
-    def _goes_in_s(self, standing: Standing, least: float, now: float) -> float:
-        """Seconds until `standing` may go: its pace come round, with room for its grant
-        then (its windows slide on; inf: no room by then)."""
-        wait = max(standing.ready_in, 0.0)
-        want = max(least, standing.need)
-        if wait == 0.0 and standing.remaining >= want:
-            return 0.0
-        if standing.remaining < want:  # (not resting: its room was read, and is short)
-            slide = self.history.next_slide(standing.name, now, self._short_window_s)
-            wait = max(wait, slide)
-        if not math.isfinite(wait):
-            return math.inf
-        then = now + wait
-        _, long_size = self._window(then)
-        room = self._room(standing.name, long_size, then, max(self._room_horizon_s, want),
-                          self._due_calibrations.get(standing.name))
-        return wait if room >= want else math.inf
 
     def _room_wait_s(self, standing: Standing, least: float, now: float) -> float:
         """How long `standing` may wait before its room is read again: what it lacks of the
