@@ -137,7 +137,12 @@ LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # 40 ms grants for good, and sent torch eager from one kind to the other every second or so
 # (H100, 2026-12-06 22:34).  Nor a calibration: JAX's first, 200 ms while it still set itself
 # up, was longer than the bursts its hook said after (114-125 ms), and kept it in 40 ms grants,
-# its seconds 0.335-0.432 of its work at 0.4 (H100, 2026-12-07 01:00).
+# its seconds 0.335-0.432 of its work at 0.4 (H100, 2026-12-07 01:00).  Nor its longest grant
+# where its latest in lone or shared turns was shorter: those shrink as its speed is read
+# higher, and a program that runs on says its bursts as long as its tokens: 0.5 beside 0.4
+# in shared turns, its grants from 166 to 146 ms at a speed of 1.14, said 146 and left them
+# for good (H200, 2026-12-07 05:55).  One that syncs every 60 ms still leaves for good: its
+# latest grant in turns stays the one it could not fill.
 LONG_BURST = 0.9
 # With Timing.shared_turns, capped clients side by side are paced in such turns too, all in
 # the same (K the smallest of theirs), each its own grant, while their caps add up to no more
@@ -243,6 +248,7 @@ class ClientState:
     conns: set[ConnId] = field(default_factory=set)
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     longest_grant_s: float = 0.0  # (but calibrations; its hook says no longer burst: LONG_BURST)
+    turn_grant_s: float = 0.0  # its latest such grant in lone or shared turns (LONG_BURST)
     turn_s: float = 0.0  # the turn its latest grant was paced in (_lone_turn_s; 0: 100 ms ones)
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
@@ -622,6 +628,8 @@ class SchedulerCore:
             self._unsteady_since.pop(candidate.name, None)
         if not calibrating:  # (LONG_BURST: a calibration is no pace of its own)
             client.longest_grant_s = max(client.longest_grant_s, length)
+            if turn:
+                client.turn_grant_s = length
         interval = self.history.record(candidate.name, now, now + length)
         self._note_busy(interval)
         self._refund_pending_overrun(interval)
@@ -1120,7 +1128,10 @@ class SchedulerCore:
             # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
             # simulator)
             return False
-        return client.burst_s >= LONG_BURST * client.longest_grant_s  # (shorter: they pace it)
+        # (no longer than its latest grant in turns, if that was shorter: its grants there
+        # shrink as its speed rises, and its hook's bursts with them)
+        grant = min(client.longest_grant_s, client.turn_grant_s or math.inf)
+        return client.burst_s >= LONG_BURST * grant  # (shorter: they pace it)
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone (or in shared turns): its limit's part of its turn

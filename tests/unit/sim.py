@@ -135,6 +135,7 @@ class Sim:
         delivery_s: tuple[float, float] | None = None,
         idle_returns: bool = False,
         hook_bursts: bool = False,
+        token_bursts: bool = False,
     ) -> None:
         """`gpu_wait`: the share of each grant a client's hook says it waited on the GPU (the
         QUOTA request's gpu_wait_ms; None: not said).  `launch_s` (with a clock): the GPU time
@@ -151,7 +152,9 @@ class Sim:
         the range's middle (the REPORT's delivery_ms) before it first asks.  `idle_returns`: the
         clients hand their tokens back idle, up to 2.5 ms early (module docstring).  `hook_bursts`:
         each says a burst no longer than its longest grant so far, as our hook does
-        (csrc/hook/token.h max_quota_ms)."""
+        (csrc/hook/token.h max_quota_ms).  `token_bursts`: each says its latest grant's length,
+        as our hook's predicted burst of a program that runs on, cut by its tokens (H200,
+        2026-12-07: 146 ms bursts after 146 ms grants, 162 after 166)."""
         self.delivery_s = delivery_s
         self.idle_returns = idle_returns
         self.launch_s = launch_s
@@ -164,6 +167,7 @@ class Sim:
         self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
         self.burst_ms = burst_ms
         self.hook_bursts = hook_bursts
+        self.token_bursts = token_bursts
         self._rng = random.Random(seed)
         self.by_conn = {c.conn: c for c in self.clients.values()}
         self._wakeups: list[tuple[float, int, str]] = []
@@ -217,6 +221,8 @@ class Sim:
         burst_ms = self.burst_ms
         if self.hook_bursts:
             burst_ms = min(burst_ms, 1000 * max((e - s for s, e in c.busy), default=0.0))
+        if self.token_bursts and c.busy:
+            burst_ms = min(burst_ms, 1000 * (c.busy[-1][1] - c.busy[-1][0]))
         req = Request(name, c.req_id, RequestType.QUOTA,
                       (overuse_ms, burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))

@@ -941,6 +941,27 @@ def test_a_cap_alone_in_lone_turns_does_its_cap_of_work_while_it_settles():
     assert sim.clock.work("capped", 3.0, 19.0) / 16.0 == pytest.approx(0.4, abs=0.008)
 
 
+def test_a_client_in_lone_turns_whose_speed_is_read_higher_stays_in_them():
+    """Its grants there shrink as its speed is read higher, and a program that runs on says
+    bursts as long as its tokens: 110 ms bursts after 110 ms grants, against its longest grant
+    of 127, left its turns for good (H200, 2026-12-07: 0.5 beside 0.4 in shared turns, 166 ms
+    grants to 146 at a speed of 1.14)."""
+    sim = Sim([("capped", 0.1, 0.4)], timing=LAUNCHER, burst_ms=5000.0, clock=GpuClock(),
+              launch_s=0.0002, token_bursts=True)
+    sim.start("capped")
+    sim.run_until(10.0)
+    meter = sim.core.speed
+    assert sim.core.clients["capped"].turn_s > 0 and meter.reads_by_work("capped")
+    tail = max(meter._clocks["capped"].tail_costs) * 1.14  # (still agrees: RUN_SPREAD_MAX)
+    meter.calibrating("capped", 10.0)
+    meter.ran("capped", 200 * tail, 200, calibrating=True)
+    assert sim.core._speed("capped", 10.0) > 1.2
+    sim.run_until(13.0)
+    later = [e - s for s, e in sim.clients["capped"].busy if s > 10.3]
+    assert len(later) >= 8 and min(later) > 0.1, later  # (0.4 of a 100 ms turn: 40 ms)
+    assert sim.core.clients["capped"].turn_s > 0
+
+
 def test_the_first_grant_into_lone_turns_is_as_long_as_the_ones_after_it():
     # (a review)  Sized before its turn was set, at the floor of 100 ms turns: 121.2 ms, then
     # 127.0, and its pace came round early once each time it went into its turns.
