@@ -156,8 +156,8 @@ LONG_BURST = 0.9
 # paced from its grant's start there, not from its request (policy.Pacer.granted): their caps
 # leave the GPU idle, so a wait for it need not be made up, and made up it was a second grant
 # at once, whose 1 s window then held nothing more: a 0.3 beside a cap raised from 0.3 to 0.6
-# held 0.129 of its work over a second (H200, 2026-12-07) and 0.141 on the simulator, 0.289
-# now (the raised one 0.586-0.611 from the edit on).
+# held 0.129 of its work over a second (H200, 2026-12-07) and 0.141-0.175 on the simulator,
+# 0.296 now (the raised one 0.586-0.611 from the edit on).
 SHARED_TURNS_MAX = 0.95
 
 

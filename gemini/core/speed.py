@@ -405,8 +405,9 @@ class _Clocks:
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
-    # Read by work when an edit cleared its grants' costs (duty_changed), until its next
-    # ordinary grant says how they cost now (or that its hook measured nothing)
+    # Read by work when an edit cleared its grants' costs (duty_changed): it counts as such
+    # until its next ordinary grant says how they cost now (or that its hook measured
+    # nothing), though its speed is read by the clock until then
     by_work_through_edit: bool = False
 
     @property
@@ -431,6 +432,11 @@ def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
         return None
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
+
+
+def _by_work(clocks: _Clocks) -> bool:
+    """Its hook measures its grants, and its tails so far agree (SpeedMeter.reads_by_work)."""
+    return bool(clocks.grant_costs) and (not clocks.tail_costs or _work_speed(clocks) is not None)
 
 
 def _believable_tails(costs: list[float]) -> list[float]:
@@ -531,12 +537,7 @@ class SpeedMeter:
         so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
         need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
         clocks = self._clocks.get(name)
-        if clocks is not None and clocks.by_work_through_edit:
-            return True
-        if not self.measured(name):
-            return False
-        assert clocks is not None
-        return not clocks.tail_costs or _work_speed(clocks) is not None
+        return clocks is not None and (clocks.by_work_through_edit or _by_work(clocks))
 
     def alike(self, names: set[str] | list[str]) -> bool:
         """Do `names` run launches of one cost in their grants, as far as their hooks measured
@@ -719,13 +720,18 @@ class SpeedMeter:
     def duty_changed(self, name: str) -> None:
         """The caps around it changed, so the card idles more or less between its grants: what
         its grants cost before says nothing of what they cost now (its tails still hold).  Read
-        by work before, it still is until its next grant: its tails still hold, and read by the
-        clock for that one grant, two capped clients in shared turns left them for 100 ms
-        turns, and a 0.3 cap beside one raised to 0.6 held 0.171 of its work in the second
-        after the edit on the simulator (a grant in the usual turns moved its pace on)."""
+        by work before, it counts as such until its next ordinary grant is measured
+        (reads_by_work: it stays in lone or shared turns), though its speed is read by the
+        clock until then (no grant costs: _work_speed).  Out of them for that one grant, two
+        capped clients in shared turns went to 100 ms turns, and a 0.3 cap beside one lowered
+        from 0.6 held 0.258 of its work over a second on the simulator (0.295 now); a lone 0.3
+        raised to 0.5 took ten 50 ms grants before it went back (0.466 over a second, 0.506
+        now).  (For the client that held the GPU at the edit, that next grant is the one it
+        held, mostly under the old caps.)  The verdict is its own, not the one an edit before
+        left (an uncapped client's grants are not measured: it would stay for good)."""
         clocks = self._clocks.get(name)
         if clocks is not None:
-            clocks.by_work_through_edit = self.reads_by_work(name)
+            clocks.by_work_through_edit = _by_work(clocks)
             clocks.grant_costs = []
 
     def forget(self, name: str) -> None:
