@@ -633,6 +633,29 @@ def test_in_shared_turns_a_cap_raised_beside_a_capped_neighbour_leaves_it_whole(
         assert min(seconds) >= cap - 0.02 and max(seconds) <= cap + 0.035, (name, seconds)
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
+    """Three capped at 0.3, 0.35 and 0.3; b is lowered to 0.3.  Its calibration, waiting for
+    room after the edit, took the GPU 20 ms before a's pace came round, and a's grants moved
+    on by 115 ms for good (paced from its grants): a held 0.179-0.183 of its work over a
+    second (0.251 in 100 ms turns).  Waiting for a neighbour due that soon
+    (SHARED_TURNS_YIELD_S): 0.289-0.296, c 0.289-0.290, b 0.282-0.285 from 11 s on."""
+    specs = [("a", 0.3), ("b", 0.35), ("c", 0.3)]
+    sim = Sim([(n, cap, cap) for n, cap in specs],
+              timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002)
+    for i, (n, _) in enumerate(specs):
+        sim.start(n, 0.001 * i)
+    sim.run_until(10.0)
+    sim.configure(config(*[(n, 0.3, 0.3, 1 << 30) for n, _ in specs]))
+    sim.run_until(30.0)
+    assert sim.clock is not None
+    sim.clock.advance(30.0, sim.running)
+    for name, since, slack in (("a", 8, 0.02), ("c", 8, 0.02), ("b", 11, 0.025)):
+        seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(since * 20, 29 * 20)]
+        assert min(seconds) >= 0.3 - slack and max(seconds) <= 0.3 + 0.035, (name, seconds)
+
+
 @pytest.mark.parametrize(("specs", "launch_s"), [
     # 0.2 allows one 120 ms grant a second only: 0.3 + 0.3 beside it held 0.268 of their work
     # each over 40 s in whole-second turns (SHARED_TURNS_MAX)
