@@ -304,7 +304,7 @@ class SchedulerCore:
         self.candidates: list[Candidate] = []
         self.holder: Grant | None = None
         self._recheck_at: float | None = None  # set when every waiting client is capped
-        # (a client waited for, until when: _in_shared_turns)
+        # (a client waited for, until when: _waits_in_shared_turns)
         self._waited_for: tuple[str, float] | None = None
         self._grace: tuple[str, float] | None = None  # expired holder, until when
         self._refused: set[ConnId] = set()  # connections refused since they were last served
@@ -1195,47 +1195,50 @@ class SchedulerCore:
         least = 0.9 * self._capped_grant_s
         standings = self._standings(names, now, least)
         best = pick(standings, least)
+        waited, self._waited_for = self._waited_for, None
         if best is None:
             # Everyone waiting is at its limit or paced; usage falls as the window slides, so
             # look again when the closest one has room for a capped grant and its pace is due.
             short = min(max(self._room_wait_s(s, least, now), s.ready_in) for s in standings)
             self._recheck_at = now + max(short, MIN_RECHECK_S)
             return None
-        best = self._in_shared_turns(best, standings, least, now)
-        if best is None:
-            return None
         index = standings.index(best)
         if index == len(self.candidates):
             assert self._grace is not None
             self._recheck_at = self._grace[1]  # wait for the expired holder's request
             return None
+        others = [s for s in standings[:len(self.candidates)] if s is not best]  # (no grace)
+        if self._waits_in_shared_turns(best, others, least, now, waited):
+            return None
         return self.candidates[index], best
 
-    def _in_shared_turns(self, best: Standing, standings: list[Standing], least: float,
-                         now: float) -> Standing | None:
-        """`best` (pick's), unless it is in shared turns and a neighbour there may go within
-        SHARED_TURNS_YIELD_S (None: look again then, and pick again: that the neighbour go
-        first then, whatever its credit, left a 0.3 beside a cap raised to 0.6 a second of
-        0.143 on the simulator, 0.296 without)."""
+    def _waits_in_shared_turns(self, best: Standing, others: list[Standing], least: float,
+                               now: float, waited: tuple[str, float] | None) -> bool:
+        """Does `best` (pick's), in shared turns, wait for a neighbour there (of `others`, the
+        rest that asked: not an expired holder, whose grace is shorter) that may go within
+        SHARED_TURNS_YIELD_S?  Then it looks again
+        then, and picks again: that the neighbour go first then, whatever its credit, left a
+        0.3 beside a cap raised to 0.6 a second of 0.143 on the simulator, 0.296 without.
+        Once (`waited`: the neighbour the decision before waited for, and until when): not
+        again for it once that time came, nor for another one after it."""
+        if waited is not None and now >= waited[1]:
+            return False
         turn = self._lone_turn_s(best.limit, best.name, now)
         group = self._turn_group(best.name, now) if turn else set()
-        for s in standings:
-            if s is best or s.name not in group or len(group) < 2:
+        for s in others:
+            if s.name not in group or (waited is not None and s.name != waited[0]):
                 continue
-            if self._waited_for is not None and self._waited_for[0] == s.name \
-                    and now >= self._waited_for[1]:
-                continue  # (waited for once already: not again, whatever its room says now)
-            wait = self._goes_in_s(s, least, now)
+            wait = self._goes_in_s(s, least, now, SHARED_TURNS_YIELD_S)
             if 0 < wait <= SHARED_TURNS_YIELD_S:
-                self._recheck_at = now + wait
-                self._waited_for = (s.name, now + wait)
-                return None
-        self._waited_for = None
-        return best
+                until = now + max(wait, MIN_RECHECK_S) if waited is None else waited[1]
+                self._recheck_at = min(now + max(wait, MIN_RECHECK_S), until)
+                self._waited_for = (s.name, until)
+                return True
+        return False
 
-    def _goes_in_s(self, standing: Standing, least: float, now: float) -> float:
-        """Seconds until `standing` may go: its pace come round, with room for its grant
-        then (its windows slide on; inf: no room by then)."""
+    def _goes_in_s(self, standing: Standing, least: float, now: float, within: float) -> float:
+        """Seconds until `standing` may go, up to `within`: its pace come round, with room for
+        its grant then (its windows slide on; inf: not within that)."""
         wait = max(standing.ready_in, 0.0)
         want = max(least, standing.need)
         if wait == 0.0 and standing.remaining >= want:
@@ -1243,7 +1246,7 @@ class SchedulerCore:
         if standing.remaining < want:  # (not resting: its room was read, and is short)
             slide = self.history.next_slide(standing.name, now, self._short_window_s)
             wait = max(wait, slide)
-        if not math.isfinite(wait):
+        if wait > within:  # (no room read for one resting longer: _resting)
             return math.inf
         then = now + wait
         _, long_size = self._window(then)
