@@ -1216,13 +1216,13 @@ class SchedulerCore:
                                now: float, waited: tuple[str, float] | None) -> bool:
         """Does `best` (pick's), in shared turns, wait for a neighbour there (of `others`, the
         rest that asked: not an expired holder, whose grace is shorter) that may go within
-        SHARED_TURNS_YIELD_S?  Then it looks again
-        then, and picks again: that the neighbour go first then, whatever its credit, left a
-        0.3 beside a cap raised to 0.6 a second of 0.143 on the simulator, 0.296 without.
+        SHARED_TURNS_YIELD_S?  Then it looks again then, and picks again: that the neighbour
+        go first then, whatever its credit, left a 0.3 beside a cap raised to 0.6 a second of
+        0.143 on the simulator, 0.296 without.
         Once (`waited`: the neighbour the decision before waited for, and until when): not
         again for it once that time came, nor for another one after it."""
-        if waited is not None and now >= waited[1]:
-            return False
+        if not others or (waited is not None and now >= waited[1]):
+            return False  # (alone, as in lone turns: no turn read again)
         turn = self._lone_turn_s(best.limit, best.name, now)
         group = self._turn_group(best.name, now) if turn else set()
         for s in others:
