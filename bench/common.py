@@ -313,8 +313,8 @@ class Backend:
             flags += ["--no-hand-over-at-arrival"]
         if t.get("lone_turns") is False:  # (on by default since 2026-12-07)
             flags += ["--no-lone-turns"]
-        if t.get("shared_turns"):  # (off by default)
-            flags += ["--shared-turns"]
+        if t.get("shared_turns") is False:  # (on by default since 2026-12-07, with lone turns)
+            flags += ["--no-shared-turns"]
         # GEMINI_BENCH_DAEMON_PREFIX: a command the daemons run under (`taskset -c 12-15`,
         # `nice -n -5`), to tell what the host's scheduling of them costs the clients.
         pre = shlex.split(os.environ.get("GEMINI_BENCH_DAEMON_PREFIX", ""))

@@ -910,8 +910,8 @@ class Bench:
             flags["hand_over_at_arrival"] = False
         if not self.args.lone_turns:
             flags["lone_turns"] = False
-        if self.args.shared_turns:
-            flags["shared_turns"] = True
+        if self.args.lone_turns and not self.args.shared_turns:
+            flags["shared_turns"] = False
         return {**flags, "no_clock": True} if self.args.no_clock else flags
 
     def env(self, hook: dict[str, str] | None = None, debug: bool = False) -> dict[str, str]:
@@ -1498,9 +1498,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="gem-schd --[no-]lone-turns for the capped and pairs runs: a capped "
                         "client alone in turns of a whole part of the second (default: on, as "
                         "gem-schd's since 2026-12-07)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="gem-schd --[no-]shared-turns for the capped and pairs runs: capped "
-                        "clients side by side share such turns (default: off, as gem-schd's)")
+                        "clients side by side share such turns, where lone turns are on "
+                        "(default: on, as gem-schd's since 2026-12-07)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",

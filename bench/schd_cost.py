@@ -4,17 +4,17 @@ gemini.core.scheduler on a virtual clock, and the wall time spent inside the cor
 divided by the requests it answered.
 
   python3 bench/schd_cost.py [--clients 1,4,16] [--seconds 30] [--root DIR] [--whole-walk]
-                             [--long-bursts] [--shared-turns]
+                             [--long-bursts] [--no-shared-turns]
 
 Each case runs N clients capped at 0.8 / N (each saturates; with --clock the GPU's clock is
 fed, so calibrations run too) for --seconds of virtual time, with the launchers' quotas.
 --root imports gemini and the simulator from another checkout (an older commit's tree:
 `git archive COMMIT gemini tests | tar -x -C DIR`), for an A/B on one machine; --whole-walk
 walks the windows whole (the room's horizon unbounded); --long-bursts: clients that never sync
-(5 s bursts, not 40 ms), so that a capped client alone goes into lone turns, and with
---shared-turns capped neighbours into shared ones (gem-schd --shared-turns; not with --clock:
-its hooks measure no launches, so its clients are read by the clock, and turns are not for
-them).  Prints one JSON object.
+(5 s bursts, not 40 ms), so that a capped client alone goes into lone turns, and capped
+neighbours into shared ones (gem-schd's default since 2026-12-07; --no-shared-turns: not; a
+--root from before then needs --shared-turns; not with --clock: its hooks measure no launches,
+so its clients are read by the clock, and turns are not for them).  Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -41,14 +41,14 @@ def _timed(handler, spent: list[float]):  # type: ignore[no-untyped-def]
 
 
 def run_case(n: int, seconds: float, clock: bool, rounds: int, burst_ms: float = 40.0,
-             shared_turns: bool = False) -> dict:
+             shared_turns: bool | None = None) -> dict:
     from gemini.core.launch import BackendArgs
     from gemini.core.scheduler import Timing
     from tests.unit.sim import GpuClock, Sim
 
     d = BackendArgs("", "")  # the launchers' quotas and window
     timing = Timing(d.base_quota / 1000, d.min_quota / 1000, d.window / 1000,
-                    **({"shared_turns": True} if shared_turns else {}))
+                    **({} if shared_turns is None else {"shared_turns": shared_turns}))
     per_request: list[float] = []
     for _ in range(rounds):
         specs = [(f"c{i}", 0.8 / n / 2, 0.8 / n) for i in range(n)]
@@ -76,8 +76,9 @@ def main() -> None:
     p.add_argument("--clock", action="store_true", help="feed the GPU's clock (calibrations)")
     p.add_argument("--whole-walk", action="store_true")
     p.add_argument("--long-bursts", action="store_true", help="5 s bursts: lone turns")
-    p.add_argument("--shared-turns", action="store_true",
-                   help="gem-schd --shared-turns (a --root from before 2026-12-07 has none)")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
+                   help="gem-schd --[no-]shared-turns (default: the --root's own; a --root from "
+                   "before 2026-12-07 has none)")
     args = p.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
     if args.whole_walk:

@@ -3,7 +3,7 @@
 fed (so calibrations run), the launchers' quotas, drive gemini.core.scheduler on a virtual clock.
 
   python3 bench/sim_seconds.py [--seconds 40] [--seeds 1,2,3,4] [--root DIR] [--shared]
-                               [--no-lone-turns] [--shared-turns]
+                               [--no-lone-turns] [--[no-]shared-turns]
 
 For each case (one client capped at 0.2, 0.3, 0.4, 0.5 or 0.7 alone; two capped at 0.3; 0.4
 and 0.5; three at 0.2, 0.3 and 0.3, started together) and seed, each client's lowest and
@@ -37,13 +37,13 @@ SHARED_FROM_S = 8.0
 
 
 def run_case(caps: tuple[float, ...], seed: int, seconds: float,
-             lone_turns: bool = True, shared_turns: bool = False) -> list[dict]:
+             lone_turns: bool = True, shared_turns: bool | None = None) -> list[dict]:
     from tests.unit.sim import GpuClock, Sim  # (from --root, where given)
     from tests.unit.test_scheduler import LAUNCHER
 
     names = "abc"[:len(caps)]
     timing = dataclasses.replace(LAUNCHER, lone_turns=lone_turns,
-                                 **({"shared_turns": True} if shared_turns else {}))
+                                 **({} if shared_turns is None else {"shared_turns": shared_turns}))
     sim = Sim([(n, c, c) for n, c in zip(names, caps, strict=True)], timing=timing,
               burst_ms=5000.0, seed=seed, clock=GpuClock(), launch_s=0.0002)
     for i, n in enumerate(names):
@@ -93,8 +93,9 @@ def main() -> None:
                    help="gem-schd --[no-]lone-turns (the caps; default: on, as gem-schd's; a "
                    "--root from before 2026-12-06 has none, and one before 2026-12-07 has it off "
                    "by default)")
-    p.add_argument("--shared-turns", action="store_true",
-                   help="gem-schd --shared-turns (the capped pairs and trio; a --root from "
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
+                   help="gem-schd --[no-]shared-turns (the capped pairs and trio; default: the "
+                   "--root's own, on since 2026-12-07 where lone turns are; a --root from "
                    "before 2026-12-07 02:00 has none)")
     args = p.parse_args()
     sys.path.insert(0, str(args.root.resolve()))

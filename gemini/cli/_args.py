@@ -80,12 +80,18 @@ def one_gpu(text: str) -> str:
     return gpus[0]
 
 
-def turns_error(lone_turns: bool, shared_turns: bool) -> str | None:
+def turns_error(lone_turns: bool, shared_turns: bool | None) -> str | None:
     """What is wrong with gem-schd's --[no-]lone-turns and --[no-]shared-turns together (None:
-    nothing): launch-backend refuses it before it starts any daemon, as gem-schd would."""
+    nothing; `shared_turns` None: not given): launch-backend refuses it before it starts any
+    daemon, as gem-schd would."""
     if shared_turns and not lone_turns:
         return "--shared-turns needs lone turns (drop --no-lone-turns)"
     return None
+
+
+def shared_turns_of(lone_turns: bool, shared_turns: bool | None) -> bool:
+    """gem-schd's shared turns: as asked, or where not asked, on with lone turns."""
+    return lone_turns if shared_turns is None else shared_turns
 
 
 def expand_verbosity(argv: list[str]) -> list[str]:

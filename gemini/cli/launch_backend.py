@@ -36,6 +36,7 @@ from gemini.cli._args import (
     min_quota_ms,
     port,
     positive,
+    shared_turns_of,
     turns_error,
 )
 from gemini.core.config import ConfigError, ResourceConfig, gpu_problems
@@ -115,9 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
                    help="a capped client alone is paced in turns of a whole part of the short "
                    "window (gem-schd --[no-]lone-turns; default: on)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="with lone turns, capped clients side by side share such turns "
-                   "(gem-schd --[no-]shared-turns; default: off)")
+                   "(gem-schd --[no-]shared-turns; default: on where lone turns are)")
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "
@@ -501,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                        allow_uids=tuple(ns.allow_uid), clock=ns.clock,
                        short_window=ns.short_window, shared_speed=ns.shared_speed,
                        hand_over_at_arrival=ns.hand_over_at_arrival, lone_turns=ns.lone_turns,
-                       shared_turns=ns.shared_turns)
+                       shared_turns=shared_turns_of(ns.lone_turns, ns.shared_turns))
     lock = hold_port(ns.port)
     if lock is None:
         return 2

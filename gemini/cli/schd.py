@@ -15,6 +15,7 @@ from gemini.cli._args import (
     min_quota_ms,
     one_gpu,
     port,
+    shared_turns_of,
     turns_error,
 )
 from gemini.core.config import DEFAULT_GPU, ConfigError, parse_present_gpus
@@ -88,10 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "window, each grant as long as a calibration, so that its 1 s windows hold "
                    "(README: Alone, a cap in turns of a whole part of the second; default: on; "
                    "--no-lone-turns: its limit's part of 100 ms turns)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=False,
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="with lone turns, capped clients side by side are paced in such turns "
                    "too, all in the same (README: Capped neighbours in shared turns; default: "
-                   "off, measured on the simulator only)")
+                   "on where lone turns are; --no-shared-turns: each in 100 ms turns)")
     p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
                    help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
                    "config's GPUs are checked against them at start and on each edit, as "
@@ -127,14 +128,14 @@ def _settings(args: argparse.Namespace) -> tuple[Timing, UmPolicy, bytes | None]
     timing = Timing(args.quota / 1000, args.min_quota / 1000, args.window / 1000,
                     args.grace / 1000, max_quota / 1000, args.short_window / 1000,
                     args.shared_speed, args.hand_over_at_arrival, args.lone_turns,
-                    args.shared_turns)
+                    shared_turns_of(args.lone_turns, args.shared_turns))
     if not 0 < timing.min_quota_s <= timing.base_quota_s <= timing.max_quota_s:
         raise ValueError("need 0 < min_quota <= quota <= max_quota")
     if timing.window_s <= 0:
         raise ValueError("need window > 0")
     if not 0 <= timing.short_window_s <= timing.window_s:
         raise ValueError("need 0 <= short-window <= window")
-    if error := turns_error(timing.lone_turns, timing.shared_turns):
+    if error := turns_error(args.lone_turns, args.shared_turns):
         raise ValueError(error)
     um = UmPolicy(args.unified_memory, args.evict_on_release, args.device_memory,
                   args.oversubscription, args.um_min_quota / 1000)

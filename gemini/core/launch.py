@@ -130,7 +130,7 @@ class BackendArgs:
     shared_speed: bool = True  # False: gem-schd --no-shared-speed (uncapped shares by time)
     hand_over_at_arrival: bool = True  # False: gem-schd --no-hand-over-at-arrival
     lone_turns: bool = True  # False: gem-schd --no-lone-turns
-    shared_turns: bool = False  # True: gem-schd --shared-turns
+    shared_turns: bool = True  # False: gem-schd --no-shared-turns (where lone turns are on)
     metrics_ip: str | None = None  # the metrics pages' address (None: `ip`'s)
     # nvidia-smi's (index, UUID) list as launch-backend found it: its schedulers check each
     # edit's GPUs against it, as it does (gem-schd --present-gpus), so that an edit it refuses
@@ -191,8 +191,8 @@ def plan_scheduler(
         argv += ["--no-hand-over-at-arrival"]
     if not args.lone_turns:
         argv += ["--no-lone-turns"]
-    if args.shared_turns:
-        argv += ["--shared-turns"]
+    if args.lone_turns and not args.shared_turns:
+        argv += ["--no-shared-turns"]
     if args.present_gpus is not None:
         argv += ["--present-gpus", format_present_gpus(list(args.present_gpus))]
     if args.verbose:

@@ -208,9 +208,12 @@ class Timing:
     # graphs, Triton and JAX rose from 0.321-0.349 to 0.364-0.386 of their bare work, their
     # highest held at 0.426-0.438 (bench/JOURNAL-issue12.md).
     lone_turns: bool = True
-    # Capped clients side by side in shared turns (SHARED_TURNS_MAX; gem-schd --shared-turns,
-    # with lone turns on).  Off by default: measured on the simulator only.
-    shared_turns: bool = False
+    # Capped clients side by side in shared turns (SHARED_TURNS_MAX; gem-schd
+    # --[no-]shared-turns), where lone turns are on.  On by default since 2026-12-07: on the
+    # H100, torch eager, the worst 1 s window of two capped at 0.3 went from 6.7 to 3.5 points
+    # off, of 0.4 + 0.5 from 8.7 to 4.5, of a trio with a cap lowered from 8.7 to 3.3
+    # (bench/JOURNAL-issue12.md, "Shared turns on by default").
+    shared_turns: bool = True
 
 
 def describe_timing(t: Timing) -> str:
@@ -219,7 +222,8 @@ def describe_timing(t: Timing) -> str:
                                      ("hand-overs at the grant's end",
                                       not t.hand_over_at_arrival),
                                      ("no lone turns", not t.lone_turns),
-                                     ("shared turns", t.shared_turns and t.lone_turns)) if on]
+                                     ("no shared turns",
+                                      t.lone_turns and not t.shared_turns)) if on]
     return (f"quota {t.base_quota_s * MS:g} ms (min {t.min_quota_s * MS:g}, max "
             f"{t.max_quota_s * MS:g}), window {t.window_s:g} s, short window "
             f"{t.short_window_s:g} s, grace {t.return_grace_s * MS:g} ms"

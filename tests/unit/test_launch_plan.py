@@ -221,13 +221,15 @@ def test_a_metrics_port_a_daemon_listens_on_is_refused_and_an_edit_takes_neither
 
 def test_clock_and_short_window_options_reach_every_scheduler() -> None:
     from gemini.cli import launch_backend, schd
+    from gemini.cli._args import shared_turns_of
 
     ns = launch_backend.build_parser().parse_args(
         ["s", "p", "--no-clock", "--short-window", "2500", "--no-shared-speed",
          "--no-hand-over-at-arrival", "--no-lone-turns"])
     args = BackendArgs("s", "p", clock=ns.clock, short_window=ns.short_window,
                        shared_speed=ns.shared_speed, hand_over_at_arrival=ns.hand_over_at_arrival,
-                       lone_turns=ns.lone_turns, shared_turns=ns.shared_turns)
+                       lone_turns=ns.lone_turns,
+                       shared_turns=shared_turns_of(ns.lone_turns, ns.shared_turns))
     schedulers = [p for p in plan_backend(TWO_GPUS, args) if p.scheduler]
     assert len(schedulers) == 2
     for spec in schedulers:
@@ -238,17 +240,18 @@ def test_clock_and_short_window_options_reach_every_scheduler() -> None:
         assert not timing.lone_turns and not timing.shared_turns
     [default] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p")) if p.scheduler]
     assert not {"--no-clock", "--short-window", "--no-shared-speed", "--no-hand-over-at-arrival",
-                "--no-lone-turns", "--shared-turns"} & set(default.argv)
+                "--no-lone-turns", "--no-shared-turns"} & set(default.argv)
     timing = schd._settings(schd.build_parser().parse_args([]))[0]
     assert timing.shared_speed and timing.hand_over_at_arrival and timing.lone_turns  # (defaults)
-    assert not timing.shared_turns
+    assert timing.shared_turns
     on = launch_backend.build_parser().parse_args(["s", "p"])
-    assert on.shared_speed and on.hand_over_at_arrival and on.lone_turns and not on.shared_turns
-    shared = launch_backend.build_parser().parse_args(["s", "p", "--shared-turns"])
-    [spec] = [p for p in plan_backend(CONFIG, BackendArgs("s", "p",
-                                                          shared_turns=shared.shared_turns))
-              if p.scheduler]
-    assert schd._settings(schd.build_parser().parse_args(list(spec.argv[1:])))[0].shared_turns
+    assert on.shared_speed and on.hand_over_at_arrival and on.lone_turns
+    assert shared_turns_of(on.lone_turns, on.shared_turns)
+    off = launch_backend.build_parser().parse_args(["s", "p", "--no-shared-turns"])
+    [spec] = [p for p in plan_backend(CONFIG, BackendArgs(
+        "s", "p", shared_turns=shared_turns_of(off.lone_turns, off.shared_turns))) if p.scheduler]
+    assert "--no-shared-turns" in spec.argv
+    assert not schd._settings(schd.build_parser().parse_args(list(spec.argv[1:])))[0].shared_turns
 
 
 def test_a_pod_manager_whose_client_left_during_its_pause_is_not_started_again() -> None:

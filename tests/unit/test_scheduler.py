@@ -1265,7 +1265,7 @@ def test_the_start_line_names_the_timing_and_the_options_not_at_their_default():
     assert describe_timing(Timing(hand_over_at_arrival=False, shared_speed=False,
                                   lone_turns=False)).endswith(
         ", shares by time, hand-overs at the grant's end, no lone turns")
-    assert describe_timing(Timing(shared_turns=True)).endswith(", grace 5 ms, shared turns")
+    assert describe_timing(Timing(shared_turns=False)).endswith(", grace 5 ms, no shared turns")
 
 
 @pytest.mark.parametrize("newcomer", [("n", 0.05, 0.05), ("n", 0.05, 1.0)], ids=["capped", "not"])

@@ -575,7 +575,7 @@ def test_a_cap_smaller_than_gem_schds_minimum_quota_is_still_served(limit):
 
 @pytest.mark.parametrize("caps", [(0.3, 0.3), (0.4, 0.5), (0.3, 0.6)])
 def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps):
-    # (gem-schd --shared-turns, off by default)  Two capped at 0.3 in 100 ms turns: each
+    # (gem-schd --shared-turns, on by default)  Two capped at 0.3 in 100 ms turns: each
     # calibration's lump sits in both neighbours' windows, 0.240-0.255 of their work at worst
     # here (5.0-8.8 points under on the H100, 2026-12-06).  In shared turns of half a second:
     # 0.299 each, 0.4 beside 0.5 0.401 and 0.497, 0.3 beside 0.6 0.298 and 0.598 (seed 3;
@@ -792,21 +792,19 @@ def run_caps(caps: tuple[float, ...], seed: int, seconds: float, timing: Timing 
     return sim
 
 
-def capped_pair_for_30_s(cap_a: float, cap_b: float, seed: int) -> Sim:
-    """Two saturating clients a and b capped at `cap_a` and `cap_b`, for 30 s (run_caps)."""
-    return run_caps((cap_a, cap_b), seed, 30.0)
-
-
 def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibrations():
     """150 ms calibrations beside a capped neighbour left the seconds on either side 6.6-8.9
     points under (H200, 2026-12-02; 133 ms: 5.5-6.5, 108 ms: 2.8-3.5).  Here, over seeds 1-4,
     the clients' worst whole seconds read a median 0.233 with 148 ms calibrations, 0.248 with
     131 ms ones, 0.258 with 108 ms ones.  (One seed's worst alone moves a few points with any
     change that moves the grants: seed 1's a read 0.269, then 0.219 once clock readings past a
-    neighbour's charge counted, the 12 seeds' median 0.257 and 0.259.)"""
+    neighbour's charge counted, the 12 seeds' median 0.257 and 0.259.)  In 100 ms turns
+    (--no-shared-turns, or caps adding up past SHARED_TURNS_MAX; shared turns' grants are
+    calibrations' length already)."""
     worst = []
     for seed in range(1, 5):
-        sim = capped_pair_for_30_s(0.3, 0.3, seed)
+        sim = run_caps((0.3, 0.3), seed, 30.0,
+                       timing=dataclasses.replace(LAUNCHER, shared_turns=False))
         assert sim.clock is not None
         for name in ("a", "b"):
             c = sim.clients[name]
