@@ -1498,10 +1498,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="gem-schd --[no-]lone-turns for the capped and pairs runs: a capped "
                         "client alone in turns of a whole part of the second (default: on, as "
                         "gem-schd's since 2026-12-07)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="gem-schd --[no-]shared-turns for the capped and pairs runs: capped "
-                        "clients side by side share such turns, where lone turns are on "
-                        "(default: on, as gem-schd's since 2026-12-07)")
+                        "clients side by side share such turns (default: on where lone turns "
+                        "are, as gem-schd's since 2026-12-07)")
     p.add_argument("--skip-pairs", action="store_true")
     p.add_argument("--skip-rtt", action="store_true")
     p.add_argument("--keep-logs", action="store_true",
@@ -1520,6 +1520,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plan", action="store_true", help="print the units and estimated seconds")
     p.add_argument("--out", type=Path, default=Path(os.environ.get("OUT") or BENCH / "results"))
     args = p.parse_args(argv)
+    if args.shared_turns and not args.lone_turns:  # (as gem-schd refuses it)
+        p.error("--shared-turns needs lone turns (drop --no-lone-turns)")
+    if args.shared_turns is None:  # (gem-schd's default: what ran, in the results' settings)
+        args.shared_turns = args.lone_turns
     t_start = time.monotonic()
     only = [s.strip() for s in args.only.split(",") if s.strip()] or PATHS + EXTRA
     unknown = [s for s in only

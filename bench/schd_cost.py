@@ -84,13 +84,17 @@ def main() -> None:
     if args.whole_walk:
         from gemini.core.scheduler import SchedulerCore
         SchedulerCore._room_horizon_s = math.inf  # type: ignore[assignment, misc]
+    from gemini.core.scheduler import Timing  # (the --root's)
+
     cases = [run_case(int(n), args.seconds, args.clock, args.rounds,
                       5000.0 if args.long_bursts else 40.0, args.shared_turns)
              for n in args.clients.split(",")]
     print(json.dumps({"host": platform.node(), "python": platform.python_version(),
                       "date": time.strftime("%Y-%m-%d %H:%M:%S"), "root": str(args.root),
                       "whole_walk": args.whole_walk, "clock": args.clock,
-                      "long_bursts": args.long_bursts, "shared_turns": args.shared_turns,
+                      "long_bursts": args.long_bursts,
+                      "shared_turns": getattr(Timing(), "shared_turns", False)
+                      if args.shared_turns is None else args.shared_turns,
                       "command": " ".join(sys.argv), "cases": cases}, indent=1))
 
 

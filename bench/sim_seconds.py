@@ -36,6 +36,14 @@ SHARED_CASES = [(0.3, 0.7), (0.2, 0.3, 0.5)]
 SHARED_FROM_S = 8.0
 
 
+def ran_shared_turns(args: argparse.Namespace) -> bool:
+    """Were the capped clients in shared turns (where asked for none: the --root's default)?"""
+    from gemini.core.scheduler import Timing
+
+    default = getattr(Timing(), "shared_turns", False)
+    return args.lone_turns and (default if args.shared_turns is None else args.shared_turns)
+
+
 def run_case(caps: tuple[float, ...], seed: int, seconds: float,
              lone_turns: bool = True, shared_turns: bool | None = None) -> list[dict]:
     from tests.unit.sim import GpuClock, Sim  # (from --root, where given)
@@ -117,7 +125,7 @@ def main() -> None:
                             "clients": run_case(caps, seed, args.seconds, args.lone_turns,
                                                 args.shared_turns)})
     print(json.dumps({"root": str(args.root), "seconds": args.seconds, "seeds": seeds,
-                      "lone_turns": args.lone_turns, "shared_turns": args.shared_turns,
+                      "lone_turns": args.lone_turns, "shared_turns": ran_shared_turns(args),
                       "results": results}, indent=1))
 
 

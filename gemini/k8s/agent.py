@@ -56,7 +56,16 @@ from typing import Any
 
 import grpc
 
-from gemini.cli._args import add_verbosity, expand_verbosity, finite, min_quota_ms, port, positive
+from gemini.cli._args import (
+    add_verbosity,
+    expand_verbosity,
+    finite,
+    min_quota_ms,
+    port,
+    positive,
+    shared_turns_of,
+    turns_error,
+)
 from gemini.client import query_status
 from gemini.core.config import ConfigError
 from gemini.core.launch import BackendArgs, socket_path
@@ -548,6 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
                    default=b.shared_speed,
                    help="the schedulers share the GPU among uncapped pods by work (gem-schd "
                    "--[no-]shared-speed; default: on)")
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=b.lone_turns,
+                   help="a capped pod alone is paced in turns of a whole part of the short "
+                   "window (gem-schd --[no-]lone-turns; default: on)")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
+                   help="with lone turns, capped pods side by side share such turns (gem-schd "
+                   "--[no-]shared-turns; default: on where lone turns are)")
     add_verbosity(p)
     return p
 
@@ -555,11 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
 def settings_from(ns: argparse.Namespace) -> Settings:
     if ns.memory_unit_mib <= 0:
         raise ValueError("--memory-unit-mib must be at least 1")
+    if error := turns_error(ns.lone_turns, ns.shared_turns):
+        raise ValueError(error)
     backend = BackendArgs(ns.schd, ns.pmgr, "127.0.0.1", ns.port, base_quota=ns.base_quota,
                           min_quota=ns.min_quota, window=ns.window, verbose=ns.verbose,
                           metrics_port=ns.metrics_port, metrics_ip=ns.metrics_ip,
                           hand_over_at_arrival=ns.hand_over_at_arrival,
-                          shared_speed=ns.shared_speed)
+                          shared_speed=ns.shared_speed, lone_turns=ns.lone_turns,
+                          shared_turns=shared_turns_of(ns.lone_turns, ns.shared_turns))
     return Settings(state_dir=ns.state_dir.absolute(), plugin_dir=ns.plugin_dir,
                     pod_resources=ns.pod_resources, dev_dir=ns.dev_dir,
                     memory_unit_mib=ns.memory_unit_mib, secret=ns.secret,

@@ -62,3 +62,9 @@ def test_the_agents_schedulers_hand_over_as_it_is_told():
     # (and shares by work, on by default since 2026-12-06: the agent had no way back either)
     assert "--no-shared-speed" not in scheduler_argv()
     assert "--no-shared-speed" in scheduler_argv("--no-shared-speed")
+    # (and lone and shared turns, on by default since 2026-12-07: nor for these)
+    assert not {"--no-lone-turns", "--no-shared-turns"} & set(scheduler_argv())
+    assert "--no-shared-turns" in scheduler_argv("--no-shared-turns")
+    assert "--no-lone-turns" in scheduler_argv("--no-lone-turns")
+    with pytest.raises(ValueError, match="--shared-turns needs lone turns"):
+        scheduler_argv("--no-lone-turns", "--shared-turns")

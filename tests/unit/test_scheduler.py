@@ -40,6 +40,9 @@ def promised(specs: list[tuple[str, float, float]]) -> dict[str, float]:
 
 # The launchers' defaults (base 300 ms, minimum 20 ms, 10 s window); hooks report 50 ms bursts.
 LAUNCHER = Timing(0.300, 0.020, 10.0)
+# ...with capped neighbours each in 100 ms turns (gem-schd --no-shared-turns; caps that add up
+# past SHARED_TURNS_MAX are in these anyway): the tests of that path.
+HUNDRED_MS_TURNS = dataclasses.replace(LAUNCHER, shared_turns=False)
 # Without the short window: Gemini's own quota lengths, for the tests of its mechanics.
 WHOLE_QUOTAS = Timing(short_window_s=0.0)
 
@@ -819,9 +822,10 @@ def test_a_raised_cap_holds_from_the_edit_on_in_its_first_half_second(seed):
     """b, capped at 0.3 beside a capped at 0.3, is raised to 0.6.  It rested on at the old
     pace after its latest grant (70 ms after a 30 ms grant) and held 0.49-0.52 of its first
     half second on the simulator (H200, 2026-12-02: 0.48, and 0.517-0.536 of its first second
-    by work)."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
-              clock=GpuClock(), launch_s=0.0002)
+    by work).  In 100 ms turns (in shared turns: test_speed's
+    test_in_shared_turns_a_cap_raised_beside_a_capped_neighbour_leaves_it_whole)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=HUNDRED_MS_TURNS, burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002)
     sim.start("a")
     sim.start("b", 0.001)
     sim.run_until(10.0)
@@ -838,9 +842,9 @@ def test_a_calibration_leaves_its_capped_neighbour_no_second_far_under(seed):
     work, and b's 11.1, paying its lumps back (H200, 2026-12-04: a 0.254 in the second of one
     of b's).  b's calibrations
     now leave a's seconds as little to make up as its own (speed.capped_calibration,
-    beside_cap)."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=seed,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    beside_cap).  In 100 ms turns (in shared turns a calibration is one of its grants)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=HUNDRED_MS_TURNS, burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
     sim.start("a")
     sim.start("b", 0.001)
     sim.run_until(10.0)

@@ -44,7 +44,7 @@ from gemini.core.speed import (
 from gemini.core.wire import QUOTA_FLAG_CALIBRATION, Request, RequestType
 from gemini.daemon.clock import feed_clock
 from tests.unit.sim import GpuClock, Sim
-from tests.unit.test_scheduler import LAUNCHER, config, grants, quota_req
+from tests.unit.test_scheduler import HUNDRED_MS_TURNS, LAUNCHER, config, grants, quota_req
 
 
 def speed(in_grants_mhz: float, continuous_mhz: float) -> float:
@@ -580,7 +580,7 @@ def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps)
     # here (5.0-8.8 points under on the H100, 2026-12-06).  In shared turns of half a second:
     # 0.299 each, 0.4 beside 0.5 0.401 and 0.497, 0.3 beside 0.6 0.298 and 0.598 (seed 3;
     # the 0.6 held 0.536 while its room was read only to 0.9 of its 300 ms grant).
-    sim = run_caps(caps, 3, 30.0, timing=dataclasses.replace(LAUNCHER, shared_turns=True))
+    sim = run_caps(caps, 3, 30.0)
     for n, cap in zip("ab", caps, strict=True):
         low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
         assert low >= cap - 0.02, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
@@ -592,7 +592,7 @@ def shared_turns_edit(caps_after: tuple[float, float], seed: int) -> Sim:
     clock read, `caps_after` from 10 s on; 30 s in all, the clock run to the end."""
     before = 0.3 if caps_after[1] > 0.3 else 0.6
     sim = Sim([("a", 0.3, 0.3), ("b", before, before)],
-              timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0, seed=seed,
+              timing=LAUNCHER, burst_ms=5000.0, seed=seed,
               clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
     sim.start("a")
     sim.start("b", 0.001)
@@ -642,7 +642,7 @@ def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
     (SHARED_TURNS_YIELD_S): 0.289-0.296, c 0.289-0.290, b 0.282-0.285 from 11 s on."""
     specs = [("a", 0.3), ("b", 0.35), ("c", 0.3)]
     sim = Sim([(n, cap, cap) for n, cap in specs],
-              timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0,
+              timing=LAUNCHER, burst_ms=5000.0,
               seed=seed, clock=GpuClock(), launch_s=0.0002)
     for i, (n, _) in enumerate(specs):
         sim.start(n, 0.001 * i)
@@ -666,7 +666,7 @@ def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
     # measures none of its launches
 ], ids=["whole-second", "full", "uncapped", "by-the-clock"])
 def test_in_shared_turns_a_group_that_cannot_share_them_keeps_100_ms_turns(specs, launch_s):
-    sim = Sim(specs, timing=dataclasses.replace(LAUNCHER, shared_turns=True), burst_ms=5000.0,
+    sim = Sim(specs, timing=LAUNCHER, burst_ms=5000.0,
               clock=GpuClock(), launch_s={n: launch_s.get(n, 0.0002) for n, _, _ in specs})
     for i, (n, _, _) in enumerate(specs):
         sim.start(n, 0.001 * i)
@@ -803,8 +803,7 @@ def test_two_clients_capped_at_0_3_keep_their_seconds_around_each_others_calibra
     calibrations' length already)."""
     worst = []
     for seed in range(1, 5):
-        sim = run_caps((0.3, 0.3), seed, 30.0,
-                       timing=dataclasses.replace(LAUNCHER, shared_turns=False))
+        sim = run_caps((0.3, 0.3), seed, 30.0, timing=HUNDRED_MS_TURNS)
         assert sim.clock is not None
         for name in ("a", "b"):
             c = sim.clients[name]
@@ -843,10 +842,11 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
     whole lump back, and the second before one read 6.5-8.1 points under on the simulator
     (every 1 s window sliding by 50 ms, seeds 1-4; on the H100, 2026-12-06, two at 0.3 read
     6.7-8.0 points under, highs 2.4-3.3 over).  Half its excess beyond one paced grant may now
-    come in its own window, the pace after it paying that back: 4.8-6.0 points under."""
+    come in its own window, the pace after it paying that back: 4.8-6.0 points under.  In
+    100 ms turns."""
     worst = []
     for seed in range(1, 5):
-        sim = run_caps((0.3, 0.3), seed, 40.0)
+        sim = run_caps((0.3, 0.3), seed, 40.0, timing=HUNDRED_MS_TURNS)
         assert sim.clock is not None
         for name in ("a", "b"):
             seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(40, 39 * 20)]
@@ -897,8 +897,8 @@ def test_caps_that_leave_the_card_idle_a_tenth_of_the_time_hold_over_their_first
     """0.4 + 0.5: charged UNKNOWN_SPEED while they settled, for speeds of 1.01-1.06, they were
     2.1 and 1.3 points under over 10 s (H200, 2026-12-02); here up to 3.5 (12 runs: seeds 1-6,
     two start times), and within 1.3 now (their 1 s windows 3.7-10.3 under, 2.9-8.9 now).  In
-    100 ms turns, as by default, and in shared turns."""
-    for timing in (LAUNCHER, dataclasses.replace(LAUNCHER, shared_turns=True)):
+    100 ms turns, and in shared turns, as by default."""
+    for timing in (HUNDRED_MS_TURNS, LAUNCHER):
         sim = run_caps((0.4, 0.5), seed, 30.0, timing=timing)
         assert sim.clock is not None
         for name, limit in (("a", 0.4), ("b", 0.5)):
