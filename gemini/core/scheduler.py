@@ -668,7 +668,10 @@ class SchedulerCore:
             flags |= QUOTA_FLAG_CALIBRATION
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
         if turn != client.turn_s:
-            out.append(act.debug(candidate.name, self._describe_turn(candidate.name, turn, now)))
+            why = "" if turn or standing is None else self._turn_and_why(
+                standing.limit, candidate.name, now)[1]
+            out.append(act.debug(candidate.name,
+                                 self._describe_turn(candidate.name, turn, now, why)))
             client.turn_s = turn
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
@@ -1085,34 +1088,38 @@ class SchedulerCore:
         are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
         ordinary grant yet (in this group: one moved between partitions keeps its tokens, not
         its grants)."""
+        return self._turn_and_why(limit, name, now)[0]
+
+    def _turn_and_why(self, limit: float, name: str, now: float) -> tuple[float, str]:
+        """_lone_turn_s, and where that is 0, why (for the log's "back in 100 ms turns")."""
         short = self._short_window_s
         if not self.timing.lone_turns or limit >= 1.0 or short <= 0:
-            return 0.0
+            return 0.0, "no lone turns"
         if not self.timing.shared_turns and (
                 self._grace is not None or any(c.name != name for c in self.candidates)):
-            return 0.0  # (at once: this is asked several times a decision)
+            return 0.0, "beside others"  # (at once: this is asked several times a decision)
         group = self._turn_group(name, now)
         if len(group) > 1 and not self.timing.shared_turns:
-            return 0.0
+            return 0.0, "beside others"
         if (len(group) > 1
-                and sum(self.clients[n].spec.limit for n in group) > SHARED_TURNS_MAX):
-            return 0.0
+                and (caps := sum(self.clients[n].spec.limit for n in group)) > SHARED_TURNS_MAX):
+            return 0.0, f"caps adding up to {caps:.2f} side by side"
         parts = math.inf
         for n in group:
-            if not self._turns_fit(n):
-                return 0.0
+            if why := self._turns_misfit(n):
+                return 0.0, why
             parts = min(parts, math.floor(self.clients[n].spec.limit * short / LONE_PACED_WORK_S
                                           + 1e-9))
         least = 2 if len(group) > 1 else 1  # (SHARED_TURNS_MAX says why)
         if parts < least or short / parts <= self._turn_s:
-            return 0.0
-        return short / parts
+            return 0.0, "a cap too small for such turns"
+        return short / parts, ""
 
-    def _describe_turn(self, name: str, turn: float, now: float) -> str:
+    def _describe_turn(self, name: str, turn: float, now: float, why: str = "") -> str:
         """The log's line for a client whose grants go to turns of `turn` (0: the usual ones,
-        _turn_s: 100 ms with the default short window)."""
+        _turn_s: 100 ms with the default short window, `why`)."""
         if not turn:
-            return f"back in {self._turn_s * MS:.0f} ms turns"
+            return f"back in {self._turn_s * MS:.0f} ms turns" + (f": {why}" if why else "")
         group = sorted(self._turn_group(name, now) - {name})
         beside = f"shared turns with {', '.join(group)}" if group else "lone turns"
         return f"paced in turns of {turn * MS:.0f} ms ({beside})"
@@ -1128,23 +1135,27 @@ class SchedulerCore:
             group.add(self._grace[0])
         return group & set(self.clients)
 
-    def _turns_fit(self, name: str) -> bool:
-        """Can `name` be paced in whole turns (_lone_turn_s)?"""
+    def _turns_misfit(self, name: str) -> str:
+        """Why `name` cannot be paced in whole turns (_lone_turn_s; "": it can)."""
         client = self.clients[name]
-        if (client.spec.limit >= 1.0 or client.longest_grant_s == 0.0  # (clients that start
-                # together ask apart; a 10 ms burst moved between partitions took a 125 ms
-                # turn: a review)
-                or is_um(client.spec, self.um)):  # (its grants: a second or more)
-            return False
+        if client.spec.limit >= 1.0:
+            return f"{name} has no cap"
+        if client.longest_grant_s == 0.0:  # (clients that start together ask apart; a 10 ms
+            # burst moved between partitions took a 125 ms turn: a review)
+            return f"{name} has had no grant"
+        if is_um(client.spec, self.um):  # (its grants: a second or more)
+            return f"{name} uses unified memory"
         if self._clock_at is not None and not self.speed.reads_by_work(name):
             # (read by the clock, its calibrations are whole ones, lumps whatever its grants:
             # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
             # simulator)
-            return False
+            return f"{name} is read by the clock"
         # (no longer than its latest grant in turns, if that was shorter: its grants there
         # shrink as its speed rises, and its hook's bursts with them)
         grant = min(client.longest_grant_s, client.turn_grant_s or math.inf)
-        return client.burst_s >= LONG_BURST * grant  # (shorter: they pace it)
+        if client.burst_s < LONG_BURST * grant:  # (shorter: they pace it)
+            return f"{name}'s bursts of {client.burst_s * MS:.0f} ms, its grants {grant * MS:.0f}"
+        return ""
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone (or in shared turns): its limit's part of its turn
