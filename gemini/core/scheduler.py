@@ -151,8 +151,9 @@ LONG_BURST = 0.9
 # the lows of two capped at 0.3 read 5.0-8.8 points under on the H100 (2026-12-06); in
 # shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at 0.3 read
 # -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
-# turns of a whole second (K = 1, a cap under 0.24 among them): 0.3 + 0.3 beside 0.2 then held
-# 0.268 of their work each over 40 s, each grant as long as the room its last left.  Each is
+# turns of a whole second (K = 1, a cap under 0.2 among them; SHARED_PACED_WORK_MIN_S): 0.3 +
+# 0.3 beside 0.2 then held 0.268 of their work each over 40 s, each grant as long as the room
+# its last left.  Each is
 # paced from its grant's start there, not from its request (policy.Pacer.granted): their caps
 # leave the GPU idle, so a wait for it need not be made up, and made up it was a second grant
 # at once, whose 1 s window then held nothing more: a 0.3 beside a cap raised from 0.3 to 0.6
@@ -166,6 +167,13 @@ SHARED_TURNS_MAX = 0.95
 # its work over a second (0.251 in 100 ms turns), 0.289 now; 10-100 ms read the same on the
 # simulator.
 SHARED_TURNS_YIELD_S = 0.025
+# ...and a group whose smallest cap LONE_PACED_WORK_S leaves whole seconds (K = 1, a cap from
+# 0.2 to 0.24 among them) is in half seconds all the same, that cap's grant as short as this
+# much of its work: 0.2 + 0.3 + 0.3 stayed in 100 ms turns, whose lumps left their 1 s
+# windows 3.5-7.8 points under on the simulator (6.2-7.1 on the H100), in half seconds
+# 0.1-1.8 (seeds 1-4, 40 s; no GPU has run it yet).  Not for pairs that K = 2 already holds:
+# 0.3 + 0.3 in thirds of a second read 3.3 under, in halves 1.5.
+SHARED_PACED_WORK_MIN_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -1104,13 +1112,14 @@ class SchedulerCore:
         if (len(group) > 1
                 and (caps := sum(self.clients[n].spec.limit for n in group)) > SHARED_TURNS_MAX):
             return 0.0, f"caps adding up to {caps:.2f} side by side"
-        parts = math.inf
         for n in group:
             if why := self._turns_misfit(n):
                 return 0.0, why
-            parts = min(parts, math.floor(self.clients[n].spec.limit * short / LONE_PACED_WORK_S
-                                          + 1e-9))
+        smallest = min(self.clients[n].spec.limit for n in group) * short
+        parts = math.floor(smallest / LONE_PACED_WORK_S + 1e-9)
         least = 2 if len(group) > 1 else 1  # (SHARED_TURNS_MAX says why)
+        if parts < least:  # (SHARED_PACED_WORK_MIN_S)
+            parts = math.floor(smallest / SHARED_PACED_WORK_MIN_S + 1e-9)
         if parts < least or short / parts <= self._turn_s:
             return 0.0, "a cap too small for such turns"
         return short / parts, ""

@@ -587,6 +587,19 @@ def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps)
         assert max(e - s for s, e in sim.clients[n].busy) > 0.12  # (a turn's: 0.15 of work)
 
 
+@pytest.mark.parametrize("caps", [(0.2, 0.3, 0.3), (0.22, 0.5)])
+def test_a_group_with_a_cap_too_small_for_thirds_of_a_second_shares_half_seconds(caps):
+    # 0.2's part of a third of a second is 67 ms, short of LONE_PACED_WORK_S: the group was
+    # left in 100 ms turns, and its lowest 1 s windows read 3.5-7.8 points under here (the
+    # trio 6.2-7.1 on the H100, 2026-12-07), in half seconds 0.1-1.8 (SHARED_PACED_WORK_MIN_S).
+    sim = run_caps(caps, 4, 30.0)
+    for n, cap in zip("abc", caps, strict=False):
+        low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
+        assert low >= cap - 0.025, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
+    said = {log.message for log in sim.logs if log.client == "a" and "turns" in log.message}
+    assert any(m.startswith("paced in turns of 500 ms (shared turns with b") for m in said)
+
+
 def shared_turns_edit(caps_after: tuple[float, float], seed: int) -> Sim:
     """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
     clock read, `caps_after` from 10 s on; 30 s in all, the clock run to the end."""
@@ -659,7 +672,7 @@ def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
 @pytest.mark.parametrize(("specs", "launch_s"), [
     # 0.2 allows one 120 ms grant a second only: 0.3 + 0.3 beside it held 0.268 of their work
     # each over 40 s in whole-second turns (SHARED_TURNS_MAX)
-    ([("a", 0.2, 0.2), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], {}),
+    ([("a", 0.15, 0.15), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], {}),  # (0.2: half seconds)
     ([("a", 0.5, 0.5), ("b", 0.5, 0.5)], {}),  # caps that fill the GPU
     ([("a", 0.3, 0.3), ("b", 0.3, 1.0)], {}),  # an uncapped neighbour
     ([("a", 0.3, 0.3), ("b", 0.3, 0.3)], {"b": 0.0}),  # one read by the clock: b's hook
@@ -674,8 +687,8 @@ def test_in_shared_turns_a_group_that_cannot_share_them_keeps_100_ms_turns(specs
     for n, _, limit in specs:
         c = sim.clients[n]
         ordinary = [e - s for i, (s, e) in enumerate(c.busy) if i not in c.calibrations]
-        if limit < 1.0:  # (its limit's part of a 100 ms turn)
-            assert max(ordinary) <= limit * 0.1 + 1e-9, n
+        if limit < 1.0:  # (its limit's part of a 100 ms turn, the minimum quota at least)
+            assert max(ordinary) <= max(limit * 0.1, LAUNCHER.min_quota_s) + 1e-9, n
 
 
 def test_capped_clients_that_leave_the_gpu_idle_between_them_do_their_caps_of_work():
