@@ -166,6 +166,7 @@ class Sim:
         self.core = SchedulerCore(config, timing or Timing(), self.now)
         self.clients = {n: SimClient(n, i + 1) for i, (n, _, _) in enumerate(specs)}
         self.burst_ms = burst_ms
+        self.next_bursts: dict[str, list[float]] = {}  # a client's next requests' bursts (ms)
         self.hook_bursts = hook_bursts
         self.token_bursts = token_bursts
         self._rng = random.Random(seed)
@@ -223,6 +224,8 @@ class Sim:
             burst_ms = min(burst_ms, 1000 * max((e - s for s, e in c.busy), default=0.0))
         if self.token_bursts and c.busy:
             burst_ms = min(burst_ms, 1000 * (c.busy[-1][1] - c.busy[-1][0]))
+        if self.next_bursts.get(name):
+            burst_ms = self.next_bursts[name].pop(0)
         req = Request(name, c.req_id, RequestType.QUOTA,
                       (overuse_ms, burst_ms, gpu_wait_ms, *self._run(c)))
         self._handle(self.core.on_request(c.conn, req, self.now))

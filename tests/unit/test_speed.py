@@ -600,6 +600,24 @@ def test_a_group_with_a_cap_too_small_for_thirds_of_a_second_shares_half_seconds
     assert any(m.startswith("paced in turns of 500 ms (shared turns with b") for m in said)
 
 
+@pytest.mark.parametrize(("bursts", "leaves"), [([60.0], False), ([60.0, 60.0], True)])
+def test_in_shared_turns_one_short_burst_is_no_reason_to_leave_them(bursts, leaves):
+    # A JAX pair at 0.4 + 0.5 left shared turns for 0.7 s on one burst of 64 ms among its
+    # 160s (H100, 2026-12-07 09:25): two in a row are a program that syncs that often.
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0,
+              clock=GpuClock(), launch_s=0.0002)
+    sim.start("a"), sim.start("b", 0.001)
+    sim.run_until(6.0)
+    assert sim.clients["a"].busy[-1][1] - sim.clients["a"].busy[-1][0] > 0.12  # (in turns)
+    sim.next_bursts["a"] = bursts
+    before = len(sim.logs)
+    sim.run_until(8.0)
+    said = [log.message for log in sim.logs[before:] if "turns" in log.message]
+    assert bool(said) == leaves, said
+    if leaves:
+        assert said[0].startswith("back in 100 ms turns: a's bursts of 60 and 60 ms"), said
+
+
 def shared_turns_edit(caps_after: tuple[float, float], seed: int) -> Sim:
     """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
     clock read, `caps_after` from 10 s on; 30 s in all, the clock run to the end."""
