@@ -30,15 +30,22 @@ import re
 import statistics
 import sys
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-LOGS = (sys.argv[sys.argv.index("--logs") + 1] if "--logs" in sys.argv
-        else "/tmp/tail-estimators-logs")
-PREFIXES = ("h100-80gb-hbm3-20261207", "h200-20261207", "h100-80gb-hbm3-20261206", "h200-20261206")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# current gemini/core/speed.py constants (read, not imported)
-LONE_SLOW_TAIL, LATER_TAILS_FASTER = 1.05, 2
-GPU_BOUND, SETTLE_S, SPED_UP, IDLE_FOR_UNKNOWN = 0.2, 20.0, 1.03, 0.2
-UNKNOWN_SPEED, LONG_GRANTS_UNKNOWN_SPEED = 1.1, 1.05
+from gemini.core.speed import (  # (the rules the estimators apply, as the scheduler)
+    GPU_BOUND,
+    IDLE_FOR_UNKNOWN,
+    LATER_TAILS_FASTER,
+    LONE_SLOW_TAIL,
+    LONG_GRANTS_UNKNOWN_SPEED,
+    SETTLE_S,
+    SPED_UP,
+    UNKNOWN_SPEED,
+)
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+LOGS = "/tmp/tail-estimators-logs"  # (--logs)
+PREFIXES = ("h100-80gb-hbm3-20261207", "h200-20261207", "h100-80gb-hbm3-20261206", "h200-20261206")
 
 CAL = re.compile(r"\[(\d+\.\d+)\] \[([^\]]+)\] calibrated: speed ([\d.]+) \(by (work|the clock): "
                  r"([\d.]+|not measured) us per (?:graph )?launch in its grants, in the latest "
@@ -182,7 +189,7 @@ def row(kind, res, case, path, name, cap, schd, steps, grants, bare, a, b, json_
                 n=n, **est)
 
 
-def category(res_name, settings, kind):
+def category(settings, kind):
     if kind == "cap":
         return "lone" if settings.get("lone_turns") else "cap100"
     return "shared" if settings.get("shared_turns") else "turns100"
@@ -216,7 +223,7 @@ def pairs_rows(res, d, ldir):
             a = t0 + p["edited_at_s"] + (p.get("edit_applied_ms") or 0) / 1e3
         caps = {c["name"]: c["target"] for c in p["clients"]}
         idle = max(0.0, 1.0 - sum(caps.values()))
-        cat = category(res, d["settings"], "pair")
+        cat = category(d["settings"], "pair")
         for c in p["clients"]:
             if c["name"] not in steps or not c.get("granted"):
                 continue
@@ -241,7 +248,7 @@ def cap_rows(res, d, ldir):
         grants = json.loads(read_text(os.path.join(ldir, f"cap-{path}-grants.json")))
         steps = read_steps(os.path.join(ldir, f"cap-{path}-steps.jsonl"))
         cap = v["cap_target"]
-        r = row(category(res, d["settings"], "cap"), res, f"cap {cap}", path, "cap", cap, schd,
+        r = row(category(d["settings"], "cap"), res, f"cap {cap}", path, "cap", cap, schd,
                 steps, grants, v["cap_bare_rate"], steps[0][0], steps[-1][0],
                 v["cap_work_per_granted_s"], 1.0 - cap, bool(d["settings"].get("lone_turns")))
         if r:
@@ -257,8 +264,9 @@ def read_text(path: str) -> str:
 
 def main():
     verbose = "--verbose" in sys.argv
+    logs = sys.argv[sys.argv.index("--logs") + 1] if "--logs" in sys.argv else LOGS
     rows = []
-    for ldir in sorted(glob.glob(os.path.join(LOGS, "*"))):
+    for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
         res = os.path.basename(ldir)
         if not res.startswith(PREFIXES):
             continue

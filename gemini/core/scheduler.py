@@ -153,13 +153,13 @@ LONG_BURST = 0.9
 # shared turns on the simulator (`bench/sim_seconds.py --shared-turns`) two at 0.3 read
 # -2.7 / +3.3 (-6.0 / +4.5 without), 0.4 + 0.5 -5.7 / +2.9 (-4.9 / +4.5).  Not in
 # turns of a whole second (K = 1, a cap under 0.2 among them; SHARED_PACED_WORK_MIN_S): 0.3 +
-# 0.3 beside 0.2 then held 0.268 of their work each over 40 s, each grant as long as the room
-# its last left.  Each is
-# paced from its grant's start there, not from its request (policy.Pacer.granted): their caps
-# leave the GPU idle, so a wait for it need not be made up, and made up it was a second grant
-# at once, whose 1 s window then held nothing more: a 0.3 beside a cap raised from 0.3 to 0.6
-# held 0.129 of its work over a second (H200, 2026-12-07) and 0.141-0.175 on the simulator,
-# 0.296 now (the raised one 0.586-0.611 from the edit on).
+# 0.3 beside 0.2 in those held 0.268 of their work each over 40 s, each grant as long as the
+# room its last left (2026-12-07, before half seconds for 0.2).  Each is paced from its
+# grant's start there, not from its request (policy.Pacer.granted): their caps leave the GPU
+# idle, so a wait for it need not be made up, and made up it was a second grant at once,
+# whose 1 s window then held nothing more: a 0.3 beside a cap raised from 0.3 to 0.6 held
+# 0.129 of its work over a second (H200, 2026-12-07) and 0.141-0.175 on the simulator, 0.296
+# now (the raised one 0.586-0.611 from the edit on).
 SHARED_TURNS_MAX = 0.95
 # ...and one that may go waits for a neighbour there whose pace and room come round within
 # this: else it went just before, and the neighbour's grants moved on by its grant for good
@@ -1094,7 +1094,8 @@ class SchedulerCore:
         """The turn that a capped client alone is paced in (LONE_PACED_WORK_S): a whole part of
         the short window; 0 where it is not alone (another client wants the GPU, or had it
         within the short window) and not in shared turns (SHARED_TURNS_MAX), has no cap, or its
-        cap is too small for such a grant (a neighbour's too, in shared turns), or its bursts
+        cap is too small for such a grant (a neighbour's too, in shared turns, where that may be
+        as short as SHARED_PACED_WORK_MIN_S), or its bursts
         are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
         ordinary grant yet (in this group: one moved between partitions keeps its tokens, not
         its grants)."""
@@ -1103,27 +1104,35 @@ class SchedulerCore:
     def _turn_and_why(self, limit: float, name: str, now: float) -> tuple[float, str]:
         """_lone_turn_s, and where that is 0, why (for the log's "back in 100 ms turns")."""
         short = self._short_window_s
-        if not self.timing.lone_turns or limit >= 1.0 or short <= 0:
+        if limit >= 1.0:
+            return 0.0, f"{name} has no cap"
+        if not self.timing.lone_turns or short <= 0:
             return 0.0, "no lone turns"
         if not self.timing.shared_turns and (
                 self._grace is not None or any(c.name != name for c in self.candidates)):
             return 0.0, "beside others"  # (at once: this is asked several times a decision)
         group = self._turn_group(name, now)
-        if len(group) > 1 and not self.timing.shared_turns:
+        shared = len(group) > 1
+        if shared and not self.timing.shared_turns:
             return 0.0, "beside others"
-        if (len(group) > 1
-                and (caps := sum(self.clients[n].spec.limit for n in group)) > SHARED_TURNS_MAX):
-            return 0.0, f"caps adding up to {caps:.2f} side by side"
-        for n in group:
+        if shared:
+            limits = {n: self.clients[n].spec.limit for n in sorted(group)}
+            if uncapped := [n for n, cap in limits.items() if cap >= 1.0]:
+                return 0.0, f"{uncapped[0]} has no cap"
+            if (caps := sum(limits.values())) > SHARED_TURNS_MAX:
+                return 0.0, f"caps adding up to {caps:.2f} side by side"
+        for n in sorted(group):
             if why := self._turns_misfit(n):
                 return 0.0, why
         smallest = min(self.clients[n].spec.limit for n in group) * short
         parts = math.floor(smallest / LONE_PACED_WORK_S + 1e-9)
-        least = 2 if len(group) > 1 else 1  # (SHARED_TURNS_MAX says why)
-        if parts < least:  # (SHARED_PACED_WORK_MIN_S)
+        least = 2 if shared else 1  # (SHARED_TURNS_MAX says why)
+        if parts < least and shared:  # (SHARED_PACED_WORK_MIN_S)
             parts = math.floor(smallest / SHARED_PACED_WORK_MIN_S + 1e-9)
-        if parts < least or short / parts <= self._turn_s:
+        if parts < least:
             return 0.0, "a cap too small for such turns"
+        if short / parts <= self._turn_s:
+            return 0.0, f"turns of {short / parts * MS:.0f} ms, no longer than the usual"
         return short / parts, ""
 
     def _describe_turn(self, name: str, turn: float, now: float, why: str = "") -> str:
@@ -1149,8 +1158,6 @@ class SchedulerCore:
     def _turns_misfit(self, name: str) -> str:
         """Why `name` cannot be paced in whole turns (_lone_turn_s; "": it can)."""
         client = self.clients[name]
-        if client.spec.limit >= 1.0:
-            return f"{name} has no cap"
         if client.longest_grant_s == 0.0:  # (clients that start together ask apart; a 10 ms
             # burst moved between partitions took a 125 ms turn: a review)
             return f"{name} has had no grant"

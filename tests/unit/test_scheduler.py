@@ -1024,7 +1024,7 @@ def test_with_lone_turns_a_capped_client_alone_is_paced_in_a_whole_part_of_each_
     (False, 0.3, "back in 100 ms turns: beside others"),
     # in shared turns: those of the smaller cap, b's halves of a second
     (True, 0.3, "paced in turns of 500 ms (shared turns with b)"),
-    (True, 1.0, "back in 100 ms turns: caps adding up to 1.40 side by side")])
+    (True, 1.0, "back in 100 ms turns: b has no cap")])
 def test_the_log_and_the_snapshot_say_when_a_client_goes_into_turns_and_out_and_why(
         shared_turns, b_limit, then):
     # (Else a lone turn's 133 ms grants sit beside a "quota ms" of 40 in the status table,

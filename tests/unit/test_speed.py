@@ -618,6 +618,14 @@ def test_in_shared_turns_one_short_burst_is_no_reason_to_leave_them(bursts, leav
         assert said[0].startswith("back in 100 ms turns: a's bursts of 60 and 60 ms"), said
 
 
+@pytest.mark.parametrize("cap", [0.1, 0.119])
+def test_a_cap_alone_too_small_for_a_grant_of_lone_paced_work_keeps_100_ms_turns(cap):
+    # (SHARED_PACED_WORK_MIN_S is for groups: alone, 0.1-0.119 went into whole seconds of
+    # 87-103 ms grants, shorter than a calibration; a review)
+    sim = run_caps((cap,), 1, 10.0)
+    assert not [log.message for log in sim.logs if "turns" in log.message]
+
+
 def shared_turns_edit(caps_after: tuple[float, float], seed: int) -> Sim:
     """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
     clock read, `caps_after` from 10 s on; 30 s in all, the clock run to the end."""
