@@ -1487,8 +1487,7 @@ class SchedulerCore:
     def _apply_config(self, config: ResourceConfig, now: float) -> list[Action]:
         out: list[Action] = []
         old = self.clients
-        in_shared_turns = {n for n, c in old.items()
-                           if c.turn_s and len(self._turn_group(n, now)) > 1}
+        in_shared_turns = self._staying_in_shared_turns(config, now)
         self.clients = {}
         limit_changed = False
         for spec in config.clients:
@@ -1517,10 +1516,12 @@ class SchedulerCore:
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
             if spec.limit > state.spec.limit and spec.name not in in_shared_turns:
-                # (in shared turns its next grant comes at its old pace, in its turn: brought
-                # forward, it took the GPU just before a neighbour's pace came round, and that
-                # neighbour's 1 s windows lost a whole grant in 6 of 20 edits on the simulator,
-                # bench/sim_edits.py)
+                # (staying in shared turns, its next grant comes at its old pace, in its turn:
+                # brought forward, it took the GPU just before a neighbour's pace came round,
+                # and that neighbour's 1 s windows lost a whole grant in 6 of 20 edits on the
+                # simulator, bench/sim_edits.py; leaving them, for 100 ms turns, it is brought
+                # forward: at its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its first
+                # half second, 0.46-0.67 brought forward)
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             limit_changed = limit_changed or spec.limit != state.spec.limit
             if not spec.capped:
@@ -1552,6 +1553,16 @@ class SchedulerCore:
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()
         return out
+
+    def _staying_in_shared_turns(self, config: ResourceConfig, now: float) -> set[str]:
+        """The clients in shared turns whose group's caps in `config` still allow them."""
+        limits = {spec.name: spec.limit for spec in config.clients}
+        staying = set()
+        for name, client in self.clients.items():
+            group = self._turn_group(name, now) if client.turn_s else set()
+            if len(group) > 1 and sum(limits.get(n, 1.0) for n in group) <= SHARED_TURNS_MAX:
+                staying.add(name)
+        return staying
 
     def _credit_bound_s(self) -> float:
         """Two of the longest grants made while others wait: a turn, or a UM client's minimum

@@ -687,6 +687,19 @@ def test_in_shared_turns_a_cap_raised_at_any_phase_of_the_turns_leaves_its_neigh
     assert min(b) >= 0.6 - 0.03, min(b)  # (from 1 s after the edit on)
 
 
+@pytest.mark.parametrize("at", [10.05, 10.1])
+def test_a_cap_raised_out_of_shared_turns_comes_up_to_its_new_pace_at_once(at):
+    # (0.3 + 0.7 fill the GPU: 100 ms turns, where a raise brings its pace forward; kept at
+    # the old pace, as within shared turns, it held 0.27-0.31 of its first half second)
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a"), sim.start("b", 0.001)
+    sim.run_until(at)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.7, 0.7, 1 << 30)))
+    sim.run_until(at + 1.0)
+    assert sim.share("b", at, at + 0.5) >= 0.5
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
     """Three capped at 0.3, 0.35 and 0.3; b is lowered to 0.3.  Its calibration, waiting for
