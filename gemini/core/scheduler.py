@@ -128,6 +128,10 @@ WINDOW_EDGE_MAX = 0.04
 # in ~100 ms (speed.py), and a grant of 120 ms of work is that long in time at a speed up to
 # 1.2.
 LONE_PACED_WORK_S = 0.12
+# The room a capped grant waits for: a little under the grant will do.  A holder that returned
+# its token early left intervals a little shorter than the room they were given, and waiting
+# for the whole room would then wait for a whole interval more to slide out.
+ENOUGH_OF_A_GRANT = 0.9
 LONE_RECHECK_S = 0.001  # (_room_wait_s)
 # ...for a client whose bursts, as its hook says, fill the longest grant it has had, less a
 # tenth.  A hook says no burst longer than its longest token (csrc/hook/token.h), so a program
@@ -1225,10 +1229,7 @@ class SchedulerCore:
         names = [c.name for c in self.candidates]
         if self._grace is not None:
             names.append(self._grace[0])  # the expired holder, expected back at once
-        # A little under a capped grant will do: a holder that returned its token early left
-        # intervals a little shorter than the room they were given, and waiting for the whole
-        # room would then wait for a whole interval more to slide out.
-        least = 0.9 * self._capped_grant_s
+        least = ENOUGH_OF_A_GRANT * self._capped_grant_s
         standings = self._standings(names, now, least)
         best = pick(standings, least)
         waited, self._waited_for = self._waited_for, None
@@ -1315,12 +1316,11 @@ class SchedulerCore:
         out = []
         self._due_calibrations = {}
         for n in names:
-            # (0.9: as for any capped grant, a little under will do; see _select)
             cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
-            need = 0.9 * cal.length_s if cal is not None else 0.0
+            need = ENOUGH_OF_A_GRANT * cal.length_s if cal is not None else 0.0
             need = max(need, self._um_least_s(n, now))  # (room for a whole UM grant)
             lone = self._lone_paced_grant_s(self.clients[n].spec.limit, n, now)
-            need = max(need, 0.9 * lone)  # (_lone_least_s)
+            need = max(need, ENOUGH_OF_A_GRANT * lone)  # (_lone_least_s)
             ready_in = self.pacer.ready_in(n, now)
             resting = self._resting(ready_in, max(least, need))
             # (read as far as a whole grant in turns: one in shared turns may be longer than
@@ -1337,7 +1337,8 @@ class SchedulerCore:
         grants, less a tenth (as for any).  Else one that came round early (its speed moved,
         and with it its pace) took what room there was (53 ms of 126 on the simulator), and the
         second that held it read 7.7 points under."""
-        return 0.9 * self._lone_paced_grant_s(self.clients[name].spec.limit, name, now)
+        return ENOUGH_OF_A_GRANT * self._lone_paced_grant_s(self.clients[name].spec.limit, name,
+                                                            now)
 
     def _um_least_s(self, name: str, now: float) -> float:
         """The room a capped unified-memory client waits for: a whole one of its grants
