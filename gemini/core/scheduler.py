@@ -637,7 +637,8 @@ class SchedulerCore:
             min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
         longest = self._short_grant_s
-        turn = 0.0 if standing is None else self._lone_turn_s(standing.limit, candidate.name, now)
+        turn, why = (0.0, "") if standing is None else self._turn_and_why(standing.limit,
+                                                                           candidate.name, now)
         if turn:
             longest = math.inf  # (its pace cuts it: _grant_length)
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
@@ -682,8 +683,6 @@ class SchedulerCore:
             flags |= QUOTA_FLAG_CALIBRATION
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
         if turn != client.turn_s:
-            why = "" if turn or standing is None else self._turn_and_why(
-                standing.limit, candidate.name, now)[1]
             out.append(act.debug(candidate.name,
                                  self._describe_turn(candidate.name, turn, now, why)))
             client.turn_s = turn
@@ -1119,16 +1118,16 @@ class SchedulerCore:
         shared = len(group) > 1
         if shared and not self.timing.shared_turns:
             return 0.0, "beside others"
+        limits = {n: self.clients[n].spec.limit for n in sorted(group)}
         if shared:
-            limits = {n: self.clients[n].spec.limit for n in sorted(group)}
             if uncapped := [n for n, cap in limits.items() if cap >= 1.0]:
                 return 0.0, f"{uncapped[0]} has no cap"
             if (caps := sum(limits.values())) > SHARED_TURNS_MAX:
                 return 0.0, f"caps adding up to {caps:.2f} side by side"
-        for n in sorted(group):
+        for n in limits:
             if why := self._turns_misfit(n):
                 return 0.0, why
-        smallest = min(self.clients[n].spec.limit for n in group) * short
+        smallest = min(limits.values()) * short
         parts = math.floor(smallest / LONE_PACED_WORK_S + 1e-9)
         least = 2 if shared else 1  # (SHARED_TURNS_MAX says why)
         if parts < least and shared:  # (SHARED_PACED_WORK_MIN_S)
