@@ -12,9 +12,12 @@ Per capped client in each case (pairs: `pairs-<case>-*`, lone caps: `cap-<path>-
     and the JSON's mean / granted (whole measured run) beside it;
   * each estimator e(tails) / G, clamped to [1, 2] and scaled by the GPU-bound share as
     SpeedMeter.speed does, time-weighted over the steady part (each calibration's value holds
-    until the next); "logged" is the scheduler's own line.  "+floor" columns apply the current
+    until the next); "logged" is the scheduler's own line (the logs' code: until 2026-12-07
+    11:40 the slowest, "max"; since, "new4trim").  "+floor" columns apply the current
     code's settling floor (LONG_GRANTS_UNKNOWN_SPEED / UNKNOWN_SPEED scaled by idle share while
     within SETTLE_S of the client's first grant and the estimate > SPED_UP).
+Last, the same in points of share off the cap, per card: how many client-runs each estimator
+would have left more than 1 and 2 points off over their steady part.
 Extract first:  for f in bench/results/*2026120[67]*-logs.tar.xz; do
     n=$(basename $f -logs.tar.xz); mkdir -p LOGS/$n; tar xJf $f -C LOGS/$n; done
 Usage: python3 bench/tail_estimators.py [--logs LOGS] [--table] [--csv out.csv]
@@ -71,6 +74,11 @@ ESTIMATORS = {
     "last": lambda t: t[-1],
     "min": min,
     "max3": lambda t: max(t[-3:]),  # the slowest of the latest 3 only
+    "trim": lambda t: statistics.fmean(sorted(t)[1:] if len(t) >= 3 else t),  # (but the fastest)
+    "trimlast": lambda t: max(t[-1], statistics.fmean(sorted(t)[1:] if len(t) >= 3 else t)),
+    "new3": lambda t: statistics.fmean(t[-3:]),
+    "new3last": lambda t: max(t[-1], statistics.fmean(t[-3:])),
+    "new4trim": lambda t: max(t[-1], statistics.fmean(sorted(t[-4:])[1:] if len(t) >= 3 else t)),
 }
 
 
@@ -275,7 +283,7 @@ def main():
             continue
         d = json.loads(read_text(jf))
         rows += pairs_rows(res, d, ldir) + cap_rows(res, d, ldir)
-    keys = ["logged", "max", "max3", "2nd", "med", "mean", "last", "min"]
+    keys = ["logged", *ESTIMATORS]
     if "--only" in sys.argv:  # a substring of the result name (e.g. 20261207, h200)
         sub = sys.argv[sys.argv.index("--only") + 1]
         rows = [r for r in rows if sub in r["res"]]
@@ -304,6 +312,18 @@ def main():
                 print(f"   {k:7} mean {statistics.fmean(errs):+.3f}  MAE "
                       f"{statistics.fmean(abs(e) for e in errs):.3f}  worst {worst:+.3f}  "
                       f"rms {statistics.fmean(e * e for e in errs) ** 0.5:.3f}")
+    print("\n=== points of share off the cap, cap x (real / estimator - 1), over the steady part"
+          " (+: over its cap)")
+    for card in ("h100", "h200"):
+        sel = [r for r in rows if r["res"].startswith(card) and r["real"]]
+        if not sel:
+            continue
+        print(f"-- {card}: {len(sel)} client-runs")
+        for k in keys:
+            pts = [100 * r["cap"] * (r["real"] / r[k] - 1) for r in sel]
+            print(f"   {k:8} mean {statistics.fmean(pts):+.2f}  past 1: "
+                  f"{sum(abs(p) > 1 for p in pts):3}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
+                  f"worst {max(pts, key=abs):+.1f}")
     if "--csv" in sys.argv:
         import csv
         out = sys.argv[sys.argv.index("--csv") + 1]
