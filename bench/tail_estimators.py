@@ -36,6 +36,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from gemini.core.speed import (  # (the rules the estimators apply, as the scheduler)
+    ALIKE_COST_SPREAD,
     GPU_BOUND,
     IDLE_FOR_UNKNOWN,
     LATER_TAILS_FASTER,
@@ -265,6 +266,54 @@ def cap_rows(res, d, ldir):
     return rows
 
 
+def _new4trim(tails):
+    return ESTIMATORS["new4trim"](tails)
+
+
+def alike_points(rows, logs):
+    """Capped pairs of one program: each client's latest tails read alone ("own", new4trim)
+    or with those of the others in its case whose grants cost within ALIKE_COST_SPREAD
+    ("alike": the mean of the latest 4 of each but the fastest of all, or the newest of all
+    where slower), in points of share off the cap; keyed by card and kind."""
+    by_key = {(r["res"], r["case"], r["client"]): r for r in rows}
+    out = {}
+    for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
+        res = os.path.basename(ldir)
+        jf = os.path.join(RESULTS, res + ".json")
+        if not res.startswith(PREFIXES) or not os.path.exists(jf):
+            continue
+        for p in json.loads(read_text(jf)).get("pairs") or []:
+            if p["window_s"] != 10 or "capped" not in p["case"] or "," in p["path"]:
+                continue
+            tag = "pairs-" + p["case"].replace(" ", "").replace("/", "-").replace("+", "-")
+            schd_f = os.path.join(ldir, f"{tag}-schd.log")
+            if not os.path.exists(schd_f):
+                continue
+            schd = read_text(schd_f)
+            last = {}
+            for c in p["clients"]:
+                lines = [x for x in cal_lines(schd, c["name"])
+                         if x["by"] == "work" and x["tails"] and x["g"]]
+                if lines:
+                    last[c["name"]] = lines[-1]
+            for name, mine in last.items():
+                r = by_key.get((res, p["case"], name))
+                if r is None or not r["real"]:
+                    continue
+                group = [x for x in last.values()
+                         if max(x["g"], mine["g"]) <= ALIKE_COST_SPREAD * min(x["g"], mine["g"])]
+                pooled = sorted(t for x in group for t in believable(x["tails"])[-4:])
+                newest = believable(max(group, key=lambda x: x["t"])["tails"])[-1]
+                bound = 1.0 if mine["wait"] is None else min(mine["wait"] / GPU_BOUND, 1.0)
+                for k, cost in (("own", _new4trim(believable(mine["tails"]))),
+                                ("alike", max(statistics.fmean(pooled[1:] or pooled), newest))):
+                    fast = min(max(cost / mine["g"], 1.0), 2.0)
+                    speed = 1.0 + (fast - 1.0) * bound
+                    key = (res.split("-")[0], r["kind"], k)
+                    out.setdefault(key, []).append(100 * r["cap"] * (r["real"] / speed - 1))
+    return out
+
+
 def read_text(path: str) -> str:
     with open(path, errors="replace") as f:
         return f.read()
@@ -324,6 +373,13 @@ def main():
             print(f"   {k:8} mean {statistics.fmean(pts):+.2f}  past 1: "
                   f"{sum(abs(p) > 1 for p in pts):3}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
                   f"worst {max(pts, key=abs):+.1f}")
+    print("\n=== capped pairs of one program, the latest tails alone or with the alike ones'"
+          " (speed.ALIKE_TAILS_AGE_S), points of share off the cap")
+    for (card, kind, k), pts in sorted(alike_points(rows, logs).items()):
+        rms = statistics.fmean(p * p for p in pts) ** 0.5
+        print(f"   {card:5} {kind:8} {k:5} n {len(pts):3}  mean {statistics.fmean(pts):+.2f}  "
+              f"rms {rms:.2f}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
+              f"worst {max(pts, key=abs):+.1f}")
     if "--csv" in sys.argv:
         import csv
         out = sys.argv[sys.argv.index("--csv") + 1]
