@@ -271,10 +271,12 @@ def _new4trim(tails):
 
 
 def alike_points(rows, logs):
-    """Capped pairs of one program: each client's latest tails read alone ("own", new4trim)
-    or with those of the others in its case whose grants cost within ALIKE_COST_SPREAD
-    ("alike": the mean of the latest 4 of each but the fastest of all, or the newest of all
-    where slower), in points of share off the cap; keyed by card and kind."""
+    """Capped pairs: each client's tails in its last calibration line read alone ("own",
+    new4trim) or with those of the others in its case whose grants cost within
+    ALIKE_COST_SPREAD ("alike": the mean of the latest 4 of each but the fastest of all, or
+    the newest of all where slower), in points of share off the cap; keyed by card and kind.
+    Not weighted over the steady part, and no age or graphs rule: a trial (2026-12-07, not
+    in gem-schd: the JOURNAL says why)."""
     by_key = {(r["res"], r["case"], r["client"]): r for r in rows}
     out = {}
     for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
@@ -373,8 +375,8 @@ def main():
             print(f"   {k:8} mean {statistics.fmean(pts):+.2f}  past 1: "
                   f"{sum(abs(p) > 1 for p in pts):3}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
                   f"worst {max(pts, key=abs):+.1f}")
-    print("\n=== capped pairs of one program, the latest tails alone or with the alike ones'"
-          " (speed.ALIKE_TAILS_AGE_S), points of share off the cap")
+    print("\n=== capped pairs, the last calibration line's tails alone or with the alike"
+          " neighbours' (a trial, not in gem-schd), points of share off the cap")
     for (card, kind, k), pts in sorted(alike_points(rows, logs).items()):
         rms = statistics.fmean(p * p for p in pts) ** 0.5
         print(f"   {card:5} {kind:8} {k:5} n {len(pts):3}  mean {statistics.fmean(pts):+.2f}  "

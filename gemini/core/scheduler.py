@@ -513,10 +513,8 @@ class SchedulerCore:
         (the client may ask again before the last readings are fed)."""
         done = [i for i in self._calibrations if i.end <= read_until]
         self._calibrations = [i for i in self._calibrations if i.end > read_until]
-        return [act.debug(i.name, f"calibrated: speed {self._speed(i.name, i.end):.3f} ("
-                                  + self.speed.describe(
-                                      i.name, long_grants=self.clients[i.name].turn_s > 0.0)
-                                  + ")")
+        return [act.debug(i.name, f"calibrated: speed {self._speed(i.name, i.end):.3f} "
+                                  f"({self.speed.describe(i.name)})")
                 for i in done if i.name in self.clients]
 
     def wants_clock(self) -> bool:

@@ -330,21 +330,6 @@ RECENT_RUN_TAILS = 8
 # bench/results/no-gpu-20261207-1140-tail-estimators-points.txt.)
 TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
-# Capped clients alike in lone or shared turns (their grants' costs per launch within
-# ALIKE_COST_SPREAD, all in graph launches or none, tails by work that agree, the newest
-# within ALIKE_TAILS_AGE_S of each other's) read their continuous cost from their tails
-# together: one program on one card runs continuously at one cost, while the order within a
-# shared turn holds, and with it where each one's calibration falls, which moves its tails.
-# H100, 2026-12-07 11:26, torch eager at 0.4 + 0.5 in shared turns: a went after the idle part
-# of each turn, b just after a; a's tails read 195.8 us a launch on average, b's 205.6, their
-# bare run 200, and a was charged 1.033 for 1.053 done a granted second, b 1.051 for 1.023.
-# Over the capped pairs in shared turns with logs (their latest tails; bench/tail_estimators.py,
-# bench/results/no-gpu-20261207-1205-alike-tails.txt), the share off the cap over the steady
-# part: H100, 47 client-runs, rms 1.18 -> 0.57 points, 5 -> 0 runs past 2 (1.4 at worst);
-# H200, 7, 0.41 -> 0.77, 1.6 at worst.  In 100 ms turns, where the order changes, the H100's
-# 61 went from 1.19 to 1.02 only, and the simulator's highest 1 s windows rose past 5
-# points: not there.
-ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
@@ -430,8 +415,6 @@ class _Clocks:
     grant_costs: list[float] = field(default_factory=list)  # ms per launch, the latest grants'
     unsaid: int = 0  # ordinary grants in a row its hook measured nothing of (RECENT_GRANTS)
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
-    tail_at: float = 0.0  # when the calibration of the newest of them began
-    tails_shared: bool = False  # they were taken beside others uncapped (none pooled: ALIKE_TAILS)
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
@@ -447,21 +430,15 @@ class _Clocks:
         return min(self.tails, default=0.0)
 
 
-def _work_speed(clocks: _Clocks, shared: bool = False,
-                alike: list[_Clocks] | None = None) -> float | None:
+def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
     """GPU time per launch run continuously over that in its grants (None: not known); with
     `shared`, an uncapped client's beside others: the median of its tails, below 1 too (see
-    the docstring); `alike`: capped clients whose tails it shares (ALIKE_TAILS)."""
+    the docstring)."""
     costs = clocks.tail_costs if shared else _believable_tails(clocks.tail_costs)
     grants = _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
-    if shared:
-        continuous = statistics.median(costs)
-    elif alike:
-        continuous = _pooled_cost([clocks, *alike])
-    else:
-        continuous = _continuous_cost(costs)
+    continuous = statistics.median(costs) if shared else _continuous_cost(costs)
     if not shared and continuous > TAIL_SPEED_MAX * grants:
         # No clock makes that (TAIL_SPEED_MAX): its grants run other kernels than its tails
         # did, a new program under the same pod manager.  Charged 2x (SPEED_RANGE) until the
@@ -483,15 +460,6 @@ def _continuous_cost(costs: list[float]) -> float:
     latest = costs[-TAILS_AVERAGED:]
     kept = sorted(latest)[1:] if len(latest) >= TAILS_FOR_DROP else latest
     return max(statistics.fmean(kept), costs[-1])
-
-
-def _pooled_cost(group: list[_Clocks]) -> float:
-    """The continuous cost of capped clients alike (ALIKE_TAILS): the mean of the latest
-    TAILS_AVERAGED tails of each but the fastest of them all, or the newest of them all
-    where that is slower."""
-    tails = [c for clocks in group for c in _believable_tails(clocks.tail_costs)[-TAILS_AVERAGED:]]
-    newest = max(group, key=lambda clocks: clocks.tail_at).tail_costs[-1]
-    return max(statistics.fmean(sorted(tails)[1:]), newest)
 
 
 def _believable_tails(costs: list[float]) -> list[float]:
@@ -666,7 +634,6 @@ class SpeedMeter:
                 if not shared and grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants:
                     return  # (not believable: see TAIL_SPEED_MAX)
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
-                clocks.tail_at, clocks.tails_shared = clocks.calibrated_at or 0.0, shared
             else:
                 clocks.first_tail_cost = run_ms / launches
             return
@@ -727,9 +694,7 @@ class SpeedMeter:
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
-        alike = list(self._alike_tails(name, clocks).values()) if long_grants and not shared \
-            else None
-        work = _work_speed(clocks, shared, alike)
+        work = _work_speed(clocks, shared)
         if shared:
             fast = 1.0 if work is None else work
         else:
@@ -748,27 +713,13 @@ class SpeedMeter:
                     fast = max(fast, 1.0 + likely)
         return 1.0 + (fast - 1.0) * bound
 
-    def _alike_tails(self, name: str, clocks: _Clocks) -> dict[str, _Clocks]:
-        """The other capped clients whose tails `name`'s continuous cost is read with
-        (ALIKE_TAILS_AGE_S says which)."""
-        cost = _grants_cost(clocks)
-        if not clocks.tail_costs or clocks.tails_shared or cost <= 0.0:
-            return {}
-        return {n: other for n, other in self._clocks.items()
-                if n != name and other.tail_costs and not other.tails_shared
-                and other.graphs == clocks.graphs
-                and abs(other.tail_at - clocks.tail_at) <= ALIKE_TAILS_AGE_S
-                and (theirs := _grants_cost(other)) > 0.0
-                and max(theirs, cost) <= ALIKE_COST_SPREAD * min(theirs, cost)
-                and _work_speed(other) is not None}
-
     def gpu_wait(self, name: str) -> float | None:
         """The mean share of its grants it waited on the GPU (None: not said)."""
         clocks = self._clocks.get(name)
         return None if clocks is None else clocks.gpu_wait
 
-    def describe(self, name: str, shared: bool = False, long_grants: bool = False) -> str:
-        """Its clocks, for the log (`long_grants`: as speed's, the tails it is read with)."""
+    def describe(self, name: str, shared: bool = False) -> str:
+        """Its clocks, for the log."""
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
@@ -784,10 +735,6 @@ class SpeedMeter:
             return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "
                     f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
-        if by == "work" and long_grants and (alike := self._alike_tails(name, clocks)):
-            costs += "; read with " + "; ".join(
-                f"{n}'s " + ", ".join(f"{1e3 * c:.1f}" for c in other.tail_costs)
-                for n, other in sorted(alike.items()))
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "

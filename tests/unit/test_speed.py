@@ -12,8 +12,6 @@ from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
 from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
 from gemini.core.speed import (
-    ALIKE_COST_SPREAD,
-    ALIKE_TAILS_AGE_S,
     CALIBRATION_S,
     CALIBRATION_SETTLE_S,
     DRIFT,
@@ -1198,56 +1196,6 @@ def test_the_speed_by_work_is_its_latest_tails_cost_over_the_grants_cost_per_lau
     for _ in range(TAILS_AVERAGED):  # (0.254 is then no longer among the latest four)
         meter.ran("a", 80.0, 320, calibrating=True)
     assert meter.speed("a") == pytest.approx(1.25)
-
-
-def alike_pair(b_cost: float = 0.1956, b_graphs: bool = False, b_at: float = -20.0,
-               b_shared: bool = False) -> SpeedMeter:
-    """a and b capped, a's grants 189.5 us a launch and its tails 194.0-197.0; b's grants
-    `b_cost` ms, its tails 204.0-207.0, begun `b_at` s after a's (H100, torch eager at 0.4 +
-    0.5 in shared turns: a went after the idle part of each turn, b just after it; their bare
-    run 200 us a launch)."""
-    meter = SpeedMeter()
-    for name, cost, tails, at, graphs, shared in (
-            ("a", 0.1895, (19.4, 19.5, 19.7, 19.6), 0.0, False, False),
-            ("b", b_cost, (20.4, 20.5, 20.7, 20.6), b_at, b_graphs, b_shared)):
-        for _ in range(RECENT_GRANTS):
-            meter.ran(name, cost * 100, 100, calibrating=False, graphs=graphs)
-        for k, run_ms in enumerate((run_ms + 1.0 for run_ms in tails[:1]), start=0):
-            meter.calibrating(name, at + k)  # (the first: a floor only)
-            meter.ran(name, run_ms, 100, calibrating=True, graphs=graphs, shared=shared)
-        for k, run_ms in enumerate(tails, start=1):
-            meter.calibrating(name, at + 3.0 * k, shared=shared)
-            meter.ran(name, run_ms, 100, calibrating=True, graphs=graphs, shared=shared)
-    return meter
-
-
-def test_capped_clients_alike_in_turns_read_their_continuous_cost_from_their_tails_together():
-    meter = alike_pair()
-    own_a = statistics.fmean([0.195, 0.196, 0.197]) / 0.1895  # (its fastest left out)
-    own_b = statistics.fmean([0.205, 0.206, 0.207]) / 0.1956
-    assert meter.speed("a") == pytest.approx(own_a)  # (in 100 ms turns: each its own)
-    assert meter.speed("b") == pytest.approx(own_b)
-    pooled = statistics.fmean([0.195, 0.196, 0.197, 0.204, 0.205, 0.206, 0.207])  # (but 0.194)
-    assert meter.speed("a", long_grants=True) == pytest.approx(pooled / 0.1895)
-    assert meter.speed("b", long_grants=True) == pytest.approx(pooled / 0.1956)
-    assert "read with b's 194.0" not in meter.describe("a")
-    assert "read with b's 204.0, 205.0, 207.0, 206.0" in meter.describe("a", long_grants=True)
-    # b's newest tail, the newest of all, is slower than the mean: a card still heating.
-    meter.calibrating("b", 40.0)
-    meter.ran("b", 21.0, 100, calibrating=True)
-    assert meter.speed("a", long_grants=True) == pytest.approx(0.210 / 0.1895)
-
-
-@pytest.mark.parametrize("apart", [
-    {"b_cost": 0.1895 * ALIKE_COST_SPREAD * 1.01},  # (another program)
-    {"b_graphs": True},  # (its hook counts graph launches)
-    {"b_at": -ALIKE_TAILS_AGE_S - 10.0},  # (tails of another time)
-    {"b_shared": True}])  # (taken uncapped, beside others)
-def test_clients_not_alike_read_their_own_tails_in_turns(apart):
-    meter = alike_pair(**apart)
-    own_a = statistics.fmean([0.195, 0.196, 0.197]) / 0.1895
-    assert meter.speed("a", long_grants=True) == pytest.approx(own_a)
-    assert "read with" not in meter.describe("a", long_grants=True)
 
 
 def test_a_tail_far_slower_than_any_clock_could_make_it_is_not_kept():
