@@ -323,8 +323,9 @@ RECENT_RUN_TAILS = 8
 # simulator's does; with the mean of all 8 but the fastest, a pair at 0.3 in 100 ms turns
 # read a 1 s window 5.4 points over there).  The slowest of the 8, the rule until 2026-12-07,
 # charged capped clients on the H100 for more than their grants did: 0.9 points of share
-# under their caps on average over their steady part, 13 of 147 client-runs more than 2
-# points under; this rule 0.5 under, 2 runs past 2 points (2.4 at most), and on the H200 0.2
+# under their caps on average over their steady part as charged (the scheduler's own lines,
+# its settling floor with them; 0.8 for the rule alone), 13 of 147 client-runs more than 2
+# points under (12); this rule 0.5 under, 2 runs past 2 points (2.4 at most), and on the H200 0.2
 # over, none past 1.2 (the slowest: 0.2 under).  (bench/tail_estimators.py, "new4trim": 162
 # client-runs of 2026-12-06/07 with their logs kept,
 # bench/results/no-gpu-20261207-1140-tail-estimators-points.txt.)
