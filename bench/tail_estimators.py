@@ -45,6 +45,7 @@ from gemini.core.speed import (  # (the rules the estimators apply, as the sched
     SETTLE_S,
     SPED_UP,
     UNKNOWN_SPEED,
+    _continuous_cost,
 )
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -79,7 +80,7 @@ ESTIMATORS = {
     "trimlast": lambda t: max(t[-1], statistics.fmean(sorted(t)[1:] if len(t) >= 3 else t)),
     "new3": lambda t: statistics.fmean(t[-3:]),
     "new3last": lambda t: max(t[-1], statistics.fmean(t[-3:])),
-    "new4trim": lambda t: max(t[-1], statistics.fmean(sorted(t[-4:])[1:] if len(t) >= 3 else t)),
+    "new4trim": _continuous_cost,  # (the scheduler's rule since 2026-12-07 11:40)
 }
 
 
@@ -204,6 +205,20 @@ def category(settings, kind):
     return "shared" if settings.get("shared_turns") else "turns100"
 
 
+def results_with_logs(logs):
+    """(result name, its JSON, its extracted logs' folder) for each result under `logs`."""
+    for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
+        res = os.path.basename(ldir)
+        jf = os.path.join(RESULTS, res + ".json")
+        if res.startswith(PREFIXES) and os.path.exists(jf):
+            yield res, json.loads(read_text(jf)), ldir
+
+
+def case_tag(case):
+    """A pairs case's log files' prefix (bench/paths.py)."""
+    return "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
+
+
 def pairs_rows(res, d, ldir):
     rows = []
     seen = set()
@@ -211,7 +226,7 @@ def pairs_rows(res, d, ldir):
         if p["window_s"] != 10 or "capped" not in p["case"]:
             continue
         case = p["case"]
-        tag = "pairs-" + case.replace(" ", "").replace("/", "-").replace("+", "-")
+        tag = case_tag(case)
         schd_f = os.path.join(ldir, f"{tag}-schd.log")
         if not os.path.exists(schd_f) or case in seen:
             continue
@@ -266,10 +281,6 @@ def cap_rows(res, d, ldir):
     return rows
 
 
-def _new4trim(tails):
-    return ESTIMATORS["new4trim"](tails)
-
-
 def alike_points(rows, logs):
     """Capped pairs: each client's tails in its last calibration line read alone ("own",
     new4trim) or with those of the others in its case whose grants cost within
@@ -279,16 +290,11 @@ def alike_points(rows, logs):
     in gem-schd: the JOURNAL says why)."""
     by_key = {(r["res"], r["case"], r["client"]): r for r in rows}
     out = {}
-    for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
-        res = os.path.basename(ldir)
-        jf = os.path.join(RESULTS, res + ".json")
-        if not res.startswith(PREFIXES) or not os.path.exists(jf):
-            continue
-        for p in json.loads(read_text(jf)).get("pairs") or []:
+    for res, d, ldir in results_with_logs(logs):
+        for p in d.get("pairs") or []:
             if p["window_s"] != 10 or "capped" not in p["case"] or "," in p["path"]:
                 continue
-            tag = "pairs-" + p["case"].replace(" ", "").replace("/", "-").replace("+", "-")
-            schd_f = os.path.join(ldir, f"{tag}-schd.log")
+            schd_f = os.path.join(ldir, f"{case_tag(p['case'])}-schd.log")
             if not os.path.exists(schd_f):
                 continue
             schd = read_text(schd_f)
@@ -307,7 +313,7 @@ def alike_points(rows, logs):
                 pooled = sorted(t for x in group for t in believable(x["tails"])[-4:])
                 newest = believable(max(group, key=lambda x: x["t"])["tails"])[-1]
                 bound = 1.0 if mine["wait"] is None else min(mine["wait"] / GPU_BOUND, 1.0)
-                for k, cost in (("own", _new4trim(believable(mine["tails"]))),
+                for k, cost in (("own", _continuous_cost(believable(mine["tails"]))),
                                 ("alike", max(statistics.fmean(pooled[1:] or pooled), newest))):
                     fast = min(max(cost / mine["g"], 1.0), 2.0)
                     speed = 1.0 + (fast - 1.0) * bound
@@ -325,14 +331,7 @@ def main():
     verbose = "--verbose" in sys.argv
     logs = sys.argv[sys.argv.index("--logs") + 1] if "--logs" in sys.argv else LOGS
     rows = []
-    for ldir in sorted(glob.glob(os.path.join(logs, "*"))):
-        res = os.path.basename(ldir)
-        if not res.startswith(PREFIXES):
-            continue
-        jf = os.path.join(RESULTS, res + ".json")
-        if not os.path.exists(jf):
-            continue
-        d = json.loads(read_text(jf))
+    for res, d, ldir in results_with_logs(logs):
         rows += pairs_rows(res, d, ldir) + cap_rows(res, d, ldir)
     keys = ["logged", *ESTIMATORS]
     if "--only" in sys.argv:  # a substring of the result name (e.g. 20261207, h200)
