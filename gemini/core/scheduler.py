@@ -176,7 +176,8 @@ SHARED_TURNS_YIELD_S = 0.025
 # 0.2 to 0.24 among them) is in half seconds all the same, that cap's grant as short as this
 # much of its work: 0.2 + 0.3 + 0.3 stayed in 100 ms turns, whose lumps left their 1 s
 # windows 3.5-7.8 points under on the simulator (6.2-7.1 on the H100), in half seconds
-# 0.1-1.8 (seeds 1-4, 40 s; no GPU has run it yet).  Not for pairs that K = 2 already holds:
+# 0.1-1.8 (seeds 1-4, 40 s; on the H100, 2026-12-07 10:52, 1.2 / 1.9 / 3.1 against 3.7 /
+# 6.1 / 5.7 in 100 ms turns, one machine).  Not for pairs that K = 2 already holds:
 # 0.3 + 0.3 in thirds of a second read 3.3 under, in halves 1.5.
 SHARED_PACED_WORK_MIN_S = 0.1
 
