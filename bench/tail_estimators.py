@@ -46,6 +46,7 @@ from gemini.core.speed import (  # (the rules the estimators apply, as the sched
     SPED_UP,
     UNKNOWN_SPEED,
     _continuous_cost,
+    _tails_mean,
 )
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -284,10 +285,16 @@ def cap_rows(res, d, ldir):
 def alike_points(rows, logs):
     """Capped pairs: each client's tails in its last calibration line read alone ("own",
     new4trim) or with those of the others in its case whose grants cost within
-    ALIKE_COST_SPREAD ("alike": the mean of the latest 4 of each but the fastest of all, or
-    the newest of all where slower), in points of share off the cap; keyed by card and kind.
-    Not weighted over the steady part, and no age or graphs rule: a trial (2026-12-07, not
-    in gem-schd: the JOURNAL says why)."""
+    ALIKE_COST_SPREAD: the mean of the latest 4 of each but the fastest of all, and
+      "pooled"     as much more as the newest tail of all reads over its own client's mean
+                   (gem-schd's rule in shared turns since 2026-12-07: speed._pooled_cost);
+      "newest-all" or the newest tail of all where slower (the rule tried and reverted
+                   in 49df44d: whoever calibrated last set everyone's cost);
+      "own-heat"   as much more as its own newest tail reads over its own mean;
+      "no-heat"    nothing more;
+      "own-newest" or its own newest tail where slower;
+    in points of share off the cap, keyed by card, kind and rule.  Not weighted over the steady
+    part, and no age or graphs rule."""
     by_key = {(r["res"], r["case"], r["client"]): r for r in rows}
     out = {}
     for res, d, ldir in results_with_logs(logs):
@@ -310,11 +317,18 @@ def alike_points(rows, logs):
                     continue
                 group = [x for x in last.values()
                          if max(x["g"], mine["g"]) <= ALIKE_COST_SPREAD * min(x["g"], mine["g"])]
-                pooled = sorted(t for x in group for t in believable(x["tails"])[-4:])
-                newest = believable(max(group, key=lambda x: x["t"])["tails"])[-1]
+                pooled = statistics.fmean(sorted(
+                    t for x in group for t in believable(x["tails"])[-4:])[1:])
+                newest = believable(max(group, key=lambda x: x["t"])["tails"])
+                own = believable(mine["tails"])
                 bound = 1.0 if mine["wait"] is None else min(mine["wait"] / GPU_BOUND, 1.0)
-                for k, cost in (("own", _continuous_cost(believable(mine["tails"]))),
-                                ("alike", max(statistics.fmean(pooled[1:] or pooled), newest))):
+                for k, cost in (
+                        ("own", _continuous_cost(own)),
+                        ("pooled", pooled + max(newest[-1] - _tails_mean(newest), 0.0)),
+                        ("newest-all", max(pooled, newest[-1])),
+                        ("own-heat", pooled + max(own[-1] - _tails_mean(own), 0.0)),
+                        ("no-heat", pooled),
+                        ("own-newest", max(pooled, own[-1]))):
                     fast = min(max(cost / mine["g"], 1.0), 2.0)
                     speed = 1.0 + (fast - 1.0) * bound
                     key = (res.split("-")[0], r["kind"], k)
@@ -375,10 +389,10 @@ def main():
                   f"{sum(abs(p) > 1 for p in pts):3}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
                   f"worst {max(pts, key=abs):+.1f}")
     print("\n=== capped pairs, the last calibration line's tails alone or with the alike"
-          " neighbours' (a trial, not in gem-schd), points of share off the cap")
+          " neighbours' (alike_points says which rule is gem-schd's), points of share off the cap")
     for (card, kind, k), pts in sorted(alike_points(rows, logs).items()):
         rms = statistics.fmean(p * p for p in pts) ** 0.5
-        print(f"   {card:5} {kind:8} {k:5} n {len(pts):3}  mean {statistics.fmean(pts):+.2f}  "
+        print(f"   {card:5} {kind:8} {k:10} n {len(pts):3}  mean {statistics.fmean(pts):+.2f}  "
               f"rms {rms:.2f}  past 2: {sum(abs(p) > 2 for p in pts):3}  "
               f"worst {max(pts, key=abs):+.1f}")
     if "--csv" in sys.argv:

@@ -276,6 +276,7 @@ class ClientState:
     longest_grant_s: float = 0.0  # (but calibrations; its hook says no longer burst: LONG_BURST)
     turn_grant_s: float = 0.0  # its latest such grant in lone or shared turns (LONG_BURST)
     turn_s: float = 0.0  # the turn its latest grant was paced in (_lone_turn_s; 0: 100 ms ones)
+    turn_mates: frozenset[str] = frozenset()  # the others in that turn, if shared (speed.py)
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
@@ -514,8 +515,8 @@ class SchedulerCore:
         (the client may ask again before the last readings are fed)."""
         done = [i for i in self._calibrations if i.end <= read_until]
         self._calibrations = [i for i in self._calibrations if i.end > read_until]
-        return [act.debug(i.name, f"calibrated: speed {self._speed(i.name, i.end):.3f} "
-                                  f"({self.speed.describe(i.name)})")
+        return [act.debug(i.name, f"calibrated: speed {self._speed(i.name, i.end):.3f} ("
+                                  + self.speed.describe(i.name, mates=self._mates(i.name)) + ")")
                 for i in done if i.name in self.clients]
 
     def wants_clock(self) -> bool:
@@ -668,10 +669,11 @@ class SchedulerCore:
         if calibrating and client.spec.capped:  # (the clock's readings: for capped clients)
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
+        client.turn_mates = frozenset(self._turn_group(candidate.name, now) - {candidate.name}
+                                      if turn else ())
         if client.spec.capped:
             # (in shared turns, paced from the grant: SHARED_TURNS_MAX)
-            shared = turn > 0 and len(self._turn_group(candidate.name, now)) > 1
-            asked = now if shared else candidate.arrived
+            asked = now if client.turn_mates else candidate.arrived
             self.pacer.granted(candidate.name, asked, length, client.spec.limit)
         # No standing: _select found this client the only one waiting, no expired holder due
         # back, and no cap.  Then the hook may run on a little past this token's end instead
@@ -823,7 +825,14 @@ class SchedulerCore:
                                 is not None,
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
                                 if spec.capped else 1.0,
-                                long_grants=client.turn_s > 0.0 if in_turns is None else in_turns)
+                                long_grants=client.turn_s > 0.0 if in_turns is None else in_turns,
+                                mates=self._mates(name) if in_turns is not False else ())
+
+    def _mates(self, name: str) -> frozenset[str]:
+        """The capped clients `name` shared its latest turn with (speed.ALIKE_TAILS_AGE_S)."""
+        client = self.clients[name]
+        return frozenset(n for n in client.turn_mates
+                         if n in self.clients and self.clients[n].spec.capped)
 
     def _by_time(self, client: ClientState, now: float, names: list[str] | None = None) -> bool:
         """Does this uncapped client share by time, its speed beside others not charged?  Where

@@ -90,6 +90,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 CALIBRATION_S = 0.2  # a calibration grant: the clock settles in ~100 ms of continuous work
@@ -331,6 +332,23 @@ RECENT_RUN_TAILS = 8
 # bench/results/no-gpu-20261207-1140-tail-estimators-points.txt.)
 TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
+# Capped clients alike in shared turns (the scheduler names those in its turns; their grants'
+# costs per launch within ALIKE_COST_SPREAD, all in graph launches or none, each one's tails
+# by work agreeing, the newest of each within ALIKE_TAILS_AGE_S of the others') read their
+# continuous cost from their tails together (_pooled_cost): one program on one card runs
+# continuously at one cost, but the order within a shared turn holds, and with it where each
+# one's calibration falls, which moves its tails.  H100, 2026-12-07 11:26, torch eager at
+# 0.4 + 0.5: a went after the idle part of each turn, b just after a; a's tails read 195.8 us
+# a launch on average, b's 205.6, their bare run 200, and a was charged 1.033 for 1.053 done a
+# granted second, b 1.051 for 1.023: b ran 2.3 points under its cap over 10 s.  Over the
+# H100's capped pairs in shared turns (each client's last calibration line; bench/
+# tail_estimators.py, "alike+last"), the share off the cap: 47 client-runs, rms 1.18 ->
+# 0.57 points, 5 -> 0 past 2; the H200's 7, 0.41 -> 0.67, none past 2 either way.  Heating is
+# read from the newest tail against its own client's mean, not against all: the newest tail
+# of all read against the pooled mean would charge everyone by whoever calibrated last.  Not
+# in 100 ms turns, where the order changes from turn to turn (the H100's 61 client-runs
+# there: 1.19 -> 1.04 only), nor in lone ones.
+ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
@@ -416,6 +434,7 @@ class _Clocks:
     grant_costs: list[float] = field(default_factory=list)  # ms per launch, the latest grants'
     unsaid: int = 0  # ordinary grants in a row its hook measured nothing of (RECENT_GRANTS)
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
+    tail_at: float = 0.0  # when the calibration of the newest of them began
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
@@ -431,15 +450,22 @@ class _Clocks:
         return min(self.tails, default=0.0)
 
 
-def _work_speed(clocks: _Clocks, shared: bool = False) -> float | None:
+def _work_speed(clocks: _Clocks, shared: bool = False,
+                alike: list[_Clocks] | None = None) -> float | None:
     """GPU time per launch run continuously over that in its grants (None: not known); with
     `shared`, an uncapped client's beside others: the median of its tails, below 1 too (see
-    the docstring)."""
+    the docstring); `alike`: capped clients in its shared turns whose tails it is read with
+    (ALIKE_TAILS_AGE_S)."""
     costs = clocks.tail_costs if shared else _believable_tails(clocks.tail_costs)
     grants = _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
-    continuous = statistics.median(costs) if shared else _continuous_cost(costs)
+    if shared:
+        continuous = statistics.median(costs)
+    elif alike:
+        continuous = _pooled_cost([clocks, *alike])
+    else:
+        continuous = _continuous_cost(costs)
     if not shared and continuous > TAIL_SPEED_MAX * grants:
         # No clock makes that (TAIL_SPEED_MAX): its grants run other kernels than its tails
         # did, a new program under the same pod manager.  Charged 2x (SPEED_RANGE) until the
@@ -455,12 +481,28 @@ def _by_work(clocks: _Clocks) -> bool:
 
 
 def _continuous_cost(costs: list[float]) -> float:
-    """A capped client's continuous cost from its latest tails (oldest first): the mean of the
-    latest TAILS_AVERAGED but the fastest (all, where there are fewer than TAILS_FOR_DROP), or
-    the newest where that is slower (a card still heating)."""
-    latest = costs[-TAILS_AVERAGED:]
-    kept = sorted(latest)[1:] if len(latest) >= TAILS_FOR_DROP else latest
-    return max(statistics.fmean(kept), costs[-1])
+    """A capped client's continuous cost from its latest tails (oldest first): their mean
+    (_tails_mean), or the newest where that is slower (a card still heating)."""
+    return max(_tails_mean(costs), costs[-1])
+
+
+def _tails_mean(costs: list[float]) -> float:
+    """The mean of the latest TAILS_AVERAGED tails but the fastest."""
+    return _mean_but_fastest(costs[-TAILS_AVERAGED:])
+
+
+def _mean_but_fastest(costs: list[float]) -> float:
+    """(all, where there are fewer than TAILS_FOR_DROP)"""
+    return statistics.fmean(sorted(costs)[1:] if len(costs) >= TAILS_FOR_DROP else costs)
+
+
+def _pooled_cost(group: list[_Clocks]) -> float:
+    """The continuous cost of capped clients alike in shared turns (ALIKE_TAILS_AGE_S): the
+    mean of the latest TAILS_AVERAGED tails of each but the fastest of them all, and as much
+    more as the newest tail of all reads over its own client's mean (a card still heating)."""
+    tails = [c for clocks in group for c in _believable_tails(clocks.tail_costs)[-TAILS_AVERAGED:]]
+    newest = _believable_tails(max(group, key=lambda clocks: clocks.tail_at).tail_costs)
+    return _mean_but_fastest(tails) + max(newest[-1] - _tails_mean(newest), 0.0)
 
 
 def _believable_tails(costs: list[float]) -> list[float]:
@@ -635,6 +677,7 @@ class SpeedMeter:
                 if not shared and grants > 0.0 and run_ms / launches > TAIL_SPEED_MAX * grants:
                     return  # (not believable: see TAIL_SPEED_MAX)
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
+                clocks.tail_at = clocks.calibrated_at or 0.0
             else:
                 clocks.first_tail_cost = run_ms / launches
             return
@@ -677,7 +720,8 @@ class SpeedMeter:
         clocks.cost_then = _grants_cost(clocks)  # (for clients beside others)
 
     def speed(self, name: str, now: float = math.inf, shared: bool = False,
-              calibrates: bool = True, idle: float = 1.0, long_grants: bool = False) -> float:
+              calibrates: bool = True, idle: float = 1.0, long_grants: bool = False,
+              mates: Collection[str] = ()) -> float:
         """Work per second of its grants ÷ work per second run continuously, at `now` (by
         default, long after its first reading): the GPU's speed-up, as far as the GPU sets its
         pace (its share waited, up to GPU_BOUND).  1 for a client never read; at least
@@ -690,12 +734,13 @@ class SpeedMeter:
         `idle`: the share of the GPU that it and its neighbours leave idle (0 beside an uncapped
         one, or caps that fill it: no floor, as its grants run at the card's continuous clock
         and no calibration comes; under IDLE_FOR_UNKNOWN, a floor that much lower).
-        `long_grants`: it is paced in lone or shared turns (LONG_GRANTS_UNKNOWN_SPEED)."""
+        `long_grants`: it is paced in lone or shared turns (LONG_GRANTS_UNKNOWN_SPEED);
+        `mates`: the capped clients in its shared turns (ALIKE_TAILS_AGE_S)."""
         clocks = self._clocks.get(name)
         if clocks is None:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
-        work = _work_speed(clocks, shared)
+        work = _work_speed(clocks, shared, None if shared else [*self._alike(name, mates).values()])
         if shared:
             fast = 1.0 if work is None else work
         else:
@@ -714,13 +759,28 @@ class SpeedMeter:
                     fast = max(fast, 1.0 + likely)
         return 1.0 + (fast - 1.0) * bound
 
+    def _alike(self, name: str, mates: Collection[str]) -> dict[str, _Clocks]:
+        """Those of `mates` whose tails `name`'s continuous cost is read with
+        (ALIKE_TAILS_AGE_S says which), by name."""
+        clocks = self._clocks.get(name)
+        cost = 0.0 if clocks is None else _grants_cost(clocks)
+        if clocks is None or not clocks.tail_costs or cost <= 0.0:
+            return {}
+        return {n: other for n in sorted(mates)
+                if n != name and (other := self._clocks.get(n)) is not None
+                and other.tail_costs and other.graphs == clocks.graphs
+                and abs(other.tail_at - clocks.tail_at) <= ALIKE_TAILS_AGE_S
+                and (theirs := _grants_cost(other)) > 0.0
+                and max(theirs, cost) <= ALIKE_COST_SPREAD * min(theirs, cost)
+                and _work_speed(other) is not None}
+
     def gpu_wait(self, name: str) -> float | None:
         """The mean share of its grants it waited on the GPU (None: not said)."""
         clocks = self._clocks.get(name)
         return None if clocks is None else clocks.gpu_wait
 
-    def describe(self, name: str, shared: bool = False) -> str:
-        """Its clocks, for the log."""
+    def describe(self, name: str, shared: bool = False, mates: Collection[str] = ()) -> str:
+        """Its clocks, for the log (`mates`: as speed's, the tails it is read with)."""
         clocks = self._clocks.get(name, _Clocks())
         tails = ", ".join(f"{mhz:.0f}" for mhz in clocks.tails) or "none"
         wait = "not said" if clocks.gpu_wait is None else f"{clocks.gpu_wait:.1%}"
@@ -736,6 +796,10 @@ class SpeedMeter:
             return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "
                     f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
+        if by == "work" and (alike := self._alike(name, mates)):
+            costs += "; read with " + "; ".join(
+                f"{n}'s " + ", ".join(f"{1e3 * c:.1f}" for c in other.tail_costs)
+                for n, other in alike.items())
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
