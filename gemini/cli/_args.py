@@ -80,6 +80,25 @@ def one_gpu(text: str) -> str:
     return gpus[0]
 
 
+def add_turns_flags(p: argparse.ArgumentParser, who: str = "client",
+                    lone_default: bool = True, passed_on: bool = True) -> None:
+    """gem-schd's --[no-]lone-turns and --[no-]shared-turns, as gem-schd declares them or as a
+    launcher that passes them on to it (`passed_on`); `who`: what the launcher calls a client."""
+    lone, shared = ((" (gem-schd --[no-]lone-turns; default: on)",
+                     " (gem-schd --[no-]shared-turns; default: on where lone turns are)")
+                    if passed_on else
+                    (", each grant as long as a calibration, so that its 1 s windows hold "
+                     "(README: Alone, a cap in turns of a whole part of the second; default: "
+                     "on; --no-lone-turns: its limit's part of 100 ms turns)",
+                     ", all in the same (README: Capped neighbours in shared turns; default: on "
+                     "where lone turns are; --no-shared-turns: each in 100 ms turns)"))
+    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=lone_default,
+                   help=f"a capped {who} alone is paced in turns of a whole part of the short "
+                   f"window{lone}")
+    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"with lone turns, capped {who}s side by side share such turns{shared}")
+
+
 def turns_error(lone_turns: bool, shared_turns: bool | None) -> str | None:
     """What is wrong with gem-schd's --[no-]lone-turns and --[no-]shared-turns together (None:
     nothing; `shared_turns` None: not given): launch-backend refuses it before it starts any

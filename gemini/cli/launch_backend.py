@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO
 
 from gemini.cli._args import (
+    add_turns_flags,
     add_verbosity,
     expand_verbosity,
     finite,
@@ -113,12 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default=True,
                    help="hand the GPU on when the holder's token ends at its hook, not at its "
                    "grant's end (gem-schd --[no-]hand-over-at-arrival; default: on)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
-                   help="a capped client alone is paced in turns of a whole part of the short "
-                   "window (gem-schd --[no-]lone-turns; default: on)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
-                   help="with lone turns, capped clients side by side share such turns "
-                   "(gem-schd --[no-]shared-turns; default: on where lone turns are)")
+    add_turns_flags(p)
     mps = p.add_argument_group("spatial partitions (README: Spatial sharing)")
     mps.add_argument("--mps-dir", metavar="DIR",
                      help="the MPS control daemon's pipe and log directories and the state file "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from gemini.cli._args import (
     add_secret_file,
+    add_turns_flags,
     add_verbosity,
     expand_verbosity,
     finite,
@@ -84,15 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "plus the time its grants take to reach its pod manager, as the pod manager "
                    "reports (up to 2 ms; README: Hand-overs at the grant's arrival; default: "
                    "on; --no-hand-over-at-arrival: at the grant's end, as Gemini does)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=True,
-                   help="a capped client alone is paced in turns of a whole part of the short "
-                   "window, each grant as long as a calibration, so that its 1 s windows hold "
-                   "(README: Alone, a cap in turns of a whole part of the second; default: on; "
-                   "--no-lone-turns: its limit's part of 100 ms turns)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
-                   help="with lone turns, capped clients side by side are paced in such turns "
-                   "too, all in the same (README: Capped neighbours in shared turns; default: "
-                   "on where lone turns are; --no-shared-turns: each in 100 ms turns)")
+    add_turns_flags(p, passed_on=False)
     p.add_argument("--present-gpus", type=_present_gpus, default=None, metavar="LIST",
                    help="the machine's GPUs as launch-backend found them (INDEX=UUID,...): the "
                    "config's GPUs are checked against them at start and on each edit, as "

@@ -57,6 +57,7 @@ from typing import Any
 import grpc
 
 from gemini.cli._args import (
+    add_turns_flags,
     add_verbosity,
     expand_verbosity,
     finite,
@@ -557,12 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
                    default=b.shared_speed,
                    help="the schedulers share the GPU among uncapped pods by work (gem-schd "
                    "--[no-]shared-speed; default: on)")
-    p.add_argument("--lone-turns", action=argparse.BooleanOptionalAction, default=b.lone_turns,
-                   help="a capped pod alone is paced in turns of a whole part of the short "
-                   "window (gem-schd --[no-]lone-turns; default: on)")
-    p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
-                   help="with lone turns, capped pods side by side share such turns (gem-schd "
-                   "--[no-]shared-turns; default: on where lone turns are)")
+    add_turns_flags(p, who="pod", lone_default=b.lone_turns)
     add_verbosity(p)
     return p
 
