@@ -341,9 +341,12 @@ TAILS_FOR_DROP = 3
 # 0.4 + 0.5: a went after the idle part of each turn, b just after a; a's tails read 195.8 us
 # a launch on average, b's 205.6, their bare run 200, and a was charged 1.033 for 1.053 done a
 # granted second, b 1.051 for 1.023: b ran 2.3 points under its cap over 10 s.  Over the
-# H100's capped pairs in shared turns (each client's last calibration line; bench/
-# tail_estimators.py, "alike+last"), the share off the cap: 47 client-runs, rms 1.18 ->
-# 0.57 points, 5 -> 0 past 2; the H200's 7, 0.41 -> 0.67, none past 2 either way.  Heating is
+# capped pairs in shared turns with logs (each client's last calibration line; bench/
+# tail_estimators.py, "pooled"; bench/results/no-gpu-20261207-1305-pooled-tails.txt), the
+# share off the cap: the H100's 57 client-runs, rms 1.11 -> 0.54 points, 5 -> 0 past 2; the
+# H200's 19, 0.71 -> 0.66, none past 2 either way.  On one H200, 2026-12-07 12:53, 0.4 + 0.5
+# with and without (torch eager twice, JAX once): every client within 1.8 points over 10 s
+# and 3.7 over 1 s either way (that card's order reads no such bias).  Heating is
 # read from the newest tail against its own client's mean, not against all: the newest tail
 # of all read against the pooled mean would charge everyone by whoever calibrated last.  Not
 # in 100 ms turns, where the order changes from turn to turn (the H100's 61 client-runs
