@@ -346,7 +346,8 @@ TAILS_FOR_DROP = 3
 # share off the cap: the H100's 57 client-runs, rms 1.11 -> 0.54 points, 5 -> 0 past 2; the
 # H200's 19, 0.71 -> 0.66, none past 2 either way.  On one H200, 2026-12-07 12:53, 0.4 + 0.5
 # with and without (torch eager twice, JAX once): every client within 1.8 points over 10 s
-# and 3.7 over 1 s either way (that card's order reads no such bias).  Heating is
+# and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
+# one read slower changing from run to run).  Heating is
 # read from the newest tail against its own client's mean, not against all: the newest tail
 # of all read against the pooled mean would charge everyone by whoever calibrated last.  Not
 # in 100 ms turns, where the order changes from turn to turn (the H100's 61 client-runs
