@@ -815,7 +815,10 @@ class SchedulerCore:
     def _speed(self, name: str, now: float = math.inf, in_turns: bool | None = None) -> float:
         """Its work per second of its grants ÷ its work run continuously alone; `in_turns`:
         whether its grant is one of lone or shared turns (None: as its latest was), which
-        have their own floor while it settles (speed.LONG_GRANTS_UNKNOWN_SPEED)."""
+        have their own floor while it settles (speed.LONG_GRANTS_UNKNOWN_SPEED).  A capped
+        client is read with the tails of those it shared its latest turn with (_mates: the
+        first grant into shared turns is sized with its own, the first out of them with its
+        old mates')."""
         client = self.clients.get(name)
         if client is None or self._by_time(client, now):
             return 1.0
@@ -826,7 +829,7 @@ class SchedulerCore:
                                 idle=self._idle_share(sorted(self._wanting() | {name}))
                                 if spec.capped else 1.0,
                                 long_grants=client.turn_s > 0.0 if in_turns is None else in_turns,
-                                mates=self._mates(name) if in_turns is not False else ())
+                                mates=self._mates(name))
 
     def _mates(self, name: str) -> frozenset[str]:
         """The capped clients `name` shared its latest turn with (speed.ALIKE_TAILS_AGE_S)."""

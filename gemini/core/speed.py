@@ -333,8 +333,8 @@ RECENT_RUN_TAILS = 8
 TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
 # Capped clients alike in shared turns (the scheduler names those in its turns; their grants'
-# costs per launch within ALIKE_COST_SPREAD, all in graph launches or none, each one's tails
-# by work agreeing, the newest of each within ALIKE_TAILS_AGE_S of the others') read their
+# costs per launch within ALIKE_COST_SPREAD of its own, all in graph launches or none, each
+# one's tails by work agreeing, the newest of each within ALIKE_TAILS_AGE_S of its own) read their
 # continuous cost from their tails together (_pooled_cost): one program on one card runs
 # continuously at one cost, but the order within a shared turn holds, and with it where each
 # one's calibration falls, which moves its tails.  H100, 2026-12-07 11:26, torch eager at
@@ -464,17 +464,16 @@ def _work_speed(clocks: _Clocks, shared: bool = False,
     grants = _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
         return None
-    if shared:
-        continuous = statistics.median(costs)
-    elif alike:
-        continuous = _pooled_cost([clocks, *alike])
-    else:
-        continuous = _continuous_cost(costs)
+    continuous = statistics.median(costs) if shared else _continuous_cost(costs)
     if not shared and continuous > TAIL_SPEED_MAX * grants:
         # No clock makes that (TAIL_SPEED_MAX): its grants run other kernels than its tails
         # did, a new program under the same pod manager.  Charged 2x (SPEED_RANGE) until the
-        # next calibration, a client capped at 0.4 did 0.19-0.23 of its work for 7 s.
+        # next calibration, a client capped at 0.4 did 0.19-0.23 of its work for 7 s.  (Its
+        # own tails say so, not those it is read with: whether it is read by work at all is
+        # its own, as reads_by_work and describe say.)
         return None
+    if alike:
+        continuous = _pooled_cost([clocks, *alike])
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
 

@@ -1252,7 +1252,7 @@ def test_alike_clients_read_together_are_charged_the_heating_of_the_newest_tail_
     in the turn, and whoever calibrated last would set both clients' cost."""
     meter = alike_pair()
     pooled = statistics.fmean([0.195, 0.196, 0.197, 0.204, 0.205, 0.206, 0.207])
-    meter.calibrating("b", 40.0)  # (b's newest, 206.0, is its own mean: nothing added)
+    meter.calibrating("b", 40.0)  # (b's newest, 206.0, is under its own mean: nothing added)
     meter.ran("b", 20.6, 100, calibrating=True)
     pooled = statistics.fmean([0.195, 0.196, 0.197, 0.205, 0.206, 0.206, 0.207])
     assert meter.speed("a", mates={"b"}) == pytest.approx(pooled / 0.1895)
@@ -1261,6 +1261,35 @@ def test_alike_clients_read_together_are_charged_the_heating_of_the_newest_tail_
     pooled = statistics.fmean([0.196, 0.197, 0.198, 0.205, 0.206, 0.206, 0.207])
     heating = 0.198 - statistics.fmean([0.196, 0.197, 0.198])
     assert meter.speed("b", mates={"a"}) == pytest.approx((pooled + heating) / 0.1956)
+
+
+def test_whether_a_client_is_read_by_work_is_its_own_tails_not_those_it_is_read_with():
+    """TAIL_SPEED_MAX: a's own tails 1.333 times its grants, b's 1.344; pooled, a's cost
+    passed 1.35 times its grants and a was charged by the clock, 1.0 (a review)."""
+    meter = SpeedMeter()
+    for name, cost, tail in (("a", 0.150, 0.200), ("b", 0.160, 0.215)):
+        for _ in range(RECENT_GRANTS):
+            meter.ran(name, cost * 100, 100, calibrating=False)
+        for k in range(3):  # (the first: a floor only)
+            meter.calibrating(name, 3.0 * k)
+            meter.ran(name, tail * 100, 100, calibrating=True)
+    assert meter.reads_by_work("a")
+    pooled = statistics.fmean([0.200, 0.215, 0.215])  # (the fastest of a's and b's left out)
+    assert meter.speed("a", mates={"b"}) == pytest.approx(pooled / 0.150)
+    # ...and one whose own tails read 1.36 times its grants (they were of another program:
+    # its grants cost 0.160 then) is read by the clock, whoever it shares its turns with:
+    # pooled with b's, 1.28 by work.
+    meter = SpeedMeter()
+    for name, cost, tail in (("a", 0.160, 0.204), ("b", 0.155, 0.170)):
+        for _ in range(RECENT_GRANTS):
+            meter.ran(name, cost * 100, 100, calibrating=False)
+        for k in range(3):
+            meter.calibrating(name, 3.0 * k)
+            meter.ran(name, tail * 100, 100, calibrating=True)
+    for _ in range(RECENT_GRANTS):
+        meter.ran("a", 15.0, 100, calibrating=False)
+    assert not meter.reads_by_work("a")
+    assert meter.speed("a", mates={"b"}) == pytest.approx(meter.speed("a"))
 
 
 @pytest.mark.parametrize("apart", [
