@@ -334,8 +334,8 @@ TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
 # Capped clients alike in shared turns (the scheduler names those in its turns; their grants'
 # costs per launch within ALIKE_COST_SPREAD of its own, all in graph launches or none, each
-# one's tails by work agreeing, the newest of each within ALIKE_TAILS_AGE_S of its own) read their
-# continuous cost from their tails together (_pooled_cost): one program on one card runs
+# one's tails by work agreeing, the newest of each within ALIKE_TAILS_AGE_S of its own) read
+# their continuous cost from their tails together (_pooled_cost): one program on one card runs
 # continuously at one cost, but the order within a shared turn holds, and with it where each
 # one's calibration falls, which moves its tails.  H100, 2026-12-07 11:26, torch eager at
 # 0.4 + 0.5: a went after the idle part of each turn, b just after a; a's tails read 195.8 us
@@ -347,9 +347,9 @@ TAILS_FOR_DROP = 3
 # H200's 19, 0.71 -> 0.66, none past 2 either way.  On one H200, 2026-12-07 12:53, 0.4 + 0.5
 # with and without (torch eager twice, JAX once): every client within 1.8 points over 10 s
 # and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
-# one read slower changing from run to run).  Heating is
-# read from the newest tail against its own client's mean, not against all: the newest tail
-# of all read against the pooled mean would charge everyone by whoever calibrated last.  Not
+# one read slower changing from run to run).  Heating is read from the newest tail against
+# its own client's mean, not against all: the newest tail of all read against the pooled
+# mean would charge everyone by whoever calibrated last.  Not
 # in 100 ms turns, where the order changes from turn to turn (the H100's 61 client-runs
 # there: 1.19 -> 1.04 only), nor in lone ones.
 ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
