@@ -289,6 +289,15 @@ class ClientState:
     delivery_warned: bool = False  # (a delay out of range is logged once a client)
 
 
+@dataclass(frozen=True)
+class TurnVerdict:
+    """Which turns a capped client's grant is paced in (SchedulerCore._turn_and_why)."""
+
+    turn_s: float  # 0: the usual ones (_turn_s)
+    why: str = ""  # where 0, why (for the log's "back in 100 ms turns")
+    mates: frozenset[str] = frozenset()  # the others in it, where shared
+
+
 @dataclass
 class Candidate:
     conn: ConnId
@@ -639,8 +648,9 @@ class SchedulerCore:
             min(client.spec.limit * self.timing.window_s, self.timing.max_quota_s),
         )
         longest = self._short_grant_s
-        turn, why = (0.0, "") if standing is None else self._turn_and_why(standing.limit,
-                                                                           candidate.name, now)
+        verdict = TurnVerdict(0.0) if standing is None else self._turn_and_why(
+            standing.limit, candidate.name, now)
+        turn = verdict.turn_s
         if turn:
             longest = math.inf  # (its pace cuts it: _grant_length)
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
@@ -669,8 +679,7 @@ class SchedulerCore:
         if calibrating and client.spec.capped:  # (the clock's readings: for capped clients)
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
-        client.turn_mates = frozenset(self._turn_group(candidate.name, now) - {candidate.name}
-                                      if turn else ())
+        client.turn_mates = verdict.mates
         if client.spec.capped:
             # (in shared turns, paced from the grant: SHARED_TURNS_MAX)
             asked = now if client.turn_mates else candidate.arrived
@@ -687,7 +696,7 @@ class SchedulerCore:
         response = Response(candidate.req_id, Status.OK, (length * MS, flags, 0, now))
         if turn != client.turn_s:
             out.append(act.debug(candidate.name,
-                                 self._describe_turn(candidate.name, turn, now, why)))
+                                 self._describe_turn(turn, verdict)))
             client.turn_s = turn
         # (logged first: a debug line's time stamp is then when the reply left, not after)
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
@@ -1115,49 +1124,52 @@ class SchedulerCore:
         are (LONG_BURST), is a unified-memory client, is read by the clock, or has had no
         ordinary grant yet (in this group: one moved between partitions keeps its tokens, not
         its grants)."""
-        return self._turn_and_why(limit, name, now)[0]
+        return self._turn_and_why(limit, name, now).turn_s
 
-    def _turn_and_why(self, limit: float, name: str, now: float) -> tuple[float, str]:
-        """_lone_turn_s, and where that is 0, why (for the log's "back in 100 ms turns")."""
+    def _turn_and_why(self, limit: float, name: str, now: float) -> TurnVerdict:
+        """_lone_turn_s, where that is 0 why, and where its turns are shared who with."""
         short = self._short_window_s
         if limit >= 1.0:
-            return 0.0, f"{name} has no cap"
+            return TurnVerdict(0.0, f"{name} has no cap")
         if not self.timing.lone_turns or short <= 0:
-            return 0.0, "no lone turns"
+            return TurnVerdict(0.0, "no lone turns")
         if not self.timing.shared_turns and (
                 self._grace is not None or any(c.name != name for c in self.candidates)):
-            return 0.0, "beside others"  # (at once: this is asked several times a decision)
+            # (at once: this is asked several times a decision)
+            return TurnVerdict(0.0, "beside others")
         group = self._turn_group(name, now)
         shared = len(group) > 1
         if shared and not self.timing.shared_turns:
-            return 0.0, "beside others"
+            return TurnVerdict(0.0, "beside others")
         limits = {n: self.clients[n].spec.limit for n in sorted(group)}
         if shared:
             if uncapped := [n for n, cap in limits.items() if cap >= 1.0]:
-                return 0.0, f"{uncapped[0]} has no cap"
+                return TurnVerdict(0.0, f"{uncapped[0]} has no cap")
             if (caps := sum(limits.values())) > SHARED_TURNS_MAX:
-                return 0.0, f"caps adding up to {caps:.2f} side by side"
+                return TurnVerdict(0.0, f"caps adding up to {caps:.2f} side by side")
         for n in limits:
             if why := self._turns_misfit(n):
-                return 0.0, why
+                return TurnVerdict(0.0, why)
         smallest = min(limits.values()) * short
         parts = math.floor(smallest / LONE_PACED_WORK_S + 1e-9)
         least = 2 if shared else 1  # (SHARED_TURNS_MAX says why)
         if parts < least and shared:  # (SHARED_PACED_WORK_MIN_S)
             parts = math.floor(smallest / SHARED_PACED_WORK_MIN_S + 1e-9)
         if parts < least:
-            return 0.0, "a cap too small for such turns"
+            return TurnVerdict(0.0, "a cap too small for such turns")
         if short / parts <= self._turn_s:
-            return 0.0, f"turns of {short / parts * MS:.0f} ms, no longer than the usual"
-        return short / parts, ""
+            return TurnVerdict(0.0, f"turns of {short / parts * MS:.0f} ms, no longer than the "
+                                    "usual")
+        return TurnVerdict(short / parts, mates=frozenset(group - {name}))
 
-    def _describe_turn(self, name: str, turn: float, now: float, why: str = "") -> str:
+    def _describe_turn(self, turn: float, verdict: TurnVerdict) -> str:
         """The log's line for a client whose grants go to turns of `turn` (0: the usual ones,
-        _turn_s: 100 ms with the default short window, `why`)."""
+        _turn_s: 100 ms with the default short window, for `verdict`'s reason)."""
         if not turn:
+            why = verdict.why
             return f"back in {self._turn_s * MS:.0f} ms turns" + (f": {why}" if why else "")
-        group = sorted(self._turn_group(name, now) - {name})
-        beside = f"shared turns with {', '.join(group)}" if group else "lone turns"
+        mates = sorted(verdict.mates)
+        beside = f"shared turns with {', '.join(mates)}" if mates else "lone turns"
         return f"paced in turns of {turn * MS:.0f} ms ({beside})"
 
     def _turn_group(self, name: str, now: float) -> set[str]:
