@@ -1284,10 +1284,9 @@ class SchedulerCore:
         again for it once that time came, nor for another one after it."""
         if not others or (waited is not None and now >= waited[1]):
             return False  # (alone, as in lone turns: no turn read again)
-        turn = self._lone_turn_s(best.limit, best.name, now)
-        group = self._turn_group(best.name, now) if turn else set()
+        mates = self._turn_and_why(best.limit, best.name, now).mates  # (none: not shared)
         for s in others:
-            if s.name not in group or (waited is not None and s.name != waited[0]):
+            if s.name not in mates or (waited is not None and s.name != waited[0]):
                 continue
             wait = self._goes_in_s(s, least, now, SHARED_TURNS_YIELD_S)
             if 0 < wait <= SHARED_TURNS_YIELD_S:
