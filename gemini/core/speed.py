@@ -800,8 +800,9 @@ class SpeedMeter:
                     f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
         if by == "work" and (alike := self._alike(name, mates)):
-            costs += "; read with " + "; ".join(
-                f"{n}'s " + ", ".join(f"{1e3 * c:.1f}" for c in other.tail_costs)
+            costs += "; read with " + "; ".join(  # (the tails of theirs that are pooled)
+                f"{n}'s " + ", ".join(f"{1e3 * c:.1f}" for c in
+                                      _believable_tails(other.tail_costs)[-TAILS_AVERAGED:])
                 for n, other in alike.items())
         return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "

@@ -1256,6 +1256,7 @@ def test_alike_clients_read_together_are_charged_the_heating_of_the_newest_tail_
     meter.ran("b", 20.6, 100, calibrating=True)
     pooled = statistics.fmean([0.195, 0.196, 0.197, 0.205, 0.206, 0.206, 0.207])
     assert meter.speed("a", mates={"b"}) == pytest.approx(pooled / 0.1895)
+    assert "read with b's 205.0, 207.0, 206.0, 206.0;" in meter.describe("a", mates={"b"})
     meter.calibrating("a", 43.0)  # a's newest 1.0 us over its own mean: a card still heating
     meter.ran("a", 19.8, 100, calibrating=True)
     pooled = statistics.fmean([0.196, 0.197, 0.198, 0.205, 0.206, 0.206, 0.207])
