@@ -1251,7 +1251,6 @@ def test_alike_clients_read_together_are_charged_the_heating_of_the_newest_tail_
     """Not the newest tail of all: b's always read slower than a's where its calibration falls
     in the turn, and whoever calibrated last would set both clients' cost."""
     meter = alike_pair()
-    pooled = statistics.fmean([0.195, 0.196, 0.197, 0.204, 0.205, 0.206, 0.207])
     meter.calibrating("b", 40.0)  # (b's newest, 206.0, is under its own mean: nothing added)
     meter.ran("b", 20.6, 100, calibrating=True)
     pooled = statistics.fmean([0.195, 0.196, 0.197, 0.205, 0.206, 0.206, 0.207])
