@@ -39,15 +39,15 @@ from gemini.core.speed import (  # (the rules the estimators apply, as the sched
     ALIKE_COST_SPREAD,
     GPU_BOUND,
     IDLE_FOR_UNKNOWN,
-    LATER_TAILS_FASTER,
-    LONE_SLOW_TAIL,
     LONG_GRANTS_UNKNOWN_SPEED,
     SETTLE_S,
     SPED_UP,
     UNKNOWN_SPEED,
     _continuous_cost,
+    _mean_but_fastest,
     _tails_mean,
 )
+from gemini.core.speed import _believable_tails as believable
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 LOGS = "/tmp/tail-estimators-logs"  # (--logs)
@@ -59,26 +59,21 @@ CAL = re.compile(r"\[(\d+\.\d+)\] \[([^\]]+)\] calibrated: speed ([\d.]+) \(by (
                  r"in (not said|[\d.]+%)")
 
 
-def believable(costs):
-    return [c for i, c in enumerate(costs)
-            if len(costs) - i - 1 < LATER_TAILS_FASTER or max(costs[i + 1:]) * LONE_SLOW_TAIL >= c]
-
-
 def second_slowest(t):
     s = sorted(t)
     return s[-2] if len(s) >= 2 else s[-1]
 
 
 ESTIMATORS = {
-    "max": max,  # the current one (with believable())
+    "max": max,  # the rule until 2026-12-07 11:40 (with believable())
     "med": statistics.median,
     "2nd": second_slowest,
     "mean": statistics.fmean,
     "last": lambda t: t[-1],
     "min": min,
     "max3": lambda t: max(t[-3:]),  # the slowest of the latest 3 only
-    "trim": lambda t: statistics.fmean(sorted(t)[1:] if len(t) >= 3 else t),  # (but the fastest)
-    "trimlast": lambda t: max(t[-1], statistics.fmean(sorted(t)[1:] if len(t) >= 3 else t)),
+    "trim": _mean_but_fastest,
+    "trimlast": lambda t: max(t[-1], _mean_but_fastest(t)),
     "new3": lambda t: statistics.fmean(t[-3:]),
     "new3last": lambda t: max(t[-1], statistics.fmean(t[-3:])),
     "new4trim": _continuous_cost,  # (the scheduler's rule since 2026-12-07 11:40)
