@@ -349,9 +349,9 @@ TAILS_FOR_DROP = 3
 # and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
 # one read slower changing from run to run).  Heating is read from the newest tail against
 # its own client's mean, not against all: the newest tail of all read against the pooled
-# mean would charge everyone by whoever calibrated last.  Not
-# in 100 ms turns, where the order changes from turn to turn (the H100's 61 client-runs
-# there: 1.19 -> 1.04 only), nor in lone ones.
+# mean would charge everyone by whoever calibrated last.  Not in 100 ms turns, where the
+# order changes from turn to turn (the H100's 61 client-runs there: 1.19 -> 1.04 only), nor
+# in lone ones.
 ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
@@ -495,7 +495,8 @@ def _tails_mean(costs: list[float]) -> float:
 
 
 def _mean_but_fastest(costs: list[float]) -> float:
-    """(all, where there are fewer than TAILS_FOR_DROP)"""
+    """The mean of `costs` but the fastest (of all, where there are fewer than
+    TAILS_FOR_DROP)."""
     return statistics.fmean(sorted(costs)[1:] if len(costs) >= TAILS_FOR_DROP else costs)
 
 
