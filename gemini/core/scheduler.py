@@ -26,7 +26,8 @@ Rules:
   (a round of turns lasts about one such grant), so every share holds over the short window.
 - A connection that goes away loses its queued requests; if it held the token, the token ends now.
 - A new config applies to the next decision (a lowered cap: its windows count from the edit,
-  not the time used under the old cap); removed clients are refused new tokens, changed
+  not the time used under the old cap, and a grant its client holds is cut to the new cap:
+  `_cut_lowered_holder`); removed clients are refused new tokens, changed
   memory limits (and unified-memory flags) are pushed to the pod managers of that client.
 - Unified-memory clients (gemini.core.um) get their flags in MEM_LIMIT replies and a quota of at
   least the UM minimum, so that migrating their data stays a small part of their time.
@@ -82,6 +83,7 @@ from gemini.core.speed import (
 from gemini.core.um import UmPolicy, is_um, mem_flags, um_least_s, um_quota
 from gemini.core.window import Interval, UsageHistory
 from gemini.core.wire import (
+    CUT_ID,
     DELIVERY_MAX_MS,
     NOTIFY_ID,
     QUOTA_FLAG_ALONE,
@@ -260,6 +262,9 @@ RENEWAL_LEAD_S = 0.002
 # A grant made alone (QUOTA_FLAG_ALONE): its hook asks up to 4 ms sooner still, to go on
 # without a gap (csrc/hook/token_fetch.c, alone_early_max_ns), its queue running to the end.
 ALONE_RENEWAL_LEAD_S = RENEWAL_LEAD_S + 0.004
+# A grant a lowered cap would shorten by less than this runs on (_cut_lowered_holder): the cut
+# costs two messages, and the GPU's queue past it runs as overuse all the same.
+CUT_MIN_S = 0.005
 
 
 @dataclass
@@ -1396,15 +1401,15 @@ class SchedulerCore:
             # A young window counts as one short window at least, so that a new client's
             # first grant may fill its first short window, and no more.
             short = self._short_window_s
-            since = self._capped_since.get(name)
-            if since is not None:  # its cap was lowered: its windows count from then, both
-                fresh = max(now - since, self._turn_s)
-                long_size = min(long_size, fresh)
-                short = min(short, fresh)
             young = max(long_size, short)
             if is_um(spec, self.um):  # (its grants fill the long window's part, from the start)
-                young = max(young, self.timing.window_s if since is None
-                            else min(fresh, self.timing.window_s))
+                young = max(young, self.timing.window_s)
+            # Its cap lowered (or set again): its windows hold no use from before
+            # (UsageHistory.room's `since`).  Windows shortened to the time since the edit
+            # instead, at least a turn, still held the grant before it: a 0.6 cap lowered to
+            # 0.3 within shared turns waited for them to grow, 0.5 s, and its 1 s window from
+            # the edit held 0.148 of its work (the simulator, bench/sim_edits.py).
+            since = self._capped_since.get(name, -math.inf)
             # The pace holds the limit on average; each window allows a little more.
             history = self.history
             rate = self._charge_rate(name, now, cal)
@@ -1431,12 +1436,12 @@ class SchedulerCore:
                 # (the 1 s windows read the same with all of it, the 10 s ones higher: a 0.2
                 # cap at gem-schd's own quotas 1.8 points over, 1.5 with half).
                 allowed += cal.length_s * (1.0 - spec.limit) / 2
-            room = history.room(name, now, young, allowed, far, rate)
+            room = history.room(name, now, young, allowed, far, rate, since)
             if held_short:
                 allowed = self._allowed_s(spec, short, rate)
                 if cal is not None:
                     allowed += self._lump_share_s(spec, cal)
-                room = min(room, history.room(name, now, short, allowed, far, rate))
+                room = min(room, history.room(name, now, short, allowed, far, rate, since))
         return room
 
     def _lump_share_s(self, spec: ClientSpec, cal: Calibration) -> float:
@@ -1514,6 +1519,7 @@ class SchedulerCore:
         in_shared_turns = self._staying_in_shared_turns(config, now)
         self.clients = {}
         limit_changed = False
+        lowered: dict[str, float] = {}  # a cap lowered: by how much (new / old)
         for spec in config.clients:
             state = old.get(spec.name)
             self._removed_asking.pop(spec.name, None)  # (in the config: not a removed one)
@@ -1539,6 +1545,7 @@ class SchedulerCore:
                 # count against the new (a 0.4 cap lowered to 0.1 had 4 s in its 10 s window
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
+                lowered[spec.name] = spec.limit / state.spec.limit
             if spec.limit > state.spec.limit and spec.name not in in_shared_turns:
                 # (staying in shared turns, its next grant comes at its old pace, in its turn:
                 # brought forward, it took the GPU just before a neighbour's pace came round,
@@ -1576,7 +1583,35 @@ class SchedulerCore:
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()
-        return out
+        return out + self._cut_lowered_holder(lowered, now)
+
+    def _cut_lowered_holder(self, lowered: dict[str, float], now: float) -> list[Action]:
+        """A cap lowered while its client holds the token: the grant, made at the old cap, is
+        cut to what the new one gives (its length times new / old, which keeps its pace), or
+        to now where it ran longer; its pod manager is told (wire.CUT_ID).  Run to its end, a
+        283 ms grant at 0.6 lowered to 0.3 18 ms in held the next at the new cap's room since
+        the edit, 0.72 s later, and the 1 s window between them held 0.149 of its work (H100,
+        2026-12-07).  A calibration too: its tail, cut, is read neither by the clock (the
+        meter takes none from one cut much shorter: SpeedMeter.sample) nor by work (its hook
+        measures its last RUN_MEASURE_MS, which no longer come).  Not a grant whose processes
+        run on without their pod manager, nor one a v1 pod manager (it sends no REPORT)
+        holds; not by less than CUT_MIN_S."""
+        holder = self.holder
+        if holder is None or holder.interval.name not in lowered:
+            return []
+        grant = holder.interval
+        end = max(now, grant.start + (grant.end - grant.start) * lowered[grant.name])
+        ours = holder.conn in self._conn_processes  # (a pod manager that reported)
+        if holder.orphaned_until is not None or not ours or grant.end - end < CUT_MIN_S:
+            return []
+        was = grant.end
+        self.history.shorten(grant, end)
+        self.credits.spend(grant.name, end - was)  # (the pace stays: the rest at the new cap)
+        left = end - now
+        said = act.info(grant.name, f"cap lowered: its token cut by {(was - end) * MS:.1f} ms, "
+                                    f"{left * MS:.1f} ms left")
+        cut = Response(CUT_ID, Status.OK, (left * MS, 0, 0, now))
+        return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
 
     def _staying_in_shared_turns(self, config: ResourceConfig, now: float) -> set[str]:
         """The clients in shared turns whose group's caps in `config` still allow them."""

@@ -104,7 +104,7 @@ class UsageHistory:
         return name in self._own
 
     def room(self, name: str, now: float, length: float, allowed: float,
-             horizon: float = math.inf, rate: float = 1.0) -> float:
+             horizon: float = math.inf, rate: float = 1.0, since: float = -math.inf) -> float:
         """The longest grant starting now after which `name` has used at most `allowed` seconds
         of any window of `length` seconds ending during the grant, up to `horizon` (the longest
         the caller may grant: the windows are then walked only that far).  Each second of the
@@ -112,6 +112,8 @@ class UsageHistory:
         charged at its end (a lone client's calibration: scheduler._charge_rate).  What slides
         out of a window while the grant runs counts as room, so that a capped client is not
         kept below its cap.  (Own intervals only: the rare overlaps with others count whole.)
+        Use before `since` does not count (a cap lowered then: the time used under the old one
+        is not held against the new).
 
         Called on every decision about a capped client, with hundreds of grants and charges in
         a 10 s window: a bisection over them took milliseconds, and a walk over all of them
@@ -121,7 +123,7 @@ class UsageHistory:
         (rising by rate) and the charges (a drop as each goes)."""
         start0 = now - length
         end = start0 + min(horizon, length)  # how far the window's start is followed
-        used, events = self._window(name, start0, now, end)
+        used, events = self._window(name, start0, now, end, since)
         if used > allowed:
             return 0.0
         # The window's start walks from start0 to `end` over the breakpoints, in order (kind 0:
@@ -145,18 +147,21 @@ class UsageHistory:
                 inside += 1 if kind == 0 else -1
         return min(horizon, length)
 
-    def _window(self, name: str, start0: float, now: float,
-                end: float) -> tuple[float, list[tuple[float, int, float]]]:
-        """The client's use in [start0, now], and room()'s breakpoints before `end`.  The use
-        is summed over the window's intervals where they are few (a short window, walked from
-        the newest), else it is what is kept less what lies outside the window (the long
-        window, whose start is near the oldest kept: walked from the oldest, to `end`).
+    def _window(self, name: str, start0: float, now: float, end: float,
+                since: float = -math.inf) -> tuple[float, list[tuple[float, int, float]]]:
+        """The client's use in [start0, now] (from `since`, where later), and room()'s
+        breakpoints before `end`.  The use is summed over the window's intervals where they are
+        few (a short window, or one cut by `since`: walked from the newest), else it is what is
+        kept less what lies outside the window (the long window, whose start is near the oldest
+        kept: walked from the oldest, to `end`).
         (Inlined, without min/max: this runs for every capped client at every decision.)"""
         own = self._own.get(name)
         if not own:
             return 0.0, []
         events: list[tuple[float, int, float]] = []
-        if start0 - own[0].start > own[-1].start - start0:
+        if since > start0:  # (nothing before it counts: as if the window began there)
+            start0 = since
+        if since >= start0 or start0 - own[0].start > own[-1].start - start0:
             used, floor = 0.0, start0 - self._longest
             for i in reversed(own):
                 s = i.start

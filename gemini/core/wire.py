@@ -8,9 +8,10 @@ Requests are 80 bytes, responses 40 bytes, little-endian, unpadded:
 `status` sits in the last four bytes of a response, which v1 always zero-filled, so v1 peers
 read every reply of ours as before (status 0 = OK) and ignore the error codes we add.  New request
 types take new numbers; the old three keep theirs.  A STATUS reply is followed by `body_len`
-bytes of JSON.  An unsolicited message from a server carries `req_id == NOTIFY_ID`; each direction
-has one kind: scheduler -> pod manager, a MEM_LIMIT reply (the limit changed); pod manager ->
-hook, a RECALL (give your unspent lease back).
+bytes of JSON.  An unsolicited message from a server carries a negative `req_id`, which says its
+kind (a response frame has no type): NOTIFY_ID, scheduler -> pod manager a MEM_LIMIT reply (the
+limit changed), pod manager -> hook a RECALL (give your unspent lease back); CUT_ID, either way a
+QUOTA reply (the token you hold now ends sooner: a lowered cap).
 
 Everything here is pure: bytes in, values out.  The C twin is csrc/include/gemini/wire.h.
 """
@@ -33,6 +34,13 @@ RSP_STATUS_OFFSET = RSP_MSG_LEN - 4
 MAX_NAME_LEN = REQ_MSG_LEN - 33
 MAX_BYTES = 2**64 - 1  # the most bytes a message carries (a u64: MEM_LIMIT's reply, REPORT)
 NOTIFY_ID = -1
+# A token cut short, unsolicited, in the QUOTA reply's layout: quota_ms is what is left of the
+# token the receiver holds, from sent_at (the sender's clock, as in a grant).  Scheduler -> pod
+# manager: the grant its client holds ends then (its cap was lowered: a grant made at the old
+# cap ran on to its end, and a 1 s window of the new one held a 0.6 cap lowered to 0.3 at 0.15).
+# Pod manager -> hook: so does the part of the token it handed the process.  Only to peers of
+# ours: a pod manager that sends REPORTs, a hook of a pod manager that is ours.
+CUT_ID = -2
 MAX_STATUS_BODY = 1 << 20
 
 

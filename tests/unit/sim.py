@@ -26,6 +26,7 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.speed import WORK_PER_CLOCK
 from gemini.core.wire import (
+    CUT_ID,
     QUOTA_FLAG_CALIBRATION,
     RUN_MEASURE_MS,
     Request,
@@ -43,6 +44,8 @@ class SimClient:
     req_id: int = 0
     ran: list[tuple[float, float]] = field(default_factory=list)  # with overrun_s: its work
     overuse_s: float = 0.0  # past its latest grant, to be reported with its next request
+    back_at: float = math.nan  # when it asks after its latest grant
+    cut_wake: float = math.nan  # that time, where a cut brought its request forward
 
 
 class GpuClock:
@@ -179,14 +182,15 @@ class Sim:
         self.clock = clock
         self._fed_until = 0.0  # clock samples given to the scheduler up to here
         self._paused: dict[str, float] = {}  # client: when it asks again (inf: not yet)
-
-    def start(self, name: str, at: float = 0.0) -> None:
-        if self.delivery_s is not None:
-            c = self.clients[name]
+        # Each pod manager reports first, as ours does on connecting (the scheduler then knows
+        # it is ours, and tells it of cuts: wire.CUT_ID), with the delivery it says.
+        for c in self.clients.values():
             c.req_id += 1
             said_ms = 1000 * self._said_delivery_s()
-            report = Request(name, c.req_id, RequestType.REPORT, (0, 1, 0, said_ms))
+            report = Request(c.name, c.req_id, RequestType.REPORT, (0, 1, 0, said_ms))
             self._handle(self.core.on_request(c.conn, report, self.now))
+
+    def start(self, name: str, at: float = 0.0) -> None:
         if name in self._paused:
             self._paused[name] = at
         self._wake(name, at)
@@ -247,7 +251,9 @@ class Sim:
         for a in actions:
             if isinstance(a, Log):
                 self.logs.append(a)
-            if isinstance(a, Reply) and a.type is RequestType.QUOTA:
+            if isinstance(a, Reply) and a.response.req_id == CUT_ID:
+                self._cut(self.by_conn[a.conn], a.response.values[0] / 1000)
+            elif isinstance(a, Reply) and a.type is RequestType.QUOTA:
                 self.replies.append(a)
                 if a.response.status is Status.OK:
                     c = self.by_conn[a.conn]
@@ -273,7 +279,18 @@ class Sim:
         c.busy.append((got, end))
         if self.overrun_s:
             self._run_work(c, end)
+        c.back_at = back
         self._wake(c.name, back)
+
+    def _cut(self, c: SimClient, left_s: float) -> None:
+        """Its token cut short (a lowered cap: wire.CUT_ID): its work stops `left_s` from now
+        (as its hook stops launching, no delivery delay), and it asks again then."""
+        end = self.now + left_s
+        if not c.busy or c.busy[-1][1] <= end:
+            return
+        c.busy[-1] = (c.busy[-1][0], max(end, c.busy[-1][0]))
+        c.cut_wake = c.back_at
+        self._wake(c.name, end)
 
     def _run_work(self, c: SimClient, end: float) -> None:
         """Its work in a grant that ends at `end`: from when the work queued before it runs
@@ -327,8 +344,12 @@ class Sim:
                 return
             self.now = max(self.now, nxt)
             if wake is not None and wake <= nxt:
-                _, _, name = heapq.heappop(self._wakeups)
-                self.request(name)
+                at, _, name = heapq.heappop(self._wakeups)
+                c = self.clients[name]
+                if at == c.cut_wake:
+                    c.cut_wake = math.nan  # (brought forward by a cut: asked then)
+                else:
+                    self.request(name)
             else:
                 self._handle(self.core.on_deadline(self.now))
 

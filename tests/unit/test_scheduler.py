@@ -18,7 +18,7 @@ from gemini.core.scheduler import (
     SchedulerCore,
     Timing,
 )
-from gemini.core.wire import NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
+from gemini.core.wire import CUT_ID, NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
 from tests.unit.sim import GpuClock, Sim
 
 
@@ -680,6 +680,42 @@ def test_a_client_added_back_is_told_its_new_memory_limit(asks_meanwhile):
     assert core.clients["a"].mem_used == 300
     core.on_disconnect(1, 0.4)
     assert core.clients["a"].conns == set() and core.clients["a"].mem_used == 0
+
+
+def cut_after_lowering(reported: bool, lowered_to: float, into_s: float):
+    """a, alone and capped at 0.6 (a grant of 150 ms in its lone turns), is lowered to
+    `lowered_to` `into_s` into its first grant: the edit's actions, the scheduler, and when
+    the grant began."""
+    core = SchedulerCore(config(("a", 0.6, 0.6, 100)), Timing(short_window_s=0.0), 0.0)
+    if reported:  # (a pod manager of ours: a v1 one sends no REPORT)
+        core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0)), 0.0)
+    core.on_request(1, quota_req("a", 2), 0.0)
+    start = core.next_deadline()
+    [grant] = grants(core.on_deadline(start))
+    assert grant.response.values[0] == pytest.approx(150.0)
+    edited = config(("a", lowered_to, lowered_to, 100))
+    return core.on_config(edited, start + into_s), core, start
+
+
+def test_a_cap_lowered_cuts_the_grant_its_client_holds_to_the_new_cap():
+    """The grant was made at the old cap; run on to its end, its 1 s windows at the new one
+    held half of it, or a second with hardly a grant (H100, 2026-12-07: 0.149 at 0.3)."""
+    actions, core, start = cut_after_lowering(True, 0.3, 0.02)
+    [cut] = [a for a in actions if isinstance(a, Reply)]
+    assert (cut.conn, cut.type, cut.response.req_id) == (1, RequestType.QUOTA, CUT_ID)
+    assert cut.response.values[0] == pytest.approx(55.0)  # to 75 ms of 150, at half the cap
+    assert core.next_deadline() == pytest.approx(start + 0.075)
+    # ...or to now, where it ran longer than the new cap gives
+    actions, core, start = cut_after_lowering(True, 0.1, 0.1)
+    [cut] = [a for a in actions if isinstance(a, Reply)]
+    assert cut.response.values[0] == 0.0 and core.holder is None  # (expired at the edit)
+
+
+@pytest.mark.parametrize("reported, lowered_to", [(False, 0.3), (True, 0.59)])
+def test_no_cut_for_a_v1_pod_manager_nor_for_a_few_ms(reported, lowered_to):
+    actions, core, start = cut_after_lowering(reported, lowered_to, 0.02)
+    assert [a for a in actions if isinstance(a, Reply)] == []
+    assert core.next_deadline() == pytest.approx(start + 0.15)
 
 
 def test_a_client_added_after_its_pod_manager_came_is_told_its_memory_limit():

@@ -57,6 +57,24 @@ def test_room_counts_what_slides_out_during_the_grant():
     assert h.room("a", 1.5, 1.0, 0.4) == pytest.approx(0.4, abs=1e-6)
 
 
+def test_room_holds_no_use_from_before_since():
+    """A cap lowered at `since`: what it used before under the old cap is not held against
+    the new one, in any of the window's grants, whether the window is walked from its newest
+    interval or its oldest."""
+    h = UsageHistory()
+    for k in range(20):
+        h.record("a", k * 0.5, k * 0.5 + 0.3)  # 0.6 of every second, up to 9.8 s
+        h.charge("a", k * 0.5 + 0.3, 0.01)
+    assert h.room("a", 10.0, 1.0, 0.35) == pytest.approx(0.0)
+    for length in (1.0, 10.0):
+        allowed = 0.35 * length
+        room = h.room("a", 10.0, length, allowed, since=9.9)
+        assert room == pytest.approx(allowed, abs=1e-6), length
+    # Use after it counts: the 0.1 s granted at 10.0.
+    h.record("a", 10.0, 10.1)
+    assert h.room("a", 10.2, 1.0, 0.35, since=9.9) == pytest.approx(0.25, abs=1e-6)
+
+
 def test_room_weighs_each_second_of_the_grant_at_its_rate():
     h = UsageHistory()
     h.record("a", 0.0, 0.4)  # 0.4 s used at the start of a 1 s window that allows 0.5

@@ -17,6 +17,9 @@
 #define GEM_MAX_NAME_LEN 47
 #define GEM_RSP_STATUS_OFFSET 36
 #define GEM_NOTIFY_ID -1
+/* A token cut short (gemini/core/wire.py CUT_ID): unsolicited, in the QUOTA reply's layout,
+ * quota_ms what is left of the token held, from sent_at. */
+#define GEM_CUT_ID -2
 
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms[, f32 run_ms,
