@@ -19,6 +19,7 @@
  *                     time-stamp counter (used only where the kernel's clocksource is "tsc")
  *   GEMINI_LOG, CU_HOOK_DEBUG   see log.c */
 #include "internal.h"
+#include "gemini/wire.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -180,6 +181,15 @@ static int on_connect(int dev, int reconnect)
     return gem_mem_on_connect(dev, reconnect);
 }
 
+/* What an unsolicited message from the pod manager asks, by its id (gemini/wire.h). */
+static void on_notify(int dev, uint64_t conn_gen, const uint8_t *msg)
+{
+    if (gem_wire_rsp_id(msg) == GEM_CUT_ID)
+        gem_token_on_cut(dev, msg);
+    else
+        gem_lease_on_recall(dev, conn_gen, msg);
+}
+
 /* The time-stamp counter serves the hot path where the kernel itself keeps time by it: then it
  * runs at a fixed rate and alike on every CPU (ticks.h).  Elsewhere (another clocksource, as
  * in some VMs, another architecture, /sys not mounted) clock_gettime does. */
@@ -228,7 +238,7 @@ static void init_once(void)
         atexit(write_stats);
     }
     gem_ipc_on_connect(on_connect);
-    gem_ipc_on_notify(gem_lease_on_recall); /* the one unsolicited message: a lease recall */
+    gem_ipc_on_notify(on_notify);
     pthread_atfork(NULL, NULL, after_fork_child);
     GEM_LOG(GEM_LOG_DEBUG, "loaded: %d pod manager(s)%s", gem_cfg.ndev,
             gem_cfg.disabled ? ", disabled (pass-through)" : "");

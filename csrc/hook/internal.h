@@ -223,7 +223,7 @@ int gem_ipc_process_once(int dev, int32_t index, int32_t *count, int32_t *pid, u
 typedef int (*gem_ipc_connect_fn)(int dev, int reconnect);
 void gem_ipc_on_connect(gem_ipc_connect_fn fn);
 /* Runs on the connection's watcher thread, no lock held, for an unsolicited message (a lease
- * recall) that came on connection number `conn_gen` of dev. */
+ * recall, a token cut: its id says which) that came on connection number `conn_gen` of dev. */
 typedef void (*gem_ipc_notify_fn)(int dev, uint64_t conn_gen, const uint8_t *msg);
 void gem_ipc_on_notify(gem_ipc_notify_fn fn);
 /* RECALL on connection `conn_gen` only (never a new one): `take` gives the bytes to send back,
@@ -239,7 +239,7 @@ void gem_lease_give(int dev, uint64_t bytes);
 uint64_t gem_lease_spare(int dev);
 void gem_lease_drop(int dev);
 uint64_t gem_lease_drops(int dev); /* the leases dropped so far: connections made again */
-/* The gem_ipc_on_notify callback: the pod manager recalls our unspent lease. */
+/* The pod manager recalls our unspent lease (an unsolicited message: GEM_NOTIFY_ID). */
 void gem_lease_on_recall(int dev, uint64_t conn_gen, const uint8_t *msg);
 void gem_lease_reset_after_fork(void);
 void gem_ipc_reset_after_fork(void);
@@ -364,6 +364,8 @@ void gem_token_note_sync(int dev, int64_t from_ns, int64_t to_ns, int64_t ran_by
 /* `ns` more waited on the GPU, seen other than in a sync (a host function: sync.c). */
 void gem_token_note_waited(int dev, int64_t ns);
 void gem_token_reset_after_fork(void);
+/* The pod manager cut our token (an unsolicited QUOTA reply, GEM_CUT_ID: a lowered cap). */
+void gem_token_on_cut(int dev, const uint8_t *msg);
 
 /* ---- memory.c ---------------------------------------------------------------------------- */
 uint64_t gem_mem_live_bytes(int dev);

@@ -13,8 +13,8 @@
  * This file carries messages and nothing else: what a new connection means for the process's
  * memory and flags is the business of the on-connect callback (gem_ipc_on_connect), which runs
  * before the first request on every connection; what an unsolicited message from the pod
- * manager (id GEM_NOTIFY_ID: a lease recall) asks is the business of the notify callback
- * (gem_ipc_on_notify).
+ * manager (a negative id, which says its kind: wire.h) asks is the business of the notify
+ * callback (gem_ipc_on_notify).  Of each kind, the latest not yet handed on is kept.
  *
  * Unsolicited messages must be read even by a process that makes no request: one that sleeps,
  * waits for input, or runs long kernels on a token it holds, while a neighbour in its client
@@ -53,6 +53,10 @@ struct waiter {
     uint8_t rsp[GEM_RSP_MSG_LEN];
 };
 
+/* The kinds of unsolicited message, by id: GEM_NOTIFY_ID (-1) and GEM_CUT_ID (-2). */
+#define NOTE_KINDS 2
+#define NOTE_KIND(id) (-(id) - 1)
+
 struct conn {
     pthread_mutex_t m;
     pthread_cond_t cv;
@@ -72,9 +76,10 @@ struct conn {
     int watch_fd;         /* the watcher's duplicate of fd (only the watcher opens/closes it) */
     uint64_t watch_gen;   /* the connection watch_fd duplicates */
     int wake_fd;          /* eventfd: a message was noted for the watcher */
-    int note_pending;     /* an unsolicited message waits for the watcher */
-    uint64_t note_gen;    /* the connection it came on */
-    uint8_t note[GEM_RSP_MSG_LEN];
+    /* Unsolicited messages that wait for the watcher, one of each kind (by id: NOTE_KIND). */
+    int note_pending[NOTE_KINDS];
+    uint64_t note_gen[NOTE_KINDS]; /* the connection each came on */
+    uint8_t note[NOTE_KINDS][GEM_RSP_MSG_LEN];
 };
 
 static struct conn conns[GEM_MAX_DEVICES];
@@ -117,8 +122,10 @@ static void conns_init(void)
         conns[i].watch_fd = -1;
         conns[i].watch_gen = 0;
         conns[i].wake_fd = -1;
-        conns[i].note_pending = 0;
-        conns[i].note_gen = 0;
+        for (int k = 0; k < NOTE_KINDS; k++) {
+            conns[i].note_pending[k] = 0;
+            conns[i].note_gen[k] = 0;
+        }
     }
 }
 
@@ -341,12 +348,14 @@ static void unlink_waiter(struct conn *c, struct waiter *me)
 static int deliver(struct conn *c, int fd, const uint8_t *buf)
 {
     int32_t id = gem_wire_rsp_id(buf);
-    if (id == GEM_NOTIFY_ID) {
-        if (c->fd != fd)
+    if (id < 0) {
+        /* (a kind a newer pod manager sends, or from a dropped connection: it asks nothing) */
+        if (c->fd != fd || NOTE_KIND(id) >= NOTE_KINDS)
             return 0;
-        memcpy(c->note, buf, sizeof(c->note));
-        c->note_gen = c->gen;
-        c->note_pending = 1; /* several before the watcher runs: one answer covers them */
+        int k = NOTE_KIND(id);
+        memcpy(c->note[k], buf, GEM_RSP_MSG_LEN);
+        c->note_gen[k] = c->gen;
+        c->note_pending[k] = 1; /* several before the watcher runs: the latest stands */
         wake_watcher(c, 1);
         return 0;
     }
@@ -456,11 +465,14 @@ static void *watch_main(void *arg)
     uint64_t lost_gen = 0; /* the connection whose loss the backoff counts from */
     pthread_mutex_lock(&c->m);
     for (;;) {
-        if (c->note_pending) {
+        int k = 0;
+        while (k < NOTE_KINDS && !c->note_pending[k])
+            k++;
+        if (k < NOTE_KINDS) {
             uint8_t note[GEM_RSP_MSG_LEN];
-            memcpy(note, c->note, sizeof(note));
-            uint64_t gen = c->note_gen;
-            c->note_pending = 0;
+            memcpy(note, c->note[k], sizeof(note));
+            uint64_t gen = c->note_gen[k];
+            c->note_pending[k] = 0;
             gem_ipc_notify_fn fn = atomic_load(&on_notify);
             pthread_mutex_unlock(&c->m);
             if (fn != NULL)
@@ -591,7 +603,7 @@ static int attempt(int dev, encode_fn encode, const void *arg, uint8_t *rsp, uin
         return -1;
     }
     struct waiter me = {.id = c->next_id};
-    c->next_id = c->next_id == INT32_MAX ? 0 : c->next_id + 1; /* (never GEM_NOTIFY_ID) */
+    c->next_id = c->next_id == INT32_MAX ? 0 : c->next_id + 1; /* (never negative: unsolicited) */
     uint8_t req[GEM_REQ_MSG_LEN];
     if (encode(req, me.id, arg) < 0) {
         pthread_mutex_unlock(&c->m);

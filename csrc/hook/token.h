@@ -67,6 +67,11 @@ struct token {
     int64_t early_ns;       /* then: how much sooner than the tail to ask (ask_at) */
     struct gem_roundtrip roundtrip; /* of the renewals the scheduler answered at once */
     int calibration;         /* the latest grant carried QUOTA_FLAG_CALIBRATION */
+    double sent_at;          /* when the pod manager sent it, on its clock (0: not said) */
+    /* The latest cut (a lowered cap: gem_token_on_cut): when the pod manager sent it, and
+     * when the token it cut ends, on our clock.  A token sent no later ends then too. */
+    double cut_sent_at;
+    int64_t cut_end_ns;
     int64_t credit_from_ns; /* launching on credit since then (0: not) */
     CUcontext ctx;
 };

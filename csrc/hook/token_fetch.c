@@ -173,6 +173,9 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     int64_t hop = gem_roundtrip_hop_ns(granted, sent_at);
     int64_t expires = granted + quota_ns - gem_roundtrip_late_ns(hop, quota_ns);
     int64_t gone = granted + quota_ns - expires; /* (for the log) */
+    if (sent_at > 0.0 && sent_at <= t->cut_sent_at && t->cut_end_ns < expires)
+        expires = t->cut_end_ns; /* sent before a cut that came first (gem_token_on_cut) */
+    t->sent_at = sent_at;
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
         expires -= credit < tail_ns ? credit : tail_ns;
@@ -201,4 +204,41 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
             "%u process(es) share it%s%s)", quota_ms, (double)burst_ns / 1e6, overuse_ms,
             sharers > 1 ? sharers : 1, alone_note, late_note);
     pthread_cond_broadcast(&t->cv);
+}
+
+/* The pod manager cut the token it handed us (its client's cap was lowered: the scheduler cut
+ * the grant, wire.h GEM_CUT_ID): it ends `quota_ms` after the message was sent, less a late
+ * message's delay, as a grant does.  Launches stop there as at any token's end (the hot path
+ * looks again, a held launch wakes), and what the queue runs past it is overuse.  A cut is
+ * for the token handed before it was sent: one that a token sent later overtook (the watcher
+ * runs it after the launching thread took that token) is not applied to it, and one that
+ * overtook the token it cuts (the launching thread had not taken it yet) is applied when it is
+ * (fetch).  On the connection's watcher thread. */
+void gem_token_on_cut(int dev, const uint8_t *msg)
+{
+    if (dev < 0 || dev >= GEM_MAX_DEVICES)
+        return;
+    struct token *t = &tokens[dev];
+    double left_ms = gem_wire_rsp_quota_ms(msg), sent_at = gem_wire_rsp_quota_sent_at(msg);
+    if (!(left_ms >= 0.0 && left_ms <= QUOTA_MAX_MS) || !(sent_at > 0.0)) {
+        GEM_LOG(GEM_LOG_WARN, "pod manager cut our token to %g ms (sent at %g): ignored",
+                left_ms, sent_at);
+        return;
+    }
+    int64_t now = gem_now_ns();
+    int64_t left_ns = (int64_t)(left_ms * 1e6);
+    int64_t end = now + left_ns - gem_roundtrip_late_ns(gem_roundtrip_hop_ns(now, sent_at), left_ns);
+    pthread_mutex_lock(&t->m);
+    t->cut_sent_at = sent_at;
+    t->cut_end_ns = end;
+    int64_t at = atomic_load(&t->expires_at_ns);
+    int applies = at > end && t->sent_at <= sent_at;
+    if (applies) {
+        stop_hot_path(t);
+        atomic_store_explicit(&t->expires_at_ns, end, memory_order_release);
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->m);
+    GEM_LOG(GEM_LOG_INFO, "token cut by the pod manager (a lowered cap): %.3f ms left%s", left_ms,
+            applies ? "" : "; it had ended, or a later one came");
 }

@@ -42,6 +42,7 @@ from dataclasses import dataclass, replace
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply, SendUpstream
 from gemini.core.wire import (
+    CUT_ID,
     DELIVERY_MAX_MS,
     MAX_BYTES,
     MEM_ALLOC,
@@ -207,9 +208,12 @@ class PodCore:
         return [act.warning(self.name, "lost the scheduler; hooks wait until it is back")]
 
     def upstream_type(self, req_id: int) -> RequestType | None:
-        """Which request a scheduler response answers (None: not ours)."""
+        """Which request a scheduler response answers (None: not ours); an unsolicited one,
+        which request's layout it has (wire.NOTIFY_ID, CUT_ID)."""
         if req_id == NOTIFY_ID:
             return RequestType.MEM_LIMIT
+        if req_id == CUT_ID:
+            return RequestType.QUOTA
         return self.upstream.get(req_id)
 
     def on_upstream_response(self, rsp: Response, now: float) -> list[Action]:
@@ -217,6 +221,8 @@ class PodCore:
         self.upstream.pop(rsp.req_id, None)
         if req_type is RequestType.MEM_LIMIT:
             return self._on_limit(rsp, now)
+        if rsp.req_id == CUT_ID:
+            return self._on_cut(rsp, now)
         if req_type is RequestType.QUOTA:
             if rsp.req_id == self.fetch_id:
                 return self._on_token(rsp, now)
@@ -400,6 +406,30 @@ class PodCore:
         got = f"token from the scheduler: {self.quota_s * MS:.3f} ms, {made}{timed}" \
               f"{len(waiters)} waiting"
         return [act.debug(self.name, got), *replies, *refresh, *self._maybe_report(now)]
+
+    def _on_cut(self, rsp: Response, now: float) -> list[Action]:
+        """The scheduler cut the grant we hold (its cap lowered: wire.CUT_ID), to `left` ms
+        from now: so is our token, and each process handed time past that is told (its hook
+        stops launching then; its queue past it is its overuse).  The scheduler sends it
+        before any later grant, so it is for the token we hold."""
+        left_ms = float(rsp.values[0]) if rsp.values else math.nan
+        if rsp.status is not Status.OK or not 0.0 <= left_ms < TOKEN_MAX_MS:
+            return [act.warning(self.name, f"scheduler cut our token to {left_ms!r} ms "
+                                           f"({rsp.status.name}): ignored")]
+        end = now + left_ms / MS
+        if end >= self.quota_at + self.quota_s:
+            return [act.debug(self.name, "scheduler cut our token, which ends sooner already")]
+        self.quota_s = max(end - self.quota_at, 0.0)
+        told: list[Action] = []
+        for conn, hook in self.hooks.items():
+            if hook.running_until > end:
+                hook.running_until = end
+                values = (left_ms, self.quota_flags, self.sharers(now), now)
+                told.append(Reply(conn, RequestType.QUOTA, Response(CUT_ID, Status.OK, values)))
+        said = act.info(self.name, f"token cut by the scheduler (a lowered cap): {left_ms:.3f} "
+                                   f"ms left, {len(told)} process(es) told")
+        fetch = self._fetch_when_free(now) if self.fetch_at is not None else []
+        return [said, *told, *fetch]
 
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
         hook = self.hooks.get(w.conn)

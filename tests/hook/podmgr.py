@@ -7,7 +7,7 @@ a send time `sent_late_s` ago)
 when each came and went, on time.monotonic()), answers MEM_UPDATE with the real pod
 manager's ledger rule (refuse what would pass `limit`), and, like the real one, gives a
 connection's bytes back when it closes, and takes back what a RECALL gives.  `recall()` sends
-every connection an unsolicited RECALL.
+every connection an unsolicited RECALL, `cut()` an unsolicited token cut.
 """
 
 from __future__ import annotations
@@ -85,6 +85,16 @@ class FakePodManager:
         """Ask every hook connected to give its unspent lease back (unsolicited RECALL)."""
         frame = wire.encode_response(
             RequestType.RECALL, Response(wire.NOTIFY_ID, Status.OK, (lacks,)))
+        for c in list(self._conns):
+            with self._send, contextlib.suppress(OSError):
+                c.sendall(frame)
+
+    def cut(self, left_ms: float, sent_ago_s: float = 0.0) -> None:
+        """Cut every hook's token to `left_ms` (unsolicited QUOTA, wire.CUT_ID: a lowered
+        cap), said to be sent `sent_ago_s` ago."""
+        values = (left_ms, self.quota_flags, self.sharers, time.monotonic() - sent_ago_s)
+        frame = wire.encode_response(RequestType.QUOTA,
+                                     Response(wire.CUT_ID, Status.OK, values))
         for c in list(self._conns):
             with self._send, contextlib.suppress(OSError):
                 c.sendall(frame)

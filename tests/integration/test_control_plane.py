@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gemini.client import Connection, query_status
-from gemini.core.wire import RequestType, Status
+from gemini.core.wire import CUT_ID, RSP_MSG_LEN, RequestType, Status, decode_response
 from tests.procs import ROOT, start_pod_manager, start_scheduler
 
 # Quotas of 30-60 ms, a 2 s window, and 20 ms for a busy Python process on a loaded machine to
@@ -101,6 +101,35 @@ def test_shares_follow_the_config_and_a_live_edit(backend):
     after = share_in(results, t_edit + 2.5, min(both, t0 + 9.0))
     assert before["a"] == pytest.approx(0.3, abs=0.1), before
     assert after["a"] == pytest.approx(0.7, abs=0.1), after
+
+
+@pytest.mark.system
+def test_a_lowered_cap_cuts_the_token_its_process_holds(tmp_path: Path):
+    """Capped at 0.1 by an edit while its process holds a 2 s grant: the scheduler cuts the
+    grant, and the pod manager tells the process (wire.CUT_ID), which stops there instead of
+    running on at the old cap."""
+    cfg = tmp_path / "resource-config.txt"
+    cfg.write_text("1\na 1.0 1.0 1GiB\n")
+    # (Gemini's own quota lengths: one 2 s grant, long enough for the edit to land in it)
+    schd = start_scheduler(cfg, "-q", "2000", "-m", "100", "-w", "20000", "--short-window", "0",
+                           "--no-lone-turns")
+    pm = start_pod_manager("a", schd.port)
+    try:
+        pm.wait_for("memory limit")
+        with Connection("127.0.0.1", pm.port, "a", timeout=30.0) as conn:
+            token, _ = conn.call(RequestType.QUOTA, 0.0, 0.0)
+            got = time.monotonic()
+            assert token.values[0] == pytest.approx(2000.0, abs=50.0), token
+            cfg.write_text("1\na 0.1 0.1 1GiB\n")
+            schd.wait_for("cap lowered")
+            cut = decode_response(RequestType.QUOTA, conn._read(RSP_MSG_LEN))
+        assert cut.req_id == CUT_ID and cut.status is Status.OK
+        # (to a tenth of it from its start, or to now where it ran longer)
+        assert cut.values[0] <= max(200.0 - (time.monotonic() - got) * 1000, 0.0) + 50.0
+        pm.wait_for("token cut by the scheduler")
+    finally:
+        pm.stop()
+        schd.stop()
 
 
 @pytest.mark.system

@@ -20,7 +20,7 @@ def test_constants_agree():
     assert lib.GEM_RSP_MSG_LEN == wire.RSP_MSG_LEN
     assert lib.GEM_MAX_NAME_LEN == wire.MAX_NAME_LEN
     assert lib.GEM_RSP_STATUS_OFFSET == wire.RSP_STATUS_OFFSET
-    assert lib.GEM_NOTIFY_ID == wire.NOTIFY_ID
+    assert (lib.GEM_NOTIFY_ID, lib.GEM_CUT_ID) == (wire.NOTIFY_ID, wire.CUT_ID)
     for t in wire.RequestType:
         assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
     assert lib.GEM_MEM_FLAG_UNIFIED_MEMORY == wire.MEM_FLAG_UNIFIED_MEMORY

@@ -9,6 +9,7 @@ import re
 import signal
 import statistics
 import subprocess
+import threading
 import time
 
 import pytest
@@ -380,3 +381,52 @@ def test_a_program_that_looks_at_its_queue_now_and_then_is_not_taken_to_wait(sys
 def test_without_nvml_caps_stay_in_time_and_the_log_says_so(system):
     system.backend("1\nsolo 0.1 0.4 1GiB\n")  # the daemons' library path has no NVML
     system.schd.wait_for("clock is not read")
+
+
+def kernels_over_time(proc: subprocess.Popen[str]) -> list[tuple[float, int]]:
+    """(when it came, kernels so far) for each progress line of a `work --report-every` run,
+    filled in by a thread as the lines come (a program held for a token prints none)."""
+    seen: list[tuple[float, int]] = []
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith("{") and "kernels" in line:
+                seen.append((time.monotonic(), json.loads(line)["kernels"]))
+
+    threading.Thread(target=pump, daemon=True).start()
+    return seen
+
+
+def kernels_by(seen: list[tuple[float, int]], t: float) -> int:
+    return max((k for at, k in list(seen) if at <= t), default=0)
+
+
+def test_a_lowered_cap_stops_its_programs_launches_at_the_cut(system):
+    """a, holding a 3 s grant beside b, is capped at 0.1 by an edit: the scheduler cuts the
+    grant (to 0.3 s from its start, or to now), its pod manager tells the hook, and the hook
+    stops launching there, while b takes the GPU.  Before, the hook ran on to the grant's
+    end, up to 3 s at the old share, beside b's grant."""
+    system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "3000", "-m", "3000",
+                   "-w", "20000", "--short-window", "0")
+    a = system.client("a", "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+                      "--seconds", "30", "--report-every", "0.05")
+    progress = kernels_over_time(a)
+    system.work("b", 30)
+    deadline = time.monotonic() + 20
+    while query_status("127.0.0.1", system.schd.port)["holder"] != "a":
+        assert time.monotonic() < deadline, "a never got the token"
+        time.sleep(0.01)  # (a poll's pause)
+    system.config.write_text("2\na 0.1 0.1 1GiB\nb 0.5 1.0 1GiB\n")
+    system.schd.wait_for("cap lowered")
+    cut_seen = time.monotonic()
+    # b holds the rest of the 3 s; a's kernels stop within the cut (and the queue past it).
+    while query_status("127.0.0.1", system.schd.port)["holder"] != "b":
+        assert time.monotonic() < cut_seen + 1.0, "the GPU did not go on to b"
+        time.sleep(0.01)
+    system.pmgrs["a"].wait_for("token cut by the scheduler")
+    settled = kernels_by(progress, cut_seen + 0.5)
+    time.sleep(max(0.0, cut_seen + 2.0 - time.monotonic()))  # (what it measures over)
+    ran_on = kernels_by(progress, cut_seen + 2.0) - settled
+    # (0-8 on a 2-core machine; run on to the grant's end, 300 in 1.5 s)
+    assert ran_on <= 40, (settled, ran_on)

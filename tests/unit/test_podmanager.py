@@ -552,3 +552,39 @@ def test_a_reply_to_no_request_and_a_free_past_what_a_process_holds_are_said():
     assert replies(out) == [(1, Response(2, Status.OK, (1,)))] and pod.used == 0
     [said] = [a for a in out if isinstance(a, Log)]
     assert said.level == logging.WARNING and "freed 5000 B, more than the 100 B" in said.message
+
+
+def cut(pod, now, left_ms, status=Status.OK):
+    return pod.on_upstream_response(Response(wire.CUT_ID, status, (left_ms, 0, 0, now)), now)
+
+
+def test_a_token_cut_by_the_scheduler_is_cut_for_each_process_handed_time_past_it():
+    """A lowered cap: the scheduler cut the grant (wire.CUT_ID).  Each process handed time
+    past the new end is told (its hook stops launching then), and the next to ask finds the
+    token spent, so the next fetch waits for no process's old time."""
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    pod.on_hook_request(2, quota(1, burst=10.0), 0.0)
+    grant(pod, 0.0, 300.0)
+    out = cut(pod, 0.1, 20.0)
+    told = replies(out)
+    assert [c for c, _ in told] == [1, 2]
+    assert all(r.req_id == wire.CUT_ID and r.values[:2] == (20.0, 0) for _, r in told)
+    assert any(isinstance(a, Log) and "cut by the scheduler" in a.message for a in out)
+    # The next request after the cut's end fetches at once (no process holds time past it).
+    assert len(fetches(pod.on_hook_request(1, quota(2, burst=10.0), 0.121))) == 1
+    # A process that asked since is not told again; one cut that ends later cuts nothing.
+    assert replies(cut(pod, 0.125, 50.0)) == []
+
+
+@pytest.mark.parametrize("left_ms, status", [(float("nan"), Status.OK), (-1.0, Status.OK),
+                                              (5.0, Status.BAD_REQUEST)])
+def test_a_garbage_cut_is_said_and_ignored(left_ms, status):
+    pod = ready_pod()
+    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
+    grant(pod, 0.0, 300.0)
+    out = cut(pod, 0.1, left_ms, status)
+    assert replies(out) == [] and any(isinstance(a, Log) and a.level == logging.WARNING
+                                      for a in out)
+    [(_, left)] = replies(pod.on_hook_request(1, quota(2, burst=10.0), 0.2))
+    assert left.values[0] == pytest.approx(100.0)

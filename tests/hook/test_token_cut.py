@@ -1,0 +1,51 @@
+"""A token the pod manager cuts (its client's cap lowered: wire.CUT_ID): the hook stops
+launching at the new end and asks for the next token then, not at the old end; a cut sent
+before the token the hook holds was sent is for an older one, and cuts nothing."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from gemini.core.wire import RequestType
+
+from .conftest import prog
+
+pytestmark = pytest.mark.hook
+
+TOKEN_MS = 60_000.0  # never runs out in these tests
+
+
+def start_working(fake_env, pm):
+    pm.quota_ms = TOKEN_MS
+    pm.sent_late_s = 0.0  # (the answers say when they were sent: a cut is ordered by it)
+    proc = fake_env.start(
+        [prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "4", "--sync", "stream",
+         "--seconds", "60", "--report-every", "0.05"])
+    assert pm.wait_for(lambda p: len(p.quota_answered) >= 1)
+    proc.wait_line('"kernels"')  # (launching on it)
+    return proc
+
+
+def test_a_cut_token_ends_at_the_cut_and_the_next_is_asked_for_then(fake_env, pm):
+    proc = start_working(fake_env, pm)
+    try:
+        cut_at = time.monotonic()
+        pm.cut(20.0)
+        proc.wait_line("token cut by the pod manager")
+        # (the old token had a minute left)
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 2, timeout=20.0)
+        assert pm.quota_asked[1] >= cut_at + 0.015  # (not before the 20 ms left)
+    finally:
+        proc.kill()
+
+
+def test_a_cut_sent_before_the_token_held_cuts_nothing(fake_env, pm):
+    proc = start_working(fake_env, pm)
+    try:
+        pm.cut(0.0, sent_ago_s=30.0)
+        proc.wait_line("it had ended, or a later one came")
+        assert len(pm.of_type(RequestType.QUOTA)) == 1
+    finally:
+        proc.kill()
