@@ -55,7 +55,7 @@ struct waiter {
 
 /* The kinds of unsolicited message, by id: GEM_NOTIFY_ID (-1) and GEM_CUT_ID (-2). */
 #define NOTE_KINDS 2
-#define NOTE_KIND(id) (-(id) - 1)
+#define NOTE_KIND(id) (-((id) + 1)) /* (id < 0; no overflow at INT32_MIN) */
 
 struct conn {
     pthread_mutex_t m;

@@ -234,6 +234,7 @@ void gem_token_on_cut(int dev, const uint8_t *msg)
     int64_t at = atomic_load(&t->expires_at_ns);
     int applies = at > end && t->sent_at <= sent_at;
     if (applies) {
+        t->alone = 0; /* (capped now: a launch past the end goes on no credit) */
         stop_hot_path(t);
         atomic_store_explicit(&t->expires_at_ns, end, memory_order_release);
         pthread_cond_broadcast(&t->cv);

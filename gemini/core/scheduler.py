@@ -1605,6 +1605,7 @@ class SchedulerCore:
         if holder.orphaned_until is not None or not ours or grant.end - end < CUT_MIN_S:
             return []
         was = grant.end
+        holder.alone = False  # (its hook goes on no credit past the cut: token_fetch.c)
         self.history.shorten(grant, end)
         self.credits.spend(grant.name, end - was)  # (the pace stays: the rest at the new cap)
         left = end - now

@@ -58,6 +58,8 @@ int gem_thread_start(void *(*fn)(void *), void *arg)
 
 void *gem_real_aux(enum gem_aux which) { (void)which; return NULL; }
 uint32_t gem_wire_run_word(uint64_t count, int graphs) { (void)count; (void)graphs; return 0; }
+double gem_wire_rsp_quota_ms(const uint8_t *buf) { (void)buf; return 0.0; } /* (no cut here) */
+double gem_wire_rsp_quota_sent_at(const uint8_t *buf) { (void)buf; return 0.0; }
 void gem_inflight_allowance(int dev, int64_t room, uint64_t *launches, uint64_t *graphs)
 {
     (void)dev;
