@@ -89,13 +89,14 @@ int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
 }
 
 int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int32_t my_pid,
-                            int32_t index)
+                            int32_t index, uint32_t features)
 {
     int off = put_head(buf, name, req_id, GEM_REQ_PROCESS);
     if (off < 0)
         return -1;
     memcpy(buf + off, &my_pid, 4);
     memcpy(buf + off + 4, &index, 4);
+    memcpy(buf + off + 8, &features, 4);
     return GEM_REQ_MSG_LEN;
 }
 

@@ -708,8 +708,9 @@ static int enc_update(uint8_t *buf, int32_t id, const void *arg)
 
 static int enc_process(uint8_t *buf, int32_t id, const void *arg)
 {
+    /* (this channel hands cuts on: NOTE_KINDS) */
     return gem_wire_encode_process(buf, gem_cfg.pod_name, id, (int32_t)getpid(),
-                                   *(const int32_t *)arg);
+                                   *(const int32_t *)arg, GEM_PROCESS_READS_CUTS);
 }
 
 int gem_ipc_quota(int dev, double overuse_ms, double burst_ms, double gpu_wait_ms,

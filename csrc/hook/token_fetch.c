@@ -173,8 +173,11 @@ void fetch(struct token *t, int dev, int64_t now, int blocking)
     int64_t hop = gem_roundtrip_hop_ns(granted, sent_at);
     int64_t expires = granted + quota_ns - gem_roundtrip_late_ns(hop, quota_ns);
     int64_t gone = granted + quota_ns - expires; /* (for the log) */
-    if (sent_at > 0.0 && sent_at <= t->cut_sent_at && t->cut_end_ns < expires)
+    if (sent_at > 0.0 && sent_at <= t->cut_sent_at && t->cut_end_ns < expires) {
         expires = t->cut_end_ns; /* sent before a cut that came first (gem_token_on_cut) */
+        t->alone = 0;
+        t->early_ns = 0;
+    }
     t->sent_at = sent_at;
     if (t->credit_from_ns != 0) { /* what ran on credit comes off this token */
         int64_t credit = granted - t->credit_from_ns;
@@ -234,7 +237,9 @@ void gem_token_on_cut(int dev, const uint8_t *msg)
     int64_t at = atomic_load(&t->expires_at_ns);
     int applies = at > end && t->sent_at <= sent_at;
     if (applies) {
-        t->alone = 0; /* (capped now: a launch past the end goes on no credit) */
+        t->alone = 0; /* (capped now: no credit past the end, no early ask) */
+        t->early_ns = 0;
+        t->looks++; /* (a look read before the cut is not set after it: acquire_slow) */
         stop_hot_path(t);
         atomic_store_explicit(&t->expires_at_ns, end, memory_order_release);
         pthread_cond_broadcast(&t->cv);

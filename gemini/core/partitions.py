@@ -213,8 +213,11 @@ class PartitionRouter:
             moved.overrun_s += float(old["overrun_s"])
             counts = (int(old["mem_used"]), int(old["processes"]), int(old["waiting_processes"]))
             for conn in conns:  # what each pod manager last reported, told to the new group
-                # (its own processes: whether a holder's run on when it dies, on_disconnect)
-                processes = old["conn_processes"].get(conn, counts[1])
+                # (its own processes: whether a holder's run on when it dies, on_disconnect;
+                # not for one that never reported, a v1 one: SchedulerCore.reported)
+                if conn not in old["conn_processes"]:
+                    continue
+                processes = old["conn_processes"][conn]
                 said = (counts[0], processes, counts[2], float(old["delivery_ms"]))
                 core.on_request(conn, Request(name, NOTIFY_ID, RequestType.REPORT, said), now)
             moved.processes = counts[1]  # (the client's own: its latest report from any)
@@ -235,7 +238,8 @@ class PartitionRouter:
         state = core.clients.get(name) if core is not None else None
         if state is None:
             return None
-        said = {conn: core.processes_said(conn) for conn in self.conns.get(name, ())}
+        said = {conn: core.processes_said(conn) for conn in self.conns.get(name, ())
+                if core.reported(conn)}
         return {"mem_used": state.mem_used, "processes": state.processes, "conn_processes": said,
                 "waiting_processes": state.waiting, "gpu_mem": state.spec.gpu_mem,
                 "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS,

@@ -52,6 +52,8 @@ from gemini.core.wire import (
     MEM_FREE,
     MEM_LEASE,
     NOTIFY_ID,
+    PROCESS_READS_CUTS,
+    QUOTA_FLAG_ALONE,
     Request,
     RequestType,
     Response,
@@ -119,6 +121,7 @@ class HookState:
     launched: bool = False  # has asked for a token
     wanted_at: float = float("-inf")  # when it last asked for a token, or got one it waited for
     leases: bool = False  # has reserved a lease: may hold unspent bytes, answers RECALL
+    reads_cuts: bool = False  # said it applies a CUT_ID notice (PROCESS: wire.PROCESS_READS_CUTS)
     # Did not answer a recall in time (stopped, or its answering thread never started): not
     # asked again, so that each allocation that does not fit waits for it no more, until it
     # sends anything.
@@ -411,7 +414,10 @@ class PodCore:
         """The scheduler cut the grant we hold (its cap lowered: wire.CUT_ID), to `left` ms
         from now: so is our token, and each process handed time past that is told (its hook
         stops launching then; its queue past it is its overuse).  The scheduler sends it
-        before any later grant, so it is for the token we hold."""
+        before any later grant, so it is for the token we hold.  Only hooks that said they
+        read cuts are told (a v1 hook would read it as its next reply): the others run on to
+        their part's end, which a fetch still waits for.  The token is no longer alone (a
+        capped client's is not): a process that asks again is not told it is."""
         left_ms = float(rsp.values[0]) if rsp.values else math.nan
         if rsp.status is not Status.OK or not 0.0 <= left_ms < TOKEN_MAX_MS:
             return [act.warning(self.name, f"scheduler cut our token to {left_ms!r} ms "
@@ -420,9 +426,10 @@ class PodCore:
         if end >= self.quota_at + self.quota_s:
             return [act.debug(self.name, "scheduler cut our token, which ends sooner already")]
         self.quota_s = max(end - self.quota_at, 0.0)
+        self.quota_flags &= ~QUOTA_FLAG_ALONE
         told: list[Action] = []
         for conn, hook in self.hooks.items():
-            if hook.running_until > end:
+            if hook.running_until > end and hook.reads_cuts:
                 hook.running_until = end
                 values = (left_ms, self.quota_flags, self.sharers(now), now)
                 told.append(Reply(conn, RequestType.QUOTA, Response(CUT_ID, Status.OK, values)))
@@ -455,8 +462,9 @@ class PodCore:
         return [ProcessUse(pid, held[pid]) for pid in sorted(held)]
 
     def _on_hook_process(self, conn: ConnId, req: Request) -> Reply:
-        pid, index = (int(a) for a in req.args)  # type: ignore[call-overload]
+        pid, index, *features = (int(a) for a in req.args)  # type: ignore[call-overload]
         hook = self.hooks.setdefault(conn, HookState())
+        hook.reads_cuts = bool(features and features[0] & PROCESS_READS_CUTS)
         if pid > 0:
             hook.pid = pid
         procs = self.processes()

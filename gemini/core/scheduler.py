@@ -487,6 +487,10 @@ class SchedulerCore:
             self.holder = None
         return out + self._schedule(now)
 
+    def reported(self, conn: ConnId) -> bool:
+        """Has the pod manager on `conn` sent a REPORT (ours do; v1 ones never)?"""
+        return conn in self._conn_processes
+
     def processes_said(self, conn: ConnId) -> int:
         """How many processes the pod manager on `conn` last said it serves (0: never said)."""
         return self._conn_processes.get(conn, 0)
@@ -987,15 +991,17 @@ class SchedulerCore:
         (`names` hold the capped client asked about.)"""
         return self._idle_share(names) > 0.0
 
-    def _end_early(self, interval: Interval, now: float) -> None:
-        """The token came back (or its holder went): if before its quota ran out, it ends now."""
+    def _end_early(self, interval: Interval, now: float, keep_pace: bool = False) -> None:
+        """The token came back (or its holder went): if before its quota ran out, it ends now
+        (`keep_pace`: its pace stays, _cut_lowered_holder)."""
         if now >= interval.end:
             return
         # (A grant made before its client was removed, or before it was added again, is not
         # on its books: the unused part went back to none, or to the new ones.)
         if interval.start >= self._books_since.get(interval.name, math.inf):
             self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
-            self._pace(interval.name, now - interval.end)
+            if not keep_pace:
+                self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
     def _pace(self, name: str, seconds: float, until: float = math.inf) -> None:
@@ -1593,21 +1599,23 @@ class SchedulerCore:
         the edit, 0.72 s later, and the 1 s window between them held 0.149 of its work (H100,
         2026-12-07).  A calibration too: its tail, cut, is read neither by the clock (the
         meter takes none from one cut much shorter: SpeedMeter.sample) nor by work (its hook
-        measures its last RUN_MEASURE_MS, which no longer come).  Not a grant whose processes
-        run on without their pod manager, nor one a v1 pod manager (it sends no REPORT)
-        holds; not by less than CUT_MIN_S."""
+        measures its last RUN_MEASURE_MS, which no longer come); the next comes when due.
+        Not a grant whose processes run on without their pod manager, nor one a v1 pod
+        manager (it sends no REPORT) holds, nor a unified-memory client's (its long grants
+        are for its migrations, and its cap holds over the long window only); not by less
+        than CUT_MIN_S."""
         holder = self.holder
         if holder is None or holder.interval.name not in lowered:
             return []
         grant = holder.interval
         end = max(now, grant.start + (grant.end - grant.start) * lowered[grant.name])
-        ours = holder.conn in self._conn_processes  # (a pod manager that reported)
-        if holder.orphaned_until is not None or not ours or grant.end - end < CUT_MIN_S:
+        ours = self.reported(holder.conn)
+        um = is_um(self.clients[grant.name].spec, self.um)
+        if holder.orphaned_until is not None or not ours or um or grant.end - end < CUT_MIN_S:
             return []
         was = grant.end
         holder.alone = False  # (its hook goes on no credit past the cut: token_fetch.c)
-        self.history.shorten(grant, end)
-        self.credits.spend(grant.name, end - was)  # (the pace stays: the rest at the new cap)
+        self._end_early(grant, end, keep_pace=True)  # (the rest at the new cap keeps it)
         left = end - now
         said = act.info(grant.name, f"cap lowered: its token cut by {(was - end) * MS:.1f} ms, "
                                     f"{left * MS:.1f} ms left")

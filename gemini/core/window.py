@@ -159,16 +159,19 @@ class UsageHistory:
         if not own:
             return 0.0, []
         events: list[tuple[float, int, float]] = []
-        if since > start0:  # (nothing before it counts: as if the window began there)
+        # Nothing before `since` counts: as if the window began there; a charge at it does
+        # (a grant cut at the edit: its queue's overuse, charged at its end).
+        moved = since > start0
+        if moved:
             start0 = since
-        if since >= start0 or start0 - own[0].start > own[-1].start - start0:
+        if moved or start0 - own[0].start > own[-1].start - start0:
             used, floor = 0.0, start0 - self._longest
             for i in reversed(own):
                 s = i.start
                 if s < floor:
                     break  # it, and every older one, ended before the window
                 if i.extra:
-                    if start0 < s <= now:
+                    if (start0 < s or (moved and s == start0)) and s <= now:
                         used += i.extra
                         if s < end:
                             events.append((s, 2, i.extra))

@@ -66,8 +66,9 @@ class RequestType(enum.IntEnum):
     STATUS = 3  # tool -> schd: -> body_len + JSON body
     REPORT = 4  # pmgr -> schd: mem_used, processes, waiting -> ack
     HELLO = 5  # any -> server: shared-secret proof (16 bytes) -> ack
-    # hook -> pmgr: the sender's pid, index -> count, pid, bytes of the client's process at
-    # `index` (index < 0: only says who is on this connection; sent on every new connection)
+    # hook -> pmgr: the sender's pid, index[, features] -> count, pid, bytes of the client's
+    # process at `index` (index < 0: only says who is on this connection; sent on every new
+    # connection; features: PROCESS_READS_CUTS)
     PROCESS = 6
     # pmgr -> hook, unsolicited (req_id NOTIFY_ID): u64 bytes a neighbour lacks; give back your
     # unspent lease.  hook -> pmgr, the answer: u64 bytes given back (all it held unspent, maybe
@@ -154,6 +155,12 @@ RUN_COUNT_MAX = RUN_GRAPHS - 1
 # a name of up to REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send
 # 0: not known, the hand-over at the grant's end.
 _REPORT_DELIVERY = struct.Struct("<f")
+# The PROCESS request's third word (not in v1; our hooks before 2026-12-07 send 0): what the
+# sending hook reads.  PROCESS_READS_CUTS: it applies a CUT_ID notice, and only such a hook is
+# sent one (a v1 hook would take it for the reply to its next request, and every reply after
+# it one behind; one of ours from before dropped the connection on it).
+_PROCESS_FEATURES = struct.Struct("<I")
+PROCESS_READS_CUTS = 1 << 0
 # The longest delivery a scheduler's hand-over waits for; one said longer is taken as this
 # (grants reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under
 # 1), and a pod manager cuts a token that came later than what it said (podmanager.token_start).
@@ -301,6 +308,9 @@ def encode_request(req: Request) -> bytes:
         args, rest = args[:3], args[3:]
         if rest and _delivery_fits(raw):
             extra = _REPORT_DELIVERY.pack(rest[0])
+    if req.type == RequestType.PROCESS:
+        args, rest = args[:2], args[2:]
+        extra = _PROCESS_FEATURES.pack(rest[0] if rest else 0)
     if req.type == RequestType.QUOTA:
         raw = quota_name(req.name).encode()
         args, rest = args[:2], args[2:]
@@ -339,6 +349,8 @@ def decode_request(msg: bytes) -> Request:
             args += _QUOTA_RUN.unpack_from(msg, end + 9 + layout.size + _QUOTA_GPU_WAIT.size)
     if req_type == RequestType.REPORT and _delivery_fits(msg[8:end]):
         args += _REPORT_DELIVERY.unpack_from(msg, end + 9 + layout.size)
+    if req_type == RequestType.PROCESS:  # (fits beside any name)
+        args += _PROCESS_FEATURES.unpack_from(msg, end + 9 + layout.size)
     return Request(name, req_id, req_type, tuple(args))
 
 

@@ -89,10 +89,11 @@ class FakePodManager:
             with self._send, contextlib.suppress(OSError):
                 c.sendall(frame)
 
-    def cut(self, left_ms: float, sent_ago_s: float = 0.0) -> None:
+    def cut(self, left_ms: float, sent_at: float | None = None) -> None:
         """Cut every hook's token to `left_ms` (unsolicited QUOTA, wire.CUT_ID: a lowered
-        cap), said to be sent `sent_ago_s` ago."""
-        values = (left_ms, self.quota_flags, self.sharers, time.monotonic() - sent_ago_s)
+        cap), said to be sent at `sent_at` (time.monotonic(); default: now)."""
+        when = time.monotonic() if sent_at is None else sent_at
+        values = (left_ms, self.quota_flags, self.sharers, when)
         frame = wire.encode_response(RequestType.QUOTA,
                                      Response(wire.CUT_ID, Status.OK, values))
         for c in list(self._conns):

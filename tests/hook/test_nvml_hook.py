@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from gemini.core import wire
 from gemini.core.wire import RequestType
 from gemini.native import NativeBuildMissing, fake_driver_dir, program_path
 from tests.procs import free_ports
@@ -52,7 +53,7 @@ def test_each_connection_first_says_which_process_it_is(nvml_env, pm):
     pid = r.out[0]["pid"]
     kinds = [q.type for q in pm.requests]
     first = pm.of_type(RequestType.PROCESS)[0]
-    assert first.args == (pid, -1)
+    assert first.args == (pid, -1, wire.PROCESS_READS_CUTS)  # (it reads cuts: wire.CUT_ID)
     assert kinds.index(RequestType.PROCESS) < kinds.index(RequestType.MEM_UPDATE)
 
 

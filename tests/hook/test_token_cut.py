@@ -44,8 +44,42 @@ def test_a_cut_token_ends_at_the_cut_and_the_next_is_asked_for_then(fake_env, pm
 def test_a_cut_sent_before_the_token_held_cuts_nothing(fake_env, pm):
     proc = start_working(fake_env, pm)
     try:
-        pm.cut(0.0, sent_ago_s=30.0)
+        pm.cut(0.0, sent_at=pm.quota_answered[0] / 2)  # (before the token's own sent_at)
         proc.wait_line("it had ended, or a later one came")
         assert len(pm.of_type(RequestType.QUOTA)) == 1
+    finally:
+        proc.kill()
+
+
+def test_a_cut_that_overtook_the_token_it_cuts_cuts_it_when_it_is_taken(fake_env, pm):
+    """The pod manager sent a token, then a cut; the watcher ran the cut before the launching
+    thread took the token (here: the cut comes first, while the answer is held, stamped after
+    it).  The token, once taken, ends at the cut."""
+    pm.quota_ms = TOKEN_MS
+    pm.sent_late_s = 0.0
+    pm.hold_quota = True
+    proc = fake_env.start(
+        [prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "4", "--sync", "stream",
+         "--seconds", "60", "--report-every", "0.05"])
+    try:
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 1)
+        pm.cut(20.0, sent_at=time.monotonic() + 1.0)  # (the answer's sent_at comes before it)
+        proc.wait_line("token cut by the pod manager")
+        pm.release()
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 2, timeout=20.0)
+    finally:
+        proc.kill()
+
+
+def test_a_recall_and_a_cut_that_come_together_are_both_served(fake_env, pm):
+    """Unsolicited messages of two kinds: the watcher keeps one of each (a single slot kept
+    the later one, and the recall went unanswered)."""
+    proc = start_working(fake_env, pm)
+    try:
+        pm.recall()
+        pm.cut(20.0)
+        proc.wait_line("token cut by the pod manager")
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.RECALL)) >= 1)
+        assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 2, timeout=20.0)
     finally:
         proc.kill()

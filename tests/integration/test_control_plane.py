@@ -12,7 +12,14 @@ from pathlib import Path
 import pytest
 
 from gemini.client import Connection, query_status
-from gemini.core.wire import CUT_ID, RSP_MSG_LEN, RequestType, Status, decode_response
+from gemini.core.wire import (
+    CUT_ID,
+    PROCESS_READS_CUTS,
+    RSP_MSG_LEN,
+    RequestType,
+    Status,
+    decode_response,
+)
 from tests.procs import ROOT, start_pod_manager, start_scheduler
 
 # Quotas of 30-60 ms, a 2 s window, and 20 ms for a busy Python process on a loaded machine to
@@ -117,6 +124,7 @@ def test_a_lowered_cap_cuts_the_token_its_process_holds(tmp_path: Path):
     try:
         pm.wait_for("memory limit")
         with Connection("127.0.0.1", pm.port, "a", timeout=30.0) as conn:
+            conn.call(RequestType.PROCESS, os.getpid(), -1, PROCESS_READS_CUTS)  # (as a hook)
             token, _ = conn.call(RequestType.QUOTA, 0.0, 0.0)
             got = time.monotonic()
             assert token.values[0] == pytest.approx(2000.0, abs=50.0), token

@@ -21,6 +21,7 @@ def test_constants_agree():
     assert lib.GEM_MAX_NAME_LEN == wire.MAX_NAME_LEN
     assert lib.GEM_RSP_STATUS_OFFSET == wire.RSP_STATUS_OFFSET
     assert (lib.GEM_NOTIFY_ID, lib.GEM_CUT_ID) == (wire.NOTIFY_ID, wire.CUT_ID)
+    assert lib.GEM_PROCESS_READS_CUTS == wire.PROCESS_READS_CUTS
     for t in wire.RequestType:
         assert getattr(lib, f"GEM_REQ_{t.name}") == t.value
     assert lib.GEM_MEM_FLAG_UNIFIED_MEMORY == wire.MEM_FLAG_UNIFIED_MEMORY
@@ -113,10 +114,15 @@ def test_c_reads_python_responses(req_id, quota, status, sharers, granted_at):
 
 
 @given(ascii_names, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
-       st.integers(-(2**31), 2**31 - 1))
-def test_process_request(name, req_id, pid, index):
-    c = _c_frame(lib.gem_wire_encode_process, name.encode(), req_id, pid, index)
-    assert c == wire.encode_request(Request(name, req_id, RequestType.PROCESS, (pid, index)))
+       st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**32 - 1))
+def test_process_request(name, req_id, pid, index, features):
+    c = _c_frame(lib.gem_wire_encode_process, name.encode(), req_id, pid, index, features)
+    req = Request(name, req_id, RequestType.PROCESS, (pid, index, features))
+    assert c == wire.encode_request(req)
+    assert wire.decode_request(c) == req
+    # (a hook from before it sent two words: the third reads 0, reads no cuts)
+    old = wire.encode_request(Request(name, req_id, RequestType.PROCESS, (pid, index)))
+    assert wire.decode_request(old).args == (pid, index, 0)
 
 
 @given(st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**31 - 1),

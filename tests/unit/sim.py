@@ -44,8 +44,8 @@ class SimClient:
     req_id: int = 0
     ran: list[tuple[float, float]] = field(default_factory=list)  # with overrun_s: its work
     overuse_s: float = 0.0  # past its latest grant, to be reported with its next request
-    back_at: float = math.nan  # when it asks after its latest grant
-    cut_wake: float = math.nan  # that time, where a cut brought its request forward
+    back_wake: int = 0  # the wake-up at which it asks after its latest grant (its seq)
+    cut_wake: int = 0  # that one, where a cut brought its request forward (0: none)
 
 
 class GpuClock:
@@ -279,17 +279,18 @@ class Sim:
         c.busy.append((got, end))
         if self.overrun_s:
             self._run_work(c, end)
-        c.back_at = back
         self._wake(c.name, back)
+        c.back_wake = self._seq
 
     def _cut(self, c: SimClient, left_s: float) -> None:
         """Its token cut short (a lowered cap: wire.CUT_ID): its work stops `left_s` from now
-        (as its hook stops launching, no delivery delay), and it asks again then."""
+        (as its hook stops launching, no delivery delay), and it asks again then.  (Its
+        work with `overrun_s` is not cut: no test cuts such a client.)"""
         end = self.now + left_s
         if not c.busy or c.busy[-1][1] <= end:
             return
         c.busy[-1] = (c.busy[-1][0], max(end, c.busy[-1][0]))
-        c.cut_wake = c.back_at
+        c.cut_wake = c.back_wake
         self._wake(c.name, end)
 
     def _run_work(self, c: SimClient, end: float) -> None:
@@ -344,11 +345,8 @@ class Sim:
                 return
             self.now = max(self.now, nxt)
             if wake is not None and wake <= nxt:
-                at, _, name = heapq.heappop(self._wakeups)
-                c = self.clients[name]
-                if at == c.cut_wake:
-                    c.cut_wake = math.nan  # (brought forward by a cut: asked then)
-                else:
+                _, seq, name = heapq.heappop(self._wakeups)
+                if seq != self.clients[name].cut_wake:  # (brought forward by a cut: asked)
                     self.request(name)
             else:
                 self._handle(self.core.on_deadline(self.now))

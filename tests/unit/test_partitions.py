@@ -369,3 +369,16 @@ def test_a_request_answered_on_a_disconnect_does_not_follow_a_move() -> None:
     assert (granted.conn, granted.response.status) == (2, Status.OK)
     out = router.on_config(cfg.parse_text("2\na 1 1 1 sm=50@p\nb 1 1 1 sm=50@q\n"), 0.03)
     assert grants(out) == []  # nothing queued moved with b: it was answered already
+
+
+def test_a_moved_client_whose_pod_manager_never_reported_is_not_taken_for_one_of_ours() -> None:
+    """A v1 pod manager sends no REPORT: the move told the new group a report for it all the
+    same, and a cap lowered there cut its grant with a message it cannot read (wire.CUT_ID;
+    a review)."""
+    router = PartitionRouter(cfg.parse_text("2\na 0.5 1 1GiB sm=50@p\nb 0.5 1 1GiB sm=50@p\n"),
+                             LAUNCHER, 0.0, spatial=False)
+    router.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0)), 0.0)
+    router.on_request(2, quota("b", 1), 0.0)  # (b's v1 pod manager: no report)
+    router.on_mode(True, 0.01)  # MPS up: a and b move to partition p
+    core = next(c for c in router.cores.values() if "b" in c.clients)
+    assert core.reported(1) and not core.reported(2)

@@ -558,21 +558,34 @@ def cut(pod, now, left_ms, status=Status.OK):
     return pod.on_upstream_response(Response(wire.CUT_ID, status, (left_ms, 0, 0, now)), now)
 
 
+def says_it_reads_cuts(pod, conn, reads=True):
+    features = (wire.PROCESS_READS_CUTS,) if reads else ()  # (a v1 hook sends no PROCESS)
+    pod.on_hook_request(conn, Request("pod", 90, RequestType.PROCESS, (100 + conn, -1, *features)),
+                        0.0)
+
+
 def test_a_token_cut_by_the_scheduler_is_cut_for_each_process_handed_time_past_it():
     """A lowered cap: the scheduler cut the grant (wire.CUT_ID).  Each process handed time
     past the new end is told (its hook stops launching then), and the next to ask finds the
-    token spent, so the next fetch waits for no process's old time."""
+    token spent, so the next fetch waits for no process's old time.  A hook that did not say
+    it reads cuts is not sent one (a v1 hook would take it for its next reply), and a fetch
+    waits for its time, which it runs on to."""
     pod = ready_pod()
-    pod.on_hook_request(1, quota(1, burst=10.0), 0.0)
-    pod.on_hook_request(2, quota(1, burst=10.0), 0.0)
-    grant(pod, 0.0, 300.0)
+    pod.on_hook_connect(3, 0.0)
+    for conn in (1, 2):
+        says_it_reads_cuts(pod, conn)
+        pod.on_hook_request(conn, quota(1, burst=10.0), 0.0)
+    pod.on_hook_request(3, quota(1, burst=10.0), 0.0)
+    grant(pod, 0.0, 300.0, flags=wire.QUOTA_FLAG_ALONE)
     out = cut(pod, 0.1, 20.0)
     told = replies(out)
     assert [c for c, _ in told] == [1, 2]
-    assert all(r.req_id == wire.CUT_ID and r.values[:2] == (20.0, 0) for _, r in told)
+    assert all(r.req_id == wire.CUT_ID and r.values[0] == 20.0 for _, r in told)
     assert any(isinstance(a, Log) and "cut by the scheduler" in a.message for a in out)
-    # The next request after the cut's end fetches at once (no process holds time past it).
-    assert len(fetches(pod.on_hook_request(1, quota(2, burst=10.0), 0.121))) == 1
+    # A process that asks after the cut's end is handed no time, and not told it is alone
+    # (a capped client's token is not); the fetch waits for process 3's time, to 0.3.
+    assert fetches(pod.on_hook_request(1, quota(2, burst=10.0), 0.121)) == []
+    assert pod.fetch_at == pytest.approx(0.3) and pod.quota_flags & wire.QUOTA_FLAG_ALONE == 0
     # A process that asked since is not told again; one cut that ends later cuts nothing.
     assert replies(cut(pod, 0.125, 50.0)) == []
 

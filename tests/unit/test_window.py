@@ -70,9 +70,12 @@ def test_room_holds_no_use_from_before_since():
         allowed = 0.35 * length
         room = h.room("a", 10.0, length, allowed, since=9.9)
         assert room == pytest.approx(allowed, abs=1e-6), length
-    # Use after it counts: the 0.1 s granted at 10.0.
+    # Use after it counts: the 0.1 s granted at 10.0, and a charge at `since` itself (the
+    # overuse of a grant cut there, charged at its end).
     h.record("a", 10.0, 10.1)
     assert h.room("a", 10.2, 1.0, 0.35, since=9.9) == pytest.approx(0.25, abs=1e-6)
+    h.charge("a", 10.3, 0.05)
+    assert h.room("a", 10.4, 1.0, 0.35, since=10.3) == pytest.approx(0.3, abs=1e-6)
 
 
 def test_room_weighs_each_second_of_the_grant_at_its_rate():

@@ -20,6 +20,8 @@
 /* A token cut short (gemini/core/wire.py CUT_ID): unsolicited, in the QUOTA reply's layout,
  * quota_ms what is left of the token held, from sent_at. */
 #define GEM_CUT_ID -2
+/* PROCESS's features: the hook applies GEM_CUT_ID notices (only such a hook is sent one). */
+#define GEM_PROCESS_READS_CUTS 1
 
 enum gem_request_type {
     GEM_REQ_QUOTA = 0,      /* f64 overuse_ms, f64 next_burst_ms[, f64 gpu_wait_ms[, f32 run_ms,
@@ -34,7 +36,8 @@ enum gem_request_type {
                              * beside names of up to 43 bytes] -> ack (pod manager ->
                              * scheduler; the hook sends none) */
     GEM_REQ_HELLO = 5,      /* 16 bytes proof -> ack */
-    GEM_REQ_PROCESS = 6,    /* i32 my_pid, i32 index -> i32 count, i32 pid, u64 bytes */
+    GEM_REQ_PROCESS = 6,    /* i32 my_pid, i32 index[, u32 features] -> i32 count, i32 pid,
+                             * u64 bytes */
     /* pod manager -> hook, unsolicited (id GEM_NOTIFY_ID): u64 bytes a neighbour lacks.
      * hook -> pod manager, the answer: u64 bytes of unspent lease given back -> ack. */
     GEM_REQ_RECALL = 7
@@ -114,9 +117,10 @@ int gem_wire_encode_mem_update(uint8_t *buf, const char *name, int32_t req_id,
 int gem_wire_encode_hello(uint8_t *buf, const char *name, int32_t req_id,
                           const uint8_t *proof16);
 /* PROCESS: the sender's pid, and which of the client's processes to describe (index < 0:
- * none, the request only tells the pod manager who is on this connection). */
+ * none, the request only tells the pod manager who is on this connection), and what the
+ * sender reads (GEM_PROCESS_READS_CUTS). */
 int gem_wire_encode_process(uint8_t *buf, const char *name, int32_t req_id, int32_t my_pid,
-                            int32_t index);
+                            int32_t index, uint32_t features);
 
 int gem_wire_encode_recall(uint8_t *buf, const char *name, int32_t req_id, uint64_t bytes);
 
