@@ -39,7 +39,7 @@ NOTIFY_ID = -1
 # manager: the grant its client holds ends then (its cap was lowered: a grant made at the old
 # cap ran on to its end, and a 1 s window of the new one held a 0.6 cap lowered to 0.3 at 0.15).
 # Pod manager -> hook: so does the part of the token it handed the process.  Only to peers of
-# ours: a pod manager that sends REPORTs, a hook of a pod manager that is ours.
+# ours: a pod manager that sends REPORTs, a hook that says it reads them (PROCESS_READS_CUTS).
 CUT_ID = -2
 MAX_STATUS_BODY = 1 << 20
 
