@@ -31,7 +31,15 @@ from gemini.core.actions import Action, ConnId, Log, Reply
 from gemini.core.config import DEFAULT_GPU, ClientSpec, Partition, ResourceConfig
 from gemini.core.scheduler import MS, SchedulerCore, Timing
 from gemini.core.um import UmPolicy, mem_flags
-from gemini.core.wire import NOTIFY_ID, Request, RequestType, Response, Status, quota_name
+from gemini.core.wire import (
+    NOTIFY_ID,
+    REPORT_APPLIES_CUTS,
+    Request,
+    RequestType,
+    Response,
+    Status,
+    quota_name,
+)
 
 TIME_SLICED = ""  # the group of the clients that take turns on the whole GPU
 SPATIAL_MODE = "spatial"
@@ -214,11 +222,14 @@ class PartitionRouter:
             counts = (int(old["mem_used"]), int(old["processes"]), int(old["waiting_processes"]))
             for conn in conns:  # what each pod manager last reported, told to the new group
                 # (its own processes: whether a holder's run on when it dies, on_disconnect;
-                # not for one that never reported, a v1 one: SchedulerCore.reported)
+                # whether it applies cuts; not for one that never reported, a v1 one, whose
+                # connection is the client's all the same: SchedulerCore.reported)
                 if conn not in old["conn_processes"]:
+                    moved.conns.add(conn)
                     continue
                 processes = old["conn_processes"][conn]
-                said = (counts[0], processes, counts[2], float(old["delivery_ms"]))
+                features = REPORT_APPLIES_CUTS if conn in old["cutting_conns"] else 0
+                said = (counts[0], processes, counts[2], float(old["delivery_ms"]), features)
                 core.on_request(conn, Request(name, NOTIFY_ID, RequestType.REPORT, said), now)
             moved.processes = counts[1]  # (the client's own: its latest report from any)
             flags = mem_flags(spec, self.um)
@@ -238,9 +249,11 @@ class PartitionRouter:
         state = core.clients.get(name) if core is not None else None
         if state is None:
             return None
-        said = {conn: core.processes_said(conn) for conn in self.conns.get(name, ())
-                if core.reported(conn)}
+        conns = self.conns.get(name, ())
+        said = {conn: core.processes_said(conn) for conn in conns if core.reported(conn)}
+        cutting = {conn for conn in conns if core.applies_cuts(conn)}
         return {"mem_used": state.mem_used, "processes": state.processes, "conn_processes": said,
+                "cutting_conns": cutting,
                 "waiting_processes": state.waiting, "gpu_mem": state.spec.gpu_mem,
                 "flags": mem_flags(state.spec, self.um), "delivery_ms": state.delivery_s * MS,
                 "tokens": state.tokens, "overuse_s": state.overuse_s, "overrun_s": state.overrun_s}

@@ -54,6 +54,7 @@ from gemini.core.wire import (
     NOTIFY_ID,
     PROCESS_READS_CUTS,
     QUOTA_FLAG_ALONE,
+    REPORT_APPLIES_CUTS,
     Request,
     RequestType,
     Response,
@@ -117,6 +118,8 @@ class HookState:
     reserved: int = 0
     burst_ms: float = 0.0
     running_until: float = float("-inf")  # end of the token time this process was handed
+    # ... as its hook holds it, whether or not it has asked again since (a cut: _on_cut)
+    handed_until: float = float("-inf")
     pid: int = 0  # as the process sees itself (PROCESS); 0: not told
     launched: bool = False  # has asked for a token
     wanted_at: float = float("-inf")  # when it last asked for a token, or got one it waited for
@@ -414,10 +417,13 @@ class PodCore:
         """The scheduler cut the grant we hold (its cap lowered: wire.CUT_ID), to `left` ms
         from now: so is our token, and each process handed time past that is told (its hook
         stops launching then; its queue past it is its overuse).  The scheduler sends it
-        before any later grant, so it is for the token we hold.  Only hooks that said they
-        read cuts are told (a v1 hook would read it as its next reply): the others run on to
-        their part's end, which a fetch still waits for.  The token is no longer alone (a
-        capped client's is not): a process that asks again is not told it is."""
+        before any later grant, so it is for the token we hold.  A hook that asked again in
+        its token's tail still runs on it until the answer: it is told too.  Only hooks that
+        said they read cuts are told (a v1 hook would read it as its next reply): the others
+        run on to their part's end, which a fetch still waits for, and that part is owed as
+        overuse with the next fetch (their own overuse counts from their part's end: the
+        scheduler handed the GPU on at the cut).  The token is no longer alone (a capped
+        client's is not): a process that asks again is not told it is."""
         left_ms = float(rsp.values[0]) if rsp.values else math.nan
         if rsp.status is not Status.OK or not 0.0 <= left_ms < TOKEN_MAX_MS:
             return [act.warning(self.name, f"scheduler cut our token to {left_ms!r} ms "
@@ -429,10 +435,15 @@ class PodCore:
         self.quota_flags &= ~QUOTA_FLAG_ALONE
         told: list[Action] = []
         for conn, hook in self.hooks.items():
-            if hook.running_until > end and hook.reads_cuts:
-                hook.running_until = end
-                values = (left_ms, self.quota_flags, self.sharers(now), now)
-                told.append(Reply(conn, RequestType.QUOTA, Response(CUT_ID, Status.OK, values)))
+            if hook.handed_until <= end:
+                continue
+            if not hook.reads_cuts:
+                self.overuse_ms = max(self.overuse_ms, (hook.handed_until - end) * MS)
+                continue
+            hook.handed_until = end
+            hook.running_until = min(hook.running_until, end)
+            values = (left_ms, self.quota_flags, self.sharers(now), now)
+            told.append(Reply(conn, RequestType.QUOTA, Response(CUT_ID, Status.OK, values)))
         said = act.info(self.name, f"token cut by the scheduler (a lowered cap): {left_ms:.3f} "
                                    f"ms left, {len(told)} process(es) told")
         fetch = self._fetch_when_free(now) if self.fetch_at is not None else []
@@ -441,7 +452,7 @@ class PodCore:
     def _quota_reply(self, w: Waiter, now: float, left_s: float) -> Reply:
         hook = self.hooks.get(w.conn)
         if hook is not None:
-            hook.running_until = now + left_s
+            hook.running_until = hook.handed_until = now + left_s
         values = (left_s * MS, self.quota_flags, self.sharers(now), now)  # (sent_at: wire)
         return Reply(w.conn, w.req.type, Response(w.req.req_id, Status.OK, values))
 
@@ -698,7 +709,7 @@ class PodCore:
         self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS \
             if report_carries_delivery(self.name) else 0.0
         return [self._send(RequestType.REPORT, (self.used, self._reported(), waiting,
-                                                delivery_ms))]
+                                                delivery_ms, REPORT_APPLIES_CUTS))]
 
     def _reported(self) -> int:
         """The processes a report counts: connections that asked for a token or hold memory.

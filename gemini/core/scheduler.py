@@ -88,6 +88,7 @@ from gemini.core.wire import (
     NOTIFY_ID,
     QUOTA_FLAG_ALONE,
     QUOTA_FLAG_CALIBRATION,
+    REPORT_APPLIES_CUTS,
     Request,
     RequestType,
     Response,
@@ -289,6 +290,7 @@ class ClientState:
     # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
     calibrated_before: bool = False
     shared_before: bool = False
+    cut_before: bool = False  # ... or a calibration cut short (_cut_lowered_holder)
     calibration: Calibration | None = None  # its latest calibration grant's, as meant
     delivery_s: float = 0.0  # how long its grants take to reach its pod manager (REPORT)
     delivery_warned: bool = False  # (a delay out of range is logged once a client)
@@ -376,6 +378,8 @@ class SchedulerCore:
         self._absent_books: dict[str, tuple[set[ConnId], int]] = {}
         # How many processes each pod manager connection said it serves (on_disconnect).
         self._conn_processes: dict[ConnId, int] = {}
+        # The pod manager connections whose latest REPORT said they apply cuts (wire.CUT_ID).
+        self._cutting_conns: set[ConnId] = set()
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -411,6 +415,10 @@ class SchedulerCore:
             return [Reply(conn, req.type, Response(req.req_id, Status.BAD_REQUEST)),
                     act.warning(req.name, why)]
         mem_used, processes, waiting, *delivery = req.args
+        if len(delivery) > 1 and int(delivery[1]) & REPORT_APPLIES_CUTS:  # type: ignore[call-overload]
+            self._cutting_conns.add(conn)
+        else:
+            self._cutting_conns.discard(conn)
         if not client.spec.capped and client.processes <= 1 < int(processes):  # type: ignore[call-overload]
             # By time from now (_by_time): its speed out of the credit at once.  Its meter
             # keeps what one process read, for when it is one again (a second process may come
@@ -462,6 +470,7 @@ class SchedulerCore:
         holder = self.holder if self.holder is not None and self.holder.conn == conn else None
         running = holder is not None and self.processes_said(conn) > 0
         self._conn_processes.pop(conn, None)
+        self._cutting_conns.discard(conn)
         if holder is not None and running:  # (before its delivery delay is forgotten below)
             holder.orphaned_until = self._hand_over_at(holder)
         for name, (conns, _) in list(self._absent_books.items()):
@@ -490,6 +499,10 @@ class SchedulerCore:
     def reported(self, conn: ConnId) -> bool:
         """Has the pod manager on `conn` sent a REPORT (ours do; v1 ones never)?"""
         return conn in self._conn_processes
+
+    def applies_cuts(self, conn: ConnId) -> bool:
+        """Did the pod manager on `conn` say, in its latest REPORT, that it applies cuts?"""
+        return conn in self._cutting_conns
 
     def processes_said(self, conn: ConnId) -> int:
         """How many processes the pod manager on `conn` last said it serves (0: never said)."""
@@ -793,11 +806,14 @@ class SchedulerCore:
         that one calibrated) goes to the speed meter."""
         run_ms, run_count, run_graphs = run
         capped = client.spec.capped
-        if capped or client.shared_before:  # (alone and uncapped: nothing to weigh)
+        # (alone and uncapped: nothing to weigh; a calibration cut short: its hook measured
+        # its start, or a late process's share, not its continuous tail)
+        if (capped or client.shared_before) and not client.cut_before:
             self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
                            shared=not capped)
         out = self._said_calibrated(client, grant.name, run_count)
         client.calibrated_before, client.shared_before = grant.calibrating, grant.shared
+        client.cut_before = grant.cut_calibration
         return out
 
     def _charge_speed(self, client: ClientState, grant: Interval) -> None:
@@ -1600,20 +1616,23 @@ class SchedulerCore:
         2026-12-07).  A calibration too: its tail, cut, is read neither by the clock (the
         meter takes none from one cut much shorter: SpeedMeter.sample) nor by work (its hook
         measures its last RUN_MEASURE_MS, which no longer come); the next comes when due.
-        Not a grant whose processes run on without their pod manager, nor one a v1 pod
-        manager (it sends no REPORT) holds, nor a unified-memory client's (its long grants
-        are for its migrations, and its cap holds over the long window only); not by less
-        than CUT_MIN_S."""
+        Not a grant whose processes run on without their pod manager, nor one whose pod manager
+        did not say it applies cuts (wire.REPORT_APPLIES_CUTS: a v1 one, or one of ours from
+        before, ran on to the grant's end beside the next holder, uncharged), nor a
+        unified-memory client's (its long grants are for its migrations, and its cap holds
+        over the long window only); not by less than CUT_MIN_S.  A calibration's run, cut, is
+        not read (`Interval.cut_calibration`)."""
         holder = self.holder
         if holder is None or holder.interval.name not in lowered:
             return []
         grant = holder.interval
         end = max(now, grant.start + (grant.end - grant.start) * lowered[grant.name])
-        ours = self.reported(holder.conn)
+        applies = self.applies_cuts(holder.conn)
         um = is_um(self.clients[grant.name].spec, self.um)
-        if holder.orphaned_until is not None or not ours or um or grant.end - end < CUT_MIN_S:
+        if holder.orphaned_until is not None or not applies or um or grant.end - end < CUT_MIN_S:
             return []
         was = grant.end
+        grant.cut_calibration = grant.calibrating
         holder.alone = False  # (its hook goes on no credit past the cut: token_fetch.c)
         self._end_early(grant, end, keep_pace=True)  # (the rest at the new cap keeps it)
         left = end - now

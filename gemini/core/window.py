@@ -24,6 +24,7 @@ class Interval:
     calibrating: bool = False  # a grant long enough to read the client's continuous clock
     shared: bool = False  # granted while others wanted the GPU too
     weighed: bool = False  # its speed (gemini.core.speed) was charged
+    cut_calibration: bool = False  # a calibration cut short by a lowered cap: its run not read
 
 
 class UsageHistory:

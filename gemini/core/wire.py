@@ -38,8 +38,9 @@ NOTIFY_ID = -1
 # token the receiver holds, from sent_at (the sender's clock, as in a grant).  Scheduler -> pod
 # manager: the grant its client holds ends then (its cap was lowered: a grant made at the old
 # cap ran on to its end, and a 1 s window of the new one held a 0.6 cap lowered to 0.3 at 0.15).
-# Pod manager -> hook: so does the part of the token it handed the process.  Only to peers of
-# ours: a pod manager that sends REPORTs, a hook that says it reads them (PROCESS_READS_CUTS).
+# Pod manager -> hook: so does the part of the token it handed the process.  Only to peers that
+# say they apply it: a pod manager in its REPORT (REPORT_APPLIES_CUTS), a hook in its PROCESS
+# (PROCESS_READS_CUTS).
 CUT_ID = -2
 MAX_STATUS_BODY = 1 << 20
 
@@ -161,6 +162,13 @@ _REPORT_DELIVERY = struct.Struct("<f")
 # it one behind; one of ours from before dropped the connection on it).
 _PROCESS_FEATURES = struct.Struct("<I")
 PROCESS_READS_CUTS = 1 << 0
+# The REPORT's fifth word (not in v1; our pod managers before 2026-12-07 send 0), after
+# delivery_ms, beside a name of up to REPORT_FEATURES_NAME_MAX bytes: what the pod manager does.
+# REPORT_APPLIES_CUTS: it applies a CUT_ID to its token and its hooks, and only such a one's
+# grants are cut (one from before ignored it, and its hooks ran on to the grant's end beside
+# the next holder, uncharged).  A longer name leaves it out: that client's grants are not cut.
+_REPORT_FEATURES = struct.Struct("<I")
+REPORT_APPLIES_CUTS = 1 << 0
 # The longest delivery a scheduler's hand-over waits for; one said longer is taken as this
 # (grants reached the pod managers 0.4-0.7 ms (p50) after they were made on the H200, p90 under
 # 1), and a pod manager cuts a token that came later than what it said (podmanager.token_start).
@@ -202,6 +210,7 @@ _RSP_PAYLOAD = {
 _RSP_ZEROS = {t: layout.unpack(bytes(layout.size)) for t, layout in _RSP_PAYLOAD.items()}
 # (MAX_NAME_LEN leaves room for 16 bytes of payload, a REPORT's own words.)
 REPORT_DELIVERY_NAME_MAX = MAX_NAME_LEN - _REPORT_DELIVERY.size
+REPORT_FEATURES_NAME_MAX = REPORT_DELIVERY_NAME_MAX - _REPORT_FEATURES.size
 
 
 @dataclass(frozen=True)
@@ -290,6 +299,10 @@ def _delivery_fits(raw_name: bytes) -> bool:
     return len(raw_name) <= REPORT_DELIVERY_NAME_MAX
 
 
+def _report_features_fit(raw_name: bytes) -> bool:
+    return len(raw_name) <= REPORT_FEATURES_NAME_MAX
+
+
 def report_carries_delivery(name: str) -> bool:
     """Does a REPORT of this client carry its delivery_ms (else the scheduler hands its GPU on
     at its grants' end)?"""
@@ -299,7 +312,8 @@ def report_carries_delivery(name: str) -> bool:
 def encode_request(req: Request) -> bytes:
     """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]),
     gpu_wait_ms None not sent; beside a long name the request carries its alias.  A REPORT's:
-    (mem_used, processes, waiting[, delivery_ms]), delivery_ms left out beside a longer name
+    (mem_used, processes, waiting[, delivery_ms[, features]]), features left out beside a longer
+    name than REPORT_FEATURES_NAME_MAX, delivery_ms beside a longer name
     than REPORT_DELIVERY_NAME_MAX."""
     raw = check_name(req.name)
     args = req.args
@@ -308,6 +322,8 @@ def encode_request(req: Request) -> bytes:
         args, rest = args[:3], args[3:]
         if rest and _delivery_fits(raw):
             extra = _REPORT_DELIVERY.pack(rest[0])
+            if len(rest) > 1 and _report_features_fit(raw):
+                extra += _REPORT_FEATURES.pack(rest[1])
     if req.type == RequestType.PROCESS:
         args, rest = args[:2], args[2:]
         extra = _PROCESS_FEATURES.pack(rest[0] if rest else 0)
@@ -349,6 +365,8 @@ def decode_request(msg: bytes) -> Request:
             args += _QUOTA_RUN.unpack_from(msg, end + 9 + layout.size + _QUOTA_GPU_WAIT.size)
     if req_type == RequestType.REPORT and _delivery_fits(msg[8:end]):
         args += _REPORT_DELIVERY.unpack_from(msg, end + 9 + layout.size)
+        if _report_features_fit(msg[8:end]):
+            args += _REPORT_FEATURES.unpack_from(msg, end + 9 + layout.size + 4)
     if req_type == RequestType.PROCESS:  # (fits beside any name)
         args += _PROCESS_FEATURES.unpack_from(msg, end + 9 + layout.size)
     return Request(name, req_id, req_type, tuple(args))

@@ -28,6 +28,7 @@ from gemini.core.speed import WORK_PER_CLOCK
 from gemini.core.wire import (
     CUT_ID,
     QUOTA_FLAG_CALIBRATION,
+    REPORT_APPLIES_CUTS,
     RUN_MEASURE_MS,
     Request,
     RequestType,
@@ -187,7 +188,8 @@ class Sim:
         for c in self.clients.values():
             c.req_id += 1
             said_ms = 1000 * self._said_delivery_s()
-            report = Request(c.name, c.req_id, RequestType.REPORT, (0, 1, 0, said_ms))
+            said = (0, 1, 0, said_ms, REPORT_APPLIES_CUTS)
+            report = Request(c.name, c.req_id, RequestType.REPORT, said)
             self._handle(self.core.on_request(c.conn, report, self.now))
 
     def start(self, name: str, at: float = 0.0) -> None:

@@ -382,3 +382,4 @@ def test_a_moved_client_whose_pod_manager_never_reported_is_not_taken_for_one_of
     router.on_mode(True, 0.01)  # MPS up: a and b move to partition p
     core = next(c for c in router.cores.values() if "b" in c.clients)
     assert core.reported(1) and not core.reported(2)
+    assert core.clients["b"].conns == {2}  # (its connection all the same: status, limits)

@@ -159,7 +159,7 @@ def test_a_token_waits_for_no_more_than_the_scheduler_does(name, cut_ms):
         grant(pod, now, 1.0, granted_at=now - 0.003)
     [report] = [r for r in upstream(pod.on_deadline(11.0)) if r.type is RequestType.REPORT]
     assert wire.decode_request(wire.encode_request(report)).args[3:] == \
-        ((pytest.approx(3.0),) if name == "pod" else ())
+        ((pytest.approx(3.0), wire.REPORT_APPLIES_CUTS) if name == "pod" else ())
     pod.on_hook_request(1, quota(1, burst=10.0, name=name), 11.99)
     [(_, got)] = replies(grant(pod, 12.0, 100.0, granted_at=11.997))
     assert got.values[0] == pytest.approx(100.0 - cut_ms)
@@ -472,7 +472,8 @@ def test_reports_are_rate_limited():
     pod.on_hook_request(1, mem(1, 5), 0.21)
     assert pod.next_deadline() == pytest.approx(0.3)
     [report] = upstream(pod.on_deadline(pod.next_deadline()))
-    assert report.type is RequestType.REPORT and report.args == (5, 1, 0, 0.0)  # (no grant
+    assert report.type is RequestType.REPORT and report.args == (
+        5, 1, 0, 0.0, wire.REPORT_APPLIES_CUTS)  # (no grant
     # yet: its delivery is not known; one process, the one that holds memory)
 
 
@@ -577,6 +578,9 @@ def test_a_token_cut_by_the_scheduler_is_cut_for_each_process_handed_time_past_i
         pod.on_hook_request(conn, quota(1, burst=10.0), 0.0)
     pod.on_hook_request(3, quota(1, burst=10.0), 0.0)
     grant(pod, 0.0, 300.0, flags=wire.QUOTA_FLAG_ALONE)
+    # Process 2's hook asks for the next token in its tail (its renewer), launching on until
+    # the answer: it still runs on this token, and is told too.
+    pod.on_hook_request(2, quota(2, burst=500.0), 0.05)
     out = cut(pod, 0.1, 20.0)
     told = replies(out)
     assert [c for c, _ in told] == [1, 2]
@@ -584,8 +588,12 @@ def test_a_token_cut_by_the_scheduler_is_cut_for_each_process_handed_time_past_i
     assert any(isinstance(a, Log) and "cut by the scheduler" in a.message for a in out)
     # A process that asks after the cut's end is handed no time, and not told it is alone
     # (a capped client's token is not); the fetch waits for process 3's time, to 0.3.
-    assert fetches(pod.on_hook_request(1, quota(2, burst=10.0), 0.121)) == []
+    assert fetches(pod.on_hook_request(1, quota(3, burst=10.0), 0.121)) == []
     assert pod.fetch_at == pytest.approx(0.3) and pod.quota_flags & wire.QUOTA_FLAG_ALONE == 0
+    # ...and process 3's part past the cut is charged as overuse with it (the scheduler
+    # handed the GPU on at the cut; its hook counts its overuse from 0.3 only).
+    [fetch] = fetches(pod.on_deadline(0.3))
+    assert fetch.args[0] == pytest.approx(180.0)
     # A process that asked since is not told again; one cut that ends later cuts nothing.
     assert replies(cut(pod, 0.125, 50.0)) == []
 

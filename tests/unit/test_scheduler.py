@@ -18,7 +18,15 @@ from gemini.core.scheduler import (
     SchedulerCore,
     Timing,
 )
-from gemini.core.wire import CUT_ID, NOTIFY_ID, QUOTA_FLAG_ALONE, Request, RequestType, Status
+from gemini.core.wire import (
+    CUT_ID,
+    NOTIFY_ID,
+    QUOTA_FLAG_ALONE,
+    REPORT_APPLIES_CUTS,
+    Request,
+    RequestType,
+    Status,
+)
 from tests.unit.sim import GpuClock, Sim
 
 
@@ -682,13 +690,13 @@ def test_a_client_added_back_is_told_its_new_memory_limit(asks_meanwhile):
     assert core.clients["a"].conns == set() and core.clients["a"].mem_used == 0
 
 
-def cut_after_lowering(reported: bool, lowered_to: float, into_s: float):
+def cut_after_lowering(reported: tuple, lowered_to: float, into_s: float):
     """a, alone and capped at 0.6 (a grant of 150 ms in its lone turns), is lowered to
-    `lowered_to` `into_s` into its first grant: the edit's actions, the scheduler, and when
-    the grant began."""
+    `lowered_to` `into_s` into its first grant, its pod manager having `reported` (its REPORT's
+    words; () none, as a v1 one): the edit's actions, the scheduler, and when the grant began."""
     core = SchedulerCore(config(("a", 0.6, 0.6, 100)), Timing(short_window_s=0.0), 0.0)
-    if reported:  # (a pod manager of ours: a v1 one sends no REPORT)
-        core.on_request(1, Request("a", 1, RequestType.REPORT, (0, 1, 0)), 0.0)
+    if reported:
+        core.on_request(1, Request("a", 1, RequestType.REPORT, reported), 0.0)
     core.on_request(1, quota_req("a", 2), 0.0)
     start = core.next_deadline()
     [grant] = grants(core.on_deadline(start))
@@ -700,19 +708,41 @@ def cut_after_lowering(reported: bool, lowered_to: float, into_s: float):
 def test_a_cap_lowered_cuts_the_grant_its_client_holds_to_the_new_cap():
     """The grant was made at the old cap; run on to its end, its 1 s windows at the new one
     held half of it, or a second with hardly a grant (H100, 2026-12-07: 0.149 at 0.3)."""
-    actions, core, start = cut_after_lowering(True, 0.3, 0.02)
+    actions, core, start = cut_after_lowering(CUTTING, 0.3, 0.02)
     [cut] = [a for a in actions if isinstance(a, Reply)]
     assert (cut.conn, cut.type, cut.response.req_id) == (1, RequestType.QUOTA, CUT_ID)
     assert cut.response.values[0] == pytest.approx(55.0)  # to 75 ms of 150, at half the cap
     assert core.next_deadline() == pytest.approx(start + 0.075)
     # ...or to now, where it ran longer than the new cap gives
-    actions, core, start = cut_after_lowering(True, 0.1, 0.1)
+    actions, core, start = cut_after_lowering(CUTTING, 0.1, 0.1)
     [cut] = [a for a in actions if isinstance(a, Reply)]
     assert cut.response.values[0] == 0.0 and core.holder is None  # (expired at the edit)
 
 
-@pytest.mark.parametrize("reported, lowered_to", [(False, 0.3), (True, 0.59)])
-def test_no_cut_for_a_v1_pod_manager_nor_for_a_few_ms(reported, lowered_to):
+CUTTING = (0, 1, 0, 0.0, REPORT_APPLIES_CUTS)  # (a REPORT of a pod manager that applies cuts)
+
+
+def test_the_run_of_a_calibration_cut_short_is_not_read():
+    """Its hook measured the calibration's start, or a late process's share of it: not the
+    continuous tail its run is read as (a review)."""
+    core = SchedulerCore(config(("a", 0.6, 0.6, 100)), Timing(short_window_s=0.0), 0.0)
+    read = []
+    core.speed.ran = lambda name, *args, **kw: read.append(args)  # type: ignore[method-assign]
+    client = core.clients["a"]
+    cut = dataclasses.replace(core.history.record("a", 0.0, 0.1), calibrating=True,
+                              cut_calibration=True)
+    core._record_run(client, cut, (0.0, 0, False))  # (the run of the grant before it)
+    core._record_run(client, core.history.record("a", 0.2, 0.3), (40.0, 200, False))
+    assert len(read) == 1  # (the grant before the cut one's; the cut one's run is dropped)
+    core._record_run(client, core.history.record("a", 0.4, 0.5), (30.0, 150, False))
+    assert len(read) == 2
+
+
+@pytest.mark.parametrize("reported, lowered_to", [((), 0.3), ((0, 1, 0, 0.0), 0.3),
+                                                  (CUTTING, 0.59)])
+def test_no_cut_for_a_pod_manager_that_cannot_nor_for_a_few_ms(reported, lowered_to):
+    """A v1 pod manager (no REPORT), one of ours from before (no features: it ignored the
+    cut, and its hooks ran on beside the next holder, uncharged), a cut of under 5 ms."""
     actions, core, start = cut_after_lowering(reported, lowered_to, 0.02)
     assert [a for a in actions if isinstance(a, Reply)] == []
     assert core.next_deadline() == pytest.approx(start + 0.15)

@@ -14,7 +14,9 @@ from gemini.core.wire import (
     QUOTA_FLAG_ALONE,
     QUOTA_GPU_WAIT_NAME_MAX,
     QUOTA_RUN_NAME_MAX,
+    REPORT_APPLIES_CUTS,
     REPORT_DELIVERY_NAME_MAX,
+    REPORT_FEATURES_NAME_MAX,
     REQ_MSG_LEN,
     RSP_MSG_LEN,
     RUN_COUNT_MAX,
@@ -195,8 +197,10 @@ args_by_type = {
     RequestType.STATUS: st.just(()),
     RequestType.REPORT: st.tuples(
         st.integers(0, 2**64 - 1), st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1),
-        st.floats(allow_nan=False, width=32),
+        st.floats(allow_nan=False, width=32), st.integers(0, 2**32 - 1),
     ),
+    RequestType.PROCESS: st.tuples(st.integers(-(2**31), 2**31 - 1),
+                                   st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**32 - 1)),
     RequestType.RECALL: st.tuples(st.integers(0, 2**64 - 1)),
 }
 
@@ -214,15 +218,18 @@ def test_request_round_trip(req):
     assert decode_request(encode_request(req)) == req
 
 
-@pytest.mark.parametrize("name_len", [1, 43, 44, 47])
-def test_a_report_says_its_delivery_delay_beside_a_name_of_up_to_43_bytes(name_len):
+@pytest.mark.parametrize("name_len", [1, 39, 40, 43, 44, 47])
+def test_a_report_says_its_delivery_delay_and_features_beside_names_of_up_to_43_and_39_bytes(
+        name_len):
     """(A longer name, or a v1 peer's report: not said, 0.)"""
     name = "n" * name_len
-    sent = decode_request(encode_request(Request(name, 1, RequestType.REPORT, (5, 2, 1, 0.5))))
-    assert REPORT_DELIVERY_NAME_MAX == 43
-    assert sent.args == ((5, 2, 1, 0.5) if name_len <= 43 else (5, 2, 1))
+    said = (5, 2, 1, 0.5, REPORT_APPLIES_CUTS)
+    sent = decode_request(encode_request(Request(name, 1, RequestType.REPORT, said)))
+    assert (REPORT_DELIVERY_NAME_MAX, REPORT_FEATURES_NAME_MAX) == (43, 39)
+    assert sent.args == said[:5 if name_len <= 39 else 4 if name_len <= 43 else 3]
     v1 = v1_request(name.encode(), 1, 4, struct.pack("<Qii", 5, 2, 1))
-    assert decode_request(v1).args == ((5, 2, 1, 0.0) if name_len <= 43 else (5, 2, 1))
+    assert decode_request(v1).args == (5, 2, 1, 0.0, 0)[:5 if name_len <= 39 else
+                                                       4 if name_len <= 43 else 3]
 
 
 @given(st.binary(min_size=80, max_size=80))
