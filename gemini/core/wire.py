@@ -366,7 +366,7 @@ def decode_request(msg: bytes) -> Request:
     if req_type == RequestType.REPORT and _delivery_fits(msg[8:end]):
         args += _REPORT_DELIVERY.unpack_from(msg, end + 9 + layout.size)
         if _report_features_fit(msg[8:end]):
-            args += _REPORT_FEATURES.unpack_from(msg, end + 9 + layout.size + 4)
+            args += _REPORT_FEATURES.unpack_from(msg, end + 9 + layout.size + _REPORT_DELIVERY.size)
     if req_type == RequestType.PROCESS:  # (fits beside any name)
         args += _PROCESS_FEATURES.unpack_from(msg, end + 9 + layout.size)
     return Request(name, req_id, req_type, tuple(args))
