@@ -83,3 +83,18 @@ def test_a_recall_and_a_cut_that_come_together_are_both_served(fake_env, pm):
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 2, timeout=20.0)
     finally:
         proc.kill()
+
+
+@pytest.mark.parametrize("left_ms, sent_at", [(float("nan"), None), (-5.0, None), (5.0, 0.0)])
+def test_a_garbage_cut_is_said_and_ignored(fake_env, pm, left_ms, sent_at):
+    """A cut that is no number of ms, or says no send time, cuts nothing: the hook says so and
+    runs on (it never ends the program)."""
+    proc = start_working(fake_env, pm)
+    try:
+        pm.cut(left_ms, sent_at=sent_at)
+        proc.wait_line("pod manager cut our token to")
+        pm.cut(0.0, sent_at=pm.quota_answered[0] / 2)  # (a stale one after it: said in turn)
+        proc.wait_line("it had ended, or a later one came")
+        assert len(pm.of_type(RequestType.QUOTA)) == 1 and proc.popen.poll() is None
+    finally:
+        proc.kill()
