@@ -434,6 +434,7 @@ class PodCore:
         self.quota_s = max(end - self.quota_at, 0.0)
         self.quota_flags &= ~QUOTA_FLAG_ALONE
         told: list[Action] = []
+        notice = Response(CUT_ID, Status.OK, (left_ms, self.quota_flags, self.sharers(now), now))
         for conn, hook in self.hooks.items():
             if hook.handed_until <= end:
                 continue
@@ -442,8 +443,7 @@ class PodCore:
                 continue
             hook.handed_until = end
             hook.running_until = min(hook.running_until, end)
-            values = (left_ms, self.quota_flags, self.sharers(now), now)
-            told.append(Reply(conn, RequestType.QUOTA, Response(CUT_ID, Status.OK, values)))
+            told.append(Reply(conn, RequestType.QUOTA, notice))
         said = act.info(self.name, f"token cut by the scheduler (a lowered cap): {left_ms:.3f} "
                                    f"ms left, {len(told)} process(es) told")
         fetch = self._fetch_when_free(now) if self.fetch_at is not None else []

@@ -1613,15 +1613,14 @@ class SchedulerCore:
         to now where it ran longer; its pod manager is told (wire.CUT_ID).  Run to its end, a
         283 ms grant at 0.6 lowered to 0.3 18 ms in held the next at the new cap's room since
         the edit, 0.72 s later, and the 1 s window between them held 0.149 of its work (H100,
-        2026-12-07).  A calibration too: its tail, cut, is read neither by the clock (the
-        meter takes none from one cut much shorter: SpeedMeter.sample) nor by work (its hook
-        measures its last RUN_MEASURE_MS, which no longer come); the next comes when due.
-        Not a grant whose processes run on without their pod manager, nor one whose pod manager
-        did not say it applies cuts (wire.REPORT_APPLIES_CUTS: a v1 one, or one of ours from
-        before, ran on to the grant's end beside the next holder, uncharged), nor a
+        2026-12-07).  A calibration too: its run is not read by work (`Interval.
+        cut_calibration`: its hook measured its start, not its continuous tail), nor by the
+        clock where it was cut below 0.75 of its length (SpeedMeter.sample); the next comes
+        when due.  Not a grant whose processes run on without their pod manager, nor one whose
+        pod manager did not say it applies cuts (wire.REPORT_APPLIES_CUTS: a v1 one, or one of
+        ours from before, ran on to the grant's end beside the next holder, uncharged), nor a
         unified-memory client's (its long grants are for its migrations, and its cap holds
-        over the long window only); not by less than CUT_MIN_S.  A calibration's run, cut, is
-        not read (`Interval.cut_calibration`)."""
+        over the long window only); not by less than CUT_MIN_S."""
         holder = self.holder
         if holder is None or holder.interval.name not in lowered:
             return []
