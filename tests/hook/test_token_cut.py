@@ -17,12 +17,18 @@ pytestmark = pytest.mark.hook
 TOKEN_MS = 60_000.0  # never runs out in these tests
 
 
-def start_working(fake_env, pm):
+def start_client(fake_env, pm):
+    """The client, started on tokens of TOKEN_MS whose answers say when they were sent (a cut
+    is ordered by it)."""
     pm.quota_ms = TOKEN_MS
-    pm.sent_late_s = 0.0  # (the answers say when they were sent: a cut is ordered by it)
-    proc = fake_env.start(
+    pm.sent_late_s = 0.0
+    return fake_env.start(
         [prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "4", "--sync", "stream",
          "--seconds", "60", "--report-every", "0.05"])
+
+
+def start_working(fake_env, pm):
+    proc = start_client(fake_env, pm)
     assert pm.wait_for(lambda p: len(p.quota_answered) >= 1)
     proc.wait_line('"kernels"')  # (launching on it)
     return proc
@@ -55,12 +61,8 @@ def test_a_cut_that_overtook_the_token_it_cuts_cuts_it_when_it_is_taken(fake_env
     """The pod manager sent a token, then a cut; the watcher ran the cut before the launching
     thread took the token (here: the cut comes first, while the answer is held, stamped after
     it).  The token, once taken, ends at the cut."""
-    pm.quota_ms = TOKEN_MS
-    pm.sent_late_s = 0.0
     pm.hold_quota = True
-    proc = fake_env.start(
-        [prog("gem_client"), "work", "--kernel-ms", "0.5", "--burst", "4", "--sync", "stream",
-         "--seconds", "60", "--report-every", "0.05"])
+    proc = start_client(fake_env, pm)
     try:
         assert pm.wait_for(lambda p: len(p.of_type(RequestType.QUOTA)) >= 1)
         pm.cut(20.0, sent_at=time.monotonic() + 1.0)  # (the answer's sent_at comes before it)
