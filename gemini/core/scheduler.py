@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gemini.core import actions as act
 from gemini.core.actions import Action, ConnId, Reply
@@ -269,6 +269,15 @@ CUT_MIN_S = 0.005
 
 
 @dataclass
+class TopUp:
+    """What a cap raised in shared turns gives its client more before its old pace comes round
+    (SchedulerCore._top_up_raised)."""
+
+    seconds: float  # still to be granted
+    until: float  # its pace under the old cap: from then the new one holds grant by grant
+
+
+@dataclass
 class ClientState:
     spec: ClientSpec
     quota_s: float
@@ -369,6 +378,10 @@ class SchedulerCore:
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
         self._capped_since: dict[str, float] = {}
+        # A cap raised in shared turns: what its client is owed before its old pace comes round
+        # (_top_up_raised), and the part of it each may be granted at the latest decision.
+        self._top_ups: dict[str, TopUp] = {}
+        self._top_up_grants: dict[str, float] = {}
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
         self._removed_asking: dict[str, float] = {}  # a removed client's latest request
@@ -677,6 +690,9 @@ class SchedulerCore:
             longest = math.inf  # (its pace cuts it: _grant_length)
         length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
                      longest)
+        top_up = self._top_up_grants.get(candidate.name)
+        if top_up is not None:
+            length = self._take_top_up(candidate.name, top_up)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
             length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
@@ -688,7 +704,8 @@ class SchedulerCore:
             self.speed.calibrating(candidate.name, now, shared=not client.spec.capped)
             self.credits.give_back_ahead(candidate.name)  # (speed.SHARED_PREPAY)
             self._unsteady_since.pop(candidate.name, None)
-        if not calibrating:  # (LONG_BURST: a calibration is no pace of its own)
+        if not calibrating and top_up is None:  # (LONG_BURST: a calibration is no pace of its
+            # own, nor a top-up)
             client.longest_grant_s = max(client.longest_grant_s, length)
             if turn:
                 client.turn_grant_s = length
@@ -702,7 +719,7 @@ class SchedulerCore:
             self._calibrations.append(interval)
         self.credits.spend(candidate.name, length)
         client.turn_mates = verdict.mates
-        if client.spec.capped:
+        if client.spec.capped and top_up is None:  # (a top-up moves no pace: _top_up_raised)
             # (in shared turns, paced from the grant: SHARED_TURNS_MAX)
             asked = now if client.turn_mates else candidate.arrived
             self.pacer.granted(candidate.name, asked, length, client.spec.limit)
@@ -724,6 +741,15 @@ class SchedulerCore:
         out.append(act.debug(candidate.name, f"token granted for {length * MS:.1f} ms"))
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         return out
+
+    def _take_top_up(self, name: str, length: float) -> float:
+        """A grant of `length` from what `name` is owed for its raised cap (_with_top_ups read
+        it): that much less owed."""
+        top = self._top_ups[name]
+        top.seconds -= length
+        if top.seconds < self._capped_grant_s * ENOUGH_OF_A_GRANT:
+            del self._top_ups[name]
+        return length
 
     def _charge(self, name: str, at: float, seconds: float) -> None:
         """`seconds` more (or, negative, fewer) of GPU time used at `at`: in the windows, the
@@ -1311,6 +1337,8 @@ class SchedulerCore:
         again for it once that time came, nor for another one after it."""
         if not others or (waited is not None and now >= waited[1]):
             return False  # (alone, as in lone turns: no turn read again)
+        if best.name in self._top_up_grants:
+            return False  # (its top-up ends before any of them may go)
         mates = self._turn_and_why(best.limit, best.name, now).mates  # (none: not shared)
         for s in others:
             if s.name not in mates or (waited is not None and s.name != waited[0]):
@@ -1365,6 +1393,7 @@ class SchedulerCore:
         far = self._room_horizon_s
         out = []
         self._due_calibrations = {}
+        self._top_up_grants = {}
         for n in names:
             cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
             need = ENOUGH_OF_A_GRANT * cal.length_s if cal is not None else 0.0
@@ -1380,7 +1409,7 @@ class SchedulerCore:
                                                        cal)
             out.append(Standing(n, self.credits.of(n), rates[n], room, ready_in,
                                 self.clients[n].spec.limit, need, self.clients[n].tokens == 0))
-        return out
+        return self._with_top_ups(out, least, now, long_size) if self._top_ups else out
 
     def _lone_least_s(self, name: str, now: float) -> float:
         """The room a capped client alone (or in shared turns) waits for: a whole one of its
@@ -1542,6 +1571,7 @@ class SchedulerCore:
         self.clients = {}
         limit_changed = False
         lowered: dict[str, float] = {}  # a cap lowered: by how much (new / old)
+        raised: dict[str, float] = {}  # a cap raised in shared turns: from what
         for spec in config.clients:
             state = old.get(spec.name)
             self._removed_asking.pop(spec.name, None)  # (in the config: not a removed one)
@@ -1568,6 +1598,10 @@ class SchedulerCore:
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
                 lowered[spec.name] = spec.limit / state.spec.limit
+            if spec.limit != state.spec.limit:
+                self._top_ups.pop(spec.name, None)  # (its pace holds the new cap from now)
+            if spec.limit > state.spec.limit and spec.name in in_shared_turns:
+                raised[spec.name] = state.spec.limit
             if spec.limit > state.spec.limit and spec.name not in in_shared_turns:
                 # (staying in shared turns, its next grant comes at its old pace, in its turn:
                 # brought forward, it took the GPU just before a neighbour's pace came round,
@@ -1598,6 +1632,7 @@ class SchedulerCore:
             self._alike_said.pop(name, None)
             self._unsteady_since.pop(name, None)
             self.pacer.forget(name)
+            self._top_ups.pop(name, None)
             self.speed.forget(name)
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
@@ -1605,6 +1640,8 @@ class SchedulerCore:
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()
+        for name, old_limit in raised.items():
+            self._top_up_raised(name, old_limit, now)
         return out + self._cut_lowered_holder(lowered, now)
 
     def _cut_lowered_holder(self, lowered: dict[str, float], now: float) -> list[Action]:
@@ -1639,6 +1676,71 @@ class SchedulerCore:
                                     f"{left * MS:.1f} ms left")
         cut = Response(CUT_ID, Status.OK, (left * MS, 0, 0, now))
         return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
+
+    def _top_up_raised(self, name: str, old: float, now: float) -> None:
+        """A cap raised in shared turns: its next grant comes at its old pace, in its turn (not
+        brought forward onto a neighbour's: Pacer.raised), but until then the client is owed
+        what the new cap gives more over that time, (new - old) x (pace - now), no more than
+        its short window from now has room for beside the grants its new pace will bring.  It
+        is granted in the GPU's free time before any neighbour's pace comes round, its own pace
+        not moved (_with_top_ups).  Without it, b raised from 0.3 to 0.6 beside a at 0.3 held
+        0.465-0.54 of its work in its first second for edits 50-250 ms into their half-second
+        turns: its grant held at the edit, made at the old cap, ran out, and its next came at
+        the old pace (the simulator, bench/sim_edits.py); owed the whole product, 0.648 for
+        edits late in its rest, whose window held two of its new grants.  (The mirror of the
+        lowered cap's cut, the grant held made longer, would need its pod manager and hooks
+        told of a later end, and does nothing for a client resting at the edit.)"""
+        pace = now + self.pacer.ready_in(name, now)
+        new = self.clients[name].spec.limit
+        owed = min((new - old) * (pace - now), self._short_window_left_s(name, pace, now))
+        if owed >= ENOUGH_OF_A_GRANT * self._capped_grant_s:
+            self._top_ups[name] = TopUp(owed, pace)
+
+    def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
+        """The GPU time `name`'s short window from now allows at its cap (and the edge any
+        window allows: _window_edge_s), less the rest of a grant it holds and what its grants
+        in turns bring from `pace` on (each its cap's part of a turn at its speed, one a turn;
+        inf: not in turns)."""
+        limit = self.clients[name].spec.limit
+        turn = self._lone_turn_s(limit, name, now)
+        short = self._short_window_s
+        if not turn or not short:
+            return math.inf
+        speed = max(self._speed(name, now, in_turns=True), 1.0)
+        grant, end = limit * turn / speed, now + short
+        held = self.holder.interval if self.holder is not None else None
+        used = max(held.end - now, 0.0) if held is not None and held.name == name else 0.0
+        start = pace
+        while start < end:
+            used += min(start + grant, end) - start
+            start += turn / speed  # (the pace moves on by a grant / its cap)
+        return limit * short / speed + self._window_edge_s(limit) - used
+
+    def _with_top_ups(self, standings: list[Standing], least: float, now: float,
+                      long_size: float) -> list[Standing]:
+        """`standings`, each client owed a top-up (_top_up_raised) paced to go now for as
+        much of it as fits before the others may go (each's pace, and its room then) and its
+        own room: at least `least`, with no calibration due to it.  One whose old pace came
+        round is owed no more."""
+        out = list(standings)
+        for i, s in enumerate(standings):
+            top = self._top_ups.get(s.name)
+            if top is None:
+                continue
+            if now >= top.until or s.ready_in <= 0:
+                del self._top_ups[s.name]  # (its pace came round: the new cap holds)
+                continue
+            if self._due_calibrations.get(s.name) is not None:
+                continue
+            free = min((self._goes_in_s(o, least, now, top.seconds) for o in standings
+                        if o is not s), default=math.inf)
+            grant = min(top.seconds, free, top.until - now)
+            if grant >= least:
+                grant = min(grant, self._room(s.name, long_size, now, grant))
+            if grant >= least:
+                out[i] = replace(s, ready_in=0.0, remaining=grant, need=min(s.need, grant))
+                self._top_up_grants[s.name] = grant
+        return out
 
     def _staying_in_shared_turns(self, config: ResourceConfig, now: float) -> set[str]:
         """The clients in shared turns whose group's caps in `config` still allow them."""

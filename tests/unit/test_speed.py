@@ -704,22 +704,61 @@ def test_in_shared_turns_a_cap_raised_beside_a_capped_neighbour_leaves_it_whole(
         assert min(seconds) >= cap - 0.02 and max(seconds) <= cap + 0.035, (name, seconds)
 
 
-@pytest.mark.parametrize("at", [10.05, 10.1, 10.2])
-def test_in_shared_turns_a_cap_raised_at_any_phase_of_the_turns_leaves_its_neighbour_whole(at):
-    """b raised from 0.3 to 0.6 beside a at 0.3, 50-200 ms into a turn: its pace, brought
-    forward to what the new cap asks (policy.Pacer.raised), came round 35-80 ms before a's, and
-    its 285 ms grant pushed a's on by a whole one, which its 1 s windows lost: 0.143 of its
-    work at worst in 6 of 20 edits on the simulator (bench/sim_edits.py).  In shared turns b's
-    next grant comes at its old pace, in its turn: a 0.274 at worst (b 0.453 in its first
-    second, 0.579 after; 0.564-0.595 over 20 edits at phases 0-450 ms and two seeds, where
-    b's first calibration after the edit falls against its windows, with alike tails read
-    together, 0.575-0.595 without: its speed was held at the settling floor, 1.05, for 1.025
-    done)."""
+@pytest.mark.parametrize("at", [10.0, 10.05, 10.1, 10.2, 10.25, 10.3, 10.45])
+def test_in_shared_turns_a_cap_raised_at_any_phase_of_the_turns_holds_from_the_edit(at):
+    """b raised from 0.3 to 0.6 beside a at 0.3, at phases of their half-second turns.  Its
+    pace, brought forward to what the new cap asks (policy.Pacer.raised), came round 35-80 ms
+    before a's, and its 285 ms grant pushed a's on by a whole one, which its 1 s windows lost:
+    0.143 of its work at worst in 6 of 20 edits on the simulator (bench/sim_edits.py).  Its
+    next grant at its old pace, in its turn, kept a whole, but b's first second held what its
+    old pace gave: 0.465-0.54 of its work for edits 50-250 ms into the turn.  Topped up at
+    once, in the time free before a's pace, by what the new cap gives more over the rest of
+    its old pace's period (_top_up_raised): b 0.575 at worst from the edit on."""
     sim = shared_turns_edit((0.3, 0.6), 1, at)
     a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
-    b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(20, 120)]
+    b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
     assert min(a) >= 0.3 - 0.03, min(a)
-    assert min(b) >= 0.6 - 0.04, min(b)  # (from 1 s after the edit on)
+    assert min(b) >= 0.6 - 0.04, min(b)
+
+
+def test_a_cap_raised_in_shared_turns_tops_up_in_the_free_time_before_its_neighbours_pace():
+    """b rests after its grant (at 0.3, 143 ms a half-second turn) when it is raised to 0.6:
+    it is granted what the new cap gives more at once, in the GPU's free time, ending before
+    a's pace comes round, and its next grant still comes at its old pace (_top_up_raised)."""
+    at = 10.2
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(at)
+    pace = at + sim.core.pacer.ready_in("b", at)
+    a_next = at + sim.core.pacer.ready_in("a", at)
+    assert sim.running(at) is None and a_next - at > 0.1  # (b rests, a is due in 125 ms)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(at + 1.0)
+    [top_up, following] = [(s, e) for s, e in sim.clients["b"].busy if s >= at][:2]
+    [a_grant] = [(s, e) for s, e in sim.clients["a"].busy if at <= s < following[0]]
+    assert top_up[0] == pytest.approx(at) and top_up[1] <= a_grant[0]
+    assert top_up[1] - top_up[0] >= 0.05
+    assert following[0] >= pace
+
+
+def test_a_cap_raised_and_lowered_back_is_owed_nothing():
+    """Raised while b holds its grant (its top-up would follow it), then lowered back: b's
+    next grant comes at its pace, after a's."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.1)
+    assert sim.running(10.1) == "b"
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(10.12)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.3, 0.3, 1 << 30)))
+    sim.run_until(11.0)
+    b_next = min(s for s, _ in sim.clients["b"].busy if s >= 10.12)
+    a_next = min(s for s, _ in sim.clients["a"].busy if s >= 10.12)
+    assert b_next > a_next
 
 
 @pytest.mark.parametrize("at", [10.05, 10.1])
