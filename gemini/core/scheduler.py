@@ -295,11 +295,10 @@ class ClientState:
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
-    # Was the grant weighed before the latest a calibration, or shared?  A request's run is
-    # that grant's (its queue ran out after the client asked for the next: wire.quota_run).
-    calibrated_before: bool = False
-    shared_before: bool = False
-    cut_before: bool = False  # ... or a calibration cut short (_cut_lowered_holder)
+    # The grant weighed before the latest: a request's run is that grant's (its queue ran out
+    # after the client asked for the next: wire.quota_run), read as its flags say then (a
+    # calibration, shared, cut short: a grant weighed as its hook asked ahead may be cut after).
+    weighed_before: Interval | None = None
     calibration: Calibration | None = None  # its latest calibration grant's, as meant
     delivery_s: float = 0.0  # how long its grants take to reach its pod manager (REPORT)
     delivery_warned: bool = False  # (a delay out of range is logged once a client)
@@ -832,14 +831,14 @@ class SchedulerCore:
         that one calibrated) goes to the speed meter."""
         run_ms, run_count, run_graphs = run
         capped = client.spec.capped
+        before = client.weighed_before or Interval(grant.name, 0.0, 0.0)  # (none: a plain one)
         # (alone and uncapped: nothing to weigh; a calibration cut short: its hook measured
         # its start, or a late process's share, not its continuous tail)
-        if (capped or client.shared_before) and not client.cut_before:
-            self.speed.ran(grant.name, run_ms, run_count, client.calibrated_before, run_graphs,
+        if (capped or before.shared) and not before.cut_calibration:
+            self.speed.ran(grant.name, run_ms, run_count, before.calibrating, run_graphs,
                            shared=not capped)
         out = self._said_calibrated(client, grant.name, run_count)
-        client.calibrated_before, client.shared_before = grant.calibrating, grant.shared
-        client.cut_before = grant.cut_calibration
+        client.weighed_before = grant
         return out
 
     def _charge_speed(self, client: ClientState, grant: Interval) -> None:
@@ -867,7 +866,8 @@ class SchedulerCore:
     def _said_calibrated(self, client: ClientState, name: str, run_count: int) -> list[Action]:
         """What an uncapped client's calibration read, once its hook said (a capped one's is
         said when the clock's readings are in: _calibrated)."""
-        if client.spec.capped or not client.calibrated_before or not run_count:
+        before = client.weighed_before
+        if client.spec.capped or before is None or not before.calibrating or not run_count:
             return []
         return [act.debug(name, f"calibrated beside others: speed {self._speed(name):.3f} "
                                 f"({self.speed.describe(name, shared=True)})")]

@@ -738,6 +738,20 @@ def test_the_run_of_a_calibration_cut_short_is_not_read():
     assert len(read) == 2
 
 
+def test_a_calibration_weighed_as_its_hook_asked_ahead_and_cut_after_is_not_read():
+    """Weighed when its hook asked ahead in its tail, then cut by a lowered cap: its run,
+    which the next request carries, is its start all the same (a review)."""
+    core = SchedulerCore(config(("a", 0.6, 0.6, 100)), Timing(short_window_s=0.0), 0.0)
+    read = []
+    core.speed.ran = lambda name, *args, **kw: read.append(args)  # type: ignore[method-assign]
+    client = core.clients["a"]
+    calibration = dataclasses.replace(core.history.record("a", 0.0, 0.2), calibrating=True)
+    core._record_run(client, calibration, (0.0, 0, False))  # (weighed as its hook asked ahead)
+    calibration.cut_calibration = True  # (then cut: _cut_lowered_holder)
+    core._record_run(client, core.history.record("a", 0.3, 0.4), (40.0, 200, False))
+    assert [args[2] for args in read] == [False]  # (the run before it only: not a calibration)
+
+
 @pytest.mark.parametrize("reported, lowered_to", [((), 0.3), ((0, 1, 0, 0.0), 0.3),
                                                   (CUTTING, 0.59)])
 def test_no_cut_for_a_pod_manager_that_cannot_nor_for_a_few_ms(reported, lowered_to):
