@@ -1296,6 +1296,7 @@ class SchedulerCore:
         return now - size, size
 
     def _select(self, now: float) -> tuple[Candidate, Standing | None] | None:
+        self._top_up_grants = {}  # (this decision's: _standings)
         window_start, _ = self._window(now)
         self.history.expire(window_start)
         front = self.candidates[0]
@@ -1393,7 +1394,6 @@ class SchedulerCore:
         far = self._room_horizon_s
         out = []
         self._due_calibrations = {}
-        self._top_up_grants = {}
         for n in names:
             cal = self._due_calibrations[n] = self._due_calibration(n, names, now)
             need = ENOUGH_OF_A_GRANT * cal.length_s if cal is not None else 0.0
@@ -1690,6 +1690,8 @@ class SchedulerCore:
         edits late in its rest, whose window held two of its new grants.  (The mirror of the
         lowered cap's cut, the grant held made longer, would need its pod manager and hooks
         told of a later end, and does nothing for a client resting at the edit.)"""
+        if is_um(self.clients[name].spec, self.um):
+            return  # (its grants are sized for its migrations: um_quota)
         pace = now + self.pacer.ready_in(name, now)
         new = self.clients[name].spec.limit
         owed = min((new - old) * (pace - now), self._short_window_left_s(name, pace, now))

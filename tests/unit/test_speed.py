@@ -761,6 +761,22 @@ def test_a_cap_raised_and_lowered_back_is_owed_nothing():
     assert b_next > a_next
 
 
+def test_a_client_topped_up_then_uncapped_alone_is_served():
+    """Its top-up granted, its cap lifted, its neighbour removed: it asks alone, uncapped, and
+    the decision weighs no one (_select); the grant it was topped up by once was taken for
+    this one, owed nothing (a KeyError: a review)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(10.2)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    assert sim.running(10.2) == "b"  # (its top-up: _top_up_raised)
+    sim.configure(config(("b", 0.6, 1.0, 1 << 30)))
+    sim.run_until(11.0)
+    assert sim.share("b", 10.5, 11.0) > 0.9
+
+
 @pytest.mark.parametrize("at", [10.05, 10.1])
 def test_a_cap_raised_out_of_shared_turns_comes_up_to_its_new_pace_at_once(at):
     # (0.3 + 0.7 fill the GPU: 100 ms turns, where a raise brings its pace forward; kept at
