@@ -266,6 +266,14 @@ ALONE_RENEWAL_LEAD_S = RENEWAL_LEAD_S + 0.004
 # A grant a lowered cap would shorten by less than this runs on (_cut_lowered_holder): the cut
 # costs two messages, and the GPU's queue past it runs as overuse all the same.
 CUT_MIN_S = 0.005
+# No capped client is calibrated this long after a cap changed: the card's load changed with
+# it, and its power limiter swings the clock for the first seconds after (as after the card goes
+# busy: speed.SHARED_STEADY_S).  On the H100 (2026-12-07 16:04-16:11, b raised from 0.3 to 0.6
+# beside a at 0.3) a's calibration 1.0-1.4 s after the edit read 224-236 us a launch, 15-23 %
+# over its tails before and 9-15 % over its next ones (202-208: the card busier): its tails
+# then disagreed (speed.RUN_SPREAD_MAX), it was read by the clock, the pair left shared turns,
+# and a's 1 s windows read 0.207-0.217 of its work, in 4 runs of 6.
+CAPS_SETTLE_S = 3.0
 
 
 @dataclass
@@ -381,6 +389,7 @@ class SchedulerCore:
         # (_top_up_raised), and the part of it each may be granted at the latest decision.
         self._top_ups: dict[str, TopUp] = {}
         self._top_up_grants: dict[str, float] = {}
+        self._caps_changed_at = -math.inf  # (CAPS_SETTLE_S)
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
         self._removed_asking: dict[str, float] = {}  # a removed client's latest request
@@ -966,6 +975,8 @@ class SchedulerCore:
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
+        if now - self._caps_changed_at < CAPS_SETTLE_S:
+            return None  # (the card still settles to the new caps: CAPS_SETTLE_S)
         # (None where none fits its windows)
         beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
                      default=0.0)
@@ -1637,11 +1648,12 @@ class SchedulerCore:
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
         if limit_changed:
+            self._caps_changed_at = now
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()
         for name, old_limit in raised.items():
-            self._top_up_raised(name, old_limit, now)
+            out += self._top_up_raised(name, old_limit, now)
         return out + self._cut_lowered_holder(lowered, now)
 
     def _cut_lowered_holder(self, lowered: dict[str, float], now: float) -> list[Action]:
@@ -1677,7 +1689,7 @@ class SchedulerCore:
         cut = Response(CUT_ID, Status.OK, (left * MS, 0, 0, now))
         return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
 
-    def _top_up_raised(self, name: str, old: float, now: float) -> None:
+    def _top_up_raised(self, name: str, old: float, now: float) -> list[Action]:
         """A cap raised in shared turns: its next grant comes at its old pace, in its turn (not
         brought forward onto a neighbour's: Pacer.raised), but until then the client is owed
         what the new cap gives more over that time, (new - old) x (pace - now), no more than
@@ -1691,12 +1703,15 @@ class SchedulerCore:
         lowered cap's cut, the grant held made longer, would need its pod manager and hooks
         told of a later end, and does nothing for a client resting at the edit.)"""
         if is_um(self.clients[name].spec, self.um):
-            return  # (its grants are sized for its migrations: um_quota)
+            return []  # (its grants are sized for its migrations: um_quota)
         pace = now + self.pacer.ready_in(name, now)
         new = self.clients[name].spec.limit
         owed = min((new - old) * (pace - now), self._short_window_left_s(name, pace, now))
-        if owed >= ENOUGH_OF_A_GRANT * self._capped_grant_s:
-            self._top_ups[name] = TopUp(owed, pace)
+        if owed < ENOUGH_OF_A_GRANT * self._capped_grant_s:
+            return []
+        self._top_ups[name] = TopUp(owed, pace)
+        return [act.debug(name, f"cap raised: {owed * MS:.1f} ms more owed before its pace comes "
+                                f"round, in {(pace - now) * MS:.1f} ms")]
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
         """The GPU time `name`'s short window from now allows at its cap (and the edge any

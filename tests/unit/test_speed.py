@@ -10,7 +10,7 @@ import pytest
 from gemini.core import config as cfg
 from gemini.core.actions import Log
 from gemini.core.partitions import PartitionRouter
-from gemini.core.scheduler import WINDOW_EDGE, SchedulerCore, Timing
+from gemini.core.scheduler import CAPS_SETTLE_S, WINDOW_EDGE, SchedulerCore, Timing
 from gemini.core.speed import (
     ALIKE_COST_SPREAD,
     ALIKE_TAILS_AGE_S,
@@ -1163,6 +1163,21 @@ def test_a_cap_edited_alone_keeps_its_lone_turns_and_every_1_s_window(before, af
     assert sim.core.clients["c"].turn_s > 0
 
 
+@pytest.mark.parametrize("seed", [1, 2])
+def test_no_capped_client_is_calibrated_while_the_card_settles_to_changed_caps(seed):
+    """b raised from 0.3 to 0.6 beside a at 0.3: the card idles less, and its power limiter
+    swings the clock for seconds.  On the H100 a's calibration 1.0-1.4 s after the edit read
+    15-23 % slow, its tails disagreed, and it was read by the clock out of shared turns: its
+    1 s windows 0.207-0.217 of its work in 4 runs of 6 (2026-12-07).  The calibrations due
+    then wait CAPS_SETTLE_S; the next ones come as they would (here 10.5 and 11.8 s before)."""
+    sim = shared_turns_edit((0.3, 0.6), seed)
+    for name in ("a", "b"):
+        c = sim.clients[name]
+        starts = [c.busy[i][0] for i in c.calibrations]
+        assert not [t for t in starts if 10.0 < t < 10.0 + CAPS_SETTLE_S], (name, starts)
+        assert [t for t in starts if 10.0 + CAPS_SETTLE_S <= t < 10.0 + CAPS_SETTLE_S + 1.0]
+
+
 def test_a_calibration_due_just_after_an_edit_is_a_whole_one():
     """An edit leaves a lone client in its turns (SpeedMeter.duty_changed), but its grants'
     costs are unread until its next grant, so a tail taken before then is read by the clock,
@@ -1176,6 +1191,7 @@ def test_a_calibration_due_just_after_an_edit_is_a_whole_one():
     sim.configure(config(("c", 0.45, 0.45, 1 << 30)))
     assert core.speed.reads_by_work("c") and not core.speed.measured("c")
     core.speed._clocks["c"].calibrated_at = sim.now - 60.0  # (one is due now)
+    core._caps_changed_at -= CAPS_SETTLE_S  # (and the card settled: none comes sooner)
     cal = core._due_calibration("c", ["c"], sim.now)
     assert cal is not None and cal.length_s > 1.2 * lone, (cal, lone)
 
