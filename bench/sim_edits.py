@@ -3,10 +3,13 @@ simulator (issue 12: a cap must hold over short windows through a config edit to
 sockets, no GPU: tests/unit/sim.py's saturating clients and power-limited GPU clock drive
 gemini.core.scheduler on a virtual clock, with the launchers' quotas and gem-schd's defaults.
 
-  python3 bench/sim_edits.py [--seeds 1,2] [--phases 10] [--root DIR] [--no-shared-turns]
+  python3 bench/sim_edits.py [--seeds 1,2] [--phases 10] [--b-starts 0.001] [--root DIR]
+                             [--no-shared-turns]
 
 a is capped at 0.3 throughout; b, capped at 0.3, is raised to 0.6, and, capped at 0.6,
-lowered to 0.3, at 10 s + k × 50 ms (k < --phases: the phases of a half-second turn).  For
+lowered to 0.3, at 10 s + k × 50 ms (k < --phases: the phases of a half-second turn).  b
+starts each of --b-starts seconds after a (their places in the turns; 0.001 puts b's grant
+0.28 s before a's, 0.2-0.4 after it).  For
 each edit, each client's lowest and highest 1 s window of work (sliding by 50 ms) over the 6 s
 from the edit on, against its cap after it; per case and client, the worst and the median of
 the lowest over the phases and seeds.  On the GPU an edit lands at one phase per run
@@ -31,7 +34,7 @@ STEP_S = 0.05
 
 
 def run_edit(before: float, after: float, at: float, seed: int,
-             shared_turns: bool | None) -> dict[str, tuple[float, float]]:
+             shared_turns: bool | None, b_start: float = 0.001) -> dict[str, tuple[float, float]]:
     """Each client's lowest and highest 1 s window of work from the edit at `at` on."""
     import dataclasses
 
@@ -43,7 +46,7 @@ def run_edit(before: float, after: float, at: float, seed: int,
     sim = Sim([("a", 0.3, 0.3), ("b", before, before)], timing=timing, burst_ms=5000.0,
               seed=seed, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
     sim.start("a")
-    sim.start("b", 0.001)
+    sim.start("b", b_start)
     sim.run_until(at)
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", after, after, 1 << 30)))
     end = at + AFTER_S + 1.0
@@ -62,22 +65,25 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="1,2")
     p.add_argument("--phases", type=int, default=10)
+    p.add_argument("--b-starts", default="0.001", help="b's start after a's, seconds (a list)")
     p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="gem-schd --[no-]shared-turns (default: the --root's own)")
     args = p.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
     seeds = [int(s) for s in args.seeds.split(",")]
+    starts = [float(s) for s in args.b_starts.split(",")]
     cases = []
     for before, after in EDITS:
         runs = []
         for k in range(args.phases):
             at = EDIT_AT_S + k * PHASE_S
             for seed in seeds:
-                windows = run_edit(before, after, at, seed, args.shared_turns)
-                runs.append({"edit_at_s": round(at, 3), "seed": seed,
-                             "windows": {n: [round(x, 4) for x in w]
-                                         for n, w in windows.items()}})
+                for start in starts:
+                    windows = run_edit(before, after, at, seed, args.shared_turns, start)
+                    runs.append({"edit_at_s": round(at, 3), "seed": seed, "b_start_s": start,
+                                 "windows": {n: [round(x, 4) for x in w]
+                                             for n, w in windows.items()}})
         summary = {}
         for name, cap in (("a", 0.3), ("b", after)):
             lows = [r["windows"][name][0] - cap for r in runs]
@@ -85,7 +91,8 @@ def main() -> None:
                              "median_low_pp": round(100 * statistics.median(lows), 2)}
         cases.append({"b_before": before, "b_after": after, "summary": summary, "runs": runs})
     print(json.dumps({"root": str(args.root), "seeds": seeds, "phases": args.phases,
-                      "shared_turns": args.shared_turns, "cases": cases}, indent=1))
+                      "b_starts": starts, "shared_turns": args.shared_turns, "cases": cases},
+                     indent=1))
 
 
 if __name__ == "__main__":

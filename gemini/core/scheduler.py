@@ -718,6 +718,7 @@ class SchedulerCore:
             if turn:
                 client.turn_grant_s = length
         interval = self.history.record(candidate.name, now, now + length)
+        interval.top_up = top_up is not None
         self._note_busy(interval)
         self._refund_pending_overrun(interval)
         interval.calibrating = calibrating
@@ -1046,14 +1047,14 @@ class SchedulerCore:
 
     def _end_early(self, interval: Interval, now: float, keep_pace: bool = False) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now
-        (`keep_pace`: its pace stays, _cut_lowered_holder)."""
+        (`keep_pace`: its pace stays, _cut_lowered_holder; a top-up's too: it moved none)."""
         if now >= interval.end:
             return
         # (A grant made before its client was removed, or before it was added again, is not
         # on its books: the unused part went back to none, or to the new ones.)
         if interval.start >= self._books_since.get(interval.name, math.inf):
             self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
-            if not keep_pace:
+            if not keep_pace and not interval.top_up:
                 self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
@@ -1690,28 +1691,56 @@ class SchedulerCore:
         return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
 
     def _top_up_raised(self, name: str, old: float, now: float) -> list[Action]:
-        """A cap raised in shared turns: its next grant comes at its old pace, in its turn (not
-        brought forward onto a neighbour's: Pacer.raised), but until then the client is owed
-        what the new cap gives more over that time, (new - old) x (pace - now), no more than
-        its short window from now has room for beside the grants its new pace will bring.  It
-        is granted in the GPU's free time before any neighbour's pace comes round, its own pace
-        not moved (_with_top_ups).  Without it, b raised from 0.3 to 0.6 beside a at 0.3 held
+        """A cap raised in shared turns: its next grant comes at its old pace, in its place in
+        the turn (not brought forward onto a neighbour's: Pacer.raised), or after a neighbour's
+        grant where its grown grants would run into it there (_raised_place).  Until then it is
+        owed its new cap's part of that time, less what a grant it holds gives it of it, and no
+        more than its short window from now has room for beside the grants its pace will bring;
+        that is granted in the GPU's free time before any neighbour may go, its own pace not
+        moved (_with_top_ups).  Without it, b raised from 0.3 to 0.6 beside a at 0.3 held
         0.465-0.54 of its work in its first second for edits 50-250 ms into their half-second
         turns: its grant held at the edit, made at the old cap, ran out, and its next came at
-        the old pace (the simulator, bench/sim_edits.py); owed the whole product, 0.648 for
-        edits late in its rest, whose window held two of its new grants.  (The mirror of the
-        lowered cap's cut, the grant held made longer, would need its pod manager and hooks
-        told of a later end, and does nothing for a client resting at the edit.)"""
+        the old pace (the simulator, bench/sim_edits.py); now 0.576-0.584.  Unbounded by its
+        window, 0.648 for edits late in its rest, whose window held two of its new grants.  (The
+        mirror of the lowered cap's cut, the grant held made longer, would need its pod manager
+        and hooks told of a later end, and does nothing for a client resting at the edit.)"""
         if is_um(self.clients[name].spec, self.um):
             return []  # (its grants are sized for its migrations: um_quota)
-        pace = now + self.pacer.ready_in(name, now)
-        new = self.clients[name].spec.limit
-        owed = min((new - old) * (pace - now), self._short_window_left_s(name, pace, now))
+        pace = self._raised_place(name, now + self.pacer.ready_in(name, now), now)
+        self.pacer.move_to(name, pace)
+        # (the new cap's part of the time to its next grant, less what the grant it holds, if
+        # it does, gives it of that time)
+        owed = self.clients[name].spec.limit * (pace - now) - self._held_left_s(name, now)
+        owed = min(owed, self._short_window_left_s(name, pace, now))
         if owed < ENOUGH_OF_A_GRANT * self._capped_grant_s:
             return []
         self._top_ups[name] = TopUp(owed, pace)
         return [act.debug(name, f"cap raised: {owed * MS:.1f} ms more owed before its pace comes "
                                 f"round, in {(pace - now) * MS:.1f} ms")]
+
+    def _raised_place(self, name: str, pace: float, now: float) -> float:
+        """Where the next grant of a client whose cap was raised in shared turns fits in the
+        turn: at its pace, or after the next grant of each turn-mate it would run into there.
+        Its grants grew, and its place may be too short for them: at a place 210 ms before a's,
+        a 0.3 raised to 0.6 took 281 ms, a's grants moved on by 70-100 ms for good (paced from
+        its grants), and a's 1 s windows read 0.14-0.23 of its work on the simulator (b starting
+        0.2-0.4 s after a: bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07
+        16:20).  Until then it is topped up (_top_up_raised)."""
+        limit = self.clients[name].spec.limit
+        turn = self._lone_turn_s(limit, name, now)
+        if not turn:
+            return pace
+        grant = self._paced_in_turn_s(limit, name, now, turn)
+        slots = []  # (each mate's next two grants: one a turn, at its speed)
+        for m in self._turn_group(name, now) - {name}:
+            due = now + max(self.pacer.ready_in(m, now), 0.0)
+            length = self._paced_in_turn_s(self.clients[m].spec.limit, m, now, turn)
+            slots += [(due, length), (due + turn, length)]  # (its pace: a turn a grant,
+            # its speed's charge included)
+        for due, length in sorted(slots):  # (a mate held up to SHARED_TURNS_YIELD_S: no move)
+            if due + SHARED_TURNS_YIELD_S < pace + grant and pace < due + length:
+                pace = due + length
+        return pace
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
         """The GPU time `name`'s short window from now allows at its cap (and the edge any
@@ -1725,13 +1754,17 @@ class SchedulerCore:
             return math.inf
         speed = max(self._speed(name, now, in_turns=True), 1.0)
         grant, end = limit * turn / speed, now + short
-        held = self.holder.interval if self.holder is not None else None
-        used = max(held.end - now, 0.0) if held is not None and held.name == name else 0.0
+        used = self._held_left_s(name, now)
         start = pace
         while start < end:
             used += min(start + grant, end) - start
             start += turn / speed  # (the pace moves on by a grant / its cap)
         return limit * short / speed + self._window_edge_s(limit) - used
+
+    def _held_left_s(self, name: str, now: float) -> float:
+        """What is left of the grant `name` holds (0: it holds none)."""
+        held = self.holder.interval if self.holder is not None else None
+        return max(held.end - now, 0.0) if held is not None and held.name == name else 0.0
 
     def _with_top_ups(self, standings: list[Standing], least: float, now: float,
                       long_size: float) -> list[Standing]:

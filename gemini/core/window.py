@@ -25,6 +25,7 @@ class Interval:
     shared: bool = False  # granted while others wanted the GPU too
     weighed: bool = False  # its speed (gemini.core.speed) was charged
     cut_calibration: bool = False  # a calibration cut short by a lowered cap: its run not read
+    top_up: bool = False  # a grant owed for a raised cap (scheduler._top_up_raised): no pace
 
 
 class UsageHistory:
