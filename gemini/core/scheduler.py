@@ -700,7 +700,8 @@ class SchedulerCore:
                      longest)
         top_up = self._top_up_grants.get(candidate.name)
         if top_up is not None:
-            length = self._take_top_up(candidate.name, top_up)
+            length = top_up
+            self._take_top_up(candidate.name, top_up)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
             length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
@@ -751,14 +752,13 @@ class SchedulerCore:
         out.append(Reply(candidate.conn, RequestType.QUOTA, response))
         return out
 
-    def _take_top_up(self, name: str, length: float) -> float:
+    def _take_top_up(self, name: str, length: float) -> None:
         """A grant of `length` from what `name` is owed for its raised cap (_with_top_ups read
         it): that much less owed."""
         top = self._top_ups[name]
         top.seconds -= length
         if top.seconds < self._capped_grant_s * ENOUGH_OF_A_GRANT:
             del self._top_ups[name]
-        return length
 
     def _charge(self, name: str, at: float, seconds: float) -> None:
         """`seconds` more (or, negative, fewer) of GPU time used at `at`: in the windows, the
@@ -1583,7 +1583,7 @@ class SchedulerCore:
         self.clients = {}
         limit_changed = False
         lowered: dict[str, float] = {}  # a cap lowered: by how much (new / old)
-        raised: dict[str, float] = {}  # a cap raised in shared turns: from what
+        raised: list[str] = []  # the clients whose caps were raised in shared turns
         for spec in config.clients:
             state = old.get(spec.name)
             self._removed_asking.pop(spec.name, None)  # (in the config: not a removed one)
@@ -1610,10 +1610,10 @@ class SchedulerCore:
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
                 lowered[spec.name] = spec.limit / state.spec.limit
-            if spec.limit != state.spec.limit:
-                self._top_ups.pop(spec.name, None)  # (its pace holds the new cap from now)
+            if spec != state.spec:
+                self._top_ups.pop(spec.name, None)  # (its pace holds the new spec from now)
             if spec.limit > state.spec.limit and spec.name in in_shared_turns:
-                raised[spec.name] = state.spec.limit
+                raised.append(spec.name)
             if spec.limit > state.spec.limit and spec.name not in in_shared_turns:
                 # (staying in shared turns, its next grant comes at its old pace, in its turn:
                 # brought forward, it took the GPU just before a neighbour's pace came round,
@@ -1653,8 +1653,10 @@ class SchedulerCore:
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()
-        for name, old_limit in raised.items():
-            out += self._top_up_raised(name, old_limit, now)
+        for name in [n for n in self._top_ups if n not in in_shared_turns]:
+            del self._top_ups[name]  # (its group left shared turns: a review)
+        for name in raised:
+            out += self._top_up_raised(name, now)
         return out + self._cut_lowered_holder(lowered, now)
 
     def _cut_lowered_holder(self, lowered: dict[str, float], now: float) -> list[Action]:
@@ -1690,20 +1692,21 @@ class SchedulerCore:
         cut = Response(CUT_ID, Status.OK, (left * MS, 0, 0, now))
         return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
 
-    def _top_up_raised(self, name: str, old: float, now: float) -> list[Action]:
+    def _top_up_raised(self, name: str, now: float) -> list[Action]:
         """A cap raised in shared turns: its next grant comes at its old pace, in its place in
         the turn (not brought forward onto a neighbour's: Pacer.raised), or after a neighbour's
         grant where its grown grants would run into it there (_raised_place).  Until then it is
         owed its new cap's part of that time, less what a grant it holds gives it of it, and no
         more than its short window from now has room for beside the grants its pace will bring;
-        that is granted in the GPU's free time before any neighbour may go, its own pace not
-        moved (_with_top_ups).  Without it, b raised from 0.3 to 0.6 beside a at 0.3 held
-        0.465-0.54 of its work in its first second for edits 50-250 ms into their half-second
-        turns: its grant held at the edit, made at the old cap, ran out, and its next came at
-        the old pace (the simulator, bench/sim_edits.py); now 0.576-0.584.  Unbounded by its
-        window, 0.648 for edits late in its rest, whose window held two of its new grants.  (The
-        mirror of the lowered cap's cut, the grant held made longer, would need its pod manager
-        and hooks told of a later end, and does nothing for a client resting at the edit.)"""
+        that is granted in the GPU's free time before any neighbour may go, as no pace of its
+        own (_with_top_ups; its speed's charge still moves its pace, as every grant's does).
+        Without it, b raised from 0.3 to 0.6 beside a at 0.3 held 0.465-0.54 of its work in
+        its first second for edits 50-250 ms into their half-second turns: its grant held at
+        the edit, made at the old cap, ran out, and its next came at the old pace (the
+        simulator, bench/sim_edits.py); now 0.576-0.584.  Unbounded by its window, 0.648 for
+        edits late in its rest, whose window held two of its new grants.  (The mirror of the
+        lowered cap's cut, the grant held made longer, would need its pod manager and hooks
+        told of a later end, and does nothing for a client resting at the edit.)"""
         if is_um(self.clients[name].spec, self.um):
             return []  # (its grants are sized for its migrations: um_quota)
         pace = self._raised_place(name, now + self.pacer.ready_in(name, now), now)
@@ -1768,10 +1771,12 @@ class SchedulerCore:
 
     def _with_top_ups(self, standings: list[Standing], least: float, now: float,
                       long_size: float) -> list[Standing]:
-        """`standings`, each client owed a top-up (_top_up_raised) paced to go now for as
-        much of it as fits before the others may go (each's pace, and its room then) and its
-        own room: at least `least`, with no calibration due to it.  One whose old pace came
-        round is owed no more."""
+        """`standings`, each client owed a top-up (_top_up_raised) paced to go now (a
+        standing made up for pick: ready, with room for the top-up only) for as much of it as
+        fits before any other may go (each waiting one's pace, and its room then; a turn-mate's
+        pace, asked or not, its room unread: _free_for_top_up_s) and its own room: at least
+        `least`, with no calibration due to it (none is, to a capped client, for CAPS_SETTLE_S
+        after the raise: a guard).  One whose pace came round is owed no more."""
         out = list(standings)
         for i, s in enumerate(standings):
             top = self._top_ups.get(s.name)
@@ -1782,8 +1787,7 @@ class SchedulerCore:
                 continue
             if self._due_calibrations.get(s.name) is not None:
                 continue
-            free = min((self._goes_in_s(o, least, now, top.seconds) for o in standings
-                        if o is not s), default=math.inf)
+            free = self._free_for_top_up_s(s, standings, least, now, top.seconds)
             grant = min(top.seconds, free, top.until - now)
             if grant >= least:
                 grant = min(grant, self._room(s.name, long_size, now, grant))
@@ -1791,6 +1795,17 @@ class SchedulerCore:
                 out[i] = replace(s, ready_in=0.0, remaining=grant, need=min(s.need, grant))
                 self._top_up_grants[s.name] = grant
         return out
+
+    def _free_for_top_up_s(self, owed: Standing, standings: list[Standing], least: float,
+                           now: float, within: float) -> float:
+        """How long the GPU is free for `owed`'s top-up: until another waiting client may go
+        (_goes_in_s), or a turn-mate's pace comes round, whether or not it asked yet, and with
+        or without room then (a review: one not asked yet was held up by the top-up)."""
+        others = [o for o in standings if o is not owed]
+        free = min((self._goes_in_s(o, least, now, within) for o in others), default=math.inf)
+        for mate in self._turn_and_why(owed.limit, owed.name, now).mates:
+            free = min(free, max(self.pacer.ready_in(mate, now), 0.0))
+        return free
 
     def _staying_in_shared_turns(self, config: ResourceConfig, now: float) -> set[str]:
         """The clients in shared turns whose group's caps in `config` still allow them."""

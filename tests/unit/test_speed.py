@@ -759,6 +759,25 @@ def test_a_cap_raised_in_shared_turns_tops_up_in_the_free_time_before_its_neighb
     assert following[0] >= pace
 
 
+@pytest.mark.parametrize("at", [10.2, 10.25, 10.3])
+def test_a_top_up_ends_before_the_neighbours_pace_comes_round(at):
+    """b raised from 0.2 to 0.6 beside a at 0.3, resting with a due 30-130 ms later: b's
+    top-up goes first, and ends as a's pace comes round (a review: unbounded, it held a up
+    by 33-46 ms)."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.2, 0.2)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(at)
+    due = at + sim.core.pacer.ready_in("a", at)
+    assert sim.running(at) is None and due > at
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(at + 1.0)
+    [top_up, *_] = [(s, e) for s, e in sim.clients["b"].busy if s >= at]
+    assert top_up[0] == pytest.approx(at) and top_up[1] <= due + 0.001
+    assert min(s for s, _ in sim.clients["a"].busy if s >= at) <= due + 0.001
+
+
 def test_a_cap_raised_and_lowered_back_is_owed_nothing():
     """Raised while b holds its grant (its top-up would follow it), then lowered back: b's
     next grant comes at its pace, after a's."""
@@ -779,8 +798,9 @@ def test_a_cap_raised_and_lowered_back_is_owed_nothing():
 
 def test_a_client_topped_up_then_uncapped_alone_is_served():
     """Its top-up granted, its cap lifted, its neighbour removed: it asks alone, uncapped, and
-    the decision weighs no one (_select); the grant it was topped up by once was taken for
-    this one, owed nothing (a KeyError: a review)."""
+    the decision weighs no one (_select).  The top-up an earlier decision left in its
+    standings was read for this grant, and taking it from what was owed, dropped with the
+    cap, raised a KeyError (a review)."""
     sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
               clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
     sim.start("a")
@@ -1185,7 +1205,7 @@ def test_no_capped_client_is_calibrated_while_the_card_settles_to_changed_caps(s
     swings the clock for seconds.  On the H100 a's calibration 1.0-1.4 s after the edit read
     15-23 % slow, its tails disagreed, and it was read by the clock out of shared turns: its
     1 s windows 0.207-0.217 of its work in 4 runs of 6 (2026-12-07).  The calibrations due
-    then wait CAPS_SETTLE_S; the next ones come as they would (here 10.5 and 11.8 s before)."""
+    then (here at 10.5 and 11.8 s) wait CAPS_SETTLE_S, and come just after it."""
     sim = shared_turns_edit((0.3, 0.6), seed)
     for name in ("a", "b"):
         c = sim.clients[name]
