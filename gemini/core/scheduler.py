@@ -291,6 +291,10 @@ class ClientState:
     quota_s: float
     burst_s: float = 0.0
     previous_burst_s: float = 0.0  # (the one said before: LONG_BURST)
+    # The grant each of those was said after (_turns_grant_s then; inf: none yet): its hook's
+    # burst follows its grants, a grant or two late, and is judged against what it knew.
+    burst_after_s: float = math.inf
+    previous_burst_after_s: float = math.inf
     mem_used: int = 0
     processes: int = 0
     waiting: int = 0
@@ -632,6 +636,8 @@ class SchedulerCore:
             self.holder = None  # the holder's next request returns its token
             out.append(act.debug(name, "token returned"))
         client.previous_burst_s, client.burst_s = client.burst_s, max(burst_ms, 0.0) / MS
+        client.previous_burst_after_s = client.burst_after_s
+        client.burst_after_s = self._turns_grant_s(client)
         self.candidates.append(Candidate(conn, name, req.req_id, now))
         return out + self._schedule(now)
 
@@ -1261,15 +1267,26 @@ class SchedulerCore:
             # in turns of a third of a second, a 0.4 cap did 0.372 of its work over 8 s on the
             # simulator)
             return f"{name} is read by the clock"
-        # (no longer than its latest grant in turns, if that was shorter: its grants there
-        # shrink as its speed rises, and its hook's bursts with them)
-        grant = min(client.longest_grant_s, client.turn_grant_s or math.inf)
-        if max(client.burst_s, client.previous_burst_s) < LONG_BURST * grant:  # (shorter: they
-            # pace it; two in a row, as one may sync early once: a JAX pair left shared turns
-            # for 0.7 s on one burst of 64 ms among its 160s, H100 2026-12-07 09:25)
+        grant = self._turns_grant_s(client)
+        said = ((client.burst_s, client.burst_after_s),
+                (client.previous_burst_s, client.previous_burst_after_s))
+        # (each against the grant it was said after, if that was shorter: its hook's burst
+        # follows its grants a grant or two late, and a cap raised from 0.3 to 0.6 left shared
+        # turns on its bursts of 143 and 253 ms after its first grant of 285, its neighbour's
+        # 1 s windows 0.17 of its work on the H100, 0.14 on the simulator, 2026-12-07)
+        if all(burst < LONG_BURST * min(grant, after) for burst, after in said):  # (shorter:
+            # they pace it; two in a row, as one may sync early once: a JAX pair left shared
+            # turns for 0.7 s on one burst of 64 ms among its 160s, H100 2026-12-07 09:25)
             return (f"{name}'s bursts of {client.previous_burst_s * MS:.0f} and "
                     f"{client.burst_s * MS:.0f} ms, its grants {grant * MS:.0f}")
         return ""
+
+    @staticmethod
+    def _turns_grant_s(client: ClientState) -> float:
+        """The grant a client's bursts are judged against (LONG_BURST): its longest, or its
+        latest in lone or shared turns if that was shorter (its grants there shrink as its
+        speed rises, and its hook's bursts with them)."""
+        return min(client.longest_grant_s, client.turn_grant_s or math.inf)
 
     def _lone_paced_grant_s(self, limit: float, name: str, now: float) -> float:
         """A capped client's grant alone (or in shared turns): its limit's part of its turn

@@ -759,6 +759,27 @@ def test_a_cap_raised_in_shared_turns_tops_up_in_the_free_time_before_its_neighb
     assert following[0] >= pace
 
 
+@pytest.mark.parametrize("at", [10.0, 10.2, 10.4])
+def test_a_raised_cap_whose_hooks_bursts_follow_its_grants_late_stays_in_shared_turns(at):
+    """b raised from 0.3 to 0.6 beside a at 0.3; its hook's burst follows its grants a grant
+    or two late: 143 ms after its top-up, 253 after its first grant of 285 (H100, 2026-12-07
+    16:42).  Both under 0.9 of 285, the pair left shared turns for 100 ms ones, and a's 1 s
+    windows read 0.141-0.19 of its work (0.173 on the H100).  Each burst is judged against
+    the grant it was said after (ClientState.burst_after_s): a 0.275-0.298."""
+    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
+              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", 0.001)
+    sim.run_until(at)
+    sim.next_bursts["b"] = [143.0, 253.0]
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    sim.run_until(at + 7.0)
+    assert sim.clock is not None
+    sim.clock.advance(at + 7.0, sim.running)
+    a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+    assert min(a) >= 0.3 - 0.03, min(a)
+
+
 @pytest.mark.parametrize("at", [10.2, 10.25, 10.3])
 def test_a_top_up_ends_before_the_neighbours_pace_comes_round(at):
     """b raised from 0.2 to 0.6 beside a at 0.3, resting with a due 30-130 ms later: b's
