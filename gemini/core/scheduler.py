@@ -278,11 +278,11 @@ CAPS_SETTLE_S = 3.0
 
 @dataclass
 class TopUp:
-    """What a cap raised in shared turns gives its client more before its old pace comes round
-    (SchedulerCore._top_up_raised)."""
+    """What a cap raised in shared turns owes its client before its next grant's place comes
+    round (SchedulerCore._top_up_raised)."""
 
     seconds: float  # still to be granted
-    until: float  # its pace under the old cap: from then the new one holds grant by grant
+    until: float  # its next grant's place (its pace): from then the new cap holds grant by grant
 
 
 @dataclass
