@@ -640,18 +640,23 @@ def test_a_cap_alone_too_small_for_a_grant_of_lone_paced_work_keeps_100_ms_turns
     assert not [log.message for log in sim.logs if "turns" in log.message]
 
 
+def capped_pair(b_cap: float, until: float, seed: int = 1, b_start: float = 0.001) -> Sim:
+    """a capped at 0.3 and b at `b_cap`, in shared turns with the GPU's clock read, b starting
+    `b_start` after a (its place in their turns: 0.001, 0.28 s before a's), run to `until`."""
+    sim = Sim([("a", 0.3, 0.3), ("b", b_cap, b_cap)], timing=LAUNCHER, burst_ms=5000.0,
+              seed=seed, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", b_start)
+    sim.run_until(until)
+    return sim
+
+
 def shared_turns_edit(caps_after: tuple[float, float], seed: int, at: float = 10.0,
                       b_start: float = 0.001) -> Sim:
     """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
     clock read, `caps_after` from `at` on; 30 s in all, the clock run to the end.  b starts
     `b_start` after a (its place in their turns: 0.001, 0.28 s before a's)."""
-    before = 0.3 if caps_after[1] > 0.3 else 0.6
-    sim = Sim([("a", 0.3, 0.3), ("b", before, before)],
-              timing=LAUNCHER, burst_ms=5000.0, seed=seed,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", b_start)
-    sim.run_until(at)
+    sim = capped_pair(0.3 if caps_after[1] > 0.3 else 0.6, at, seed, b_start)
     cap_a, cap_b = caps_after
     sim.configure(config(("a", cap_a, cap_a, 1 << 30), ("b", cap_b, cap_b, 1 << 30)))
     sim.run_until(30.0)
@@ -742,11 +747,7 @@ def test_a_cap_raised_in_shared_turns_tops_up_in_the_free_time_before_its_neighb
     it is granted what the new cap gives more at once, in the GPU's free time, ending before
     a's pace comes round, and its next grant still comes at its old pace (_top_up_raised)."""
     at = 10.2
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(at)
+    sim = capped_pair(0.3, at)
     pace = at + sim.core.pacer.ready_in("b", at)
     a_next = at + sim.core.pacer.ready_in("a", at)
     assert sim.running(at) is None and a_next - at > 0.1  # (b rests, a is due in 125 ms)
@@ -766,11 +767,7 @@ def test_a_raised_cap_whose_hooks_bursts_follow_its_grants_late_stays_in_shared_
     16:42).  Both under 0.9 of 285, the pair left shared turns for 100 ms ones, and a's 1 s
     windows read 0.141-0.19 of its work (0.173 on the H100).  Each burst is judged against
     the grant it was said after (ClientState.burst_after_s): a 0.275-0.298."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(at)
+    sim = capped_pair(0.3, at)
     sim.next_bursts["b"] = [143.0, 253.0]
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
     sim.run_until(at + 7.0)
@@ -785,11 +782,7 @@ def test_a_top_up_ends_before_the_neighbours_pace_comes_round(at):
     """b raised from 0.2 to 0.6 beside a at 0.3, resting with a due 30-130 ms later: b's
     top-up goes first, and ends as a's pace comes round (a review: unbounded, it held a up
     by 33-46 ms)."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.2, 0.2)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(at)
+    sim = capped_pair(0.2, at)
     due = at + sim.core.pacer.ready_in("a", at)
     assert sim.running(at) is None and due > at
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
@@ -802,11 +795,7 @@ def test_a_top_up_ends_before_the_neighbours_pace_comes_round(at):
 def test_a_cap_raised_and_lowered_back_is_owed_nothing():
     """Raised while b holds its grant (its top-up would follow it), then lowered back: b's
     next grant comes at its pace, after a's."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(10.1)
+    sim = capped_pair(0.3, 10.1)
     assert sim.running(10.1) == "b"
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
     sim.run_until(10.12)
@@ -822,11 +811,7 @@ def test_a_client_topped_up_then_uncapped_alone_is_served():
     the decision weighs no one (_select).  The top-up an earlier decision left in its
     standings was read for this grant, and taking it from what was owed, dropped with the
     cap, raised a KeyError (a review)."""
-    sim = Sim([("a", 0.3, 0.3), ("b", 0.3, 0.3)], timing=LAUNCHER, burst_ms=5000.0, seed=1,
-              clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", 0.001)
-    sim.run_until(10.2)
+    sim = capped_pair(0.3, 10.2)
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
     assert sim.running(10.2) == "b"  # (its top-up: _top_up_raised)
     sim.configure(config(("b", 0.6, 1.0, 1 << 30)))
