@@ -341,6 +341,7 @@ class Grant:
     # their hooks run on to their token's end.
     orphaned_until: float | None = None
     alone: bool = False  # made with QUOTA_FLAG_ALONE: its hook asks sooner (_renewing)
+    limit: float = 1.0  # its client's cap when it was made (_cut_lowered_holder)
 
 
 class SchedulerCore:
@@ -743,7 +744,7 @@ class SchedulerCore:
         # back, and no cap.  Then the hook may run on a little past this token's end instead
         # of stopping for a round trip (wire.QUOTA_FLAG_ALONE), and asks sooner (_renewing).
         alone = standing is None
-        self.holder = Grant(candidate.conn, interval, alone=alone)
+        self.holder = Grant(candidate.conn, interval, alone=alone, limit=client.spec.limit)
         client.tokens += 1
         flags = QUOTA_FLAG_ALONE if alone else 0
         if calibrating:
@@ -1599,7 +1600,7 @@ class SchedulerCore:
         in_shared_turns = self._staying_in_shared_turns(config, now)
         self.clients = {}
         limit_changed = False
-        lowered: dict[str, float] = {}  # a cap lowered: by how much (new / old)
+        lowered: set[str] = set()  # the clients whose caps were lowered
         raised: list[str] = []  # the clients whose caps were raised in shared turns
         for spec in config.clients:
             state = old.get(spec.name)
@@ -1626,7 +1627,7 @@ class SchedulerCore:
                 # count against the new (a 0.4 cap lowered to 0.1 had 4 s in its 10 s window
                 # against the 1 s now allowed, and got nothing for 8 s).
                 self._capped_since[spec.name] = now
-                lowered[spec.name] = spec.limit / state.spec.limit
+                lowered.add(spec.name)
             if spec != state.spec:
                 self._top_ups.pop(spec.name, None)  # (its pace holds the new spec from now)
             if spec.limit > state.spec.limit and spec.name in in_shared_turns:
@@ -1676,7 +1677,7 @@ class SchedulerCore:
             out += self._top_up_raised(name, now)
         return out + self._cut_lowered_holder(lowered, now)
 
-    def _cut_lowered_holder(self, lowered: dict[str, float], now: float) -> list[Action]:
+    def _cut_lowered_holder(self, lowered: set[str], now: float) -> list[Action]:
         """A cap lowered while its client holds the token: the grant, made at the old cap, is
         cut to what the new one gives (its length times new / old, which keeps its pace), or
         to now where it ran longer; its pod manager is told (wire.CUT_ID).  Run to its end, a
@@ -1694,12 +1695,15 @@ class SchedulerCore:
         if holder is None or holder.interval.name not in lowered:
             return []
         grant = holder.interval
-        end = max(now, grant.start + (grant.end - grant.start) * lowered[grant.name])
+        # (by the cap it was made at: raised and lowered back within it, it is not cut, a review)
+        ratio = self.clients[grant.name].spec.limit / holder.limit
+        end = max(now, grant.start + (grant.end - grant.start) * ratio)
         applies = self.applies_cuts(holder.conn)
         um = is_um(self.clients[grant.name].spec, self.um)
         if holder.orphaned_until is not None or not applies or um or grant.end - end < CUT_MIN_S:
             return []
         was = grant.end
+        holder.limit = self.clients[grant.name].spec.limit  # (what it is now made at)
         grant.cut_calibration = grant.calibrating
         holder.alone = False  # (its hook goes on no credit past the cut: token_fetch.c)
         self._end_early(grant, end, keep_pace=True)  # (the rest at the new cap keeps it)

@@ -722,6 +722,19 @@ def test_a_cap_lowered_cuts_the_grant_its_client_holds_to_the_new_cap():
 CUTTING = (0, 1, 0, 0.0, REPORT_APPLIES_CUTS)  # (a REPORT of a pod manager that applies cuts)
 
 
+def test_a_grant_is_cut_by_the_cap_it_was_made_at():
+    """Raised and lowered back within a grant, it is not cut (it was, by the lowering's own
+    ratio: a review); lowered twice, it is cut to the last cap's part of what it was made at."""
+    actions, core, start = cut_after_lowering(CUTTING, 0.8, 0.01)  # (raised: no cut)
+    assert [a for a in actions if isinstance(a, Reply)] == []
+    back = core.on_config(config(("a", 0.6, 0.6, 100)), start + 0.02)
+    assert [a for a in back if isinstance(a, Reply)] == []
+    assert core.next_deadline() == pytest.approx(start + 0.15)
+    actions, core, start = cut_after_lowering(CUTTING, 0.45, 0.01)
+    core.on_config(config(("a", 0.3, 0.3, 100)), start + 0.02)
+    assert core.next_deadline() == pytest.approx(start + 0.075)  # (150 ms x 0.3 / 0.6)
+
+
 def test_the_run_of_a_calibration_cut_short_is_not_read():
     """Its hook measured the calibration's start, or a late process's share of it: not the
     continuous tail its run is read as (a review)."""
