@@ -192,6 +192,10 @@ class PartitionRouter:
         for key, core in self.cores.items():
             sub = groups.get(key, ResourceConfig((), self.config.oversubscribe))
             out += [a for a in core.on_config(sub, now) if not self._about_moved(a, moved)]
+        # (one card, one power limiter: a cap changed in one group unsettles the others' too)
+        changed = max(core.caps_changed_at for core in self.cores.values())
+        for core in self.cores.values():
+            core.caps_changed_at = changed
         for name in sorted(moved):
             out += self._move(name, old_state[name], now)
         return self._answered(out)

@@ -394,7 +394,9 @@ class SchedulerCore:
         # (_top_up_raised), and the part of it each may be granted at the latest decision.
         self._top_ups: dict[str, TopUp] = {}
         self._top_up_grants: dict[str, float] = {}
-        self._caps_changed_at = -math.inf  # (CAPS_SETTLE_S)
+        # When a cap last changed (CAPS_SETTLE_S); the partitions of one card share it: their
+        # grants run on one power limiter (PartitionRouter).
+        self.caps_changed_at = -math.inf
         # When each client's books began: its grants from before are on none (_end_early).
         self._books_since: dict[str, float] = {}
         self._removed_asking: dict[str, float] = {}  # a removed client's latest request
@@ -983,7 +985,7 @@ class SchedulerCore:
         clocked = self._clock_at is not None and now - self._clock_at < CLOCK_STALE_S
         if not (clocked and self._idles_between(names) and self.speed.due(name, now)):
             return None
-        if now - self._caps_changed_at < CAPS_SETTLE_S:
+        if now - self.caps_changed_at < CAPS_SETTLE_S:
             return None  # (the card still settles to the new caps: CAPS_SETTLE_S)
         # (None where none fits its windows)
         beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
@@ -1667,7 +1669,7 @@ class SchedulerCore:
             out.append(act.info(name, "client removed: no new tokens"))
         self.removed = (self.removed | old.keys()) - self.clients.keys()
         if limit_changed:
-            self._caps_changed_at = now
+            self.caps_changed_at = now
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
                 self.speed.duty_changed(name)
         self.credits.bound = self._credit_bound_s()

@@ -228,6 +228,15 @@ def test_a_moved_client_keeps_its_reported_memory_and_processes() -> None:
                                                                           True)
 
 
+def test_a_cap_changed_in_one_partition_holds_back_every_groups_calibrations() -> None:
+    """One card, one power limiter: its clock swings for all of them (CAPS_SETTLE_S)."""
+    router = PartitionRouter(cfg.parse_text("2\na 0.3 0.3 1GiB sm=50@p\nb 0.3 0.3 1GiB\n"),
+                             LAUNCHER, 0.0, spatial=True)
+    router.on_config(cfg.parse_text("2\na 0.3 0.3 1GiB sm=50@p\nb 0.5 0.5 1GiB\n"), 4.0)
+    assert {key: core.caps_changed_at for key, core in router.cores.items()} == {
+        TIME_SLICED: 4.0, "p": 4.0}
+
+
 def test_the_metrics_counters_of_a_moved_client_go_on_from_where_they_were() -> None:
     """(A move to another group started them at 0: a reset to Prometheus.)"""
     sim = sim_of("2\na 1 1 1GiB sm=50\nb 1 1 1GiB sm=50\n", spatial=True)

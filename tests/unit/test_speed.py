@@ -1233,7 +1233,7 @@ def test_a_calibration_due_just_after_an_edit_is_a_whole_one():
     sim.configure(config(("c", 0.45, 0.45, 1 << 30)))
     assert core.speed.reads_by_work("c") and not core.speed.measured("c")
     core.speed._clocks["c"].calibrated_at = sim.now - 60.0  # (one is due now)
-    core._caps_changed_at -= CAPS_SETTLE_S  # (and the card settled: none comes sooner)
+    core.caps_changed_at -= CAPS_SETTLE_S  # (and the card settled: none comes sooner)
     cal = core._due_calibration("c", ["c"], sim.now)
     assert cal is not None and cal.length_s > 1.2 * lone, (cal, lone)
 
