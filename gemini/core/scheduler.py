@@ -1726,7 +1726,7 @@ class SchedulerCore:
         Without it, b raised from 0.3 to 0.6 beside a at 0.3 held 0.465-0.54 of its work in
         its first second for edits 50-250 ms into their half-second turns: its grant held at
         the edit, made at the old cap, ran out, and its next came at the old pace (the
-        simulator, bench/sim_edits.py); now 0.576-0.584.  Unbounded by its window, 0.648 for
+        simulator, bench/sim_edits.py); now 0.521-0.588.  Unbounded by its window, 0.648 for
         edits late in its rest, whose window held two of its new grants.  (The mirror of the
         lowered cap's cut, the grant held made longer, would need its pod manager and hooks
         told of a later end, and does nothing for a client resting at the edit.)"""
@@ -1746,7 +1746,8 @@ class SchedulerCore:
 
     def _raised_place(self, name: str, pace: float, now: float) -> float:
         """Where the next grant of a client whose cap was raised in shared turns fits in the
-        turn: at its pace, or after the next grant of each turn-mate it would run into there.
+        turn: at its pace, or at the first place within a turn where it runs into no
+        turn-mate's grant (its pace where there is none).
         Its grants grew, and its place may be too short for them: at a place 210 ms before a's,
         a 0.3 raised to 0.6 took 281 ms, a's grants moved on by 70-100 ms for good (paced from
         its grants), and a's 1 s windows read 0.14-0.23 of its work on the simulator (b starting
@@ -1757,22 +1758,33 @@ class SchedulerCore:
         if not turn:
             return pace
         grant = self._paced_in_turn_s(limit, name, now, turn)
-        slots = []  # (each mate's next two grants: one a turn, at its speed)
+        slots = []  # (each mate's next three grants: one a turn, at its speed)
         for m in self._turn_group(name, now) - {name}:
             due = now + max(self.pacer.ready_in(m, now), 0.0)
             length = self._paced_in_turn_s(self.clients[m].spec.limit, m, now, turn)
-            slots += [(due, length), (due + turn, length)]  # (its pace: a turn a grant,
-            # its speed's charge included)
-        for due, length in sorted(slots):  # (a mate held up to SHARED_TURNS_YIELD_S: no move)
-            if due + SHARED_TURNS_YIELD_S < pace + grant and pace < due + length:
-                pace = due + length
-        return pace
+            slots += [(due + k * turn, length) for k in range(3)]  # (its pace: a turn a
+            # grant, its speed's charge included)
+
+        def fits(at: float) -> bool:  # (a mate held up to SHARED_TURNS_YIELD_S: fits)
+            return all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
+                       for due, length in slots)
+
+        # The first place from its pace on, within a turn, where it runs into no mate's grant;
+        # none (their grants leave no gap that long: 0.4 beside 0.2 and 0.3): its pace, where
+        # the mate it runs into waits once (moved past them all, it ran into the next turn's,
+        # its place 879 ms on, and a and c read 10-15 points under on the simulator).
+        places = [pace, *sorted(end for due, length in slots if pace < (end := due + length))]
+        return next((at for at in places if at < pace + turn and fits(at)), pace)
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
-        """The GPU time `name`'s short window from now allows at its cap (and the edge any
-        window allows: _window_edge_s), less the rest of a grant it holds and what its grants
-        in turns bring from `pace` on (each its cap's part of a turn at its speed, one a turn;
-        inf: not in turns)."""
+        """The GPU time `name`'s short window from now allows at its cap, less the rest of a
+        grant it holds and what its grants in turns bring from `pace` on (each its cap's part
+        of a turn at its speed, one a turn; inf: not in turns).  Read again at each top-up's
+        grant, without the edge a window allows (_window_edge_s): with it, a top-up granted
+        later than the edit and the next two grants filled one, the second waited for room
+        110-150 ms into its neighbours' places, and a trio's 1 s windows read 8-15 points under
+        where the rule before read 5-8 (0.2 + 0.3 + 0.3, the 0.3 raised to 0.4 or 0.45, on the
+        simulator)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         short = self._short_window_s
@@ -1785,7 +1797,7 @@ class SchedulerCore:
         while start < end:
             used += min(start + grant, end) - start
             start += turn / speed  # (the pace moves on by a grant / its cap)
-        return limit * short / speed + self._window_edge_s(limit) - used
+        return limit * short / speed - used
 
     def _held_left_s(self, name: str, now: float) -> float:
         """What is left of the grant `name` holds (0: it holds none)."""
@@ -1811,7 +1823,8 @@ class SchedulerCore:
             if self._due_calibrations.get(s.name) is not None:
                 continue
             free = self._free_for_top_up_s(s, standings, least, now, top.seconds)
-            grant = min(top.seconds, free, top.until - now)
+            window = self._short_window_left_s(s.name, top.until, now)  # (read again now)
+            grant = min(top.seconds, free, top.until - now, window)
             if grant >= least:
                 grant = min(grant, self._room(s.name, long_size, now, grant))
             if grant >= least:
