@@ -1717,12 +1717,14 @@ class SchedulerCore:
 
     def _top_up_raised(self, name: str, now: float) -> list[Action]:
         """A cap raised in shared turns: its next grant comes at its old pace, in its place in
-        the turn (not brought forward onto a neighbour's: Pacer.raised), or after a neighbour's
-        grant where its grown grants would run into it there (_raised_place).  Until then it is
-        owed its new cap's part of that time, less what a grant it holds gives it of it, and no
-        more than its short window from now has room for beside the grants its pace will bring;
-        that is granted in the GPU's free time before any neighbour may go, as no pace of its
-        own (_with_top_ups; its speed's charge still moves its pace, as every grant's does).
+        the turn (not brought forward onto a neighbour's: Pacer.raised), or, where its grown
+        grants would run into a neighbour's there, at the first place in the turn where they
+        run into none (_raised_place).  Until then it is owed its new cap's part of that time,
+        less what a grant it holds gives it of it, and no more than its short window has room
+        for beside the grants its pace will bring (_short_window_left_s, read again at each
+        top-up); that is granted in the GPU's free time before any neighbour may go, as no pace
+        of its own (_with_top_ups; its speed's charge still moves its pace, as every grant's
+        does).
         Without it, b raised from 0.3 to 0.6 beside a at 0.3 held 0.465-0.54 of its work in
         its first second for edits 50-250 ms into their half-second turns: its grant held at
         the edit, made at the old cap, ran out, and its next came at the old pace (the
@@ -1747,12 +1749,12 @@ class SchedulerCore:
     def _raised_place(self, name: str, pace: float, now: float) -> float:
         """Where the next grant of a client whose cap was raised in shared turns fits in the
         turn: at its pace, or at the first place within a turn where it runs into no
-        turn-mate's grant (its pace where there is none).
-        Its grants grew, and its place may be too short for them: at a place 210 ms before a's,
-        a 0.3 raised to 0.6 took 281 ms, a's grants moved on by 70-100 ms for good (paced from
-        its grants), and a's 1 s windows read 0.14-0.23 of its work on the simulator (b starting
-        0.2-0.4 s after a: bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07
-        16:20).  Until then it is topped up (_top_up_raised)."""
+        turn-mate's grant (its pace where there is none).  Its grants grew, and its place may
+        be too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took 281 ms,
+        a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s windows
+        read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
+        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Until then it is
+        topped up (_top_up_raised)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         if not turn:
