@@ -3,13 +3,14 @@ simulator (issue 12: a cap must hold over short windows through a config edit to
 sockets, no GPU: tests/unit/sim.py's saturating clients and power-limited GPU clock drive
 gemini.core.scheduler on a virtual clock, with the launchers' quotas and gem-schd's defaults.
 
-  python3 bench/sim_edits.py [--seeds 1,2] [--phases 10] [--b-starts 0.001] [--root DIR]
-                             [--no-shared-turns]
+  python3 bench/sim_edits.py [--seeds 1,2] [--phases 10] [--b-starts 0.001] [--trio]
+                             [--root DIR] [--no-shared-turns]
 
 a is capped at 0.3 throughout; b, capped at 0.3, is raised to 0.6, and, capped at 0.6,
 lowered to 0.3, at 10 s + k × 50 ms (k < --phases: the phases of a half-second turn).  b
 starts each of --b-starts seconds after a (their places in the turns; 0.001 puts b's grant
-0.28 s before a's, 0.2-0.4 after it).  For
+0.28 s before a's, 0.2-0.4 after it).  --trio adds three capped at 0.2, 0.3 and 0.3, b raised
+to 0.4 (c starting twice b's start after a, and a millisecond).  For
 each edit, each client's lowest and highest 1 s window of work (sliding by 50 ms) over the 6 s
 from the edit on, against its cap after it; per case and client, the worst and the median of
 the lowest over the phases and seeds.  On the GPU an edit lands at one phase per run
@@ -26,14 +27,16 @@ import statistics
 import sys
 from pathlib import Path
 
-EDITS = [(0.3, 0.6), (0.6, 0.3)]  # b's cap before and after; a stays at 0.3
+# Each case: the caps before the edit and after it.
+EDITS = [({"a": 0.3, "b": 0.3}, {"a": 0.3, "b": 0.6}), ({"a": 0.3, "b": 0.6}, {"a": 0.3, "b": 0.3})]
+TRIO = ({"a": 0.2, "b": 0.3, "c": 0.3}, {"a": 0.2, "b": 0.4, "c": 0.3})
 EDIT_AT_S = 10.0
 PHASE_S = 0.05
 AFTER_S = 6.0
 STEP_S = 0.05
 
 
-def run_edit(before: float, after: float, at: float, seed: int,
+def run_edit(before: dict[str, float], after: dict[str, float], at: float, seed: int,
              shared_turns: bool | None, b_start: float = 0.001) -> dict[str, tuple[float, float]]:
     """Each client's lowest and highest 1 s window of work from the edit at `at` on."""
     import dataclasses
@@ -43,18 +46,18 @@ def run_edit(before: float, after: float, at: float, seed: int,
 
     timing = LAUNCHER if shared_turns is None else dataclasses.replace(
         LAUNCHER, shared_turns=shared_turns)
-    sim = Sim([("a", 0.3, 0.3), ("b", before, before)], timing=timing, burst_ms=5000.0,
+    sim = Sim([(n, cap, cap) for n, cap in before.items()], timing=timing, burst_ms=5000.0,
               seed=seed, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", b_start)
+    for i, name in enumerate(before):  # (a at 0, b at b_start, c at twice that and 1 ms)
+        sim.start(name, i * b_start + (0.001 if i > 1 else 0.0))
     sim.run_until(at)
-    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", after, after, 1 << 30)))
+    sim.configure(config(*[(n, cap, cap, 1 << 30) for n, cap in after.items()]))
     end = at + AFTER_S + 1.0
     sim.run_until(end)
     assert sim.clock is not None
     sim.clock.advance(end, sim.running)
     out = {}
-    for name in ("a", "b"):
+    for name in after:
         windows = [sim.clock.work(name, at + j * STEP_S, at + j * STEP_S + 1.0)
                    for j in range(round(AFTER_S / STEP_S))]
         out[name] = (min(windows), max(windows))
@@ -66,6 +69,7 @@ def main() -> None:
     p.add_argument("--seeds", default="1,2")
     p.add_argument("--phases", type=int, default=10)
     p.add_argument("--b-starts", default="0.001", help="b's start after a's, seconds (a list)")
+    p.add_argument("--trio", action="store_true", help="and a trio's raise")
     p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="gem-schd --[no-]shared-turns (default: the --root's own)")
@@ -74,7 +78,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     starts = [float(s) for s in args.b_starts.split(",")]
     cases = []
-    for before, after in EDITS:
+    for before, after in EDITS + ([TRIO] if args.trio else []):
         runs = []
         for k in range(args.phases):
             at = EDIT_AT_S + k * PHASE_S
@@ -85,11 +89,12 @@ def main() -> None:
                                  "windows": {n: [round(x, 4) for x in w]
                                              for n, w in windows.items()}})
         summary = {}
-        for name, cap in (("a", 0.3), ("b", after)):
+        for name, cap in after.items():
             lows = [r["windows"][name][0] - cap for r in runs]
             summary[name] = {"cap": cap, "worst_low_pp": round(100 * min(lows), 2),
                              "median_low_pp": round(100 * statistics.median(lows), 2)}
-        cases.append({"b_before": before, "b_after": after, "summary": summary, "runs": runs})
+        cases.append({"before": before, "after": after, "b_before": before["b"],
+                      "b_after": after["b"], "summary": summary, "runs": runs})
     print(json.dumps({"root": str(args.root), "seeds": seeds, "phases": args.phases,
                       "b_starts": starts, "shared_turns": args.shared_turns, "cases": cases},
                      indent=1))
