@@ -1784,9 +1784,9 @@ class SchedulerCore:
         of a turn at its speed, one a turn; inf: not in turns).  Read again at each top-up's
         grant, without the edge a window allows (_window_edge_s): with it, a top-up granted
         later than the edit and the next two grants filled one, the second waited for room
-        110-150 ms into its neighbours' places, and a trio's 1 s windows read 8-15 points under
-        where the rule before read 5-8 (0.2 + 0.3 + 0.3, the 0.3 raised to 0.4 or 0.45, on the
-        simulator)."""
+        110-150 ms into its neighbours' places, and a trio's 1 s windows read 10-17.5 points
+        under where the rule before read 5.3-6.2 (0.2 + 0.3 + 0.3, the 0.3 raised to 0.4, on
+        the simulator: bench/sim_edits.py --trio)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         short = self._short_window_s
