@@ -705,12 +705,13 @@ class SchedulerCore:
         turn = verdict.turn_s
         if turn:
             longest = math.inf  # (its pace cuts it: _grant_length)
-        length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
-                     longest)
-        top_up = self._top_up_grants.get(candidate.name)
+        top_up = self._top_up_grants.get(candidate.name)  # (its length read: _with_top_ups)
         if top_up is not None:
             length = top_up
             self._take_top_up(candidate.name, top_up)
+        else:
+            length = min(self._grant_length(client.quota_s, standing, candidate.name, now, turn),
+                         longest)
         if is_um(client.spec, self.um):  # (its speed read for UM clients only)
             length = um_quota(length, client.spec, self.um, self._um_window_s(candidate.name, now))
         cal = self._due_calibrations.get(candidate.name) if standing is not None else None
@@ -1633,14 +1634,14 @@ class SchedulerCore:
             if spec != state.spec:
                 self._top_ups.pop(spec.name, None)  # (its pace holds the new spec from now)
             if spec.limit > state.spec.limit and spec.name in in_shared_turns:
-                raised.append(spec.name)
-            if spec.limit > state.spec.limit and spec.name not in in_shared_turns:
-                # (staying in shared turns, its next grant comes at its old pace, in its turn:
-                # brought forward, it took the GPU just before a neighbour's pace came round,
-                # and that neighbour's 1 s windows lost a whole grant in 6 of 20 edits on the
-                # simulator, bench/sim_edits.py; leaving them, for 100 ms turns, it is brought
-                # forward: at its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its first
-                # half second, 0.46-0.67 brought forward)
+                raised.append(spec.name)  # (_top_up_raised)
+            elif spec.limit > state.spec.limit:
+                # (staying in shared turns, its next grant keeps its place in the turn, topped
+                # up until then: brought forward, it took the GPU just before a neighbour's pace
+                # came round, and that neighbour's 1 s windows lost a whole grant in 6 of 20
+                # edits on the simulator, bench/sim_edits.py; leaving them, for 100 ms turns, it
+                # is brought forward: at its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its
+                # first half second, 0.46-0.67 brought forward)
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             limit_changed = limit_changed or spec.limit != state.spec.limit
             if not spec.capped:
