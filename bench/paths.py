@@ -24,8 +24,8 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
         0.3, b starting --late-s after a: 1 s bins from b's start on) and "edit-pairs"
         (0.25/0.75, b capped at 0.3 by a config edit --edit-s after the start: 1 s bins from
         the edit on, read against the shares after it, a 0.7, b 0.3; two capped at 0.3, b
-        raised to 0.6; a capped at 0.3 beside b at 0.6, b lowered to 0.3; and three capped at
-        0.3, 0.35 and 0.3, b lowered to 0.3).  "pair:CASE" runs one case by its name.
+        raised to 0.6; a capped at 0.3 beside b at 0.6, b lowered to 0.3; three capped at
+        0.3, 0.35 and 0.3, b lowered to 0.3; and three at 0.2, 0.3 and 0.3, b raised to 0.4).  "pair:CASE" runs one case by its name.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo
@@ -136,15 +136,18 @@ EDIT_PAIR_CASES: dict[str, list[tuple[str, float]]] = {
     "0.25/0.75 b capped 0.3": [("a", 0.25), ("b", 0.75)],
     "capped 0.3+0.3 b raised to 0.6": [("a", 0.3), ("b", 0.3)],
     "capped 0.3+0.6 b lowered to 0.3": [("a", 0.3), ("b", 0.6)],
-    "capped 0.3+0.35+0.3 b lowered to 0.3": [("a", 0.3), ("b", 0.35), ("c", 0.3)]}
+    "capped 0.3+0.35+0.3 b lowered to 0.3": [("a", 0.3), ("b", 0.35), ("c", 0.3)],
+    "capped 0.2+0.3+0.3 b raised to 0.4": [("a", 0.2), ("b", 0.3), ("c", 0.3)]}
 EDITS: dict[str, dict[str, tuple[float, float]]] = {
     "0.25/0.75 b capped 0.3": {"a": (0.25, 1.0), "b": (0.3, 0.3)},
     "capped 0.3+0.3 b raised to 0.6": {"a": (0.3, 0.3), "b": (0.6, 0.6)},
     "capped 0.3+0.6 b lowered to 0.3": {"a": (0.3, 0.3), "b": (0.3, 0.3)},
-    "capped 0.3+0.35+0.3 b lowered to 0.3": {"a": (0.3, 0.3), "b": (0.3, 0.3), "c": (0.3, 0.3)}}
+    "capped 0.3+0.35+0.3 b lowered to 0.3": {"a": (0.3, 0.3), "b": (0.3, 0.3), "c": (0.3, 0.3)},
+    "capped 0.2+0.3+0.3 b raised to 0.4": {"a": (0.2, 0.2), "b": (0.4, 0.4), "c": (0.3, 0.3)}}
 # The cases whose clients start capped at their targets (the others start uncapped).
 CAPPED_CASES = {*CAPPED_PAIR_CASES, "capped 0.3+0.3 b late", "capped 0.3+0.3 b raised to 0.6",
-                "capped 0.3+0.6 b lowered to 0.3", "capped 0.3+0.35+0.3 b lowered to 0.3"}
+                "capped 0.3+0.6 b lowered to 0.3", "capped 0.3+0.35+0.3 b lowered to 0.3",
+                "capped 0.2+0.3+0.3 b raised to 0.4"}
 ALL_PAIR_CASES = {**PAIR_CASES, **CAPPED_PAIR_CASES, **PROCS_PAIR_CASES, **LATE_PAIR_CASES,
                   **EDIT_PAIR_CASES}
 PAIR_PATH = "torch-eager"

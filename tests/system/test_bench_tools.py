@@ -257,7 +257,8 @@ def test_paths_runs_an_optional_path_only_when_named() -> None:
     assert paths.units_for(["edit-pairs"], False, True) == [
         ("pairs", "0.25/0.75 b capped 0.3"), ("pairs", "capped 0.3+0.3 b raised to 0.6"),
         ("pairs", "capped 0.3+0.6 b lowered to 0.3"),
-        ("pairs", "capped 0.3+0.35+0.3 b lowered to 0.3")]
+        ("pairs", "capped 0.3+0.35+0.3 b lowered to 0.3"),
+        ("pairs", "capped 0.2+0.3+0.3 b raised to 0.4")]
     # (one case by its name, once)
     assert paths.units_for(["pair:capped 0.3+0.3 b late", "late-pairs"], False, True) == [
         ("pairs", "0.4/0.5 b late"), ("pairs", "capped 0.3+0.3 b late")]
