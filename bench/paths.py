@@ -25,7 +25,8 @@ pairs   torch-eager clients started together, 0.3/0.7 and 0.2/0.3/0.5 (limits 1.
         (0.25/0.75, b capped at 0.3 by a config edit --edit-s after the start: 1 s bins from
         the edit on, read against the shares after it, a 0.7, b 0.3; two capped at 0.3, b
         raised to 0.6; a capped at 0.3 beside b at 0.6, b lowered to 0.3; three capped at
-        0.3, 0.35 and 0.3, b lowered to 0.3; and three at 0.2, 0.3 and 0.3, b raised to 0.4).  "pair:CASE" runs one case by its name.
+        0.3, 0.35 and 0.3, b lowered to 0.3; and three at 0.2, 0.3 and 0.3, b raised to
+        0.4).  "pair:CASE" runs one case by its name.
 rtt     the token round trip hook -> pmgr -> schd (bench/scenarios.py's S6), every 10 ms.
 
 --only picks units: path names, "cap:PATH" (its capped run alone), "solo:PATH" (its bare/solo

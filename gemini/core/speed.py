@@ -42,8 +42,9 @@ TAILS_AVERAGED but the fastest, or the newest where slower: a tail reads fast mo
 slow, and one that reads slow by far had something else run slow in it: LONE_SLOW_TAIL)
 over its ordinary grants' (the median of its
 latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
-(2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ)
-or none was measured yet, the clock below tells the speed.  Early tails read fast (a cold
+(2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ:
+RUN_SPREAD_MAX, or RUN_SPREAD_LEAVE once they agreed) or none was measured yet, the clock
+below tells the speed.  Early tails read fast (a cold
 card, one still heating under the new load), so the first calibration's is not kept (only
 a floor until one is kept: FIRST_TAIL_MAX), and a fresh client is charged
 UNKNOWN_SPEED at least until a tail is kept, and while it settles if its rests speed it up
@@ -356,6 +357,15 @@ ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
 RUN_SPREAD_MAX = 1.15
+# ...but once two or more of its tails agreed within RUN_SPREAD_MAX, only further apart than
+# this: a card's clock moves one program's tails further over a run.  H100, 2026-12-07, torch
+# eager capped beside a neighbour: tails of 190.4-203.9 us a launch, then one of 219.3 (its
+# grants 196); 189.7-227.9 in another run; read by the clock, each time the pair left shared
+# turns for 100 ms ones, and its 1 s windows fell 11-15 points (4 runs of 18 that day, every
+# one at 1.150-1.183).  A mix's tails part at once: two threads' launches 172.7 then 225.1,
+# 96 streams 200.1 then 136.5 (H200, 2026-12-03/04); one program's kept tails spread up to
+# 1.235 within a run (JAX, H100, 2026-12-07 09:14).
+RUN_SPREAD_LEAVE = 1.30
 # A tail that reads its program more than this much slower than its grants is not kept: no
 # GPU's clock moves that far between a rest and continuous work (matmul loops 1.13-1.19 on
 # the H100 and H200), so something else ran slow in it (a stall, a slow kernel).  H200,
@@ -438,6 +448,7 @@ class _Clocks:
     grant_costs: list[float] = field(default_factory=list)  # ms per launch, the latest grants'
     unsaid: int = 0  # ordinary grants in a row its hook measured nothing of (RECENT_GRANTS)
     tail_costs: list[float] = field(default_factory=list)  # ms per launch, the latest tails'
+    tails_agreed: bool = False  # two or more of them agreed (RUN_SPREAD_LEAVE), and still do
     tail_at: float = 0.0  # when the calibration of the newest of them began
     graphs: bool = False  # its hook counts graph launches, not launches (wire.RUN_GRAPHS)
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
@@ -460,9 +471,9 @@ def _work_speed(clocks: _Clocks, shared: bool = False,
     `shared`, an uncapped client's beside others: the median of its tails, below 1 too (see
     the docstring); `alike`: capped clients in its shared turns whose tails it is read with
     (ALIKE_TAILS_AGE_S)."""
-    costs = clocks.tail_costs if shared else _believable_tails(clocks.tail_costs)
+    costs = _spread_tails(clocks, shared)
     grants = _grants_cost(clocks)
-    if grants <= 0.0 or not costs or max(costs) > RUN_SPREAD_MAX * min(costs):
+    if grants <= 0.0 or not costs or max(costs) > _spread_allowed(clocks) * min(costs):
         return None
     continuous = statistics.median(costs) if shared else _continuous_cost(costs)
     if not shared and continuous > TAIL_SPEED_MAX * grants:
@@ -476,6 +487,16 @@ def _work_speed(clocks: _Clocks, shared: bool = False,
         continuous = _pooled_cost([clocks, *alike])
     low, high = SHARED_RANGE if shared else SPEED_RANGE
     return min(max(continuous / grants, low), high)
+
+
+def _spread_tails(clocks: _Clocks, shared: bool) -> list[float]:
+    """The tails whose costs must agree for its speed to be read by work."""
+    return clocks.tail_costs if shared else _believable_tails(clocks.tail_costs)
+
+
+def _spread_allowed(clocks: _Clocks) -> float:
+    """How far apart its tails may read (RUN_SPREAD_MAX, RUN_SPREAD_LEAVE)."""
+    return RUN_SPREAD_LEAVE if clocks.tails_agreed else RUN_SPREAD_MAX
 
 
 def _by_work(clocks: _Clocks) -> bool:
@@ -672,7 +693,7 @@ class SpeedMeter:
         if graphs != clocks.graphs:
             clocks.graphs = graphs
             clocks.grant_costs, clocks.tail_costs = [], []
-            clocks.first_tail_cost = 0.0
+            clocks.first_tail_cost, clocks.tails_agreed = 0.0, False
         if calibrating:
             if run_ms < MIN_RUN_MS:
                 return
@@ -682,6 +703,9 @@ class SpeedMeter:
                     return  # (not believable: see TAIL_SPEED_MAX)
                 clocks.tail_costs = [*clocks.tail_costs, run_ms / launches][-RECENT_RUN_TAILS:]
                 clocks.tail_at = clocks.calibrated_at or 0.0
+                costs = _spread_tails(clocks, shared)
+                clocks.tails_agreed = (len(costs) >= 2
+                                       and max(costs) <= _spread_allowed(clocks) * min(costs))
             else:
                 clocks.first_tail_cost = run_ms / launches
             return

@@ -29,6 +29,7 @@ from gemini.core.speed import (
     MIN_TAIL_READINGS,
     RECENT_GRANTS,
     RECENT_TAILS,
+    RUN_SPREAD_LEAVE,
     RUN_SPREAD_MAX,
     SETTLE_S,
     SETTLING_EVERY_S,
@@ -1451,7 +1452,7 @@ def test_whether_a_client_is_read_by_work_is_its_own_tails_not_those_it_is_read_
     {"b_cost": 0.1895 * ALIKE_COST_SPREAD * 1.01},  # (another program)
     {"b_graphs": True},  # (its hook counts graph launches)
     {"b_at": -ALIKE_TAILS_AGE_S - 10.0},  # (tails of another time)
-    {"b_tails": (20.4, 20.5, 20.7, 24.6)}])  # (its own tails disagree: read by the clock)
+    {"b_tails": (20.4, 24.6, 20.5, 24.7)}])  # (its own tails disagree: read by the clock)
 def test_capped_clients_not_alike_read_their_own_tails_in_shared_turns(apart):
     meter = alike_pair(**apart)
     own_a = statistics.fmean([0.195, 0.196, 0.197]) / 0.1895
@@ -1533,7 +1534,13 @@ def test_a_few_long_launches_tell_the_speed_by_their_gpu_time():
     assert meter.speed("a") == pytest.approx(12.7 / 11.4, rel=0.01)
 
 
-def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
+@pytest.mark.parametrize(("apart", "by_work"), [(RUN_SPREAD_LEAVE * 1.02, False),
+                                               (RUN_SPREAD_MAX * 1.02, True)],
+                         ids=["a lighter mix", "the card drifted"])
+def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock(apart, by_work):
+    """Once its tails agreed, a tail further from them than RUN_SPREAD_LEAVE leaves its speed
+    to the clock; one further than RUN_SPREAD_MAX only does not (a card's clock moves them
+    that far within a run)."""
     meter = SpeedMeter()
     in_grant(meter, 1900.0)
     tail(meter, 1800.0)
@@ -1544,9 +1551,34 @@ def test_launches_too_unlike_to_tell_the_speed_leave_it_to_the_clock():
         meter.ran("a", 80.0, launches, calibrating=True)
     assert meter.speed("a") == pytest.approx(1.25)  # alike: by work
     meter.calibrating("a", 9.0)
-    meter.ran("a", 80.0, int(320 * RUN_SPREAD_MAX) + 10, calibrating=True)  # a lighter mix
-    assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))
-    assert "by the clock" in meter.describe("a")
+    meter.ran("a", 80.0, round(320 * apart), calibrating=True)
+    assert meter.reads_by_work("a") is by_work
+    if not by_work:
+        assert meter.speed("a") == pytest.approx(speed(1900.0, 1800.0))
+        assert "by the clock" in meter.describe("a")
+
+
+def test_a_client_whose_tails_wander_with_the_card_stays_read_by_work():
+    """H100, 2026-12-07 16:40: b, capped at 0.6 beside a at 0.3, its grants 191.7-196.1 us a
+    launch, read tails of 190.4-203.9, then one of 219.3 (the card heating, its clock
+    wandering).  Read by the clock then (1.152 apart), the pair left shared turns and b's 1 s
+    windows fell 11-15 points.  Tails that part at once (two threads' launches, 172.7 then
+    225.1) still leave it to the clock."""
+    def client(tails: tuple[float, ...]) -> SpeedMeter:
+        meter = SpeedMeter()
+        for _ in range(RECENT_GRANTS):
+            meter.ran("b", 19.61, 100, calibrating=False)
+        meter.calibrating("b", 0.0)  # (the first: a floor only)
+        meter.ran("b", 19.11, 100, calibrating=True)
+        for k, run_ms in enumerate(tails, start=1):
+            meter.calibrating("b", 3.0 * k)
+            meter.ran("b", run_ms, 100, calibrating=True)
+        return meter
+
+    wandered = client((19.04, 19.12, 19.17, 20.39, 20.06, 19.81, 21.93))
+    assert wandered.reads_by_work("b")
+    assert wandered.speed("b") == pytest.approx(21.93 / 19.61)  # (the newest, slower)
+    assert not client((17.27, 22.51)).reads_by_work("b")
 
 
 def test_a_hook_that_starts_to_count_graph_launches_is_measured_afresh():
