@@ -180,11 +180,10 @@ class Pacer:
         if pace is not None and pace > now and new_limit > old_limit:
             self._pace[name] = now + (pace - now) * old_limit / new_limit
 
-    def move_to(self, name: str, at: float) -> None:
-        """Its next grant may start no sooner than `at` (a later place: no earlier than its
-        pace)."""
+    def place_at(self, name: str, at: float) -> None:
+        """Its next grant may start at `at`, sooner or later than its pace."""
         if name in self._pace:
-            self._pace[name] = max(self._pace[name], at)
+            self._pace[name] = at
 
     def ready_in(self, name: str, now: float) -> float:
         """Seconds until it may start its next grant (<= 0: now)."""

@@ -302,6 +302,7 @@ class ClientState:
     tokens: int = 0  # grants so far (for the metrics: counters never go down)
     longest_grant_s: float = 0.0  # (but calibrations; its hook says no longer burst: LONG_BURST)
     turn_grant_s: float = 0.0  # its latest such grant in lone or shared turns (LONG_BURST)
+    previous_turn_grant_s: float = 0.0  # the one before it
     turn_s: float = 0.0  # the turn its latest grant was paced in (_lone_turn_s; 0: 100 ms ones)
     turn_mates: frozenset[str] = frozenset()  # the others in that turn, if shared (speed.py)
     overuse_s: float = 0.0  # overuse charged so far
@@ -390,8 +391,9 @@ class SchedulerCore:
         self._shared_speeds: dict[str, float] = {}
         # When a client's cap was last lowered (or set): its windows count from then (_room).
         self._capped_since: dict[str, float] = {}
-        # A cap raised in shared turns: what its client is owed before its old pace comes round
-        # (_top_up_raised), and the part of it each may be granted at the latest decision.
+        # A cap raised in shared turns: what its client is owed before its next grant's place
+        # comes round (_top_up_raised), and the part of it each may be granted at the latest
+        # decision.
         self._top_ups: dict[str, TopUp] = {}
         self._top_up_grants: dict[str, float] = {}
         # When a cap last changed (CAPS_SETTLE_S); the partitions of one card share it: their
@@ -640,7 +642,11 @@ class SchedulerCore:
             out.append(act.debug(name, "token returned"))
         client.previous_burst_s, client.burst_s = client.burst_s, max(burst_ms, 0.0) / MS
         client.previous_burst_after_s = client.burst_after_s
-        client.burst_after_s = self._turns_grant_s(client)
+        # (against the grant before the latest too: its hook's burst follows its grants a grant
+        # or two late, and a cap raised from 0.3 to 0.6 whose first grant was a whole 285 ms
+        # said 143 ms after it, 253 after the next, and the pair left shared turns)
+        client.burst_after_s = min(self._turns_grant_s(client),
+                                   client.previous_turn_grant_s or math.inf)
         self.candidates.append(Candidate(conn, name, req.req_id, now))
         return out + self._schedule(now)
 
@@ -727,7 +733,7 @@ class SchedulerCore:
             # own, nor a top-up)
             client.longest_grant_s = max(client.longest_grant_s, length)
             if turn:
-                client.turn_grant_s = length
+                client.previous_turn_grant_s, client.turn_grant_s = client.turn_grant_s, length
         interval = self.history.record(candidate.name, now, now + length)
         interval.top_up = top_up is not None
         self._note_busy(interval)
@@ -1636,11 +1642,12 @@ class SchedulerCore:
             if spec.limit > state.spec.limit and spec.name in in_shared_turns:
                 raised.append(spec.name)  # (_top_up_raised)
             elif spec.limit > state.spec.limit:
-                # (staying in shared turns, its next grant keeps its place in the turn, topped
-                # up until then: brought forward, it took the GPU just before a neighbour's pace
-                # came round, and that neighbour's 1 s windows lost a whole grant in 6 of 20
-                # edits on the simulator, bench/sim_edits.py; leaving them, for 100 ms turns, it
-                # is brought forward: at its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its
+                # (staying in shared turns, its next grant goes to a place in the turn where it
+                # runs into no neighbour's, topped up until then: brought forward by its pace
+                # alone, it took the GPU just before a neighbour's pace came round, and that
+                # neighbour's 1 s windows lost a whole grant in 6 of 20 edits on the simulator,
+                # bench/sim_edits.py; leaving them, for 100 ms turns, it is brought forward: at
+                # its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its
                 # first half second, 0.46-0.67 brought forward)
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             limit_changed = limit_changed or spec.limit != state.spec.limit
@@ -1717,10 +1724,10 @@ class SchedulerCore:
         return [said, Reply(holder.conn, RequestType.QUOTA, cut)]
 
     def _top_up_raised(self, name: str, now: float) -> list[Action]:
-        """A cap raised in shared turns: its next grant comes at its old pace, in its place in
-        the turn (not brought forward onto a neighbour's: Pacer.raised), or, where its grown
-        grants would run into a neighbour's there, at the first place in the turn where they
-        run into none (_raised_place).  Until then it is owed its new cap's part of that time,
+        """A cap raised in shared turns: its next grant comes at the first place from the edit
+        on where its grown grants run into no neighbour's and its windows have room for them
+        (not brought forward onto a neighbour's grant: Pacer.raised), or at its old pace where
+        there is none (_raised_place).  Until then it is owed its new cap's part of that time,
         less what a grant it holds gives it of it, and no more than its short window has room
         for beside the grants its pace will bring (_short_window_left_s, read again at each
         top-up); that is granted in the GPU's free time before any neighbour may go, as no pace
@@ -1736,7 +1743,7 @@ class SchedulerCore:
         if is_um(self.clients[name].spec, self.um):
             return []  # (its grants are sized for its migrations: um_quota)
         pace = self._raised_place(name, now + self.pacer.ready_in(name, now), now)
-        self.pacer.move_to(name, pace)
+        self.pacer.place_at(name, pace)
         # (the new cap's part of the time to its next grant, less what the grant it holds, if
         # it does, gives it of that time)
         owed = self.clients[name].spec.limit * (pace - now) - self._held_left_s(name, now)
@@ -1748,19 +1755,26 @@ class SchedulerCore:
                                 f"round, in {(pace - now) * MS:.1f} ms")]
 
     def _raised_place(self, name: str, pace: float, now: float) -> float:
-        """Where the next grant of a client whose cap was raised in shared turns fits in the
-        turn: at its pace, or at the first place within a turn where it runs into no
-        turn-mate's grant (its pace where there is none).  Its grants grew, and its place may
-        be too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took 281 ms,
+        """Where the next grant of a client whose cap was raised in shared turns fits: the first
+        place from the edit (or the end of the grant it holds) on, within a turn of its pace,
+        where it runs into no turn-mate's grant and its windows have room for it and the grant
+        a turn after it (its pace where there is none).  Its grants grew, and its place may be
+        too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took 281 ms,
         a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s windows
         read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
-        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Until then it is
-        topped up (_top_up_raised)."""
+        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from
+        its pace on only, its grant went after a's next one, up to 750 ms after the edit, and
+        the top-up its window had room for left it idle 325 ms before it: 0.482-0.547 of its
+        work over a second, 12.5 points under at worst over five places (7.7 now, a 1.9 at
+        worst against 2.6).  Without room for the grant a turn after it, that one waited for
+        its window into the next mate's place (a trio, 0.3 raised to 0.4: 10 points under).
+        Until then it is topped up (_top_up_raised)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         if not turn:
             return pace
         grant = self._paced_in_turn_s(limit, name, now, turn)
+        speed = max(self._speed(name, now, in_turns=True), 1.0)
         slots = []  # (each mate's next three grants: one a turn, at its speed)
         for m in self._turn_group(name, now) - {name}:
             due = now + max(self.pacer.ready_in(m, now), 0.0)
@@ -1769,14 +1783,22 @@ class SchedulerCore:
             # grant, its speed's charge included)
 
         def fits(at: float) -> bool:  # (a mate held up to SHARED_TURNS_YIELD_S: fits)
-            return all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
-                       for due, length in slots)
+            if not all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
+                       for due, length in slots):
+                return False
+            # (room for the grant, and for the two as one run ending where the next one does,
+            # a turn on at its speed: what windows then hold of it)
+            then = at + turn / speed - grant
+            return (self._room(name, self._window(at)[1], at, grant) >= grant
+                    and self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant)
 
-        # The first place from its pace on, within a turn, where it runs into no mate's grant;
-        # none (their grants leave no gap that long: 0.4 beside 0.2 and 0.3): its pace, where
-        # the mate it runs into waits once (moved past them all, it ran into the next turn's,
-        # its place 879 ms on, and a and c read 10-15 points under on the simulator).
-        places = [pace, *sorted(end for due, length in slots if pace < (end := due + length))]
+        # The first place, within a turn of its pace, where it fits; none (their grants leave
+        # no gap that long: 0.4 beside 0.2 and 0.3): its pace, where the mate it runs into
+        # waits once (moved past them all, it ran into the next turn's, its place 879 ms on,
+        # and a and c read 10-15 points under on the simulator).
+        first = now + self._held_left_s(name, now)
+        ends = {end for due, length in slots if (end := due + length) > first}
+        places = sorted({first, pace, *ends})
         return next((at for at in places if at < pace + turn and fits(at)), pace)
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
