@@ -506,8 +506,21 @@ def _by_work(clocks: _Clocks) -> bool:
 
 def _continuous_cost(costs: list[float]) -> float:
     """A capped client's continuous cost from its latest tails (oldest first): their mean
-    (_tails_mean), or the newest where that is slower (a card still heating)."""
-    return max(_tails_mean(costs), costs[-1])
+    (_tails_mean), or the newest where that is slower (a card still heating), but not a newest
+    that alone parts from the others past RUN_SPREAD_MAX (_parts_alone)."""
+    mean = _tails_mean(costs)
+    return mean if _parts_alone(costs) else max(mean, costs[-1])
+
+
+def _parts_alone(costs: list[float]) -> bool:
+    """Does the newest tail read more than RUN_SPREAD_MAX times slower than the fastest of the
+    others, and more than LONE_SLOW_TAIL slower than the one before it?  Such a tail (a stall
+    in it, or a card's sudden swing) no longer leaves its client to the clock where its tails
+    agreed before (RUN_SPREAD_LEAVE); charged as the newest, one of 1.23 charged its client and
+    the clients read with it 1.16 until two faster tails dropped it (a review).  A card that
+    heats moves the tails one after another: the next slow one confirms it."""
+    return (len(costs) > 1 and costs[-1] > RUN_SPREAD_MAX * min(costs[:-1])
+            and costs[-1] > LONE_SLOW_TAIL * costs[-2])
 
 
 def _tails_mean(costs: list[float]) -> float:
@@ -524,10 +537,11 @@ def _mean_but_fastest(costs: list[float]) -> float:
 def _pooled_cost(group: list[_Clocks]) -> float:
     """The continuous cost of capped clients alike in shared turns (ALIKE_TAILS_AGE_S): the
     mean of the latest TAILS_AVERAGED tails of each but the fastest of them all, and as much
-    more as the newest tail of all reads over its own client's mean (a card still heating)."""
+    more as the newest tail of all reads over its own client's mean (a card still heating;
+    _continuous_cost)."""
     tails = [c for clocks in group for c in _believable_tails(clocks.tail_costs)[-TAILS_AVERAGED:]]
     newest = _believable_tails(max(group, key=lambda clocks: clocks.tail_at).tail_costs)
-    return _mean_but_fastest(tails) + max(newest[-1] - _tails_mean(newest), 0.0)
+    return _mean_but_fastest(tails) + _continuous_cost(newest) - _tails_mean(newest)
 
 
 def _believable_tails(costs: list[float]) -> list[float]:

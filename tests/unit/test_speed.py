@@ -1596,8 +1596,26 @@ def test_a_client_whose_tails_wander_with_the_card_stays_read_by_work():
 
     wandered = client((19.04, 19.12, 19.17, 20.39, 20.06, 19.81, 21.93))
     assert wandered.reads_by_work("b")
-    assert wandered.speed("b") == pytest.approx(21.93 / 19.61)  # (the newest, slower)
-    assert not client((17.27, 22.51)).reads_by_work("b")
+    # (the newest alone past RUN_SPREAD_MAX is read in the mean, not as the card heating...)
+    assert wandered.speed("b") == pytest.approx(statistics.fmean([20.06, 20.39, 21.93]) / 19.61)
+    # (...until the next confirms it)
+    heated = client((19.04, 19.12, 19.17, 20.39, 20.06, 19.81, 21.93, 22.10))
+    assert heated.speed("b") == pytest.approx(22.10 / 19.61)
+    assert not client((17.27, 22.51)).reads_by_work("b")  # (parted at once)
+    assert not client((19.04, 22.0)).reads_by_work("b")  # (1.155: never agreed)
+    # (parted past RUN_SPREAD_LEAVE, they must agree within RUN_SPREAD_MAX again)
+    assert not client((19.04, 19.12, 25.0, 22.0, 22.2)).reads_by_work("b")
+
+
+def test_a_lone_slow_tail_of_one_client_does_not_charge_the_clients_read_with_it():
+    """b's newest tail reads 1.18 times its others (a stall in it): b stays read by work
+    (RUN_SPREAD_LEAVE), and neither it nor a, whose tails are read with it, is charged as if
+    the card had heated that much (a review: both charged 1.16 until two faster tails of b's
+    dropped it)."""
+    meter = alike_pair(b_at=1.0, b_tails=(20.4, 20.5, 20.7, 24.0))
+    assert meter.reads_by_work("b")
+    pooled = statistics.fmean(sorted([19.4, 19.5, 19.7, 19.6, 20.4, 20.5, 20.7, 24.0])[1:])
+    assert meter.speed("a", mates={"b"}) == pytest.approx(pooled / 100 / 0.1895)
 
 
 def test_a_hook_that_starts_to_count_graph_launches_is_measured_afresh():
