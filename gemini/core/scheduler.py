@@ -291,8 +291,9 @@ class ClientState:
     quota_s: float
     burst_s: float = 0.0
     previous_burst_s: float = 0.0  # (the one said before: LONG_BURST)
-    # The grant each of those was said after (_turns_grant_s then; inf: none yet): its hook's
-    # burst follows its grants, a grant or two late, and is judged against what it knew.
+    # The grant each of those was said after (_turns_grant_s then, or the turn grant before it
+    # where shorter; inf: none yet): its hook's burst follows its grants, a grant or two late,
+    # and is judged against what it knew.
     burst_after_s: float = math.inf
     previous_burst_after_s: float = math.inf
     mem_used: int = 0
@@ -1755,20 +1756,20 @@ class SchedulerCore:
                                 f"round, in {(pace - now) * MS:.1f} ms")]
 
     def _raised_place(self, name: str, pace: float, now: float) -> float:
-        """Where the next grant of a client whose cap was raised in shared turns fits: the first
-        place from the edit (or the end of the grant it holds) on, within a turn of its pace,
-        where it runs into no turn-mate's grant and its windows have room for it and the grant
-        a turn after it (its pace where there is none).  Its grants grew, and its place may be
-        too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took 281 ms,
-        a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s windows
-        read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
-        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from
-        its pace on only, its grant went after a's next one, up to 750 ms after the edit, and
-        the top-up its window had room for left it idle 325 ms before it: 0.482-0.547 of its
-        work over a second, 12.5 points under at worst over five places (7.7 now, a 1.9 at
-        worst against 2.6).  Without room for the grant a turn after it, that one waited for
-        its window into the next mate's place (a trio, 0.3 raised to 0.4: 10 points under).
-        Until then it is topped up (_top_up_raised)."""
+        """Where the next grant of a client whose cap was raised in shared turns fits: the first of
+        the end of the grant held now (or now), its pace and its turn-mates' next grants' ends,
+        within a turn of its pace, where it runs into no turn-mate's grant and its windows have room
+        for it and the grant a turn after it (its pace where there is none).  Its grants grew, and
+        its place may be too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took
+        281 ms, a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s
+        windows read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
+        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from its pace
+        on only, its grant went after a's next one, up to 750 ms after the edit, and the top-up its
+        window had room for left it idle 325 ms before it: 0.482-0.547 of its work over a second,
+        12.5 points under at worst over five places (7.7 now, a 1.9 at worst against 2.6).  Without
+        room for the grant a turn after it, that one waited for its window into the next mate's
+        place (a trio, 0.3 raised to 0.4: 10 points under).  Until then it is topped up
+        (_top_up_raised)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         if not turn:
@@ -1786,20 +1787,20 @@ class SchedulerCore:
             if not all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
                        for due, length in slots):
                 return False
-            # (room for the grant, and for the two as one run ending where the next one does,
-            # a turn on at its speed: what windows then hold of it)
+            # (room for it and the next, read as one run ending where the next one does, a turn
+            # on at its speed: the windows that hold the next hold it too)
             then = at + turn / speed - grant
-            return (self._room(name, self._window(at)[1], at, grant) >= grant
-                    and self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant)
+            return self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant
 
-        # The first place, within a turn of its pace, where it fits; none (their grants leave
+        # The first of these places (the end of the grant held now, its pace, a mate's grant's
+        # end), within a turn of its pace, where it fits; none (their grants leave
         # no gap that long: 0.4 beside 0.2 and 0.3): its pace, where the mate it runs into
         # waits once (moved past them all, it ran into the next turn's, its place 879 ms on,
         # and a and c read 10-15 points under on the simulator).
-        first = now + self._held_left_s(name, now)
-        ends = {end for due, length in slots if (end := due + length) > first}
-        places = sorted({first, pace, *ends})
-        return next((at for at in places if at < pace + turn and fits(at)), pace)
+        # (no sooner than the grant held now ends, its own or a mate's)
+        first = max(now, self.holder.interval.end) if self.holder is not None else now
+        places = sorted({first, pace, *(due + length for due, length in slots)})
+        return next((at for at in places if first <= at < pace + turn and fits(at)), pace)
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
         """The GPU time `name`'s short window from now allows at its cap, less the rest of a
