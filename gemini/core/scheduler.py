@@ -1648,8 +1648,8 @@ class SchedulerCore:
                 # alone, it took the GPU just before a neighbour's pace came round, and that
                 # neighbour's 1 s windows lost a whole grant in 6 of 20 edits on the simulator,
                 # bench/sim_edits.py; leaving them, for 100 ms turns, it is brought forward: at
-                # its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its
-                # first half second, 0.46-0.67 brought forward)
+                # its old pace a 0.3 raised to 0.7 held 0.27-0.31 of its first half second,
+                # 0.46-0.67 brought forward)
                 self.pacer.raised(spec.name, state.spec.limit, spec.limit, now)
             limit_changed = limit_changed or spec.limit != state.spec.limit
             if not spec.capped:
@@ -1766,7 +1766,7 @@ class SchedulerCore:
         bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from its pace
         on only, its grant went after a's next one, up to 750 ms after the edit, and the top-up its
         window had room for left it idle 325 ms before it: 0.482-0.547 of its work over a second,
-        12.5 points under at worst over five places (7.7 now, a 1.9 at worst against 2.6).  Without
+        12.5 points under at worst over five places (7.3 now, a 1.9 at worst against 2.6).  Without
         room for the grant a turn after it, that one waited for its window into the next mate's
         place (a trio, 0.3 raised to 0.4: 10 points under).  Until then it is topped up
         (_top_up_raised)."""
@@ -1792,12 +1792,11 @@ class SchedulerCore:
             then = at + turn / speed - grant
             return self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant
 
-        # The first of these places (the end of the grant held now, its pace, a mate's grant's
-        # end), within a turn of its pace, where it fits; none (their grants leave
-        # no gap that long: 0.4 beside 0.2 and 0.3): its pace, where the mate it runs into
-        # waits once (moved past them all, it ran into the next turn's, its place 879 ms on,
-        # and a and c read 10-15 points under on the simulator).
-        # (no sooner than the grant held now ends, its own or a mate's)
+        # The first of these places (the end of the grant held now, its own or a mate's, its
+        # pace, a mate's grant's end), within a turn of its pace, where it fits; none (their
+        # grants leave no gap that long: 0.4 beside 0.2 and 0.3): its pace, where the mate it
+        # runs into waits once (moved past them all, it ran into the next turn's, its place
+        # 879 ms on, and a and c read 10-15 points under on the simulator).
         first = max(now, self.holder.interval.end) if self.holder is not None else now
         places = sorted({first, pace, *(due + length for due, length in slots)})
         return next((at for at in places if first <= at < pace + turn and fits(at)), pace)
