@@ -1775,7 +1775,6 @@ class SchedulerCore:
         if not turn:
             return pace
         grant = self._paced_in_turn_s(limit, name, now, turn)
-        speed = max(self._speed(name, now, in_turns=True), 1.0)
         slots = []  # (each mate's next three grants: one a turn, at its speed)
         for m in self._turn_group(name, now) - {name}:
             due = now + max(self.pacer.ready_in(m, now), 0.0)
@@ -1787,9 +1786,9 @@ class SchedulerCore:
             if not all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
                        for due, length in slots):
                 return False
-            # (room for it and the next, read as one run ending where the next one does, a turn
-            # on at its speed: the windows that hold the next hold it too)
-            then = at + turn / speed - grant
+            # (room for it and the next, read as one run ending where the next one does, its
+            # pace on by a grant / its cap: the windows that hold the next hold it too)
+            then = at + grant / limit - grant
             return self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant
 
         # The first of these places (the end of the grant held now, its own or a mate's, its
@@ -1815,14 +1814,13 @@ class SchedulerCore:
         short = self._short_window_s
         if not turn or not short:
             return math.inf
-        speed = max(self._speed(name, now, in_turns=True), 1.0)
-        grant, end = limit * turn / speed, now + short
+        grant, end = self._paced_in_turn_s(limit, name, now, turn), now + short
         used = self._held_left_s(name, now)
         start = pace
         while start < end:
             used += min(start + grant, end) - start
-            start += turn / speed  # (the pace moves on by a grant / its cap)
-        return limit * short / speed - used
+            start += grant / limit  # (the pace moves on by a grant / its cap)
+        return grant * short / turn - used  # (its cap's part of the window at its speed)
 
     def _held_left_s(self, name: str, now: float) -> float:
         """What is left of the grant `name` holds (0: it holds none)."""
