@@ -309,6 +309,7 @@ class ClientState:
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
+    placed_at: float = -math.inf  # when its pace was last placed for a raised cap (_raised_place)
     # The grant weighed before the latest: a request's run is that grant's (its queue ran out
     # after the client asked for the next: wire.quota_run), read as its flags say then (a
     # calibration, shared, cut short: a grant weighed as its hook asked ahead may be cut after).
@@ -777,12 +778,13 @@ class SchedulerCore:
         if top.seconds < self._capped_grant_s * ENOUGH_OF_A_GRANT:
             del self._top_ups[name]
 
-    def _charge(self, name: str, at: float, seconds: float) -> None:
+    def _charge(self, name: str, at: float, seconds: float, pace: bool = True) -> None:
         """`seconds` more (or, negative, fewer) of GPU time used at `at`: in the windows, the
-        credit and the pace."""
+        credit and (`pace`) the pace."""
         self.history.charge(name, at, seconds)
         self.credits.spend(name, seconds)
-        self._pace(name, seconds, until=at + self.timing.window_s)
+        if pace:
+            self._pace(name, seconds, until=at + self.timing.window_s)
 
     def _refund_overrun(self, name: str, at: float, seconds: float) -> None:
         """`name`'s work ran `seconds` past its token's end at `at` (its overuse): the clients
@@ -883,7 +885,11 @@ class SchedulerCore:
         extra = (speed - 1.0) * fast_s
         if client.spec.capped:
             if extra > 1e-6:
-                self._charge(grant.name, grant.end, extra)
+                # (a top-up's, or a grant's made before its pace was placed for a raised cap:
+                # not its pace's, which was placed where its next grant fits, _raised_place;
+                # they moved it on by 17.5 ms, into the next window's room)
+                placed = grant.top_up or grant.start < client.placed_at
+                self._charge(grant.name, grant.end, extra, pace=not placed)
                 client.speed_charge_s += extra
             return
         self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
@@ -1745,6 +1751,7 @@ class SchedulerCore:
             return []  # (its grants are sized for its migrations: um_quota)
         pace = self._raised_place(name, now + self.pacer.ready_in(name, now), now)
         self.pacer.place_at(name, pace)
+        self.clients[name].placed_at = now
         # (the new cap's part of the time to its next grant, less what the grant it holds, if
         # it does, gives it of that time)
         owed = self.clients[name].spec.limit * (pace - now) - self._held_left_s(name, now)
@@ -1786,8 +1793,10 @@ class SchedulerCore:
             if not all(at >= due + length or at + grant <= due + SHARED_TURNS_YIELD_S
                        for due, length in slots):
                 return False
-            # (room for it and the next, read as one run ending where the next one does, its
-            # pace on by a grant / its cap: the windows that hold the next hold it too)
+            # (room for it and the next, read as one run ending where the next one does, a turn
+            # at a speed of 1 on, a little sooner than it comes: the windows that hold the next
+            # hold it too.  Read a whole turn on, b raised in a trio read 9.9 points under on
+            # the simulator, against 4.8: its place went further on)
             then = at + grant / limit - grant
             return self._room(name, self._window(then)[1], then, 2 * grant) >= 2 * grant
 
@@ -1801,26 +1810,40 @@ class SchedulerCore:
         return next((at for at in places if first <= at < pace + turn and fits(at)), pace)
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
-        """The GPU time `name`'s short window from now allows at its cap, less the rest of a
-        grant it holds and what its grants in turns bring from `pace` on (each its cap's part
-        of a turn at its speed, one a turn; inf: not in turns).  Read again at each top-up's
-        grant, without the edge a window allows (_window_edge_s): with it, a top-up granted
-        later than the edit and the next two grants filled one, the second waited for room
-        110-150 ms into its neighbours' places, and a trio's 1 s windows read 10-17.5 points
-        under where the rule before read 5.3-6.2 (0.2 + 0.3 + 0.3, the 0.3 raised to 0.4, on
-        the simulator: bench/sim_edits.py --trio)."""
+        """The longest top-up for `name`, from the end of a grant it holds (or now), after which
+        each short window ending where one of its grants from `pace` on ends holds no more than
+        its windows allow (_allowed_s: its cap's part and the edge, in work), its use before
+        now counted (inf: not in turns).  Its grants come a turn apart (its pace moves on by a
+        grant's work / its cap), each its cap's part of a turn in work.  Those windows are the
+        ones its room is read over as each of those grants comes (_room), so a top-up within
+        this makes none of them wait.  Read again at each top-up's grant.
+        Read over the one window from now instead, its grants a turn at a speed of 1 apart
+        (sooner than they come) and its allowance without the edge (with it, the second grant
+        after a late top-up waited for room 110-150 ms into its neighbours' places), b raised
+        from 0.3 to 0.6 was topped up 37 ms where 89 fitted: its 1 s windows from the edit read
+        7.3 points under at worst over five places on the simulator, 4.5 now (bench/sim_edits.py
+        --b-starts 0.001,0.1,0.2,0.3,0.4), and b raised in a trio 5.9, 4.8 now (--trio).  Over
+        the windows ending at its grants' ends without the edge: 8.2 and 7.7."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         short = self._short_window_s
         if not turn or not short:
             return math.inf
-        grant, end = self._paced_in_turn_s(limit, name, now, turn), now + short
-        used = self._held_left_s(name, now)
-        start = pace
-        while start < end:
-            used += min(start + grant, end) - start
-            start += grant / limit  # (the pace moves on by a grant / its cap)
-        return grant * short / turn - used  # (its cap's part of the window at its speed)
+        grant = self._paced_in_turn_s(limit, name, now, turn)
+        speed = limit * turn / grant  # (a granted second's work: _paced_in_turn_s)
+        start = now + self._held_left_s(name, now)  # (where the top-up would begin)
+        left = math.inf
+        k = 0
+        while (end := pace + k * turn + grant) - short < pace:  # (windows that may hold it)
+            window = end - short
+            ahead = sum(min(pace + j * turn + grant, end) - max(pace + j * turn, window)
+                        for j in range(k + 1) if pace + j * turn + grant > window)
+            held = max(start - max(window, now), 0.0)
+            before = self.history.used(name, window, now) if window < now else 0.0
+            room = limit * short + self._window_edge_s(limit) - before - (held + ahead) * speed
+            left = min(left, room / speed + max(window - start, 0.0))
+            k += 1
+        return left
 
     def _held_left_s(self, name: str, now: float) -> float:
         """What is left of the grant `name` holds (0: it holds none)."""

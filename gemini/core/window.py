@@ -69,6 +69,20 @@ class UsageHistory:
                 return interval
         return None
 
+    def used(self, name: str, start: float, end: float) -> float:
+        """`name`'s use in [start, end]: its grants' time there and its charges, as usage()
+        reads it but for overlaps with others, which count whole (as in room()).  Walked from
+        the newest."""
+        total = 0.0
+        for i in reversed(self._own.get(name, ())):
+            if i.start < start - self._longest:
+                break  # it, and every older one, ended before `start`
+            if i.extra:
+                total += i.extra if start <= i.start <= end else 0.0
+            elif i.end > start and i.start < end:
+                total += min(i.end, end) - max(i.start, start)
+        return total
+
     def next_slide(self, name: str, now: float, length: float) -> float:
         """Seconds until the start of the window of `length` ending `now` reaches the next of
         `name`'s grants or charges in it, where its room can next grow (inf: none).  Walked
