@@ -45,27 +45,6 @@ def test_one_pass_equals_sweep_whenever_it_answers(items, window_start, span):
         assert fast[name] == pytest.approx(sweep[name])
 
 
-spans = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.5), st.floats(0, 0.5),
-                           st.sampled_from([0.0, 0.0, 0.03])), max_size=12)
-
-
-@given(spans, st.floats(0, 3), st.floats(0, 3))
-def test_a_clients_use_in_a_span_is_what_usage_reads(items, start, span):
-    """used() (the scheduler's bound on a raised cap's top-up reads it) agrees with usage():
-    grants, back to back (no overlaps), clipped to the span, and the charges within it."""
-    h = UsageHistory()
-    t = 0.0
-    for name, gap, length, overuse in items:
-        t += gap
-        h.record(name, t, t + length)
-        t += length
-        if overuse:
-            h.charge(name, t, overuse)
-    usage = h.usage(start, start + span)
-    for name in "ab":
-        assert h.used(name, start, start + span) == pytest.approx(usage.get(name, 0.0))
-
-
 def test_room_counts_what_slides_out_during_the_grant():
     h = UsageHistory()
     h.record("a", 0.0, 0.4)  # 0.4 s used at the start of a 1 s window
@@ -178,6 +157,15 @@ def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
     """Grants (some followed by a charge for overuse), then a pause: room() agrees with its
     definition to the grid's step, whatever the mix of use, gaps and charges."""
     length, allowed = window
+    h, t = _history(items)
+    now = t + idle
+    assert h.room("a", now, length, allowed) == pytest.approx(
+        _room_by_definition(h, "a", now, length, allowed), abs=length / 4000 + 1e-9)
+
+
+def _history(items: list[tuple[str, float, float, float]]) -> tuple[UsageHistory, float]:
+    """Grants back to back after their gaps, each followed by its charge (if any); and when
+    the last ends."""
     h = UsageHistory()
     t = 0.0
     for name, gap, span, overuse in items:
@@ -186,9 +174,17 @@ def test_room_is_the_first_grant_that_would_overshoot(items, idle, window):
         t += span
         if overuse:
             h.charge(name, t, overuse)
-    now = t + idle
-    assert h.room("a", now, length, allowed) == pytest.approx(
-        _room_by_definition(h, "a", now, length, allowed), abs=length / 4000 + 1e-9)
+    return h, t
+
+
+@given(grants, st.floats(0, 3), st.floats(0, 3))
+def test_a_clients_use_in_a_span_is_what_usage_reads(items, start, span):
+    """used() (the scheduler's bound on a raised cap's top-up reads it) agrees with usage():
+    grants, back to back (no overlaps), clipped to the span, and the charges within it."""
+    h, _ = _history(items)
+    usage = h.usage(start, start + span)
+    for name in "ab":
+        assert h.used(name, start, start + span) == pytest.approx(usage.get(name, 0.0))
 
 
 ops = st.lists(st.tuples(st.sampled_from("ab"), st.floats(0, 0.3), st.floats(0, 0.3),
