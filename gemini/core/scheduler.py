@@ -625,7 +625,8 @@ class SchedulerCore:
             # the refund below (its overlap with the next grant) is that part.
             at = latest.end if latest is not None else now
             charged = min(overuse_ms / MS, self.timing.window_s)
-            self._charge(name, at, charged)
+            self._charge(name, at, charged,
+                         pace=latest is None or self._moves_pace(client, latest))
             client.overuse_s += charged
             self._refund_overrun(name, at, charged)
         waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
@@ -812,7 +813,8 @@ class SchedulerCore:
         other = self.clients.get(grant.name)
         lost = min(grant.end, until) - max(grant.start, start)
         if grant.name != overran and other is not None and lost > 0.0:
-            self._charge(grant.name, max(grant.start, start), -lost)
+            self._charge(grant.name, max(grant.start, start), -lost,
+                         pace=self._moves_pace(other, grant))
             other.overrun_s += lost
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
@@ -872,11 +874,12 @@ class SchedulerCore:
 
     def _charge_speed(self, client: ClientState, grant: Interval) -> None:
         """A second of the grant did `speed` seconds of the client's continuous work: the
-        difference is charged, to a capped client in its windows, credit and pace, to an
-        uncapped one in its credit only (it has no cap for windows to hold).  A calibration
-        runs continuously: it is charged its time, but for its first `settle_s`, which run as
-        fast as an ordinary grant before the limiter settles (H100, torch eager and CUDA
-        graphs: 1.03-1.06 of the bare rate over a whole calibration, 2026-11-25)."""
+        difference is charged, to a capped client in its windows, credit and pace (but where
+        _moves_pace says not), to an uncapped one in its credit only (it has no cap for windows
+        to hold).  A calibration runs continuously: it is charged its time, but for its first
+        `settle_s`, which run as fast as an ordinary grant before the limiter settles (H100,
+        torch eager and CUDA graphs: 1.03-1.06 of the bare rate over a whole calibration,
+        2026-11-25)."""
         fast_s = grant.end - grant.start  # how long it ran faster than continuously
         cal = client.calibration if grant.calibrating else None
         if cal is not None:
@@ -885,16 +888,22 @@ class SchedulerCore:
         extra = (speed - 1.0) * fast_s
         if client.spec.capped:
             if extra > 1e-6:
-                # (a top-up's, or a grant's made before its pace was placed for a raised cap:
-                # not its pace's, which was placed where its next grant fits, _raised_place;
-                # they moved it on by 17.5 ms, into the next window's room)
-                placed = grant.top_up or grant.start < client.placed_at
-                self._charge(grant.name, grant.end, extra, pace=not placed)
+                self._charge(grant.name, grant.end, extra, pace=self._moves_pace(client, grant))
                 client.speed_charge_s += extra
             return
         self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
         self.credits.spend(grant.name, extra)
         client.speed_charge_s += extra
+
+    @staticmethod
+    def _moves_pace(client: ClientState, grant: Interval) -> bool:
+        """Does what is charged or given back for `grant` move its client's pace?  Not for a
+        top-up (it has no pace of its own: _top_up_raised), nor for a grant made before the
+        client's pace was placed for a raised cap (ClientState.placed_at): the place is where
+        its next grant fits (_raised_place), and the speed charges of the grant it held at the
+        edit and of its top-up, which came after, moved it 17.6 ms on, the GPU idle meanwhile
+        (the simulator: b's windows from the edit held that much less)."""
+        return not grant.top_up and grant.start >= client.placed_at
 
     def _said_calibrated(self, client: ClientState, name: str, run_count: int) -> list[Action]:
         """What an uncapped client's calibration read, once its hook said (a capped one's is
@@ -1070,14 +1079,15 @@ class SchedulerCore:
 
     def _end_early(self, interval: Interval, now: float, keep_pace: bool = False) -> None:
         """The token came back (or its holder went): if before its quota ran out, it ends now
-        (`keep_pace`: its pace stays, _cut_lowered_holder; a top-up's too: it moved none)."""
+        (`keep_pace`: its pace stays, _cut_lowered_holder; nor does one _moves_pace keeps)."""
         if now >= interval.end:
             return
         # (A grant made before its client was removed, or before it was added again, is not
         # on its books: the unused part went back to none, or to the new ones.)
         if interval.start >= self._books_since.get(interval.name, math.inf):
             self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
-            if not keep_pace and not interval.top_up:
+            client = self.clients.get(interval.name)
+            if not keep_pace and client is not None and self._moves_pace(client, interval):
                 self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
@@ -1738,20 +1748,23 @@ class SchedulerCore:
         less what a grant it holds gives it of it, and no more than its short window has room
         for beside the grants its pace will bring (_short_window_left_s, read again at each
         top-up); that is granted in the GPU's free time before any neighbour may go, as no pace
-        of its own (_with_top_ups; its speed's charge still moves its pace, as every grant's
-        does).
+        of its own (_with_top_ups; nor do its speed charges, or those of the grants made before
+        its place, move that place: _moves_pace).
         Without it, b raised from 0.3 to 0.6 beside a at 0.3 held 0.465-0.54 of its work in
         its first second for edits 50-250 ms into their half-second turns: its grant held at
         the edit, made at the old cap, ran out, and its next came at the old pace (the
-        simulator, bench/sim_edits.py); now 0.521-0.588.  Unbounded by its window, 0.648 for
+        simulator, bench/sim_edits.py); now 0.561-0.586.  Unbounded by its window, 0.648 for
         edits late in its rest, whose window held two of its new grants.  (The mirror of the
         lowered cap's cut, the grant held made longer, would need its pod manager and hooks
         told of a later end, and does nothing for a client resting at the edit.)"""
         if is_um(self.clients[name].spec, self.um):
             return []  # (its grants are sized for its migrations: um_quota)
-        pace = self._raised_place(name, now + self.pacer.ready_in(name, now), now)
-        self.pacer.place_at(name, pace)
-        self.clients[name].placed_at = now
+        pace = now + self.pacer.ready_in(name, now)
+        place = self._raised_place(name, pace, now)
+        if place is not None:  # (none: it stays at its pace, which moves as ever)
+            self.pacer.place_at(name, place)
+            self.clients[name].placed_at = now
+            pace = place
         # (the new cap's part of the time to its next grant, less what the grant it holds, if
         # it does, gives it of that time)
         owed = self.clients[name].spec.limit * (pace - now) - self._held_left_s(name, now)
@@ -1762,25 +1775,25 @@ class SchedulerCore:
         return [act.debug(name, f"cap raised: {owed * MS:.1f} ms more owed before its pace comes "
                                 f"round, in {(pace - now) * MS:.1f} ms")]
 
-    def _raised_place(self, name: str, pace: float, now: float) -> float:
+    def _raised_place(self, name: str, pace: float, now: float) -> float | None:
         """Where the next grant of a client whose cap was raised in shared turns fits: the first of
         the end of the grant held now (or now), its pace and its turn-mates' next grants' ends,
         within a turn of its pace, where it runs into no turn-mate's grant and its windows have room
-        for it and the grant a turn after it (its pace where there is none).  Its grants grew, and
-        its place may be too short for them: at a place 210 ms before a's, a 0.3 raised to 0.6 took
+        for it and the grant a turn after it.  Its grants grew, and its place may be too short for
+        them: at a place 210 ms before a's, a 0.3 raised to 0.6 took
         281 ms, a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s
         windows read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
         bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from its pace
         on only, its grant went after a's next one, up to 750 ms after the edit, and the top-up its
         window had room for left it idle 325 ms before it: 0.482-0.547 of its work over a second,
-        12.5 points under at worst over five places (7.3 now, a 1.9 at worst against 2.6).  Without
-        room for the grant a turn after it, that one waited for its window into the next mate's
-        place (a trio, 0.3 raised to 0.4: 10 points under).  Until then it is topped up
-        (_top_up_raised)."""
+        12.5 points under at worst over five places (7.3 with it, a 1.9 at worst against
+        2.6).  Without room for the grant a turn after it, that one waited for its window into the
+        next mate's place (a trio, 0.3 raised to 0.4: 10 points under).  Until then it is topped up
+        (_top_up_raised).  None: no place fits, or it is not in turns (it stays at its pace)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         if not turn:
-            return pace
+            return None
         grant = self._paced_in_turn_s(limit, name, now, turn)
         slots = []  # (each mate's next three grants: one a turn, at its speed)
         for m in self._turn_group(name, now) - {name}:
@@ -1807,23 +1820,21 @@ class SchedulerCore:
         # 879 ms on, and a and c read 10-15 points under on the simulator).
         first = max(now, self.holder.interval.end) if self.holder is not None else now
         places = sorted({first, pace, *(due + length for due, length in slots)})
-        return next((at for at in places if first <= at < pace + turn and fits(at)), pace)
+        return next((at for at in places if first <= at < pace + turn and fits(at)), None)
 
     def _short_window_left_s(self, name: str, pace: float, now: float) -> float:
         """The longest top-up for `name`, from the end of a grant it holds (or now), after which
         each short window ending where one of its grants from `pace` on ends holds no more than
-        its windows allow (_allowed_s: its cap's part and the edge, in work), its use before
-        now counted (inf: not in turns).  Its grants come a turn apart (its pace moves on by a
-        grant's work / its cap), each its cap's part of a turn in work.  Those windows are the
-        ones its room is read over as each of those grants comes (_room), so a top-up within
-        this makes none of them wait.  Read again at each top-up's grant.
-        Read over the one window from now instead, its grants a turn at a speed of 1 apart
-        (sooner than they come) and its allowance without the edge (with it, the second grant
-        after a late top-up waited for room 110-150 ms into its neighbours' places), b raised
-        from 0.3 to 0.6 was topped up 37 ms where 89 fitted: its 1 s windows from the edit read
-        7.3 points under at worst over five places on the simulator, 4.5 now (bench/sim_edits.py
-        --b-starts 0.001,0.1,0.2,0.3,0.4), and b raised in a trio 5.9, 4.8 now (--trio).  Over
-        the windows ending at its grants' ends without the edge: 8.2 and 7.7."""
+        _allowed_s (its cap's part and the edge), all in work at its speed read now (inf: not
+        in turns).  Its grants come a turn apart (its pace moves on by a grant's work / its
+        cap), each its cap's part of a turn in work; its use before now is counted (from when
+        its cap last held anew: _capped_since, as _room reads it).  Those windows are the ones
+        its room is read over as each of those grants comes (_room reads them all, each second
+        of a grant at 1, its speed charged at its end), so a top-up within this bound leaves
+        them room, as far as its speed holds (a speed that rose after the edit cut its second
+        grant by 13 ms on the simulator).  Read at the edit, the grant it holds counts at 1
+        before now (its speed charge comes at its end); read again at each top-up's grant.
+        (The bounds tried before: bench/JOURNAL-issue12.md, 2026-12-07 from 19:45.)"""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         short = self._short_window_s
@@ -1831,6 +1842,8 @@ class SchedulerCore:
             return math.inf
         grant = self._paced_in_turn_s(limit, name, now, turn)
         speed = limit * turn / grant  # (a granted second's work: _paced_in_turn_s)
+        allowed = self._allowed_s(self.clients[name].spec, short)
+        since = self._capped_since.get(name, -math.inf)
         start = now + self._held_left_s(name, now)  # (where the top-up would begin)
         left = math.inf
         k = 0
@@ -1839,9 +1852,9 @@ class SchedulerCore:
             ahead = sum(min(pace + j * turn + grant, end) - max(pace + j * turn, window)
                         for j in range(k + 1) if pace + j * turn + grant > window)
             held = max(start - max(window, now), 0.0)
-            before = self.history.used(name, window, now) if window < now else 0.0
-            room = limit * short + self._window_edge_s(limit) - before - (held + ahead) * speed
-            left = min(left, room / speed + max(window - start, 0.0))
+            before = self.history.used(name, max(window, since), now) if window < now else 0.0
+            room = allowed - before - (held + ahead) * speed
+            left = min(left, room / speed + max(window - start, 0.0))  # (the top-up's part in it)
             k += 1
         return left
 

@@ -71,8 +71,9 @@ class UsageHistory:
 
     def used(self, name: str, start: float, end: float) -> float:
         """`name`'s use in [start, end]: its grants' time there and its charges, as usage()
-        reads it but for overlaps with others, which count whole (as in room()).  Walked from
-        the newest."""
+        reads it (a charge at `start` counts, where room() has it slid out already: a bound
+        read with this errs low), but for overlaps with others, which count whole (as in
+        room()).  Walked from the newest."""
         total = 0.0
         for i in reversed(self._own.get(name, ())):
             if i.start < start - self._longest:

@@ -727,7 +727,7 @@ def test_in_shared_turns_a_cap_raised_at_any_phase_of_the_turns_holds_from_the_e
     turn at a speed of 1 apart (sooner than they come), and its place moved on by its grants'
     speed charges from before it: b 0.527-0.539 for edits 50-200 ms in; read over each window
     ending where one of its grants does, its use before the edit counted, and its place kept:
-    0.561-0.586, 0.608 at most."""
+    0.561-0.586, 0.608 at most, a 0.294-0.300."""
     sim = shared_turns_edit((0.3, 0.6), 1, at)
     a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
     b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
@@ -776,6 +776,41 @@ def test_a_cap_raised_in_shared_turns_takes_the_first_free_place_from_the_edit_o
     b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
     assert min(a) >= 0.3 - 0.03, min(a)
     assert min(b) >= 0.6 - 0.05 and max(b) <= 0.6 + 0.035, (min(b), max(b))
+
+
+def test_a_raised_caps_place_is_kept_when_the_grant_it_held_comes_back_early():
+    """b raised from 0.3 to 0.6 while it holds its grant, which its hook hands back 10 ms
+    later, its program gone idle: the unused part given back does not move b's place either
+    (a review: it moved it on by that part / its new cap, toward a's grant; _moves_pace)."""
+    at = 10.1
+    sim = capped_pair(0.3, at)
+    held = sim.core.holder
+    assert held is not None and held.interval.name == "b" and held.interval.end > at + 0.05
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    place = at + sim.core.pacer.ready_in("b", at)
+    sim.run_until(at + 0.01)
+    sim.request("b")  # (its token back, 0.05 s and more before its end)
+    assert held.interval.end == pytest.approx(at + 0.01)
+    assert sim.now + sim.core.pacer.ready_in("b", sim.now) == pytest.approx(place, abs=1e-9)
+
+
+@pytest.mark.parametrize("b_start, at", [(0.001, 10.1), (0.15, 10.3)])
+def test_a_cap_raised_where_no_place_fits_stays_at_its_pace_as_it_moves(b_start, at):
+    """0.2 + 0.3 + 0.3, b raised to 0.4 where no gap fits its grown grant: it stays at its
+    pace, and nothing is placed, so what its grants are charged moves that pace as ever (a
+    review: marked placed all the same, the speed charge of the grant it held was left out of
+    its pace, which then came ~12 ms early, toward the mate it runs into)."""
+    sim = Sim([("a", 0.2, 0.2), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], timing=LAUNCHER,
+              burst_ms=5000.0, seed=1, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", b_start)
+    sim.start("c", 2 * b_start + 0.002)
+    sim.run_until(at)
+    pace = at + sim.core.pacer.ready_in("b", at)
+    sim.configure(config(("a", 0.2, 0.2, 1 << 30), ("b", 0.4, 0.4, 1 << 30),
+                         ("c", 0.3, 0.3, 1 << 30)))
+    assert at + sim.core.pacer.ready_in("b", at) == pace
+    assert sim.core.clients["b"].placed_at == -math.inf
 
 
 def test_a_cap_raised_while_its_neighbour_holds_the_gpu_is_placed_after_that_grant():
