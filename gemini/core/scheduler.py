@@ -309,7 +309,7 @@ class ClientState:
     overuse_s: float = 0.0  # overuse charged so far
     overrun_s: float = 0.0  # of its grants, what others' overuse took and was given back
     speed_charge_s: float = 0.0  # charged for its speed so far (gemini.core.speed)
-    placed_at: float = -math.inf  # when its pace was last placed for a raised cap (_raised_place)
+    placed_at: float = -math.inf  # when a raised cap last placed its pace (_top_up_raised)
     # The grant weighed before the latest: a request's run is that grant's (its queue ran out
     # after the client asked for the next: wire.quota_run), read as its flags say then (a
     # calibration, shared, cut short: a grant weighed as its hook asked ahead may be cut after).
