@@ -652,6 +652,18 @@ def capped_pair(b_cap: float, until: float, seed: int = 1, b_start: float = 0.00
     return sim
 
 
+def capped_trio(b_start: float, until: float) -> Sim:
+    """a, b and c capped at 0.2, 0.3 and 0.3, in shared turns with the GPU's clock read, b
+    starting `b_start` after a and c twice that and 2 ms after it, run to `until`."""
+    sim = Sim([("a", 0.2, 0.2), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], timing=LAUNCHER,
+              burst_ms=5000.0, seed=1, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
+    sim.start("a")
+    sim.start("b", b_start)
+    sim.start("c", 2 * b_start + 0.002)
+    sim.run_until(until)
+    return sim
+
+
 def shared_turns_edit(caps_after: tuple[float, float], seed: int, at: float = 10.0,
                       b_start: float = 0.001) -> Sim:
     """a and b capped at 0.3 and 0.6 (0.3 and 0.3 for a raise), in shared turns with the GPU's
@@ -800,12 +812,7 @@ def test_a_cap_raised_where_no_place_fits_stays_at_its_pace_as_it_moves(b_start,
     pace, and nothing is placed, so what its grants are charged moves that pace as ever (a
     review: marked placed all the same, the speed charge of the grant it held was left out of
     its pace, which then came ~12 ms early, toward the mate it runs into)."""
-    sim = Sim([("a", 0.2, 0.2), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], timing=LAUNCHER,
-              burst_ms=5000.0, seed=1, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", b_start)
-    sim.start("c", 2 * b_start + 0.002)
-    sim.run_until(at)
+    sim = capped_trio(b_start, at)
     pace = at + sim.core.pacer.ready_in("b", at)
     sim.configure(config(("a", 0.2, 0.2, 1 << 30), ("b", 0.4, 0.4, 1 << 30),
                          ("c", 0.3, 0.3, 1 << 30)))
@@ -868,16 +875,12 @@ def test_a_cap_raised_in_a_trio_leaves_the_others_no_further_under(b_start, at):
     Topped up to the edge its windows allow, a top-up granted late and b's next two grants
     filled a window, the second waited for room 110-150 ms into the others' places, and a
     read 8.8-10 points under, b 11.9-17.4 (the rule before: 5.4 and 5.9 at worst).  The
-    bound read again at each top-up, without the edge (_short_window_left_s): as before.
+    bound read again at each top-up, over the windows ending at b's next grants, with the
+    edge those allow (_short_window_left_s): b 0.370-0.379, 0.353 at 10.25.
     Placed from the edit on (_raised_place) where its windows had room for its first grown
     grant only, the next waited for its window into c's place, and b read 0.316 of its work
     over a second (0.341 with room for both)."""
-    sim = Sim([("a", 0.2, 0.2), ("b", 0.3, 0.3), ("c", 0.3, 0.3)], timing=LAUNCHER,
-              burst_ms=5000.0, seed=1, clock=GpuClock(), launch_s=0.0002, gpu_wait=0.8)
-    sim.start("a")
-    sim.start("b", b_start)
-    sim.start("c", 2 * b_start + 0.002)
-    sim.run_until(at)
+    sim = capped_trio(b_start, at)
     sim.configure(config(("a", 0.2, 0.2, 1 << 30), ("b", 0.4, 0.4, 1 << 30),
                          ("c", 0.3, 0.3, 1 << 30)))
     sim.run_until(at + 7.0)
