@@ -625,8 +625,7 @@ class SchedulerCore:
             # the refund below (its overlap with the next grant) is that part.
             at = latest.end if latest is not None else now
             charged = min(overuse_ms / MS, self.timing.window_s)
-            self._charge(name, at, charged,
-                         pace=latest is None or self._moves_pace(client, latest))
+            self._charge(name, at, charged, latest)
             client.overuse_s += charged
             self._refund_overrun(name, at, charged)
         waited = "" if gpu_wait_ms is None else f", waited {gpu_wait_ms:.3f} ms on the GPU"
@@ -779,12 +778,12 @@ class SchedulerCore:
         if top.seconds < self._capped_grant_s * ENOUGH_OF_A_GRANT:
             del self._top_ups[name]
 
-    def _charge(self, name: str, at: float, seconds: float, pace: bool = True) -> None:
-        """`seconds` more (or, negative, fewer) of GPU time used at `at`: in the windows, the
-        credit and (`pace`) the pace."""
+    def _charge(self, name: str, at: float, seconds: float, grant: Interval | None = None) -> None:
+        """`seconds` more (or, negative, fewer) of GPU time used at `at`, for `grant` where
+        given: in the windows, the credit and the pace (but where _moves_pace says not)."""
         self.history.charge(name, at, seconds)
         self.credits.spend(name, seconds)
-        if pace:
+        if grant is None or self._moves_pace(grant):
             self._pace(name, seconds, until=at + self.timing.window_s)
 
     def _refund_overrun(self, name: str, at: float, seconds: float) -> None:
@@ -813,8 +812,7 @@ class SchedulerCore:
         other = self.clients.get(grant.name)
         lost = min(grant.end, until) - max(grant.start, start)
         if grant.name != overran and other is not None and lost > 0.0:
-            self._charge(grant.name, max(grant.start, start), -lost,
-                         pace=self._moves_pace(other, grant))
+            self._charge(grant.name, max(grant.start, start), -lost, grant)
             other.overrun_s += lost
 
     def _weigh(self, client: ClientState, grant: Interval, gpu_wait_ms: float | None,
@@ -888,22 +886,22 @@ class SchedulerCore:
         extra = (speed - 1.0) * fast_s
         if client.spec.capped:
             if extra > 1e-6:
-                self._charge(grant.name, grant.end, extra, pace=self._moves_pace(client, grant))
+                self._charge(grant.name, grant.end, extra, grant)
                 client.speed_charge_s += extra
             return
         self._shared_speeds[grant.name] = speed  # (read at every earn: _by_work)
         self.credits.spend(grant.name, extra)
         client.speed_charge_s += extra
 
-    @staticmethod
-    def _moves_pace(client: ClientState, grant: Interval) -> bool:
+    def _moves_pace(self, grant: Interval) -> bool:
         """Does what is charged or given back for `grant` move its client's pace?  Not for a
-        top-up (it has no pace of its own: _top_up_raised), nor for a grant made before the
-        client's pace was placed for a raised cap (ClientState.placed_at): the place is where
-        its next grant fits (_raised_place), and the speed charges of the grant it held at the
-        edit and of its top-up, which came after, moved it 17.6 ms on, the GPU idle meanwhile
-        (the simulator: b's windows from the edit held that much less)."""
-        return not grant.top_up and grant.start >= client.placed_at
+        client gone, nor for a top-up (it has no pace of its own: _top_up_raised), nor for a
+        grant made before the client's pace was placed for a raised cap (ClientState.placed_at):
+        the place is where its next grant fits (_raised_place), and the speed charges of the
+        grant it held at the edit and of its top-up, which came after, moved it 17.6 ms on, the
+        GPU idle meanwhile (the simulator: b's windows from the edit held that much less)."""
+        client = self.clients.get(grant.name)
+        return client is not None and not grant.top_up and grant.start >= client.placed_at
 
     def _said_calibrated(self, client: ClientState, name: str, run_count: int) -> list[Action]:
         """What an uncapped client's calibration read, once its hook said (a capped one's is
@@ -1086,8 +1084,7 @@ class SchedulerCore:
         # on its books: the unused part went back to none, or to the new ones.)
         if interval.start >= self._books_since.get(interval.name, math.inf):
             self.credits.spend(interval.name, now - interval.end)  # the unused part, given back
-            client = self.clients.get(interval.name)
-            if not keep_pace and client is not None and self._moves_pace(client, interval):
+            if not keep_pace and self._moves_pace(interval):
                 self._pace(interval.name, now - interval.end)
         self.history.shorten(interval, now)
 
@@ -1780,16 +1777,16 @@ class SchedulerCore:
         the end of the grant held now (or now), its pace and its turn-mates' next grants' ends,
         within a turn of its pace, where it runs into no turn-mate's grant and its windows have room
         for it and the grant a turn after it.  Its grants grew, and its place may be too short for
-        them: at a place 210 ms before a's, a 0.3 raised to 0.6 took
-        281 ms, a's grants moved on by 70-100 ms for good (paced from its grants), and a's 1 s
-        windows read 0.14-0.23 of its work on the simulator (b starting 0.2-0.4 s after a:
-        bench/sim_edits.py --b-starts), 0.20 on the H100 (2026-12-07 16:20).  Searched from its pace
-        on only, its grant went after a's next one, up to 750 ms after the edit, and the top-up its
-        window had room for left it idle 325 ms before it: 0.482-0.547 of its work over a second,
-        12.5 points under at worst over five places (7.3 with it, a 1.9 at worst against
-        2.6).  Without room for the grant a turn after it, that one waited for its window into the
-        next mate's place (a trio, 0.3 raised to 0.4: 10 points under).  Until then it is topped up
-        (_top_up_raised).  None: no place fits, or it is not in turns (it stays at its pace)."""
+        them: at a place 210 ms before a's, a 0.3 raised to 0.6 took 281 ms, a's grants moved on by
+        70-100 ms for good (paced from its grants), and a's 1 s windows read 0.14-0.23 of its work
+        on the simulator (b starting 0.2-0.4 s after a: bench/sim_edits.py --b-starts), 0.20 on the
+        H100 (2026-12-07 16:20).  Searched from its pace on only, its grant went after a's next
+        one, up to 750 ms after the edit, and the top-up its window had room for left it idle 325
+        ms before it: 0.482-0.547 of its work over a second, 12.5 points under at worst over five
+        places (7.3 with it, a 1.9 at worst against 2.6).  Without room for the grant a turn
+        after it, that one waited for its window into the next mate's place (a trio, 0.3 raised
+        to 0.4: 10 points under).  Until then it is topped up (_top_up_raised).  None: no place
+        fits, or it is not in turns (it stays at its pace)."""
         limit = self.clients[name].spec.limit
         turn = self._lone_turn_s(limit, name, now)
         if not turn:
