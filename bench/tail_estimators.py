@@ -13,9 +13,9 @@ Per capped client in each case (pairs: `pairs-<case>-*`, lone caps: `cap-<path>-
   * each estimator e(tails) / G, clamped to [1, 2] and scaled by the GPU-bound share as
     SpeedMeter.speed does, time-weighted over the steady part (each calibration's value holds
     until the next); "logged" is the scheduler's own line (the logs' code: until 2026-12-07
-    11:40 the slowest, "max"; since, "new4trim").  "+floor" columns apply the current
-    code's settling floor (LONG_GRANTS_UNKNOWN_SPEED / UNKNOWN_SPEED scaled by idle share while
-    within SETTLE_S of the client's first grant and the estimate > SPED_UP).
+    11:40 the slowest, "max"; to 23:00, "new4trim"; since, "4trim").  "+floor" columns apply
+    the current code's settling floor (LONG_GRANTS_UNKNOWN_SPEED / UNKNOWN_SPEED scaled by
+    idle share while within SETTLE_S of the client's first grant and the estimate > SPED_UP).
 Last, the same in points of share off the cap, per card: how many client-runs each estimator
 would have left more than 1 and 2 points off over their steady part.
 Extract first:  for f in bench/results/*2026120[67]*-logs.tar.xz; do
@@ -39,11 +39,12 @@ from gemini.core.speed import (  # (the rules the estimators apply, as the sched
     ALIKE_COST_SPREAD,
     GPU_BOUND,
     IDLE_FOR_UNKNOWN,
+    LONE_SLOW_TAIL,
     LONG_GRANTS_UNKNOWN_SPEED,
+    RUN_SPREAD_MAX,
     SETTLE_S,
     SPED_UP,
     UNKNOWN_SPEED,
-    _continuous_cost,
     _mean_but_fastest,
     _tails_mean,
 )
@@ -57,6 +58,16 @@ CAL = re.compile(r"\[(\d+\.\d+)\] \[([^\]]+)\] calibrated: speed ([\d.]+) \(by (
                  r"([\d.]+|not measured) us per (?:graph )?launch in its grants, in the latest "
                  r"tails ([^;(]*?)(?: \(the first, a floor: ([\d.]+)\))?;.*?waited on the GPU "
                  r"in (not said|[\d.]+%)")
+
+
+def newest_where_slower(t):
+    """The scheduler's rule from 2026-12-07 11:40 to 23:00: the mean of the latest 4 but the
+    fastest, or the newest where slower (a card still heating), but not a newest that alone
+    parts from the others (past RUN_SPREAD_MAX from the fastest, LONE_SLOW_TAIL from the one
+    before it)."""
+    mean = _tails_mean(t)
+    alone = len(t) > 1 and t[-1] > RUN_SPREAD_MAX * min(t[:-1]) and t[-1] > LONE_SLOW_TAIL * t[-2]
+    return mean if alone else max(mean, t[-1])
 
 
 def second_slowest(t):
@@ -76,7 +87,8 @@ ESTIMATORS = {
     "trimlast": lambda t: max(t[-1], _mean_but_fastest(t)),
     "new3": lambda t: statistics.fmean(t[-3:]),
     "new3last": lambda t: max(t[-1], statistics.fmean(t[-3:])),
-    "new4trim": _continuous_cost,  # (the scheduler's rule since 2026-12-07 11:40)
+    "new4trim": newest_where_slower,  # (the scheduler's rule 2026-12-07 11:40-23:00)
+    "4trim": _tails_mean,  # (the scheduler's rule since 2026-12-07 23:00)
 }
 
 
@@ -279,14 +291,14 @@ def cap_rows(res, d, ldir):
 
 def alike_points(rows, logs):
     """Capped pairs: each client's tails in its last calibration line read alone ("own",
-    new4trim) or with those of the others in its case whose grants cost within
+    4trim) or with those of the others in its case whose grants cost within
     ALIKE_COST_SPREAD: the mean of the latest 4 of each but the fastest of all, and
       "pooled"     as much more as the newest tail of all reads over its own client's mean
-                   (gem-schd's rule in shared turns since 2026-12-07: speed._pooled_cost);
+                   (gem-schd's rule in shared turns 2026-12-07 11:40-23:00);
       "newest-all" or the newest tail of all where slower (the rule tried and reverted
                    in 49df44d: whoever calibrated last set everyone's cost);
       "own-heat"   as much more as its own newest tail reads over its own mean;
-      "no-heat"    nothing more;
+      "no-heat"    nothing more (gem-schd's since: speed._pooled_cost);
       "own-newest" or its own newest tail where slower;
     in points of share off the cap, keyed by card, kind and rule.  Not weighted over the steady
     part, and no age or graphs rule."""
@@ -318,7 +330,7 @@ def alike_points(rows, logs):
                 own = believable(mine["tails"])
                 bound = 1.0 if mine["wait"] is None else min(mine["wait"] / GPU_BOUND, 1.0)
                 for k, cost in (
-                        ("own", _continuous_cost(own)),
+                        ("own", _tails_mean(own)),
                         ("pooled", pooled + max(newest[-1] - _tails_mean(newest), 0.0)),
                         ("newest-all", max(pooled, newest[-1])),
                         ("own-heat", pooled + max(own[-1] - _tails_mean(own), 0.0)),

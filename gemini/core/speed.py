@@ -36,15 +36,13 @@ still said 1920 MHz in some phases, 1410 run continuously), so a calibration's t
 1530-1965 MHz for one program, and its speed 1.05-1.18 from one calibration to the next.  The
 hook times its own launches: the GPU time per launch of the queue segments it saw run back to
 back in each token (in a calibration, flagged as one, those that ran in its last 40 ms;
-wire.quota_run).  A
-capped client's speed is that cost in its calibration tails (the mean of the latest
-TAILS_AVERAGED but the fastest, or the newest where slower: a tail reads fast more often than
-slow, and one that reads slow by far had something else run slow in it: LONE_SLOW_TAIL)
-over its ordinary grants' (the median of its
-latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul loops, steady, 1.00 for Triton
-(2026-11-25 07:28-07:38).  Where its tails' costs disagree (a program whose launches differ:
-RUN_SPREAD_MAX, or RUN_SPREAD_LEAVE once they agreed) or none was measured yet, the clock
-below tells the speed.  Early tails read fast (a cold
+wire.quota_run).  A capped client's speed is that cost in its calibration tails (the mean
+of the latest TAILS_AVERAGED but the fastest: a tail reads fast more often than slow, and
+one that reads slow by far had something else run slow in it: LONE_SLOW_TAIL) over its
+ordinary grants' (the median of its latest RECENT_GRANTS): 1.13-1.16 on the H100 for matmul
+loops, steady, 1.00 for Triton (2026-11-25 07:28-07:38).  Where its tails' costs disagree (a
+program whose launches differ: RUN_SPREAD_MAX, or RUN_SPREAD_LEAVE once they agreed) or none
+was measured yet, the clock below tells the speed.  Early tails read fast (a cold
 card, one still heating under the new load), so the first calibration's is not kept (only
 a floor until one is kept: FIRST_TAIL_MAX), and a fresh client is charged
 UNKNOWN_SPEED at least until a tail is kept, and while it settles if its rests speed it up
@@ -320,17 +318,18 @@ MIN_RUN_MS = 10.0
 # a calibration than in a probe's 60 ms; 2026-11-25 07:28)...
 RECENT_RUN_TAILS = 8
 # ...but the cost is the mean of the latest TAILS_AVERAGED of them less the fastest (a tail
-# reads fast, as above, more often than slow) once there are TAILS_FOR_DROP, or the newest
-# where that is slower: a card still heating reads each tail slower than the last (the
-# simulator's does; with the mean of all 8 but the fastest, a pair at 0.3 in 100 ms turns
-# read a 1 s window 5.4 points over there).  The slowest of the 8, the rule until 2026-12-07,
-# charged capped clients on the H100 for more than their grants did: 0.9 points of share
-# under their caps on average over their steady part as charged (the scheduler's own lines,
-# its settling floor with them; 0.8 for the rule alone), 13 of 147 client-runs more than 2
-# points under (12); this rule 0.5 under, 2 runs past 2 points (2.4 at most), and on the H200 0.2
-# over, none past 1.2 (the slowest: 0.2 under).  (bench/tail_estimators.py, "new4trim": 162
-# client-runs of 2026-12-06/07 with their logs kept,
-# bench/results/no-gpu-20261207-1140-tail-estimators-points.txt.)
+# reads fast, as above, more often than slow) once there are TAILS_FOR_DROP.  The slowest of
+# the 8, the rule until 2026-12-07 11:40, charged capped clients on the H100 for more than
+# their grants did: 0.9 points of share under their caps on average over their steady part
+# as charged, 13 of 147 client-runs more than 2 points under.  From then to 23:00 the newest
+# counted where slower than that mean (a card still heating reads each tail slower than the
+# last: the simulator's does), but a slow newest tail is more often a tail that read slow:
+# over 301 H100 client-runs of 2026-12-06/07 with their logs kept, that rule left them 0.61
+# points under on average, 20 more than 2 under (the scheduler's own lines: 0.78, 21), this
+# one 0.33 under, 6 past 2 (3.2 at most); on the H200 (27) 0.09 and 0.23 over, none past 2.
+# (bench/tail_estimators.py: "new4trim" and "4trim";
+# bench/results/no-gpu-20261207-2300-tail-estimators.txt.)  A card that heats under a new
+# load does so in the first seconds, which the settling floor charges (UNKNOWN_SPEED).
 TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
 # Capped clients alike in shared turns (the scheduler names those in its turns; their grants'
@@ -348,11 +347,12 @@ TAILS_FOR_DROP = 3
 # H200's 19, 0.71 -> 0.66, none past 2 either way.  On one H200, 2026-12-07 12:53, 0.4 + 0.5
 # with and without (torch eager twice, JAX once): every client within 1.8 points over 10 s
 # and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
-# one read slower changing from run to run).  Heating is read from the newest tail against
-# its own client's mean, not against all: the newest tail of all read against the pooled
-# mean would charge everyone by whoever calibrated last.  Not in 100 ms turns, where the
-# order changes from turn to turn (the H100's 61 client-runs there: 1.19 -> 1.04 only), nor
-# in lone ones.
+# one read slower changing from run to run).  Nothing more for the newest tail of one of
+# them (until 23:00 the amount its newest read over its own mean was added): over the 188 H100
+# client-runs in shared turns since, rms 1.27 -> 0.76 points, 16 -> 5 past 2, mean -0.60 ->
+# -0.27; the H200's 19 +0.10 -> +0.19, none past 2 (bench/tail_estimators.py, "pooled" and
+# "no-heat").  Not in 100 ms turns, where the order changes from turn to turn (the H100's 61
+# client-runs there: 1.19 -> 1.04 only), nor in lone ones.
 ALIKE_TAILS_AGE_S = 3 * CALIBRATE_EVERY_S
 # The latest tails' costs per launch further apart than this: the program's launches differ
 # too much for their cost to tell its speed (a compiled model's mix); the clock tells it then.
@@ -475,7 +475,7 @@ def _work_speed(clocks: _Clocks, shared: bool = False,
     grants = _grants_cost(clocks)
     if grants <= 0.0 or not costs or max(costs) > _spread_allowed(clocks) * min(costs):
         return None
-    continuous = statistics.median(costs) if shared else _continuous_cost(costs)
+    continuous = statistics.median(costs) if shared else _tails_mean(costs)
     if not shared and continuous > TAIL_SPEED_MAX * grants:
         # No clock makes that (TAIL_SPEED_MAX): its grants run other kernels than its tails
         # did, a new program under the same pod manager.  Charged 2x (SPEED_RANGE) until the
@@ -504,27 +504,9 @@ def _by_work(clocks: _Clocks) -> bool:
     return bool(clocks.grant_costs) and (not clocks.tail_costs or _work_speed(clocks) is not None)
 
 
-def _continuous_cost(costs: list[float]) -> float:
-    """A capped client's continuous cost from its latest tails (oldest first): their mean
-    (_tails_mean), or the newest where that is slower (a card still heating), but not a newest
-    that alone parts from the others past RUN_SPREAD_MAX (_parts_alone)."""
-    mean = _tails_mean(costs)
-    return mean if _parts_alone(costs) else max(mean, costs[-1])
-
-
-def _parts_alone(costs: list[float]) -> bool:
-    """Does the newest tail read more than RUN_SPREAD_MAX times slower than the fastest of the
-    others, and more than LONE_SLOW_TAIL slower than the one before it?  Such a tail (a stall
-    in it, or a card's sudden swing) no longer leaves its client to the clock where its tails
-    agreed before (RUN_SPREAD_LEAVE); charged as the newest, one of 1.23 charged its client and
-    the clients read with it 1.16 until two faster tails dropped it (a review).  A card that
-    heats moves the tails one after another: the next slow one confirms it."""
-    return (len(costs) > 1 and costs[-1] > RUN_SPREAD_MAX * min(costs[:-1])
-            and costs[-1] > LONE_SLOW_TAIL * costs[-2])
-
-
 def _tails_mean(costs: list[float]) -> float:
-    """The mean of the latest TAILS_AVERAGED tails but the fastest."""
+    """A capped client's continuous cost from its latest tails (oldest first): the mean of the
+    latest TAILS_AVERAGED but the fastest."""
     return _mean_but_fastest(costs[-TAILS_AVERAGED:])
 
 
@@ -536,12 +518,9 @@ def _mean_but_fastest(costs: list[float]) -> float:
 
 def _pooled_cost(group: list[_Clocks]) -> float:
     """The continuous cost of capped clients alike in shared turns (ALIKE_TAILS_AGE_S): the
-    mean of the latest TAILS_AVERAGED tails of each but the fastest of them all, and as much
-    more as the newest tail of all reads over its own client's mean (a card still heating;
-    _continuous_cost)."""
+    mean of the latest TAILS_AVERAGED tails of each but the fastest of them all."""
     tails = [c for clocks in group for c in _believable_tails(clocks.tail_costs)[-TAILS_AVERAGED:]]
-    newest = _believable_tails(max(group, key=lambda clocks: clocks.tail_at).tail_costs)
-    return _mean_but_fastest(tails) + _continuous_cost(newest) - _tails_mean(newest)
+    return _mean_but_fastest(tails)
 
 
 def _believable_tails(costs: list[float]) -> list[float]:

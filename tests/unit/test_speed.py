@@ -1162,8 +1162,9 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
     whole lump back, and the second before one read 6.5-8.1 points under on the simulator
     (every 1 s window sliding by 50 ms, seeds 1-4; on the H100, 2026-12-06, two at 0.3 read
     6.7-8.0 points under, highs 2.4-3.3 over).  Half its excess beyond one paced grant may now
-    come in its own window, the pace after it paying that back: 4.8-6.0 points under.  In
-    100 ms turns."""
+    come in its own window, the pace after it paying that back: 4.8-6.0 points under (seeds
+    1-8: 4.6-7.4, the median 5.7; 4.2-7.4 and 5.75 with the newest tail no longer counted
+    where slower than the mean, 2026-12-07 23:00, seed 4's a 5.6 -> 7.3).  In 100 ms turns."""
     worst = []
     for seed in range(1, 5):
         sim = run_caps((0.3, 0.3), seed, 40.0, timing=HUNDRED_MS_TURNS)
@@ -1172,7 +1173,7 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
             seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(40, 39 * 20)]
             worst.append(min(seconds))
             assert max(seconds) <= 0.3 + 0.05, (seed, name, max(seconds))
-    assert statistics.median(worst) >= 0.3 - 0.06 and min(worst) >= 0.3 - 0.065, worst
+    assert statistics.median(worst) >= 0.3 - 0.06 and min(worst) >= 0.3 - 0.075, worst
 
 
 def test_a_client_too_small_to_calibrate_is_charged_the_likely_speed_as_far_as_it_waits():
@@ -1297,8 +1298,9 @@ def test_a_client_in_lone_turns_whose_speed_is_read_higher_stays_in_them():
     meter = sim.core.speed
     assert sim.core.clients["capped"].turn_s > 0 and meter.reads_by_work("capped")
     tail = max(meter._clocks["capped"].tail_costs) * 1.14  # (still agrees: RUN_SPREAD_MAX)
-    meter.calibrating("capped", 10.0)
-    meter.ran("capped", 200 * tail, 200, calibrating=True)
+    for _ in range(TAILS_AVERAGED):  # (the mean of the latest: all of them slower)
+        meter.calibrating("capped", 10.0)
+        meter.ran("capped", 200 * tail, 200, calibrating=True)
     assert sim.core._speed("capped", 10.0) > 1.2
     sim.run_until(13.0)
     later = [e - s for s, e in sim.clients["capped"].busy if s > 10.3]
@@ -1432,10 +1434,10 @@ def test_by_work_a_capped_client_does_its_cap_though_the_clock_reads_late():
 
 
 def test_the_speed_by_work_is_its_latest_tails_cost_over_the_grants_cost_per_launch():
-    """The continuous cost: the mean of the latest TAILS_AVERAGED tails but the fastest, or
-    the newest where slower.  (The slowest of the latest 8, the rule before, charged capped
-    clients on the H100 0.9 points under their caps on average, 13 of 147 runs past 2 points:
-    bench/tail_estimators.py.)"""
+    """The continuous cost: the mean of the latest TAILS_AVERAGED tails but the fastest.  (The
+    slowest of the latest 8, a rule before, charged capped clients on the H100 0.9 points under
+    their caps on average, 13 of 147 runs past 2 points; the newest where slower than the mean,
+    the next, 0.61, 20 of 301: bench/tail_estimators.py.)"""
     meter = SpeedMeter()
     in_grant(meter, 1900.0)
     tail(meter, 1800.0)  # the clock says 1.05
@@ -1459,8 +1461,8 @@ def test_the_speed_by_work_is_its_latest_tails_cost_over_the_grants_cost_per_lau
     meter.ran("a", 0.0, 100, calibrating=False)
     assert meter.speed("a") == pytest.approx(1.25)
     assert "by work: 200.0 us per launch in its grants" in meter.describe("a")
-    meter.ran("a", 50.8, 200, calibrating=True)  # 0.254, the newest: a card still heating
-    assert meter.speed("a") == pytest.approx(1.27)
+    meter.ran("a", 50.8, 200, calibrating=True)  # 0.254, the newest: one in the mean
+    assert meter.speed("a") == pytest.approx(statistics.fmean([0.25, 0.25, 0.254]) / 0.2)
     for _ in range(TAILS_AVERAGED):  # (0.254 is then no longer among the latest four)
         meter.ran("a", 80.0, 320, calibrating=True)
     assert meter.speed("a") == pytest.approx(1.25)
@@ -1499,20 +1501,22 @@ def test_capped_clients_alike_in_shared_turns_read_their_continuous_cost_from_al
     assert "read with b's 204.0, 205.0, 207.0, 206.0" in meter.describe("a", mates={"b"})
 
 
-def test_alike_clients_read_together_are_charged_the_heating_of_the_newest_tail_over_its_own_mean():
+def test_alike_clients_read_together_are_charged_their_pooled_tails_whoever_calibrated_last():
     """Not the newest tail of all: b's always read slower than a's where its calibration falls
-    in the turn, and whoever calibrated last would set both clients' cost."""
+    in the turn, and whoever calibrated last would set both clients' cost.  Nor the newest's
+    excess over its own client's mean (the rule until 2026-12-07 23:00): over 188 H100
+    client-runs in shared turns it left them 0.60 points under their caps on average, 16 more
+    than 2 under; without it 0.27 and 5 (bench/tail_estimators.py)."""
     meter = alike_pair()
     meter.calibrating("b", 40.0)  # (b's newest, 206.0, is under its own mean: nothing added)
     meter.ran("b", 20.6, 100, calibrating=True)
     pooled = statistics.fmean([0.195, 0.196, 0.197, 0.205, 0.206, 0.206, 0.207])
     assert meter.speed("a", mates={"b"}) == pytest.approx(pooled / 0.1895)
     assert "read with b's 205.0, 207.0, 206.0, 206.0;" in meter.describe("a", mates={"b"})
-    meter.calibrating("a", 43.0)  # a's newest 1.0 us over its own mean: a card still heating
+    meter.calibrating("a", 43.0)  # a's newest 1.0 us over its own mean: in the pool, no more
     meter.ran("a", 19.8, 100, calibrating=True)
     pooled = statistics.fmean([0.196, 0.197, 0.198, 0.205, 0.206, 0.206, 0.207])
-    heating = 0.198 - statistics.fmean([0.196, 0.197, 0.198])
-    assert meter.speed("b", mates={"a"}) == pytest.approx((pooled + heating) / 0.1956)
+    assert meter.speed("b", mates={"a"}) == pytest.approx(pooled / 0.1956)
 
 
 def test_whether_a_client_is_read_by_work_is_its_own_tails_not_those_it_is_read_with():
@@ -1565,15 +1569,15 @@ def test_a_tail_far_slower_than_any_clock_could_make_it_is_not_kept():
     for at, run_ms in ((0.0, 78.8), (3.0, 78.8), (6.0, 103.4), (9.0, 79.0)):
         meter.calibrating("a", at)  # (the first tail: a floor only)
         meter.ran("a", run_ms, 100, calibrating=True)
-    assert meter.speed("a") == pytest.approx(0.790 / 0.703)
+    assert meter.speed("a") == pytest.approx((0.788 + 0.790) / 2 / 0.703)
     assert "103" not in meter.describe("a")  # (not among its tails)
 
 
 def test_a_lone_slow_tail_stops_counting_once_later_tails_read_faster():
     """H200, two clients capped at 0.4 and 0.5: one of a's tails read 216.9 us a launch, its
     next five 196.7-202.0 against 194-198 in its grants; kept as the slowest of its latest 8 it
-    charged a 1.10-1.12, and a did 2.5 points under its cap over 10 s.  A card still heating
-    reads its newest tail slowest: that one counts."""
+    charged a 1.10-1.12, and a did 2.5 points under its cap over 10 s.  A newest tail that
+    reads slowest counts, in the mean."""
     meter = SpeedMeter()
     for _ in range(RECENT_GRANTS):
         meter.ran("a", 19.6, 100, calibrating=False)  # 196 us a launch
@@ -1581,7 +1585,7 @@ def test_a_lone_slow_tail_stops_counting_once_later_tails_read_faster():
     for at, run_ms in enumerate(tails):
         meter.calibrating("a", 3.0 * at)
         meter.ran("a", run_ms, 100, calibrating=True)
-    assert meter.speed("a") == pytest.approx(0.2020 / 0.196)
+    assert meter.speed("a") == pytest.approx((0.1985 + 0.2020) / 2 / 0.196)  # (0.1971 fastest)
     # One later tail alone does not outvote it: the card may have cooled for a moment.
     heating = SpeedMeter()
     for _ in range(RECENT_GRANTS):
@@ -1673,11 +1677,11 @@ def test_a_client_whose_tails_wander_with_the_card_stays_read_by_work():
 
     wandered = client((19.04, 19.12, 19.17, 20.39, 20.06, 19.81, 21.93))
     assert wandered.reads_by_work("b")
-    # (the newest alone past RUN_SPREAD_MAX is read in the mean, not as the card heating...)
+    # (the newest alone past RUN_SPREAD_MAX is read in the mean, as any newest is...)
     assert wandered.speed("b") == pytest.approx(statistics.fmean([20.06, 20.39, 21.93]) / 19.61)
-    # (...until the next confirms it)
+    # (...and the next with it)
     heated = client((19.04, 19.12, 19.17, 20.39, 20.06, 19.81, 21.93, 22.10))
-    assert heated.speed("b") == pytest.approx(22.10 / 19.61)
+    assert heated.speed("b") == pytest.approx(statistics.fmean([20.06, 21.93, 22.10]) / 19.61)
     assert not client((17.27, 22.51)).reads_by_work("b")  # (parted at once)
     assert not client((19.04, 22.0)).reads_by_work("b")  # (1.155: never agreed)
     # (parted past RUN_SPREAD_LEAVE, they must agree within RUN_SPREAD_MAX again)
