@@ -13,7 +13,7 @@ Per capped client in each case (pairs: `pairs-<case>-*`, lone caps: `cap-<path>-
   * each estimator e(tails) / G, clamped to [1, 2] and scaled by the GPU-bound share as
     SpeedMeter.speed does, time-weighted over the steady part (each calibration's value holds
     until the next); "logged" is the scheduler's own line (the logs' code: until 2026-12-07
-    11:40 the slowest, "max"; to 23:00, "new4trim"; since, "4trim").  "+floor" columns apply
+    11:40 the slowest, "max"; to 22:40, "new4trim"; since, "4trim").  "+floor" columns apply
     the current code's settling floor (LONG_GRANTS_UNKNOWN_SPEED / UNKNOWN_SPEED scaled by
     idle share while within SETTLE_S of the client's first grant and the estimate > SPED_UP).
 Last, the same in points of share off the cap, per card: how many client-runs each estimator
@@ -61,7 +61,7 @@ CAL = re.compile(r"\[(\d+\.\d+)\] \[([^\]]+)\] calibrated: speed ([\d.]+) \(by (
 
 
 def newest_where_slower(t):
-    """The scheduler's rule from 2026-12-07 11:40 to 23:00: the mean of the latest 4 but the
+    """The scheduler's rule from 2026-12-07 11:40 to 22:40: the mean of the latest 4 but the
     fastest, or the newest where slower (a card still heating), but not a newest that alone
     parts from the others (past RUN_SPREAD_MAX from the fastest, LONE_SLOW_TAIL from the one
     before it)."""
@@ -87,8 +87,8 @@ ESTIMATORS = {
     "trimlast": lambda t: max(t[-1], _mean_but_fastest(t)),
     "new3": lambda t: statistics.fmean(t[-3:]),
     "new3last": lambda t: max(t[-1], statistics.fmean(t[-3:])),
-    "new4trim": newest_where_slower,  # (the scheduler's rule 2026-12-07 11:40-23:00)
-    "4trim": _tails_mean,  # (the scheduler's rule since 2026-12-07 23:00)
+    "new4trim": newest_where_slower,  # (the scheduler's rule 2026-12-07 11:40-22:40)
+    "4trim": _tails_mean,  # (the scheduler's rule since 2026-12-07 22:40)
 }
 
 
@@ -294,7 +294,7 @@ def alike_points(rows, logs):
     4trim) or with those of the others in its case whose grants cost within
     ALIKE_COST_SPREAD: the mean of the latest 4 of each but the fastest of all, and
       "pooled"     as much more as the newest tail of all reads over its own client's mean
-                   (gem-schd's rule in shared turns 2026-12-07 11:40-23:00);
+                   (gem-schd's rule in shared turns 2026-12-07 11:40-22:40);
       "newest-all" or the newest tail of all where slower (the rule tried and reverted
                    in 49df44d: whoever calibrated last set everyone's cost);
       "own-heat"   as much more as its own newest tail reads over its own mean;

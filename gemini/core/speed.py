@@ -321,14 +321,14 @@ RECENT_RUN_TAILS = 8
 # reads fast, as above, more often than slow) once there are TAILS_FOR_DROP.  The slowest of
 # the 8, the rule until 2026-12-07 11:40, charged capped clients on the H100 for more than
 # their grants did: 0.9 points of share under their caps on average over their steady part
-# as charged, 13 of 147 client-runs more than 2 points under.  From then to 23:00 the newest
+# as charged, 13 of 147 client-runs more than 2 points under.  From then to 22:40 the newest
 # counted where slower than that mean (a card still heating reads each tail slower than the
 # last: the simulator's does), but a slow newest tail is more often a tail that read slow:
 # over 301 H100 client-runs of 2026-12-06/07 with their logs kept, that rule left them 0.61
 # points under on average, 20 more than 2 under (the scheduler's own lines: 0.78, 21), this
 # one 0.33 under, 6 past 2 (3.2 at most); on the H200 (27) 0.09 and 0.23 over, none past 2.
 # (bench/tail_estimators.py: "new4trim" and "4trim";
-# bench/results/no-gpu-20261207-2300-tail-estimators.txt.)  A card that heats under a new
+# bench/results/no-gpu-20261207-2240-tail-estimators.txt.)  A card that heats under a new
 # load does so in the first seconds, which the settling floor charges (UNKNOWN_SPEED).
 TAILS_AVERAGED = 4
 TAILS_FOR_DROP = 3
@@ -348,7 +348,7 @@ TAILS_FOR_DROP = 3
 # with and without (torch eager twice, JAX once): every client within 1.8 points over 10 s
 # and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
 # one read slower changing from run to run).  Nothing more for the newest tail of one of
-# them (until 23:00 the amount its newest read over its own mean was added): over the 188 H100
+# them (until 22:40 the amount its newest read over its own mean was added): over the 188 H100
 # client-runs in shared turns since, rms 1.27 -> 0.76 points, 16 -> 5 past 2, mean -0.60 ->
 # -0.27; the H200's 19 +0.10 -> +0.19, none past 2 (bench/tail_estimators.py, "pooled" and
 # "no-heat").  Not in 100 ms turns, where the order changes from turn to turn (the H100's 61

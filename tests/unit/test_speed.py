@@ -1164,7 +1164,7 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
     6.7-8.0 points under, highs 2.4-3.3 over).  Half its excess beyond one paced grant may now
     come in its own window, the pace after it paying that back: 4.8-6.0 points under (seeds
     1-8: 4.6-7.4, the median 5.7; 4.2-7.4 and 5.75 with the newest tail no longer counted
-    where slower than the mean, 2026-12-07 23:00, seed 4's a 5.6 -> 7.3).  In 100 ms turns."""
+    where slower than the mean, 2026-12-07 22:40, seed 4's a 5.6 -> 7.3).  In 100 ms turns."""
     worst = []
     for seed in range(1, 5):
         sim = run_caps((0.3, 0.3), seed, 40.0, timing=HUNDRED_MS_TURNS)
@@ -1504,7 +1504,7 @@ def test_capped_clients_alike_in_shared_turns_read_their_continuous_cost_from_al
 def test_alike_clients_read_together_are_charged_their_pooled_tails_whoever_calibrated_last():
     """Not the newest tail of all: b's always read slower than a's where its calibration falls
     in the turn, and whoever calibrated last would set both clients' cost.  Nor the newest's
-    excess over its own client's mean (the rule until 2026-12-07 23:00): over 188 H100
+    excess over its own client's mean (the rule until 2026-12-07 22:40): over 188 H100
     client-runs in shared turns it left them 0.60 points under their caps on average, 16 more
     than 2 under; without it 0.27 and 5 (bench/tail_estimators.py)."""
     meter = alike_pair()
