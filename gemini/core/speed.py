@@ -454,10 +454,10 @@ class _Clocks:
     calibrations: int = 0  # begun (the first one's tail is not kept: FIRST_CALIBRATION_S)
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
-    # Read by work when an edit cleared its grants' costs (duty_changed): it counts as such
-    # until its next ordinary grant says how they cost now (or that its hook measured
-    # nothing), though its speed is read by the clock until then
-    by_work_through_edit: bool = False
+    # grant_costs were measured under the caps before an edit (duty_changed): its speed is
+    # read from them until its next ordinary grant says how they cost now (or that its hook
+    # measured nothing), which replaces them
+    costs_before_edit: bool = False
 
     @property
     def continuous(self) -> float:
@@ -621,7 +621,7 @@ class SpeedMeter:
         so far agree?  Else its calibrations' tails are read by the clock (_clock_speed), and
         need the clock settled and NVML caught up: a whole CALIBRATION_S (the scheduler)."""
         clocks = self._clocks.get(name)
-        return clocks is not None and (clocks.by_work_through_edit or _by_work(clocks))
+        return clocks is not None and _by_work(clocks)
 
     def alike(self, names: set[str] | list[str]) -> bool:
         """Do `names` run launches of one cost in their grants, as far as their hooks measured
@@ -649,10 +649,11 @@ class SpeedMeter:
         return self._compared, self._found_alike
 
     def measured(self, name: str) -> bool:
-        """Has its hook measured its grants' cost per launch?  (No calibration is of use to an
-        uncapped client until then: it has nothing to compare its tails with.)"""
+        """Has its hook measured its grants' cost per launch, under the caps as they are?  (No
+        calibration is of use to an uncapped client until then: it has nothing to compare its
+        tails with.)"""
         clocks = self._clocks.get(name)
-        return clocks is not None and bool(clocks.grant_costs)
+        return clocks is not None and bool(clocks.grant_costs) and not clocks.costs_before_edit
 
     def waited(self, name: str, share: float) -> None:
         """An ordinary grant of `name` ended, and its launching threads waited on the GPU for
@@ -676,7 +677,8 @@ class SpeedMeter:
         known = self._clocks.get(name)  # (a grant said nothing of makes no record: an empty
         # one would charge a cap too small to calibrate UNCALIBRATED_SPEED, not 1)
         if known is not None and not calibrating:
-            known.by_work_through_edit = False  # (said now, one way or the other)
+            if known.costs_before_edit:  # (said now, one way or the other)
+                known.grant_costs, known.costs_before_edit = [], False
             known.unsaid = 0 if said else known.unsaid + 1
             if known.unsaid >= RECENT_GRANTS:
                 known.grant_costs = []
@@ -829,20 +831,24 @@ class SpeedMeter:
 
     def duty_changed(self, name: str) -> None:
         """The caps around it changed, so the card idles more or less between its grants: what
-        its grants cost before says nothing of what they cost now (its tails still hold).  Read
-        by work before, it counts as such until its next ordinary grant is measured
-        (reads_by_work: it stays in lone or shared turns), though its speed is read by the
-        clock until then (no grant costs: _work_speed).  Out of them for that one grant, two
-        capped clients in shared turns went to 100 ms turns, and a 0.3 cap beside one lowered
-        from 0.6 held 0.258 of its work over a second on the simulator (0.295 now); a lone 0.3
-        raised to 0.5 took ten 50 ms grants before it went back (0.466 over a second, 0.506
-        now).  (For the client that held the GPU at the edit, that next grant is the one it
-        held, mostly under the old caps.)  The verdict is its own, not the one an edit before
-        left (an uncapped client's grants are not measured: it would stay for good)."""
+        its grants cost before says little of what they cost now (its tails still hold).  Its
+        speed is read from them all the same until its next ordinary grant is measured, which
+        replaces them (or says nothing, and leaves it to the clock); meanwhile it counts as read
+        by work (reads_by_work: it stays in lone or shared turns), but not as measured (no
+        calibration fitted to its grants).  Out of its turns for that one grant, two capped
+        clients in shared turns went to 100 ms turns, and a 0.3 cap beside one lowered from 0.6
+        held 0.258 of its work over a second on the simulator (0.295 now); a lone 0.3 raised to
+        0.5 took ten 50 ms grants before it went back (0.466 over a second, 0.506 now).  Read by
+        the clock meanwhile, as until 2026-12-07 22:50, a raised cap's grants ran long where the
+        H100's clock read no speed-up (NVML lags: 1503 MHz in its grants, 1509 continuously),
+        were charged at its speed by work once measured, and its windows then had no room for
+        its next grant at its pace: b raised from 0.3 to 0.6 beside a waited 49 ms, the GPU
+        idle, and held 0.532 of its work over a second (and on the simulator with its clock so
+        read, b 0.482 and a 0.274).  (For the client that held the GPU at the edit, that next
+        grant is the one it held, mostly under the old caps.)"""
         clocks = self._clocks.get(name)
         if clocks is not None:
-            clocks.by_work_through_edit = _by_work(clocks)
-            clocks.grant_costs = []
+            clocks.costs_before_edit = bool(clocks.grant_costs)
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

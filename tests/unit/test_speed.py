@@ -327,11 +327,15 @@ def test_a_client_whose_grants_its_hook_no_longer_measures_is_read_by_the_clock_
 
 @pytest.mark.parametrize("next_grant_said", [True, False])
 def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_grant_said):
-    """A cap edited beside it clears what its grants cost (duty_changed), not its tails: read
-    by the clock until its next grant, two capped clients in shared turns went back to 100 ms
-    turns for a grant, and a 0.3 beside one lowered from 0.6 to 0.3 held 0.142 of its work
-    over a second (the simulator).  A next grant that says nothing leaves it to the clock."""
+    """A cap edited beside it leaves what its grants cost under the caps before (duty_changed)
+    and its tails: read by the clock until its next grant, two capped clients in shared turns
+    went back to 100 ms turns for a grant, and a 0.3 beside one lowered from 0.6 to 0.3 held
+    0.142 of its work over a second (the simulator).  Its speed is read from those costs until
+    then (by the clock, a raised cap's grants ran long where the H100's clock read no
+    speed-up).  A next grant that says nothing leaves it to the clock."""
     meter = SpeedMeter()
+    in_grant(meter, 1500.0)
+    tail(meter, 1500.0)  # (the clock says 1: NVML lags)
     for _ in range(3):
         meter.ran("a", 40 * 0.177, 40, calibrating=False)
     for at in (-20.0, -15.0):  # (the first tail: not kept)
@@ -340,11 +344,15 @@ def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_
     assert meter.reads_by_work("a")
     meter.duty_changed("a")
     assert meter.reads_by_work("a") and not meter.measured("a")
+    assert meter.speed("a") == pytest.approx(0.195 / 0.177)  # (its costs before the edit)
     meter.ran("a", 0.0, 0, calibrating=True)  # (a tail: not a grant)
     assert meter.reads_by_work("a")
     meter.ran("a", 40 * 0.18 if next_grant_said else 0.0, 40 if next_grant_said else 0,
               calibrating=False)
     assert meter.reads_by_work("a") is next_grant_said
+    assert meter.measured("a") is next_grant_said
+    # (its grants' cost now, alone: those before the edit are dropped)
+    assert meter.speed("a") == pytest.approx(0.195 / 0.18 if next_grant_said else 1.0)
     meter.ran("a", 40 * 0.18, 40, calibrating=False)
     meter.duty_changed("b")  # (one it never measured: nothing to keep)
     assert meter.reads_by_work("a") and not meter.reads_by_work("b")
@@ -889,6 +897,30 @@ def test_a_cap_raised_in_a_trio_leaves_the_others_no_further_under(b_start, at):
     for name, cap, slack in (("a", 0.2, 0.06), ("b", 0.4, 0.07), ("c", 0.3, 0.06)):
         low = min(sim.clock.work(name, at + j / 20, at + j / 20 + 1.0) for j in range(120))
         assert low >= cap - slack, (name, low)
+
+
+def test_a_cap_raised_as_its_pace_comes_round_where_the_clock_reads_no_speed_up_holds():
+    """H100, 2026-12-07 22:12: b raised from 0.3 to 0.6 beside a at 0.3 just as its pace came
+    round was read by the clock after the edit (its grants' costs cleared), which said no
+    speed-up (NVML: 1942 MHz in its grants, 1937 continuously), against 1.077 by work: its
+    top-up was sized at 1, 182.5 ms, and charged at 1.077 once measured, and its windows had
+    no room for its grant at its pace: it waited 49 ms, the GPU idle, and held 0.532 of its
+    work over a second.  On the simulator with its clock so read, b 0.482 and a 0.274 (seed 3,
+    b starting 0.3 s after a); its speed read from its grants' costs before the edit, 0.553
+    and 0.297 (SpeedMeter.duty_changed)."""
+    probe = capped_pair(0.3, 11.0, seed=3, b_start=0.3)
+    at = next(s for s, _ in probe.clients["b"].busy if s > 9.9) - 0.002
+    sim = capped_pair(0.3, at, seed=3, b_start=0.3)
+    for clocks in sim.core.speed._clocks.values():
+        clocks.in_grants = clocks.continuous  # (the clock says no speed-up)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    end = at + 4.0
+    sim.run_until(end)
+    assert sim.clock is not None
+    sim.clock.advance(end, sim.running)
+    for name, least in (("a", 0.3 - 0.02), ("b", 0.6 - 0.055)):
+        low = min(sim.clock.work(name, at + j * 0.05, at + j * 0.05 + 1.0) for j in range(21))
+        assert low >= least, (name, low)
 
 
 @pytest.mark.parametrize(("at", "topped_up"),
