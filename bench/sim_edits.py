@@ -4,7 +4,7 @@ sockets, no GPU: tests/unit/sim.py's saturating clients and power-limited GPU cl
 gemini.core.scheduler on a virtual clock, with the launchers' quotas and gem-schd's defaults.
 
   python3 bench/sim_edits.py [--seeds 1,2] [--phases 10] [--b-starts 0.001] [--trio]
-                             [--root DIR] [--no-shared-turns]
+                             [--root DIR] [--no-shared-turns] [--clock-flat-at-edit]
 
 a is capped at 0.3 throughout; b, capped at 0.3, is raised to 0.6, and, capped at 0.6,
 lowered to 0.3, at 10 s + k × 50 ms (k < --phases: the phases of a half-second turn).  b
@@ -16,6 +16,9 @@ from the edit on, against its cap after it; per case and client, the worst and t
 the lowest over the phases and seeds.  On the GPU an edit lands at one phase per run
 (bench/paths.py's edit cases), so a run's number is one draw of these.  --root imports gemini
 and the simulator from another checkout (`git archive COMMIT gemini tests | tar -x -C DIR`).
+--clock-flat-at-edit: at the edit each client's clock in its grants reads as its continuous
+one, as NVML's did on the H100 (2026-12-07 22:12: 1942 MHz in b's grants, 1937 continuously,
+against a speed of 1.077 by work), so a speed read by the clock then says 1.
 Prints one JSON object.
 """
 
@@ -37,7 +40,8 @@ STEP_S = 0.05
 
 
 def run_edit(before: dict[str, float], after: dict[str, float], at: float, seed: int,
-             shared_turns: bool | None, b_start: float = 0.001) -> dict[str, tuple[float, float]]:
+             shared_turns: bool | None, b_start: float = 0.001,
+             clock_flat: bool = False) -> dict[str, tuple[float, float]]:
     """Each client's lowest and highest 1 s window of work from the edit at `at` on."""
     import dataclasses
 
@@ -51,6 +55,9 @@ def run_edit(before: dict[str, float], after: dict[str, float], at: float, seed:
     for i, name in enumerate(before):  # (a at 0, b at b_start, c at twice that and 1 ms)
         sim.start(name, i * b_start + (0.001 if i > 1 else 0.0))
     sim.run_until(at)
+    if clock_flat:
+        for clocks in sim.core.speed._clocks.values():
+            clocks.in_grants = clocks.continuous
     sim.configure(config(*[(n, cap, cap, 1 << 30) for n, cap in after.items()]))
     end = at + AFTER_S + 1.0
     sim.run_until(end)
@@ -73,6 +80,8 @@ def main() -> None:
     p.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent)
     p.add_argument("--shared-turns", action=argparse.BooleanOptionalAction, default=None,
                    help="gem-schd --[no-]shared-turns (default: the --root's own)")
+    p.add_argument("--clock-flat-at-edit", action="store_true",
+                   help="the clock reads no speed-up at the edit (the docstring)")
     args = p.parse_args()
     sys.path.insert(0, str(args.root.resolve()))
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -84,7 +93,8 @@ def main() -> None:
             at = EDIT_AT_S + k * PHASE_S
             for seed in seeds:
                 for start in starts:
-                    windows = run_edit(before, after, at, seed, args.shared_turns, start)
+                    windows = run_edit(before, after, at, seed, args.shared_turns, start,
+                                       args.clock_flat_at_edit)
                     runs.append({"edit_at_s": round(at, 3), "seed": seed, "b_start_s": start,
                                  "windows": {n: [round(x, 4) for x in w]
                                              for n, w in windows.items()}})
@@ -96,7 +106,8 @@ def main() -> None:
         cases.append({"before": before, "after": after, "b_before": before["b"],
                       "b_after": after["b"], "summary": summary, "runs": runs})
     print(json.dumps({"root": str(args.root), "seeds": seeds, "phases": args.phases,
-                      "b_starts": starts, "shared_turns": args.shared_turns, "cases": cases},
+                      "b_starts": starts, "shared_turns": args.shared_turns,
+                      "clock_flat_at_edit": args.clock_flat_at_edit, "cases": cases},
                      indent=1))
 
 
