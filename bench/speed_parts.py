@@ -58,7 +58,7 @@ MEASURED = re.compile(r"measured [\d.]+ ms over (\d+) launches \((\d+) graphs, [
                       r"(\d+) \((\d+)\) after holds")
 # gem-schd's line once a calibration's readings are in (gemini.core.speed.describe).
 BY_WORK = re.compile(r"calibrated: speed [\d.]+ \(by work: ([\d.]+) us per (graph launch|launch) "
-                     r"in its grants, in the latest tails ([\d., ]+)")
+                     r"in its grants(?: \(before the edit\))?, in the latest tails ([\d., ]+)")
 
 
 def launches_counted(hook_log: str) -> tuple[int, int]:

@@ -55,7 +55,8 @@ LOGS = "/tmp/tail-estimators-logs"  # (--logs)
 PREFIXES = ("h100-80gb-hbm3-20261207", "h200-20261207", "h100-80gb-hbm3-20261206", "h200-20261206")
 
 CAL = re.compile(r"\[(\d+\.\d+)\] \[([^\]]+)\] calibrated: speed ([\d.]+) \(by (work|the clock): "
-                 r"([\d.]+|not measured) us per (?:graph )?launch in its grants, in the latest "
+                 r"([\d.]+|not measured) us per (?:graph )?launch in its grants"
+                 r"(?: \(before the edit\))?, in the latest "
                  r"tails ([^;(]*?)(?: \(the first, a floor: ([\d.]+)\))?;.*?waited on the GPU "
                  r"in (not said|[\d.]+%)")
 
@@ -331,7 +332,7 @@ def alike_points(rows, logs):
                 bound = 1.0 if mine["wait"] is None else min(mine["wait"] / GPU_BOUND, 1.0)
                 for k, cost in (
                         ("own", _tails_mean(own)),
-                        ("pooled", pooled + max(newest[-1] - _tails_mean(newest), 0.0)),
+                        ("pooled", pooled + newest_where_slower(newest) - _tails_mean(newest)),
                         ("newest-all", max(pooled, newest[-1])),
                         ("own-heat", pooled + max(own[-1] - _tails_mean(own), 0.0)),
                         ("no-heat", pooled),

@@ -1011,8 +1011,9 @@ class SchedulerCore:
         # (None where none fits its windows)
         beside = max((self.clients[n].spec.limit for n in names if n != name and n in self.clients),
                      default=0.0)
-        # (measured: not one due just after an edit, its grants' costs unread yet; its tail
-        # would be read by the clock, and needs a whole calibration: duty_changed)
+        # (measured: not one due just after an edit, its grants' costs still those of the caps
+        # before, a grant's cost now unread: a tail fitted to its grant would be weighed
+        # against them, so it is a whole one, as where read by the clock: duty_changed)
         by_work = self.speed.reads_by_work(name) and self.speed.measured(name)
         cal = self._calibration(spec, alone=len(names) == 1, by_work=by_work, beside_cap=beside)
         if (cal is not None and by_work and len(names) == 1

@@ -349,7 +349,7 @@ TAILS_FOR_DROP = 3
 # and 3.7 over 1 s either way (there the two clients' latest tails differed by 1-5 %, which
 # one read slower changing from run to run).  Nothing more for the newest tail of one of
 # them (until 22:40 the amount its newest read over its own mean was added): over the 188 H100
-# client-runs in shared turns since, rms 1.27 -> 0.76 points, 16 -> 5 past 2, mean -0.60 ->
+# client-runs in shared turns since, rms 1.16 -> 0.76 points, 14 -> 5 past 2, mean -0.56 ->
 # -0.27; the H200's 19 +0.10 -> +0.19, none past 2 (bench/tail_estimators.py, "pooled" and
 # "no-heat").  Not in 100 ms turns, where the order changes from turn to turn (the H100's 61
 # client-runs there: 1.19 -> 1.04 only), nor in lone ones.
@@ -377,7 +377,7 @@ TAIL_SPEED_MAX = 1.35
 # Nor does a tail count once LATER_TAILS_FASTER tails after it have each read its program
 # more than this much faster: a card that keeps heating under the same load does not speed up
 # so (a program's kept tails spread 2-3 %: H200 torch eager alone 196.5-198.2 us a launch at
-# 0.8, 201.8-204.0 at 0.6).  Where the slowest is the newest (a card still heating) it counts.
+# 0.8, 201.8-204.0 at 0.6).  Where the slowest is the newest it is kept (in the mean).
 # H200, 2026-12-02 22:18, two clients capped at 0.4 and 0.5: one of a's tails read 216.9 us a
 # launch, its next five 196.7-202.0; as the slowest of its latest 8 it charged a 1.10-1.12
 # for its grants' 194-198, and a did 2.5 points under its cap over 10 s.
@@ -455,8 +455,8 @@ class _Clocks:
     shared_calibrations: int = 0  # of them, begun beside others uncapped (SHARED_FIRST_TRIES)
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
     # grant_costs were measured under the caps before an edit (duty_changed): its speed is
-    # read from them until its next ordinary grant says how they cost now (or that its hook
-    # measured nothing), which replaces them
+    # read from them until the next ordinary grant's run comes in (or says its hook measured
+    # nothing), which replaces them
     costs_before_edit: bool = False
 
     @property
@@ -649,7 +649,8 @@ class SpeedMeter:
         return self._compared, self._found_alike
 
     def measured(self, name: str) -> bool:
-        """Has its hook measured its grants' cost per launch, under the caps as they are?  (No
+        """Has its hook measured its grants' cost per launch since the caps last changed (a
+        grant's run, said a grant late, may still be of one before: duty_changed)?  (No
         calibration is of use to an uncapped client until then: it has nothing to compare its
         tails with.)"""
         clocks = self._clocks.get(name)
@@ -812,11 +813,12 @@ class SpeedMeter:
         costs = ", ".join(f"{1e3 * c:.1f}" for c in clocks.tail_costs) or "none"
         if clocks.first_tail_cost > 0.0 and not shared:
             costs += f" (the first, a floor: {1e3 * clocks.first_tail_cost:.1f})"
+        edit = " (before the edit)" if clocks.costs_before_edit and cost > 0.0 else ""
         unit = "graph launch" if clocks.graphs else "launch"
         if shared:  # (a tail its hook measured less than MIN_RUN_MS of is not kept)
             alone = f"alone in the latest tails {costs}" if clocks.tail_costs else \
                 "no tail measured long enough yet"
-            return (f"beside others: {grants} us per {unit} in its grants (median), {alone}; "
+            return (f"beside others: {grants} us per {unit} in its grants (median){edit}, {alone}; "
                     f"waited on the GPU in {wait} of its grants")
         by = "the clock" if _work_speed(clocks) is None else "work"
         if by == "work" and (alike := self._alike(name, mates)):
@@ -824,7 +826,8 @@ class SpeedMeter:
                 f"{n}'s " + ", ".join(f"{1e3 * c:.1f}" for c in
                                       _believable_tails(other.tail_costs)[-TAILS_AVERAGED:])
                 for n, other in alike.items())
-        return (f"by {by}: {grants} us per {unit} in its grants, in the latest tails {costs}; "
+        return (f"by {by}: {grants} us per {unit} in its grants{edit}, in the latest tails "
+                f"{costs}; "
                 f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
                 f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
@@ -844,8 +847,10 @@ class SpeedMeter:
         were charged at its speed by work once measured, and its windows then had no room for
         its next grant at its pace: b raised from 0.3 to 0.6 beside a waited 49 ms, the GPU
         idle, and held 0.532 of its work over a second (and on the simulator with its clock so
-        read, b 0.482 and a 0.274).  (For the client that held the GPU at the edit, that next
-        grant is the one it held, mostly under the old caps.)"""
+        read, b 0.482 and a 0.274).  (The run that replaces them is its hook's of the grant
+        before the one it then asks after, said a grant late (wire.quota_run): it may be of a
+        grant under the caps before, as when they were cleared.  An uncapped client's stay
+        until its next grant beside others: alone, its runs are not weighed.)"""
         clocks = self._clocks.get(name)
         if clocks is not None:
             clocks.costs_before_edit = bool(clocks.grant_costs)

@@ -328,11 +328,12 @@ def test_a_client_whose_grants_its_hook_no_longer_measures_is_read_by_the_clock_
 @pytest.mark.parametrize("next_grant_said", [True, False])
 def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_grant_said):
     """A cap edited beside it leaves what its grants cost under the caps before (duty_changed)
-    and its tails: read by the clock until its next grant, two capped clients in shared turns
-    went back to 100 ms turns for a grant, and a 0.3 beside one lowered from 0.6 to 0.3 held
-    0.142 of its work over a second (the simulator).  Its speed is read from those costs until
-    then (by the clock, a raised cap's grants ran long where the H100's clock read no
-    speed-up).  A next grant that says nothing leaves it to the clock."""
+    and its tails, and it stays read by work until its next grant says: read by the clock
+    meanwhile, two capped clients in shared turns went back to 100 ms turns for a grant, and a
+    0.3 beside one lowered from 0.6 to 0.3 held 0.142 of its work over a second (the
+    simulator).  Its speed is read from those costs until then (until 2026-12-07 22:50 by the
+    clock, and a raised cap's grants ran long where the H100's clock read no speed-up).  A
+    next grant that says nothing leaves it to the clock."""
     meter = SpeedMeter()
     in_grant(meter, 1500.0)
     tail(meter, 1500.0)  # (the clock says 1: NVML lags)
@@ -345,12 +346,14 @@ def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_
     meter.duty_changed("a")
     assert meter.reads_by_work("a") and not meter.measured("a")
     assert meter.speed("a") == pytest.approx(0.195 / 0.177)  # (its costs before the edit)
+    assert "177.0 us per launch in its grants (before the edit)" in meter.describe("a")
     meter.ran("a", 0.0, 0, calibrating=True)  # (a tail: not a grant)
     assert meter.reads_by_work("a")
     meter.ran("a", 40 * 0.18 if next_grant_said else 0.0, 40 if next_grant_said else 0,
               calibrating=False)
     assert meter.reads_by_work("a") is next_grant_said
     assert meter.measured("a") is next_grant_said
+    assert "(before the edit)" not in meter.describe("a")
     # (its grants' cost now, alone: those before the edit are dropped)
     assert meter.speed("a") == pytest.approx(0.195 / 0.18 if next_grant_said else 1.0)
     meter.ran("a", 40 * 0.18, 40, calibrating=False)
@@ -1196,7 +1199,10 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
     6.7-8.0 points under, highs 2.4-3.3 over).  Half its excess beyond one paced grant may now
     come in its own window, the pace after it paying that back: 4.8-6.0 points under (seeds
     1-8: 4.6-7.4, the median 5.7; 4.2-7.4 and 5.75 with the newest tail no longer counted
-    where slower than the mean, 2026-12-07 22:40, seed 4's a 5.6 -> 7.3).  In 100 ms turns."""
+    where slower than the mean, 2026-12-07 22:40, seed 4's a 5.6 -> 7.3).  In 100 ms turns.
+    The bound on the lowest is loosened from 6.5 to 7.5 points for that, a regression on the
+    simulator accepted for the H100's 10 s windows (speed._tails_mean); the median's holds,
+    which the rule before the split broke."""
     worst = []
     for seed in range(1, 5):
         sim = run_caps((0.3, 0.3), seed, 40.0, timing=HUNDRED_MS_TURNS)
@@ -1377,8 +1383,10 @@ def test_no_capped_client_is_calibrated_while_the_card_settles_to_changed_caps(s
 
 def test_a_calibration_due_just_after_an_edit_is_a_whole_one():
     """An edit leaves a lone client in its turns (SpeedMeter.duty_changed), but its grants'
-    costs are unread until its next grant, so a tail taken before then is read by the clock,
-    which needs a whole calibration: one fitted to its grant read its clock still boosted."""
+    cost under the new caps is unread until its next grant: a tail taken before then would be
+    weighed against the costs of the caps before (until 2026-12-07 22:50 read by the clock,
+    which needs a whole calibration: one fitted to its grant read its clock still boosted), so
+    it is a whole one still."""
     sim = Sim([("c", 0.4, 0.4)], timing=LAUNCHER, burst_ms=5000.0, clock=GpuClock(),
               launch_s=0.0002)
     sim.start("c")
@@ -1537,7 +1545,7 @@ def test_alike_clients_read_together_are_charged_their_pooled_tails_whoever_cali
     """Not the newest tail of all: b's always read slower than a's where its calibration falls
     in the turn, and whoever calibrated last would set both clients' cost.  Nor the newest's
     excess over its own client's mean (the rule until 2026-12-07 22:40): over 188 H100
-    client-runs in shared turns it left them 0.60 points under their caps on average, 16 more
+    client-runs in shared turns it left them 0.56 points under their caps on average, 14 more
     than 2 under; without it 0.27 and 5 (bench/tail_estimators.py)."""
     meter = alike_pair()
     meter.calibrating("b", 40.0)  # (b's newest, 206.0, is under its own mean: nothing added)
@@ -1609,7 +1617,9 @@ def test_a_lone_slow_tail_stops_counting_once_later_tails_read_faster():
     """H200, two clients capped at 0.4 and 0.5: one of a's tails read 216.9 us a launch, its
     next five 196.7-202.0 against 194-198 in its grants; kept as the slowest of its latest 8 it
     charged a 1.10-1.12, and a did 2.5 points under its cap over 10 s.  A newest tail that
-    reads slowest counts, in the mean."""
+    reads slowest counts, in the mean (tails that keep rising, a card still heating, are
+    followed by the mean alone since 2026-12-07 22:40: on the H100 a slow newest tail was
+    more often one that read slow: speed._tails_mean)."""
     meter = SpeedMeter()
     for _ in range(RECENT_GRANTS):
         meter.ran("a", 19.6, 100, calibrating=False)  # 196 us a launch
