@@ -843,7 +843,7 @@ class SpeedMeter:
         held 0.258 of its work over a second on the simulator (0.295 now); a lone 0.3 raised to
         0.5 took ten 50 ms grants before it went back (0.466 over a second, 0.506 now).  Read by
         the clock meanwhile, as until 2026-12-07 22:50, a raised cap's grants ran long where the
-        H100's clock read no speed-up (NVML lags: 1503 MHz in its grants, 1509 continuously),
+        H100's clock read no speed-up (NVML lags: 1942 MHz in its grants, 1937 continuously),
         were charged at its speed by work once measured, and its windows then had no room for
         its next grant at its pace: b raised from 0.3 to 0.6 beside a waited 49 ms, the GPU
         idle, and held 0.532 of its work over a second (and on the simulator with its clock so
