@@ -827,9 +827,8 @@ class SpeedMeter:
                                       _believable_tails(other.tail_costs)[-TAILS_AVERAGED:])
                 for n, other in alike.items())
         return (f"by {by}: {grants} us per {unit} in its grants{edit}, in the latest tails "
-                f"{costs}; "
-                f"{clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz run "
-                f"continuously (the lowest of the latest tails: {tails}); waited on the GPU "
+                f"{costs}; {clocks.in_grants:.0f} MHz in its grants, {clocks.continuous:.0f} MHz "
+                f"run continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
 
     def duty_changed(self, name: str) -> None:

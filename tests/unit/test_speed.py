@@ -922,7 +922,7 @@ def test_a_cap_raised_as_its_pace_comes_round_where_the_clock_reads_no_speed_up_
     assert sim.clock is not None
     sim.clock.advance(end, sim.running)
     for name, least in (("a", 0.3 - 0.02), ("b", 0.6 - 0.055)):
-        low = min(sim.clock.work(name, at + j * 0.05, at + j * 0.05 + 1.0) for j in range(21))
+        low = min(sim.clock.work(name, at + j / 20, at + j / 20 + 1.0) for j in range(21))
         assert low >= least, (name, low)
 
 
