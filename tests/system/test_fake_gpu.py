@@ -104,6 +104,21 @@ def test_what_a_clients_overuse_took_from_its_neighbour_is_given_back(system):
     assert 0.0 < clients["b"]["overrun_s"] <= clients["a"]["overuse_s"] + 1e-9, clients
 
 
+def holding_while_waiting(system, holder: str, waiter: str | None = None) -> None:
+    """Returns once `holder` holds the token and `waiter` (if any) asks for it.  A test that
+    times the hand-over from then on times the daemons, not how long the waiter's program took
+    to start (seconds on a loaded 2-core machine)."""
+    deadline = time.monotonic() + 20
+    while True:
+        status = query_status("127.0.0.1", system.schd.port)
+        waiting = {c["name"] for c in status["clients"] if c["waiting"]}
+        if status["holder"] == holder and (waiter is None or waiter in waiting):
+            return
+        assert time.monotonic() < deadline, (f"{holder} never held the token while {waiter} "
+                                             f"asked: {status['holder']}, {sorted(waiting)}")
+        time.sleep(0.01)  # (a poll's pause: a connection a turn left the daemons no CPU)
+
+
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "500", "-m", "500", "-w", "4000")
     holder = system.client("a", "alloc", "--path", "alloc", "--bytes", str(256 << 20), "--hold")
@@ -114,9 +129,7 @@ def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(sys
         assert probe.call(RequestType.MEM_LIMIT)[0].values[0] == (256 + 32) << 20
     worker = system.work("a", 30)
     waiting = system.work("b", 30)
-    deadline = time.monotonic() + 20
-    while query_status("127.0.0.1", system.schd.port)["holder"] != "a":
-        assert time.monotonic() < deadline, "a never got the token"
+    holding_while_waiting(system, "a", "b")
     killed_at = time.monotonic()
     worker.send_signal(signal.SIGKILL)
     holder.send_signal(signal.SIGKILL)
@@ -412,11 +425,11 @@ def test_a_lowered_cap_stops_its_programs_launches_at_the_cut(system):
     a = system.client("a", "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
                       "--seconds", "30", "--report-every", "0.05")
     progress = kernels_over_time(a)
+    # a holds first: had b held the GPU first, a, far under its new guarantee (its windows hold
+    # no use from before the edit), would rightly take it again after the cut.
+    holding_while_waiting(system, "a")
     system.work("b", 30)
-    deadline = time.monotonic() + 20
-    while query_status("127.0.0.1", system.schd.port)["holder"] != "a":
-        assert time.monotonic() < deadline, "a never got the token"
-        time.sleep(0.01)  # (a poll's pause)
+    holding_while_waiting(system, "a", "b")
     system.config.write_text("2\na 0.1 0.1 1GiB\nb 0.5 1.0 1GiB\n")
     system.schd.wait_for("cap lowered")
     cut_seen = time.monotonic()
