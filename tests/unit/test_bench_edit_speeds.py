@@ -1,0 +1,60 @@
+"""bench/edit_speeds.py: how fast each client's grants ran before and after a config edit,
+read from a paths run's kept logs, and the readings of it made before the edit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import edit_speeds
+
+CASE = "capped 0.3+0.3 b raised to 0.6"
+
+
+def write_run(folder: Path) -> dict:
+    """A run whose edit lands at t = 20 (9.8 s from b's first step, at 10.15, and 50 ms on):
+    a's grants run 1.10 before it, 1.04 after; b's 1.0."""
+    tag = folder / edit_speeds.case_tag(CASE)
+    grants = []
+    for k in range(60):  # (turns of 0.5 s from t = 10: a 150 ms, then b 150 ms or 300 after)
+        t = 10.0 + 0.5 * k
+        grants += [["a", t, t + 0.15], ["b", t + 0.15, t + (0.3 if t < 20.0 else 0.45)]]
+    Path(f"{tag}-grants.json").write_text(json.dumps(grants))
+    bare = 1000.0
+    for name, (before, after) in {"a": (1.10, 1.04), "b": (1.0, 1.0)}.items():
+        done, lines = 0.0, []
+        for _, s, e in (g for g in grants if g[0] == name):
+            lines.append({"t": s, "steps": done})
+            done += (e - s) * bare * (before if s < 20.0 else after)
+            lines.append({"t": e, "steps": done})
+        Path(f"{tag}-{name}-steps.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    clients = [{"name": n, "target": 0.3} for n in "ab"]
+    return {"pairs": [{"window_s": 10, "case": CASE, "path": "torch-eager", "bare_rate": bare,
+                       "edited_at_s": 9.8, "edit_applied_ms": 50.0, "clients": clients}]}
+
+
+def test_each_clients_grants_are_read_before_and_after_the_edit(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    result = write_run(tmp_path)
+    monkeypatch.setattr(edit_speeds, "results_with_logs",
+                        lambda logs: [("h100-run", result, str(tmp_path))])
+    ((res, case, path, speeds, busy),) = edit_speeds.edit_runs("unused")
+    assert (res, case, path) == ("h100-run", CASE, "torch-eager")
+    assert speeds["a"]["before"] == pytest.approx(1.10, abs=1e-3)
+    assert speeds["a"]["after"] == pytest.approx(1.04, abs=1e-3)
+    assert speeds["b"]["first"] == pytest.approx(1.0, abs=1e-3)
+    assert busy["before"] == pytest.approx(0.6, abs=0.02)  # (300 ms of each 500)
+    assert busy["after"] == pytest.approx(0.9, abs=0.02)  # (450 ms of each 500)
+
+
+def test_the_readings_made_before_an_edit() -> None:
+    # a speed-up of 0.1 with the card idle 0.4 before, 0.1 after: a quarter of it, or a half
+    got = edit_speeds.readings(1.1, busy_before=0.6, busy_after=0.9)
+    assert got == pytest.approx({"kept": 1.1, "one": 1.0, "busy": 1.025, "sqrt": 1.05})
+    assert edit_speeds.readings(1.1, 1.0, 0.9)["busy"] == 1.1  # (no idle before: as it stood)
