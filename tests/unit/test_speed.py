@@ -51,6 +51,13 @@ from tests.unit.sim import GpuClock, Sim
 from tests.unit.test_scheduler import HUNDRED_MS_TURNS, LAUNCHER, config, grants, quota_req
 
 
+def one_second_windows(sim: Sim, name: str, steps: range, per_s: int = 20,
+                       at: float = 0.0) -> list[float]:
+    """`name`'s work in each 1 s window from `at` + k / `per_s` on, for k in `steps`."""
+    assert sim.clock is not None
+    return [sim.clock.work(name, at + k / per_s, at + k / per_s + 1.0) for k in steps]
+
+
 def speed(in_grants_mhz: float, continuous_mhz: float) -> float:
     return (in_grants_mhz / continuous_mhz) ** WORK_PER_CLOCK
 
@@ -597,7 +604,7 @@ def test_with_shared_turns_capped_neighbours_hold_every_1_s_window_by_work(caps)
     # the 0.6 held 0.536 while its room was read only to 0.9 of its 300 ms grant).
     sim = run_caps(caps, 3, 30.0)
     for n, cap in zip("ab", caps, strict=True):
-        low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
+        low = min(one_second_windows(sim, n, range(100, 29 * 20)))
         assert low >= cap - 0.02, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
         assert max(e - s for s, e in sim.clients[n].busy) > 0.12  # (a turn's: 0.15 of work)
 
@@ -620,7 +627,7 @@ def test_a_group_with_a_cap_too_small_for_thirds_of_a_second_shares_half_seconds
     # trio 6.2-7.1 on the H100, 2026-12-07), in half seconds 0.1-1.8 (SHARED_PACED_WORK_MIN_S).
     sim = run_caps(caps, 4, 30.0)
     for n, cap in zip("abc", caps, strict=False):
-        low = min(sim.clock.work(n, t / 20, t / 20 + 1.0) for t in range(100, 29 * 20))
+        low = min(one_second_windows(sim, n, range(100, 29 * 20)))
         assert low >= cap - 0.025, (n, low)  # every 1 s window from 5 s on, sliding by 50 ms
     said = {log.message for log in sim.logs if log.client == "a" and "turns" in log.message}
     assert any(m.startswith("paced in turns of 500 ms (shared turns with b") for m in said)
@@ -701,7 +708,7 @@ def test_in_shared_turns_a_cap_lowered_beside_a_capped_neighbour_leaves_both_who
     2.4 points under for a second (seeds 1-4)."""
     sim = shared_turns_edit((0.3, 0.3), seed)
     for name, since in (("a", 8), ("b", 10)):
-        seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(since * 20, 29 * 20)]
+        seconds = one_second_windows(sim, name, range(since * 20, 29 * 20))
         assert min(seconds) >= 0.3 - 0.03 and max(seconds) <= 0.3 + 0.035, (name, seconds)
 
 
@@ -715,7 +722,7 @@ def test_in_shared_turns_a_cap_lowered_at_any_phase_of_the_turns_holds_from_the_
     b 0.285-0.297, a 0.275-0.281 at worst over the 20 edits."""
     sim = shared_turns_edit((0.3, 0.3), 1, at)
     for name in ("a", "b"):
-        seconds = [sim.clock.work(name, at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+        seconds = one_second_windows(sim, name, range(120), at=at)
         assert min(seconds) >= 0.3 - 0.03 and max(seconds) <= 0.3 + 0.035, (name, min(seconds),
                                                                            max(seconds))
 
@@ -731,7 +738,7 @@ def test_in_shared_turns_a_cap_raised_beside_a_capped_neighbour_leaves_it_whole(
     that.)"""
     sim = shared_turns_edit((0.3, 0.6), seed)
     for name, cap in (("a", 0.3), ("b", 0.6)):
-        seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(10 * 20, 29 * 20)]
+        seconds = one_second_windows(sim, name, range(10 * 20, 29 * 20))
         assert min(seconds) >= cap - 0.02 and max(seconds) <= cap + 0.035, (name, seconds)
 
 
@@ -752,8 +759,8 @@ def test_in_shared_turns_a_cap_raised_at_any_phase_of_the_turns_holds_from_the_e
     ending where one of its grants does, its use before the edit counted, and its place kept:
     0.561-0.586, 0.608 at most, a 0.294-0.300."""
     sim = shared_turns_edit((0.3, 0.6), 1, at)
-    a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
-    b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+    a = one_second_windows(sim, "a", range(120), at=at)
+    b = one_second_windows(sim, "b", range(120), at=at)
     assert min(a) >= 0.3 - 0.03, min(a)
     assert min(b) >= 0.6 - 0.045 and max(b) <= 0.6 + 0.035, (min(b), max(b))
 
@@ -782,7 +789,7 @@ def test_a_cap_raised_in_shared_turns_finds_a_place_that_leaves_its_neighbour_wh
     0.2,0.3,0.4; 0.20 on the H100, 2026-12-07 16:20).  Its next grant now goes after a's
     (_raised_place), topped up until then: a 0.276-0.298."""
     sim = shared_turns_edit((0.3, 0.6), 1, at, b_start)
-    a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+    a = one_second_windows(sim, "a", range(120), at=at)
     assert min(a) >= 0.3 - 0.05, min(a)
 
 
@@ -795,8 +802,8 @@ def test_a_cap_raised_in_shared_turns_takes_the_first_free_place_from_the_edit_o
     over five places).  Placed from the edit on, where it runs into no grant of a's and its
     windows have room for its next two grants (_raised_place): 0.569-0.584, a whole."""
     sim = shared_turns_edit((0.3, 0.6), 1, at, b_start)
-    a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
-    b = [sim.clock.work("b", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+    a = one_second_windows(sim, "a", range(120), at=at)
+    b = one_second_windows(sim, "b", range(120), at=at)
     assert min(a) >= 0.3 - 0.03, min(a)
     assert min(b) >= 0.6 - 0.05 and max(b) <= 0.6 + 0.035, (min(b), max(b))
 
@@ -876,7 +883,7 @@ def test_a_raised_cap_whose_hooks_bursts_follow_its_grants_late_stays_in_shared_
     sim.run_until(at + 7.0)
     assert sim.clock is not None
     sim.clock.advance(at + 7.0, sim.running)
-    a = [sim.clock.work("a", at + j / 20, at + j / 20 + 1.0) for j in range(120)]
+    a = one_second_windows(sim, "a", range(120), at=at)
     assert min(a) >= 0.3 - 0.03, min(a)
 
 
@@ -898,7 +905,7 @@ def test_a_cap_raised_in_a_trio_leaves_the_others_no_further_under(b_start, at):
     assert sim.clock is not None
     sim.clock.advance(at + 7.0, sim.running)
     for name, cap, slack in (("a", 0.2, 0.06), ("b", 0.4, 0.07), ("c", 0.3, 0.06)):
-        low = min(sim.clock.work(name, at + j / 20, at + j / 20 + 1.0) for j in range(120))
+        low = min(one_second_windows(sim, name, range(120), at=at))
         assert low >= cap - slack, (name, low)
 
 
@@ -922,7 +929,7 @@ def test_a_cap_raised_as_its_pace_comes_round_where_the_clock_reads_no_speed_up_
     assert sim.clock is not None
     sim.clock.advance(end, sim.running)
     for name, least in (("a", 0.3 - 0.02), ("b", 0.6 - 0.055)):
-        low = min(sim.clock.work(name, at + j / 20, at + j / 20 + 1.0) for j in range(21))
+        low = min(one_second_windows(sim, name, range(21), at=at))
         assert low >= least, (name, low)
 
 
@@ -1007,7 +1014,7 @@ def test_in_shared_turns_a_cap_lowered_in_a_trio_leaves_the_others_whole(seed):
     assert sim.clock is not None
     sim.clock.advance(30.0, sim.running)
     for name, since, slack in (("a", 8, 0.02), ("c", 8, 0.02), ("b", 11, 0.025)):
-        seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(since * 20, 29 * 20)]
+        seconds = one_second_windows(sim, name, range(since * 20, 29 * 20))
         assert min(seconds) >= 0.3 - slack and max(seconds) <= 0.3 + 0.035, (name, seconds)
 
 
@@ -1109,7 +1116,7 @@ def test_a_capped_client_alone_does_not_pay_its_calibrations_back_in_seconds_far
     worst 1 s 7.1-12.0 points; 125 ms ones: 3.6-5.1).  On the simulator 0.313 -> 0.357."""
     sim = run_capped(GpuClock(), 30.0, limit=0.4, launch_s=0.0002)
     assert sim.clock is not None
-    worst = min(sim.clock.work("capped", t / 4, t / 4 + 1.0) for t in range(4, 29 * 4))
+    worst = min(one_second_windows(sim, "capped", range(4, 29 * 4), per_s=4))
     assert worst >= 0.35
 
 
@@ -1126,7 +1133,7 @@ def test_a_capped_client_alone_waits_no_longer_for_a_calibration_once_its_long_w
     that grant whole: RENEWAL_LEAD_S.)"""
     sim = run_caps((0.4,), seed, 40.0)
     assert sim.clock is not None
-    worst = min(sim.clock.work("a", t / 20, t / 20 + 1.0) for t in range(10 * 20, 39 * 20))
+    worst = min(one_second_windows(sim, "a", range(10 * 20, 39 * 20)))
     assert worst >= 0.4 - 0.05, worst
     for start in range(10, 30):  # (the long window holds as before)
         assert sim.clock.work("a", start, start + 10.0) / 10.0 <= 0.4 + 0.015, start
@@ -1188,7 +1195,7 @@ def test_a_lone_calibration_read_by_the_clock_takes_no_more_of_its_second_than_a
     read 5.1-5.2 points over at 0.3 on the simulator (3.4 before; a review)."""
     sim = run_caps((0.3,), seed, 40.0, launch_s=0.0)
     assert sim.clock is not None
-    seconds = [sim.clock.work("a", t / 10, t / 10 + 1.0) for t in range(20, 390)]
+    seconds = one_second_windows(sim, "a", range(20, 390), per_s=10)
     assert max(seconds) <= 0.3 + 0.045, max(seconds)
 
 
@@ -1208,7 +1215,7 @@ def test_two_clients_capped_at_0_3_split_each_others_lumps_before_and_after_them
         sim = run_caps((0.3, 0.3), seed, 40.0, timing=HUNDRED_MS_TURNS)
         assert sim.clock is not None
         for name in ("a", "b"):
-            seconds = [sim.clock.work(name, t / 20, t / 20 + 1.0) for t in range(40, 39 * 20)]
+            seconds = one_second_windows(sim, name, range(40, 39 * 20))
             worst.append(min(seconds))
             assert max(seconds) <= 0.3 + 0.05, (seed, name, max(seconds))
     assert statistics.median(worst) >= 0.3 - 0.06 and min(worst) >= 0.3 - 0.075, worst
@@ -1361,7 +1368,7 @@ def test_a_cap_edited_alone_keeps_its_lone_turns_and_every_1_s_window(before, af
     sim.run_until(25.0)
     assert sim.clock is not None
     sim.clock.advance(25.0, sim.running)
-    seconds = [sim.clock.work("c", t / 20, t / 20 + 1.0) for t in range(10 * 20, 24 * 20)]
+    seconds = one_second_windows(sim, "c", range(10 * 20, 24 * 20))
     assert min(seconds) >= after - 0.02 and max(seconds) <= after + 0.035, seconds
     assert sim.core.clients["c"].turn_s > 0
 
