@@ -1,5 +1,6 @@
-"""bench/edit_speeds.py: how fast each client's grants ran before and after a config edit,
-read from a paths run's kept logs, and the readings of it made before the edit."""
+"""Benches that read bench/paths.py's kept logs: edit_speeds.py (how fast each client's grants
+ran before and after a config edit, and the readings of it made before the edit) and
+clock_exponent.py (each calibration's clocks beside what its grants did after it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+import clock_exponent
 import edit_speeds
 
 CASE = "capped 0.3+0.3 b raised to 0.6"
@@ -58,3 +60,20 @@ def test_the_readings_made_before_an_edit() -> None:
     got = edit_speeds.readings(1.1, busy_before=0.6, busy_after=0.9)
     assert got == pytest.approx({"kept": 1.1, "one": 1.0, "busy": 1.025, "sqrt": 1.05})
     assert edit_speeds.readings(1.1, 1.0, 0.9)["busy"] == 1.1  # (no idle before: as it stood)
+
+
+def test_a_calibrations_clocks_are_read_beside_what_its_grants_did_after_it() -> None:
+    """bench/clock_exponent.py: each calibration line's clocks and waited share, and the work
+    its grants did until the next line (at most 3 s, at least 1.5)."""
+    line = ("2026-12-07 22:22:16.397 gem-schd DEBUG [{t}] [a] calibrated: speed 1.108 (by the "
+            "clock: 194.9 us per launch in its grants, in the latest tails none; 1584 MHz in its "
+            "grants, 1440 MHz run continuously (the lowest of the latest tails: 1440); waited on "
+            "the GPU in 53.2% of its grants)\n")
+    schd = line.format(t="10.0") + line.format(t="11.0") + line.format(t="20.0")
+    grants = [["a", 10.0 + k * 0.5, 10.25 + k * 0.5] for k in range(30)]  # (half the time)
+    steps = [(10.0 + k * 0.25, 1000.0 * 1.05 * 0.25 * ((k + 1) // 2)) for k in range(50)]
+    # (the first line's span is 1 s; the last's runs past the steps: the second's alone)
+    (got,) = clock_exponent.readings(schd, "a", grants, steps, 1000.0)
+    assert got["by"] == "the clock" and got["logged"] == 1.108 and got["wait"] == 0.532
+    assert got["ratio"] == pytest.approx(1.1)
+    assert got["did"] == pytest.approx(1.05, abs=0.01)
