@@ -42,6 +42,8 @@ from gemini.core.wire import (
 )
 
 TIME_SLICED = ""  # the group of the clients that take turns on the whole GPU
+# The requests that carry a long name's alias (wire.quota_name, wire.report_name)
+ALIASED = (RequestType.QUOTA, RequestType.REPORT)
 SPATIAL_MODE = "spatial"
 TIME_SLICED_MODE = "time-sliced"
 
@@ -107,8 +109,9 @@ class PartitionRouter:
         self.conns: dict[str, set[ConnId]] = {}  # the pod manager connections of each client
         # QUOTA requests not answered yet, (conn, req_id) -> request: they follow a moved client
         self.pending: dict[tuple[ConnId, int], Request] = {}
-        # The aliases that QUOTA requests beside long names carry (wire.quota_alias), of every
-        # client in `group`: the request gets its name back before anything reads it.
+        # The aliases that QUOTA and REPORT requests beside long names carry (wire.quota_name,
+        # report_name), of every client in `group`: the request gets its name back before
+        # anything reads it.
         self.aliases: dict[str, str] = {}
         self._regroup(now)
 
@@ -117,7 +120,7 @@ class PartitionRouter:
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
         if req.type is RequestType.STATUS:
             return [self._status_reply(conn, req, now)]
-        if req.type is RequestType.QUOTA and req.name in self.aliases:
+        if req.type in ALIASED and req.name in self.aliases:
             req = replace(req, name=self.aliases[req.name])
         if req.name in self.group:
             self.conns.setdefault(req.name, set()).add(conn)

@@ -62,7 +62,6 @@ from gemini.core.wire import (
     quota_args,
     quota_name,
     quota_run,
-    report_carries_delivery,
     run_word,
     said_name,
 )
@@ -706,8 +705,7 @@ class PodCore:
         self._last_report = now
         waiting = len({w.conn for w in self.quota_waiters})
         delivery_ms = statistics.median(self.deliveries) * MS if self.deliveries else 0.0
-        self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS \
-            if report_carries_delivery(self.name) else 0.0
+        self.said_delivery_s = min(delivery_ms, DELIVERY_MAX_MS) / MS
         return [self._send(RequestType.REPORT, (self.used, self._reported(), waiting,
                                                 delivery_ms, REPORT_APPLIES_CUTS))]
 

@@ -93,6 +93,7 @@ from gemini.core.wire import (
     RequestType,
     Response,
     Status,
+    quota_alias,
     quota_args,
     quota_run,
     said_name,
@@ -211,8 +212,8 @@ class Timing:
     # Hand a holder's GPU on when its hook's token ends, not when its grant does (gem-schd
     # --hand-over-at-arrival, on by default since measured on the H100, 2026-12-05: README,
     # "Hand-overs at the grant's arrival"; off, as in Gemini: --no-...): the grant's end plus the
-    # time grants take to reach its pod manager, which the pod manager reports
-    # (wire.REPORT_DELIVERY_NAME_MAX), up to HAND_OVER_DELAY_MAX_S.  A hook times its token
+    # time grants take to reach its pod manager, which the pod manager reports (wire's
+    # _REPORT_DELIVERY), up to HAND_OVER_DELAY_MAX_S.  A hook times its token
     # from its receipt, so it ran on past the next holder's start by the difference of the two
     # grants' delays (H200: 0.2-1.7 ms for the 2-6 % of tokens that ran 2.5 ms over, as the
     # GPU time-sliced the two contexts); timing it from the grant instead (gem-pmgr
@@ -1634,9 +1635,13 @@ class SchedulerCore:
                 self._books_since[spec.name] = now
                 if old:
                     out.append(act.info(spec.name, "client added"))
-                if spec.name in self._absent_books:  # (its pod manager keeps another limit)
-                    # (kept only while a connection is open: never empty)
-                    state.conns, state.mem_used = self._absent_books.pop(spec.name)
+                # (its pod manager keeps another limit; kept only while a connection is open,
+                # never empty; a long name's REPORTs came by its alias: wire.report_name)
+                books = [self._absent_books.pop(n) for n in (spec.name, quota_alias(spec.name))
+                         if n in self._absent_books]
+                if books:
+                    state.conns = set().union(*(conns for conns, _ in books))
+                    state.mem_used = max(mem_used for _, mem_used in books)
                     out += self._push_memory_limit(state, spec)
                 if spec.capped and self.history.has(spec.name):
                     # Removed and added again (two saves of the config): its cap holds from

@@ -143,7 +143,8 @@ RUN_MEASURE_MS = 40
 # scheduler from before 2026-12-05 refuses it: upgrade gem-schd, then gem-pmgr, then the hook).
 # Without it a capped client of a long name was charged the GPU clock's speed-up in full, or
 # read from the clock alone (gemini.core.speed).  Two of one GPU's few names share an alias
-# with odds under 1e-15.
+# with odds under 1e-15.  A REPORT beside a name longer than REPORT_FEATURES_NAME_MAX carries
+# the same alias (report_name; a scheduler from before 2026-12-08 refuses it, as above).
 QUOTA_ALIAS_LEN = 17
 RUN_GRAPHS = 1 << 31
 RUN_COUNT_MAX = RUN_GRAPHS - 1
@@ -153,8 +154,9 @@ RUN_COUNT_MAX = RUN_GRAPHS - 1
 # by the replies' granted_at on the pod manager's clock; its tokens trail the grants by no more:
 # podmanager.token_start; 0: not known).  With gem-schd --hand-over-at-arrival the scheduler
 # hands a holder's GPU on that much after its grant's end, when its hook's token ends.  Beside
-# a name of up to REPORT_DELIVERY_NAME_MAX bytes; longer ones leave it out, and v1 peers send
-# 0: not known, the hand-over at the grant's end.
+# a name of up to REPORT_DELIVERY_NAME_MAX bytes (our encoders send a longer name's alias:
+# report_name); peers that send a longer name whole leave it out, and v1 peers send 0: not
+# known, the hand-over at the grant's end.
 _REPORT_DELIVERY = struct.Struct("<f")
 # The PROCESS request's third word (not in v1; our hooks before 2026-12-07 send 0): what the
 # sending hook reads.  PROCESS_READS_CUTS: it applies a CUT_ID notice, and only such a hook is
@@ -166,7 +168,8 @@ PROCESS_READS_CUTS = 1 << 0
 # delivery_ms, beside a name of up to REPORT_FEATURES_NAME_MAX bytes: what the pod manager does.
 # REPORT_APPLIES_CUTS: it applies a CUT_ID to its token and its hooks, and only such a one's
 # grants are cut (one from before ignored it, and its hooks ran on to the grant's end beside
-# the next holder, uncharged).  A longer name leaves it out: that client's grants are not cut.
+# the next holder, uncharged).  A longer name sent whole leaves it out (ours send its alias:
+# report_name): that client's grants are not cut.
 _REPORT_FEATURES = struct.Struct("<I")
 REPORT_APPLIES_CUTS = 1 << 0
 # The longest delivery a scheduler's hand-over waits for; one said longer is taken as this
@@ -280,10 +283,17 @@ def quota_name(name: str) -> str:
     return name if _run_fits(name.encode()) else quota_alias(name)
 
 
+def report_name(name: str) -> str:
+    """What a REPORT of this client carries for its name: itself, or its alias (beside a name
+    over REPORT_FEATURES_NAME_MAX bytes its delivery_ms and features had no room, and its
+    grants were handed on at their end and never cut: a lowered cap ran on to its end)."""
+    return name if _report_features_fit(name.encode()) else quota_alias(name)
+
+
 def said_name(name: str) -> str:
     """A request's name for a log line: an alias that no client's name gave back says so."""
     if name.startswith("#") and len(name.encode()) == QUOTA_ALIAS_LEN:
-        return f"{name} (a token request's alias of a name over {QUOTA_RUN_NAME_MAX} bytes)"
+        return f"{name} (a request's alias of a name over {QUOTA_RUN_NAME_MAX} bytes)"
     return name
 
 
@@ -303,26 +313,19 @@ def _report_features_fit(raw_name: bytes) -> bool:
     return len(raw_name) <= REPORT_FEATURES_NAME_MAX
 
 
-def report_carries_delivery(name: str) -> bool:
-    """Does a REPORT of this client carry its delivery_ms (else the scheduler hands its GPU on
-    at its grants' end)?"""
-    return _delivery_fits(name.encode())
-
-
 def encode_request(req: Request) -> bytes:
     """A QUOTA request's args: (overuse_ms, burst_ms[, gpu_wait_ms[, run_ms, run_launches]]),
-    gpu_wait_ms None not sent; beside a long name the request carries its alias.  A REPORT's:
-    (mem_used, processes, waiting[, delivery_ms[, features]]), features left out beside a longer
-    name than REPORT_FEATURES_NAME_MAX, delivery_ms beside a longer name
-    than REPORT_DELIVERY_NAME_MAX."""
+    gpu_wait_ms None not sent.  A REPORT's: (mem_used, processes, waiting[, delivery_ms[,
+    features]]).  Beside a long name either carries its alias (quota_name, report_name)."""
     raw = check_name(req.name)
     args = req.args
     extra = b""
     if req.type == RequestType.REPORT:
+        raw = report_name(req.name).encode()
         args, rest = args[:3], args[3:]
-        if rest and _delivery_fits(raw):
+        if rest:
             extra = _REPORT_DELIVERY.pack(rest[0])
-            if len(rest) > 1 and _report_features_fit(raw):
+            if len(rest) > 1:
                 extra += _REPORT_FEATURES.pack(rest[1])
     if req.type == RequestType.PROCESS:
         args, rest = args[:2], args[2:]

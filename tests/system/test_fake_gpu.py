@@ -415,29 +415,32 @@ def kernels_by(seen: list[tuple[float, int]], t: float) -> int:
     return max((k for at, k in list(seen) if at <= t), default=0)
 
 
-def test_a_lowered_cap_stops_its_programs_launches_at_the_cut(system):
+@pytest.mark.parametrize("name", ["a", LONGEST_NAME])
+def test_a_lowered_cap_stops_its_programs_launches_at_the_cut(system, name):
     """a, holding a 3 s grant beside b, is capped at 0.1 by an edit: the scheduler cuts the
     grant (to 0.3 s from its start, or to now), its pod manager tells the hook, and the hook
     stops launching there, while b takes the GPU.  Before, the hook ran on to the grant's
-    end, up to 3 s at the old share, beside b's grant."""
-    system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "3000", "-m", "3000",
+    end, up to 3 s at the old share, beside b's grant; and so did a client of a name over 39
+    bytes, whose pod manager's REPORT had no room to say that it applies cuts (now it carries
+    the name's alias: wire.report_name)."""
+    system.backend(f"2\n{name} 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "3000", "-m", "3000",
                    "-w", "20000", "--short-window", "0")
-    a = system.client("a", "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
+    a = system.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
                       "--seconds", "30", "--report-every", "0.05")
     progress = kernels_over_time(a)
     # a holds first: had b held the GPU first, a, far under its new guarantee (its windows hold
     # no use from before the edit), would rightly take it again after the cut.
-    holding_while_waiting(system, "a")
+    holding_while_waiting(system, name)
     system.work("b", 30)
-    holding_while_waiting(system, "a", "b")
-    system.config.write_text("2\na 0.1 0.1 1GiB\nb 0.5 1.0 1GiB\n")
+    holding_while_waiting(system, name, "b")
+    system.config.write_text(f"2\n{name} 0.1 0.1 1GiB\nb 0.5 1.0 1GiB\n")
     system.schd.wait_for("cap lowered")
     cut_seen = time.monotonic()
     # b holds the rest of the 3 s; a's kernels stop within the cut (and the queue past it).
     while query_status("127.0.0.1", system.schd.port)["holder"] != "b":
         assert time.monotonic() < cut_seen + 1.0, "the GPU did not go on to b"
         time.sleep(0.01)
-    system.pmgrs["a"].wait_for("token cut by the scheduler")
+    system.pmgrs[name].wait_for("token cut by the scheduler")
     settled = kernels_by(progress, cut_seen + 0.5)
     time.sleep(max(0.0, cut_seen + 2.0 - time.monotonic()))  # (what it measures over)
     ran_on = kernels_by(progress, cut_seen + 2.0) - settled

@@ -13,7 +13,9 @@ from gemini.core.config import ClientSpec, ResourceConfig
 from gemini.core.partitions import TIME_SLICED, PartitionRouter, folded, split
 from gemini.core.scheduler import SchedulerCore, Timing
 from gemini.core.wire import (
+    CUT_ID,
     NOTIFY_ID,
+    REPORT_APPLIES_CUTS,
     Request,
     RequestType,
     Status,
@@ -301,6 +303,41 @@ def test_a_long_names_token_requests_come_by_its_alias_in_every_group() -> None:
     out = router.on_request(3, sent(LONG[::-1], 1), 1.2)
     assert grants(out)[0].response.status is Status.UNKNOWN_CLIENT
     assert any("alias of a name over 31 bytes" in a.client for a in out if isinstance(a, Log))
+
+
+def test_a_long_names_report_comes_by_its_alias_and_its_grants_are_cut() -> None:
+    """Its pod manager's REPORT, beside a name over 39 bytes, carries the alias (wire.
+    report_name): it says it applies cuts, so a cap lowered while it holds its grant cuts it.
+    (Its name whole left that word out, and the grant ran on at the old cap to its end.)"""
+    router = PartitionRouter(cfg.parse_text(f"1\n{LONG} 0.6 0.6 1GiB\n"),
+                             Timing(short_window_s=0.0), 0.0)
+    report = Request(LONG, 1, RequestType.REPORT, (5 << 20, 1, 0, 0.5, REPORT_APPLIES_CUTS))
+    said = decode_request(encode_request(report))
+    assert said.name != LONG and said.args == report.args
+    [ack] = router.on_request(1, said, 0.0)
+    assert isinstance(ack, Reply) and ack.response.status is Status.OK
+    assert router.snapshot(0.0)["clients"][0]["mem_used"] == 5 << 20
+    router.on_request(1, sent(LONG, 2), 0.0)
+    start = router.next_deadline()
+    assert start is not None
+    [grant] = grants(router.on_deadline(start))
+    out = router.on_config(cfg.parse_text(f"1\n{LONG} 0.3 0.3 1GiB\n"), start + 0.02)
+    [cut] = grants(out)
+    assert (cut.conn, cut.response.req_id) == (1, CUT_ID)
+    assert cut.response.values[0] == pytest.approx(grant.response.values[0] / 2 - 20.0)
+
+
+def test_a_long_names_memory_said_before_the_config_had_it_is_kept() -> None:
+    """Its pod manager, up before the client is in the config, asks for its limit by its name
+    and reports by its alias: once added, both are its books (its books kept by the alias
+    alone, the memory it reported was lost)."""
+    core = SchedulerCore(cfg.parse_text("1\na 1 1 1GiB\n"), LAUNCHER, 0.0)
+    core.on_request(1, Request(LONG, 1, RequestType.MEM_LIMIT, ()), 0.0)
+    report = Request(LONG, 2, RequestType.REPORT, (5 << 20, 1, 0, 0.5, REPORT_APPLIES_CUTS))
+    core.on_request(1, decode_request(encode_request(report)), 0.0)
+    out = core.on_config(cfg.parse_text(f"2\na 1 1 1GiB\n{LONG} 1 1 2GiB\n"), 1.0)
+    [pushed] = [a for a in out if isinstance(a, Reply) and a.type is RequestType.MEM_LIMIT]
+    assert pushed.conn == 1 and pushed.response.values[:2] == (5 << 20, 2 << 30)
 
 
 def test_memory_limits_of_partition_clients() -> None:
