@@ -104,19 +104,25 @@ def test_what_a_clients_overuse_took_from_its_neighbour_is_given_back(system):
     assert 0.0 < clients["b"]["overrun_s"] <= clients["a"]["overuse_s"] + 1e-9, clients
 
 
-def holding_while_waiting(system, holder: str, waiter: str | None = None) -> None:
+def holding_while_waiting(system, holder: str, waiter: str | None = None,
+                          left_s: float = 0.0) -> None:
     """Returns once `holder` holds the token and `waiter` (if any) asks for it.  A test that
     times the hand-over from then on times the daemons, not how long the waiter's program took
-    to start (seconds on a loaded 2-core machine)."""
+    to start (seconds on a loaded 2-core machine).  `left_s`: and the holder's grant, one
+    quota long, has that much left; it fails where it has not (the waiter came too late)."""
     deadline = time.monotonic() + 20
     while True:
         status = query_status("127.0.0.1", system.schd.port)
         waiting = {c["name"] for c in status["clients"] if c["waiting"]}
         if status["holder"] == holder and (waiter is None or waiter in waiting):
-            return
+            break
         assert time.monotonic() < deadline, (f"{holder} never held the token while {waiter} "
                                              f"asked: {status['holder']}, {sorted(waiting)}")
         time.sleep(0.01)  # (a poll's pause: a connection a turn left the daemons no CPU)
+    [quota_ms] = [c["quota_ms"] for c in status["clients"] if c["name"] == holder]
+    began = max(start for name, start, _ in status["history"] if name == holder)
+    left = began + quota_ms / 1000 - status["uptime_s"]
+    assert left >= left_s, f"{waiter} asked {left:.3f} s before {holder}'s grant ended"
 
 
 def test_killed_holder_frees_the_gpu_within_one_quota_and_its_memory_at_once(system):
@@ -417,32 +423,34 @@ def kernels_by(seen: list[tuple[float, int]], t: float) -> int:
 
 @pytest.mark.parametrize("name", ["a", LONGEST_NAME])
 def test_a_lowered_cap_stops_its_programs_launches_at_the_cut(system, name):
-    """a, holding a 3 s grant beside b, is capped at 0.1 by an edit: the scheduler cuts the
-    grant (to 0.3 s from its start, or to now), its pod manager tells the hook, and the hook
+    """a, holding a 10 s grant beside b, is capped at 0.1 by an edit: the scheduler cuts the
+    grant (to 1 s from its start, or to now), its pod manager tells the hook, and the hook
     stops launching there, while b takes the GPU.  Before, the hook ran on to the grant's
-    end, up to 3 s at the old share, beside b's grant; and so did a client of a name over 39
+    end, for seconds at the old share, beside b's grant; and so did a client of a name over 39
     bytes, whose pod manager's REPORT had no room to say that it applies cuts (now it carries
     the name's alias: wire.report_name)."""
-    system.backend(f"2\n{name} 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "3000", "-m", "3000",
+    system.backend(f"2\n{name} 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n", "-q", "10000", "-m", "10000",
                    "-w", "20000", "--short-window", "0")
     a = system.client(name, "work", "--kernel-ms", str(KERNEL_MS), "--burst", "4",
                       "--seconds", "30", "--report-every", "0.05")
     progress = kernels_over_time(a)
     # a holds first: had b held the GPU first, a, far under its new guarantee (its windows hold
     # no use from before the edit), would rightly take it again after the cut.
+    # (and b asks while a's 10 s grant has a second left at least: asked in its last 80 ms,
+    # b held the GPU before the edit was read, and there was no grant to cut; a review)
     holding_while_waiting(system, name)
     system.work("b", 30)
-    holding_while_waiting(system, name, "b")
+    holding_while_waiting(system, name, "b", left_s=1.0)
     system.config.write_text(f"2\n{name} 0.1 0.1 1GiB\nb 0.5 1.0 1GiB\n")
-    system.schd.wait_for("cap lowered")
-    cut_seen = time.monotonic()
-    # b holds the rest of the 3 s; a's kernels stop within the cut (and the queue past it).
+    left_ms = float(system.schd.wait_for(r"cap lowered: .*, ([\d.]+) ms left").group(1))
+    cut = time.monotonic() + left_ms / 1000  # (up to 1 s on: the grant's new cap's part)
+    # b holds the rest of the grant; a's kernels stop at the cut (and the queue past it).
     while query_status("127.0.0.1", system.schd.port)["holder"] != "b":
-        assert time.monotonic() < cut_seen + 1.0, "the GPU did not go on to b"
+        assert time.monotonic() < cut + 1.0, "the GPU did not go on to b"
         time.sleep(0.01)
     system.pmgrs[name].wait_for("token cut by the scheduler")
-    settled = kernels_by(progress, cut_seen + 0.5)
-    time.sleep(max(0.0, cut_seen + 2.0 - time.monotonic()))  # (what it measures over)
-    ran_on = kernels_by(progress, cut_seen + 2.0) - settled
+    settled = kernels_by(progress, cut + 0.5)
+    time.sleep(max(0.0, cut + 2.0 - time.monotonic()))  # (what it measures over)
+    ran_on = kernels_by(progress, cut + 2.0) - settled
     # (0-8 on a 2-core machine; run on to the grant's end, 300 in 1.5 s)
     assert ran_on <= 40, (settled, ran_on)
