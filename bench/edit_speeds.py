@@ -4,11 +4,13 @@ measured, a client's speed is read from the costs its grants had before it, Spee
 duty_changed; it was read by the clock until 2026-12-07 22:50.)  No GPU: reads the kept logs of
 bench/paths.py's edit cases (`--keep-logs`), extracted as for bench/tail_estimators.py.
 
-Per client of each edit run, its speed in its grants (its work, steps / bare rate, over the
-GPU time granted it) over three spans: the 6 s before the edit, its first 1.5 s, and 2-8 s
-after it; and the card's busy share (all grants) over each.  Readings of the speed after the
-edit, taken before it, against what its grants did:
-  * kept: the speed before the edit, as it stands (SpeedMeter.duty_changed);
+Per client of each edit run whose clients are all capped ("capped ..." cases), its speed in
+its grants (its work, steps / bare rate, over the GPU time granted it) over three spans: the
+6 s before the edit, its first 1.5 s, and 2-8 s after it; and the card's busy share (all
+grants) over each.  Readings of the speed after the edit, taken before it, against what its
+grants did, apart for the client edited and its neighbours:
+  * kept: the speed before the edit, as it stands (SpeedMeter.duty_changed keeps the costs
+    that read it: this is that reading without their own error, a bound on it);
   * one: no speed-up (what the H100's clock read after a raise at 22:12);
   * busy: the speed-up scaled by the card's idle share after the edit over before it
     (s - 1 in proportion to 1 - busy: a power-limited card's clock recovers while it idles);
@@ -18,6 +20,7 @@ Usage: python3 bench/edit_speeds.py [--logs LOGS]   (LOGS as bench/tail_estimato
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -45,7 +48,8 @@ def edit_runs(logs: str):
     """(result, case, path, {client: {span: speed}}, {span: busy}) for each edit run."""
     for res, d, ldir in results_with_logs(logs):
         for p in d.get("pairs") or []:
-            if p["window_s"] != 10 or "edited_at_s" not in p:
+            if p["window_s"] != 10 or "edited_at_s" not in p or not p["case"].startswith(
+                    "capped"):
                 continue
             tag = os.path.join(ldir, case_tag(p["case"]))
             if not os.path.exists(f"{tag}-grants.json"):
@@ -69,6 +73,12 @@ def edit_runs(logs: str):
             yield res, p["case"], p["path"], speeds, busy
 
 
+def edited_client(case: str) -> str:
+    """The client a case's edit changes: "capped 0.3+0.3 b raised to 0.6" -> "b"."""
+    words = case.split()
+    return next(w for w, after in itertools.pairwise(words) if after in ("raised", "lowered"))
+
+
 def readings(before: float, busy_before: float, busy_after: float) -> dict[str, float]:
     scale = (1.0 - busy_after) / (1.0 - busy_before) if busy_before < 1.0 else 1.0
     return {"kept": before, "one": 1.0, "busy": 1.0 + (before - 1.0) * scale,
@@ -79,25 +89,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--logs", default="/tmp/tail-estimators-logs")
     args = p.parse_args()
-    errors: dict[tuple[str, str, str, str], list[float]] = {}
+    errors: dict[tuple[str, str, str, str, str], list[float]] = {}
+    runs = 0
     print("result | case | path | busy before, first, after | client: before, first, after")
     for res, case, path, speeds, busy in edit_runs(args.logs):
+        runs += 1
         cells = []
         for name, s in sorted(speeds.items()):
             if not {"before", "first", "after"} <= s.keys():
                 continue
             cells.append(f"{name} {s['before']:.3f} {s['first']:.3f} {s['after']:.3f}")
-            group = (res.split("-")[0], "raised" if "raised" in case else "lowered")
+            role = "edited" if name == edited_client(case) else "beside"
+            group = (res.split("-")[0], "raised" if "raised" in case else "lowered", role)
             for span in ("first", "after"):
                 for k, v in readings(s["before"], busy["before"], busy[span]).items():
                     errors.setdefault((*group, span, k), []).append(v - s[span])
         print(f"{res} | {case} | {path} | {busy['before']:.3f} {busy['first']:.3f} "
               f"{busy['after']:.3f} | {' | '.join(cells)}")
-    print("\nreading - what the grants did (speed), per client-run, by card and edit:")
-    for (card, edit, span, k), v in sorted(errors.items()):
+    print(f"\n{runs} edit runs.  Reading - what the grants did (speed), per client-run, by card,"
+          " edit and client (the one edited, or one beside it):")
+    for (card, edit, role, span, k), v in sorted(errors.items()):
         rms = statistics.fmean(x * x for x in v) ** 0.5
-        print(f"  {card} {edit:7s} {span:6s} {k:5s} n {len(v):3d}  mean {statistics.fmean(v):+.4f}"
-              f"  rms {rms:.4f}  worst {max(v, key=abs):+.4f}")
+        print(f"  {card} {edit:7s} {role:6s} {span:6s} {k:5s} n {len(v):3d}  "
+              f"mean {statistics.fmean(v):+.4f}  rms {rms:.4f}  worst {max(v, key=abs):+.4f}")
 
 
 if __name__ == "__main__":

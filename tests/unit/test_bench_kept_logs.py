@@ -55,6 +55,11 @@ def test_each_clients_grants_are_read_before_and_after_the_edit(tmp_path: Path,
     assert busy["after"] == pytest.approx(0.9, abs=0.02)  # (450 ms of each 500)
 
 
+def test_the_client_an_edit_changes_is_read_from_its_case() -> None:
+    assert edit_speeds.edited_client(CASE) == "b"
+    assert edit_speeds.edited_client("capped 0.3+0.35+0.3 b lowered to 0.3") == "b"
+
+
 def test_the_readings_made_before_an_edit() -> None:
     # a speed-up of 0.1 with the card idle 0.4 before, 0.1 after: a quarter of it, or a half
     got = edit_speeds.readings(1.1, busy_before=0.6, busy_after=0.9)
