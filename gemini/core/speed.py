@@ -456,8 +456,9 @@ class _Clocks:
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
     # grant_costs were measured under the caps before an edit (duty_changed): its speed is
     # read from them until the next ordinary grant's run comes in (or says its hook measured
-    # nothing), which replaces them
+    # nothing), which replaces them; its speed-up scaled by edit_scale meanwhile
     costs_before_edit: bool = False
+    edit_scale: float = 1.0
 
     @property
     def continuous(self) -> float:
@@ -680,6 +681,7 @@ class SpeedMeter:
         if known is not None and not calibrating:
             if known.costs_before_edit:  # (said now, one way or the other)
                 known.grant_costs, known.costs_before_edit = [], False
+                known.edit_scale = 1.0
             known.unsaid = 0 if said else known.unsaid + 1
             if known.unsaid >= RECENT_GRANTS:
                 known.grant_costs = []
@@ -765,6 +767,8 @@ class SpeedMeter:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks, shared, None if shared else [*self._alike(name, mates).values()])
+        if work is not None and clocks.costs_before_edit:
+            work = 1.0 + (work - 1.0) * clocks.edit_scale
         if shared:
             fast = 1.0 if work is None else work
         else:
@@ -831,7 +835,7 @@ class SpeedMeter:
                 f"run continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
 
-    def duty_changed(self, name: str) -> None:
+    def duty_changed(self, name: str, scale: float = 1.0) -> None:
         """The caps around it changed, so the card idles more or less between its grants: what
         its grants cost before says little of what they cost now (its tails still hold).  Its
         speed is read from them all the same until its next ordinary grant is measured, which
@@ -849,10 +853,13 @@ class SpeedMeter:
         read, b 0.482 and a 0.274).  (The run that replaces them is its hook's of the grant
         before the one it then asks after, said a grant late (wire.quota_run): it may be of a
         grant under the caps before, as when they were cleared.  An uncapped client's stay
-        until its next grant beside others: alone, its runs are not weighed.)"""
+        until its next grant beside others: alone, its runs are not weighed.)
+        `scale`: what its speed-up read from them is scaled by meanwhile, where the card gets
+        busier (the scheduler's EDIT_BUSIER says by how much, and why)."""
         clocks = self._clocks.get(name)
         if clocks is not None:
             clocks.costs_before_edit = bool(clocks.grant_costs)
+            clocks.edit_scale = scale if clocks.costs_before_edit else 1.0
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

@@ -332,6 +332,20 @@ def test_a_client_whose_grants_its_hook_no_longer_measures_is_read_by_the_clock_
     assert core.speed.reads_by_work("a")
 
 
+def meter_read_by_work() -> SpeedMeter:
+    """A meter that reads a by work: its grants cost 177 us a launch, its tails 195 (the clock
+    says 1: NVML lags)."""
+    meter = SpeedMeter()
+    in_grant(meter, 1500.0)
+    tail(meter, 1500.0)
+    for _ in range(3):
+        meter.ran("a", 40 * 0.177, 40, calibrating=False)
+    for at in (-20.0, -15.0):  # (the first tail: not kept)
+        meter.calibrating("a", at)
+        meter.ran("a", 200 * 0.195, 200, calibrating=True)
+    return meter
+
+
 @pytest.mark.parametrize("next_grant_said", [True, False])
 def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_grant_said):
     """A cap edited beside it leaves what its grants cost under the caps before (duty_changed)
@@ -341,14 +355,7 @@ def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_
     simulator).  Its speed is read from those costs until then (until 2026-12-07 22:50 by the
     clock, and a raised cap's grants ran long where the H100's clock read no speed-up).  A
     next grant that says nothing leaves it to the clock."""
-    meter = SpeedMeter()
-    in_grant(meter, 1500.0)
-    tail(meter, 1500.0)  # (the clock says 1: NVML lags)
-    for _ in range(3):
-        meter.ran("a", 40 * 0.177, 40, calibrating=False)
-    for at in (-20.0, -15.0):  # (the first tail: not kept)
-        meter.calibrating("a", at)
-        meter.ran("a", 200 * 0.195, 200, calibrating=True)
+    meter = meter_read_by_work()
     assert meter.reads_by_work("a")
     meter.duty_changed("a")
     assert meter.reads_by_work("a") and not meter.measured("a")
@@ -366,6 +373,16 @@ def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_
     meter.ran("a", 40 * 0.18, 40, calibrating=False)
     meter.duty_changed("b")  # (one it never measured: nothing to keep)
     assert meter.reads_by_work("a") and not meter.reads_by_work("b")
+
+
+def test_a_speed_up_kept_through_an_edit_is_scaled_until_its_next_grant_is_measured():
+    """(The scale: scheduler.EDIT_BUSIER_FROM.)  The next grant's cost replaces the kept
+    ones, and its speed is read from it as it stands."""
+    meter = meter_read_by_work()
+    meter.duty_changed("a", 0.5)
+    assert meter.speed("a") == pytest.approx(1.0 + (0.195 / 0.177 - 1.0) * 0.5)
+    meter.ran("a", 40 * 0.18, 40, calibrating=False)
+    assert meter.speed("a") == pytest.approx(0.195 / 0.18)
 
 
 def test_a_calibration_grant_is_charged_its_speed_until_the_gpu_settles_and_then_its_time():
@@ -907,6 +924,32 @@ def test_a_cap_raised_in_a_trio_leaves_the_others_no_further_under(b_start, at):
     for name, cap, slack in (("a", 0.2, 0.06), ("b", 0.4, 0.07), ("c", 0.3, 0.06)):
         low = min(one_second_windows(sim, name, range(120), at=at))
         assert low >= cap - slack, (name, low)
+
+
+def status_speeds(sim: Sim, now: float) -> dict[str, float]:
+    return {c["name"]: c["speed"] for c in sim.core.snapshot(now)["clients"]}
+
+
+def test_a_cap_edit_that_makes_the_card_busier_scales_the_speed_ups_kept_through_it():
+    """Raised from 0.3 to 0.6 beside a at 0.3: each one's speed-up, read from its grants'
+    costs before the edit until its next grant is measured, is scaled by the square root of
+    the idle share the card keeps (scheduler.EDIT_BUSIER_FROM: on the H100 the raised clients'
+    grants ran 0.016 slower than before in their first 1.5 s, rms 0.021; 0.011 about the
+    scaled speed).  A lowering leaves them as they were."""
+    at = 25.0  # (past speed.SETTLE_S: no settling floor over the speeds)
+    sim = capped_pair(0.3, at)
+    before = status_speeds(sim, at)
+    busy = sum(sim.core.history.usage(at - 1.0, at).values())
+    assert 0.5 < busy < 0.7 and min(before.values()) > 1.02
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    scale = math.sqrt((1.0 - (busy + 0.3 / before["b"])) / (1.0 - busy))
+    after = status_speeds(sim, at)
+    for name in "ab":
+        assert after[name] - 1.0 == pytest.approx((before[name] - 1.0) * scale), name
+    sim = capped_pair(0.6, at)
+    before = status_speeds(sim, at)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.3, 0.3, 1 << 30)))
+    assert status_speeds(sim, at) == pytest.approx(before)
 
 
 def test_a_cap_raised_as_its_pace_comes_round_where_the_clock_reads_no_speed_up_holds():
