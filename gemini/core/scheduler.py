@@ -430,8 +430,8 @@ class SchedulerCore:
     # ---- inputs -------------------------------------------------------------------------------
 
     def on_request(self, conn: ConnId, req: Request, now: float) -> list[Action]:
-        """(A QUOTA request beside a long name carries its alias: PartitionRouter, in front of
-        this core in gem-schd, gives it the name back.)"""
+        """(A QUOTA or REPORT request beside a long name carries its alias: PartitionRouter, in
+        front of this core in gem-schd, gives it the name back.)"""
         if req.type is RequestType.STATUS:
             return [self._status_reply(conn, req, now)]
         if req.type is RequestType.HELLO:

@@ -334,10 +334,11 @@ def test_a_long_names_memory_said_before_the_config_had_it_is_kept() -> None:
     core = SchedulerCore(cfg.parse_text("1\na 1 1 1GiB\n"), LAUNCHER, 0.0)
     core.on_request(1, Request(LONG, 1, RequestType.MEM_LIMIT, ()), 0.0)
     report = Request(LONG, 2, RequestType.REPORT, (5 << 20, 1, 0, 0.5, REPORT_APPLIES_CUTS))
-    core.on_request(1, decode_request(encode_request(report)), 0.0)
+    core.on_request(2, decode_request(encode_request(report)), 0.0)  # (another connection)
     out = core.on_config(cfg.parse_text(f"2\na 1 1 1GiB\n{LONG} 1 1 2GiB\n"), 1.0)
-    [pushed] = [a for a in out if isinstance(a, Reply) and a.type is RequestType.MEM_LIMIT]
-    assert pushed.conn == 1 and pushed.response.values[:2] == (5 << 20, 2 << 30)
+    pushed = [a for a in out if isinstance(a, Reply) and a.type is RequestType.MEM_LIMIT]
+    assert [(p.conn, p.response.values[:2]) for p in pushed] == [(1, (5 << 20, 2 << 30)),
+                                                                 (2, (5 << 20, 2 << 30))]
 
 
 def test_memory_limits_of_partition_clients() -> None:

@@ -35,8 +35,8 @@ enum gem_request_type {
     GEM_REQ_REPORT = 4,     /* u64 mem_used, i32 processes, i32 waiting[, f32 delivery_ms
                              * beside names of up to 43 bytes[, u32 features (bit 0: it
                              * applies GEM_CUT_ID) beside names of up to 39]] -> ack (pod
-                             * manager -> scheduler, which sends a longer name's alias, as
-                             * for QUOTA; the hook sends none) */
+                             * manager -> scheduler; beside a longer name the pod manager
+                             * sends its alias, as for QUOTA; the hook sends none) */
     GEM_REQ_HELLO = 5,      /* 16 bytes proof -> ack */
     GEM_REQ_PROCESS = 6,    /* i32 my_pid, i32 index[, u32 features] -> i32 count, i32 pid,
                              * u64 bytes */
