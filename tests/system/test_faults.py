@@ -46,8 +46,8 @@ def reporting_work(system, name: str, seconds: float):
 
 def test_a_pod_manager_killed_and_restarted_is_rejoined_by_its_processes(system):
     system.backend("2\na 0.5 1.0 1GiB\nb 0.5 1.0 1GiB\n")
-    worker = reporting_work(system, "a", 12)
-    other = reporting_work(system, "b", 12)
+    worker = reporting_work(system, "a", 6)  # (a hook without its pod manager waits: no end)
+    other = reporting_work(system, "b", 6)
     progress(worker)
     port = system.pmgrs["a"].port
     system.pmgrs["a"].proc.send_signal(signal.SIGKILL)
@@ -86,7 +86,7 @@ def test_a_restarted_pod_manager_is_told_at_once_what_an_idle_process_holds(syst
 
 def test_a_scheduler_killed_and_restarted_is_rejoined_by_everyone(system):
     system.backend("1\na 1.0 1.0 1GiB\n")
-    worker = reporting_work(system, "a", 12)
+    worker = reporting_work(system, "a", 6)  # (without a scheduler its hook waits: no end)
     progress(worker)
     mark = system.pmgrs["a"].mark()
     system.schd.proc.send_signal(signal.SIGKILL)
