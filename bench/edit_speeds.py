@@ -14,7 +14,10 @@ grants did, apart for the client edited and its neighbours:
   * one: no speed-up (what the H100's clock read after a raise at 22:12);
   * busy: the speed-up scaled by the card's idle share after the edit over before it
     (s - 1 in proportion to 1 - busy: a power-limited card's clock recovers while it idles);
-  * sqrt: the same, scaled by the square root of that ratio.
+  * sqrt: the same, scaled by the square root of that ratio;
+  * code: as gem-schd reads it (speed.busier_scale): the square root, where the card gets
+    busier, of the busy share it predicts: that of the second before the edit, plus the
+    edited cap's rise over its speed before.
 Usage: python3 bench/edit_speeds.py [--logs LOGS]   (LOGS as bench/tail_estimators.py's)
 """
 from __future__ import annotations
@@ -28,7 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tail_estimators import (  # (the kept logs' readers)
+from tail_estimators import (  # (the kept logs' readers; and the repository's root on the path)
     case_tag,
     held,
     progress,
@@ -36,6 +39,8 @@ from tail_estimators import (  # (the kept logs' readers)
     read_text,
     results_with_logs,
 )
+
+from gemini.core.speed import busier_scale
 
 SPANS = {"before": (-6.0, -0.1), "first": (0.05, 1.5), "after": (2.0, 8.0)}
 
@@ -70,6 +75,7 @@ def edit_runs(logs: str):
                     k: (progress(s, b) - progress(s, a)) / bare / g
                     for k, (a, b) in spans.items() if (g := held(grants, c["name"], a, b)) > 0}
             busy = {k: busy_share(grants, a, b) for k, (a, b) in spans.items()}
+            busy["second"] = busy_share(grants, edit - 1.0, edit)  # (gem-schd's short window)
             yield res, p["case"], p["path"], speeds, busy
 
 
@@ -79,10 +85,22 @@ def edited_client(case: str) -> str:
     return next(w for w, after in itertools.pairwise(words) if after in ("raised", "lowered"))
 
 
-def readings(before: float, busy_before: float, busy_after: float) -> dict[str, float]:
+def predicted_busy(case: str, names: list[str], speeds: dict, busy_second: float) -> float:
+    """The busy share gem-schd predicts after the edit: that of the second before it plus the
+    edited cap's rise over its speed before ("capped 0.3+0.3 b raised to 0.6")."""
+    words = case.split()
+    old = dict(zip(names, (float(x) for x in words[1].split("+")), strict=True))
+    edited = edited_client(case)
+    rise = (float(words[-1]) - old[edited]) / speeds[edited]["before"]
+    return min(max(busy_second + rise, 0.0), 1.0)
+
+
+def readings(before: float, busy_before: float, busy_after: float,
+             code: float = 1.0) -> dict[str, float]:
+    """`code`: the scale gem-schd applies."""
     scale = (1.0 - busy_after) / (1.0 - busy_before) if busy_before < 1.0 else 1.0
     return {"kept": before, "one": 1.0, "busy": 1.0 + (before - 1.0) * scale,
-            "sqrt": 1.0 + (before - 1.0) * scale ** 0.5}
+            "sqrt": 1.0 + (before - 1.0) * scale ** 0.5, "code": 1.0 + (before - 1.0) * code}
 
 
 def main() -> None:
@@ -95,6 +113,8 @@ def main() -> None:
     for res, case, path, speeds, busy in edit_runs(args.logs):
         runs += 1
         cells = []
+        after = predicted_busy(case, list(speeds), speeds, busy["second"])
+        code = busier_scale(busy["second"], after)
         for name, s in sorted(speeds.items()):
             if not {"before", "first", "after"} <= s.keys():
                 continue
@@ -102,7 +122,7 @@ def main() -> None:
             role = "edited" if name == edited_client(case) else "beside"
             group = (res.split("-")[0], "raised" if "raised" in case else "lowered", role)
             for span in ("first", "after"):
-                for k, v in readings(s["before"], busy["before"], busy[span]).items():
+                for k, v in readings(s["before"], busy["before"], busy[span], code).items():
                     errors.setdefault((*group, span, k), []).append(v - s[span])
         print(f"{res} | {case} | {path} | {busy['before']:.3f} {busy['first']:.3f} "
               f"{busy['after']:.3f} | {' | '.join(cells)}")

@@ -275,18 +275,6 @@ CUT_MIN_S = 0.005
 # then disagreed (speed.RUN_SPREAD_MAX), it was read by the clock, the pair left shared turns,
 # and a's 1 s windows read 0.207-0.217 of its work, in 4 runs of 6.
 CAPS_SETTLE_S = 3.0
-# A cap edit that makes the card busier scales each client's speed-up, read from its grants'
-# costs before the edit until its next grant is measured (speed.SpeedMeter.duty_changed), by
-# the square root of the idle share the card keeps: sqrt((1 - busy after) / (1 - busy before)),
-# busy before as its grants held the GPU over the short window, after that plus each changed
-# cap's rise over its speed.  A power-limited card runs its clock lower as it idles less.  On
-# the H100 (the 12-06/07 logs, bench/edit_speeds.py) the 49 raised clients' grants ran in their
-# first 1.5 s 0.016 slower than before on average (rms 0.021), and 0.004 faster than the scaled
-# speed (0.011); their neighbours' 0.010 (0.026) and 0.010 (0.023).  Not where the card idles
-# more: the speed measured then takes its time to rise, and the costs kept read the 13 lowered
-# clients as well as the scaled speed did (0.026), their 16 neighbours better (0.034 to 0.041).
-# Nor from a card this busy, whose clock the caps do not set.
-EDIT_BUSIER_FROM = 0.95
 
 
 @dataclass
@@ -425,6 +413,9 @@ class SchedulerCore:
         self._conn_processes: dict[ConnId, int] = {}
         # The pod manager connections whose latest REPORT said they apply cuts (wire.CUT_ID).
         self._cutting_conns: set[ConnId] = set()
+        # When the latest cap edit came, and the share of the time the card's grants were to
+        # hold it after it (_busy_through_edit)
+        self._busy_after_edit: tuple[float, float] | None = None
         self._apply_config(config, now)
 
     # ---- inputs -------------------------------------------------------------------------------
@@ -1711,9 +1702,9 @@ class SchedulerCore:
         self.removed = (self.removed | old.keys()) - self.clients.keys()
         if limit_changed:
             self.caps_changed_at = now
-            scale = self._busier_scale(old_limits, now)
+            busy = self._busy_through_edit(old_limits, now)
             for name in self.clients:  # (a cap changed: the others' grants run otherwise too)
-                self.speed.duty_changed(name, scale)
+                self.speed.duty_changed(name, busy)
         self.credits.bound = self._credit_bound_s()
         for name in [n for n in self._top_ups if n not in in_shared_turns]:
             del self._top_ups[name]  # (its group left shared turns: a review)
@@ -1721,19 +1712,30 @@ class SchedulerCore:
             out += self._top_up_raised(name, now)
         return out + self._cut_lowered_holder(lowered, now)
 
-    def _busier_scale(self, old_limits: dict[str, float], now: float) -> float:
-        """What a cap edit scales the speed-ups read from before it by (EDIT_BUSIER_FROM): 1
-        where the card gets no busier, or was busy already."""
+    def _busy_through_edit(self, old_limits: dict[str, float],
+                           now: float) -> tuple[float, float]:
+        """The share of the time the card's grants hold it, before a cap edit and after it
+        (speed.EDIT_BUSIER_FROM): before, over the cap's window (or as the edit before this
+        one left it, where that came within the window: the grants have not caught up); after,
+        that plus each changed cap's rise over its speed, for a client that ran, less the share
+        of a client removed.  (A client its own demand holds under its cap is read as if at
+        it.)"""
         start, size = self._window(now, self._cap_window_s)
         if size <= 0.0:
-            return 1.0
-        usage = self.history.usage(start, now)
-        busy = sum(usage.values()) / size
+            return 1.0, 1.0
+        held: dict[str, float] = {}
+        for grant in self.history.overlapping(start, now):
+            part = min(grant.end, now) - max(grant.start, start)
+            held[grant.name] = held.get(grant.name, 0.0) + part / size
+        before = sum(held.values())
+        if self._busy_after_edit is not None and now - self._busy_after_edit[0] < size:
+            before = self._busy_after_edit[1]
         rise = sum((min(c.spec.limit, 1.0) - min(old_limits[n], 1.0)) / self._speed(n, now)
-                   for n, c in self.clients.items() if n in old_limits and usage.get(n, 0.0) > 0.0)
-        if rise <= 0.0 or busy >= EDIT_BUSIER_FROM:
-            return 1.0
-        return math.sqrt((1.0 - min(busy + rise, 1.0)) / (1.0 - busy))
+                   for n, c in self.clients.items() if n in old_limits and n in held)
+        gone = sum(share for n, share in held.items() if n in old_limits and n not in self.clients)
+        after = min(max(before + rise - gone, 0.0), 1.0)
+        self._busy_after_edit = (now, after)
+        return before, after
 
     def _cut_lowered_holder(self, lowered: set[str], now: float) -> list[Action]:
         """A cap lowered while its client holds the token: the grant, made at the old cap, is

@@ -190,6 +190,19 @@ RECENT_TAILS = 3  # the continuous clock is the lowest of this many latest tails
 # the last) once the grants' clock has moved this much from what it was at the last calibration.
 DRIFT = 0.03
 WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
+# A cap edit that makes the card busier scales each capped client's speed-up, read from its
+# grants' costs before the edit until its next grant is measured (duty_changed), by the square
+# root of the idle share the card keeps, sqrt((1 - busy after) / (1 - busy before)): a
+# power-limited card runs its clock lower as it idles less.  On the H100 (the 12-06/07 logs,
+# bench/edit_speeds.py's "code", the busy shares as the scheduler reads them) the 49 raised
+# clients' grants ran 0.016 slower in their first 1.5 s than before the edit (rms 0.021) and
+# 0.004 faster than the scaled speed (0.012); their 53 neighbours 0.010 slower (0.026), and
+# 0.011 faster (0.024).
+# Not where the card idles more: its speed takes its time to rise, and the costs kept read the
+# 13 lowered clients as well as the scaled speed would (0.026), their 16 neighbours better
+# (0.034 against 0.041).  Nor from a card this busy, whose clock the caps hardly set (no run
+# on record began an edit past 0.79 busy: a guard, not a measured bound).
+EDIT_BUSIER_FROM = 0.95
 # Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
 # reading every 2 ms).
 GRANT_WEIGHT = 0.01
@@ -456,8 +469,10 @@ class _Clocks:
     first_tail_cost: float = 0.0  # ms per launch in the first one's tail (FIRST_TAIL_MAX)
     # grant_costs were measured under the caps before an edit (duty_changed): its speed is
     # read from them until the next ordinary grant's run comes in (or says its hook measured
-    # nothing), which replaces them; its speed-up scaled by edit_scale meanwhile
+    # nothing), which replaces them; its speed-up scaled by edit_scale meanwhile, from the
+    # card's busy share when they were measured (busy_then) to that after the latest edit
     costs_before_edit: bool = False
+    busy_then: float = 1.0
     edit_scale: float = 1.0
 
     @property
@@ -556,6 +571,14 @@ def _clock_speed(clocks: _Clocks) -> float:
         return 1.0
     low, high = SPEED_RANGE
     return min(max(clocks.in_grants / clocks.continuous, low) ** WORK_PER_CLOCK, high)
+
+
+def busier_scale(busy_then: float, busy_now: float) -> float:
+    """What a speed-up measured with the card `busy_then` busy is scaled by with it `busy_now`
+    busy (EDIT_BUSIER_FROM): the square root of the idle share it keeps, where it gets busier."""
+    if busy_now <= busy_then or busy_then >= EDIT_BUSIER_FROM:
+        return 1.0
+    return math.sqrt((1.0 - min(busy_now, 1.0)) / (1.0 - busy_then))
 
 
 def _tail_s(grant_s: float) -> float:
@@ -767,7 +790,7 @@ class SpeedMeter:
             return 1.0
         bound = 1.0 if clocks.gpu_wait is None else min(clocks.gpu_wait / GPU_BOUND, 1.0)
         work = _work_speed(clocks, shared, None if shared else [*self._alike(name, mates).values()])
-        if work is not None and clocks.costs_before_edit:
+        if work is not None and work > 1.0 and clocks.costs_before_edit and not shared:
             work = 1.0 + (work - 1.0) * clocks.edit_scale
         if shared:
             fast = 1.0 if work is None else work
@@ -835,7 +858,7 @@ class SpeedMeter:
                 f"run continuously (the lowest of the latest tails: {tails}); waited on the GPU "
                 f"in {wait} of its grants")
 
-    def duty_changed(self, name: str, scale: float = 1.0) -> None:
+    def duty_changed(self, name: str, busy: tuple[float, float] = (1.0, 1.0)) -> None:
         """The caps around it changed, so the card idles more or less between its grants: what
         its grants cost before says little of what they cost now (its tails still hold).  Its
         speed is read from them all the same until its next ordinary grant is measured, which
@@ -854,12 +877,17 @@ class SpeedMeter:
         before the one it then asks after, said a grant late (wire.quota_run): it may be of a
         grant under the caps before, as when they were cleared.  An uncapped client's stay
         until its next grant beside others: alone, its runs are not weighed.)
-        `scale`: what its speed-up read from them is scaled by meanwhile, where the card gets
-        busier (the scheduler's EDIT_BUSIER says by how much, and why)."""
+        `busy`: the card's busy share before the edit and after it (the share of the time its
+        grants hold it): a capped client's speed-up read from them is scaled meanwhile where the
+        card gets busier than when they were measured (busier_scale; after edits in a row, than
+        before the first)."""
         clocks = self._clocks.get(name)
-        if clocks is not None:
-            clocks.costs_before_edit = bool(clocks.grant_costs)
-            clocks.edit_scale = scale if clocks.costs_before_edit else 1.0
+        if clocks is None:
+            return
+        if not clocks.costs_before_edit:
+            clocks.busy_then = busy[0]
+        clocks.costs_before_edit = bool(clocks.grant_costs)
+        clocks.edit_scale = busier_scale(clocks.busy_then, busy[1])
 
     def forget(self, name: str) -> None:
         self._clocks.pop(name, None)

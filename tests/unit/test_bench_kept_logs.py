@@ -62,8 +62,12 @@ def test_the_client_an_edit_changes_is_read_from_its_case() -> None:
 
 def test_the_readings_made_before_an_edit() -> None:
     # a speed-up of 0.1 with the card idle 0.4 before, 0.1 after: a quarter of it, or a half
-    got = edit_speeds.readings(1.1, busy_before=0.6, busy_after=0.9)
-    assert got == pytest.approx({"kept": 1.1, "one": 1.0, "busy": 1.025, "sqrt": 1.05})
+    got = edit_speeds.readings(1.1, busy_before=0.6, busy_after=0.9, code=0.4)
+    assert got == pytest.approx({"kept": 1.1, "one": 1.0, "busy": 1.025, "sqrt": 1.05,
+                                 "code": 1.04})
+    # gem-schd's prediction: the second before, plus b's rise of 0.3 at its speed of 1.2
+    speeds = {"a": {"before": 1.1}, "b": {"before": 1.2}}
+    assert edit_speeds.predicted_busy(CASE, ["a", "b"], speeds, 0.5) == pytest.approx(0.75)
     assert edit_speeds.readings(1.1, 1.0, 0.9)["busy"] == 1.1  # (no idle before: as it stood)
 
 

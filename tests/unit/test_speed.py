@@ -42,6 +42,7 @@ from gemini.core.speed import (
     WORK_PER_CLOCK,
     Calibration,
     SpeedMeter,
+    busier_scale,
     capped_calibration,
     fitted_calibration,
 )
@@ -376,13 +377,22 @@ def test_an_edit_leaves_a_client_read_by_work_so_until_its_next_grant_says(next_
 
 
 def test_a_speed_up_kept_through_an_edit_is_scaled_until_its_next_grant_is_measured():
-    """(The scale: scheduler.EDIT_BUSIER_FROM.)  The next grant's cost replaces the kept
-    ones, and its speed is read from it as it stands."""
+    """(speed.EDIT_BUSIER_FROM.)  A card 0.5 busy made 0.75: the square root of a half.  A
+    second edit before the next grant is measured scales from the busy share the costs were
+    measured at, not from the first edit's; the next grant's cost replaces them, and its speed
+    is read from it as it stands.  An uncapped client's speed is not scaled (below 1 too, it
+    would be moved up), nor from a card past EDIT_BUSIER_FROM, nor where it idles more."""
     meter = meter_read_by_work()
-    meter.duty_changed("a", 0.5)
-    assert meter.speed("a") == pytest.approx(1.0 + (0.195 / 0.177 - 1.0) * 0.5)
+    up = 0.195 / 0.177 - 1.0
+    meter.duty_changed("a", (0.5, 0.75))
+    assert meter.speed("a") == pytest.approx(1.0 + up * math.sqrt(0.5))
+    assert meter.speed("a", shared=True) == pytest.approx(1.0 + up)
+    meter.duty_changed("a", (0.75, 0.875))  # (before the next grant: from 0.5 still)
+    assert meter.speed("a") == pytest.approx(1.0 + up * math.sqrt(0.25))
     meter.ran("a", 40 * 0.18, 40, calibrating=False)
     assert meter.speed("a") == pytest.approx(0.195 / 0.18)
+    assert busier_scale(0.96, 0.99) == busier_scale(0.6, 0.5) == 1.0
+    assert busier_scale(0.5, 1.2) == 0.0
 
 
 def test_a_calibration_grant_is_charged_its_speed_until_the_gpu_settles_and_then_its_time():
@@ -930,22 +940,44 @@ def status_speeds(sim: Sim, now: float) -> dict[str, float]:
     return {c["name"]: c["speed"] for c in sim.core.snapshot(now)["clients"]}
 
 
+def held_share(sim: Sim, now: float) -> float:
+    """The share of the second before `now` that grants held the GPU (charges left out)."""
+    return sum(min(g.end, now) - max(g.start, now - 1.0)
+               for g in sim.core.history.overlapping(now - 1.0, now))
+
+
 def test_a_cap_edit_that_makes_the_card_busier_scales_the_speed_ups_kept_through_it():
     """Raised from 0.3 to 0.6 beside a at 0.3: each one's speed-up, read from its grants'
     costs before the edit until its next grant is measured, is scaled by the square root of
-    the idle share the card keeps (scheduler.EDIT_BUSIER_FROM: on the H100 the raised clients'
-    grants ran 0.016 slower than before in their first 1.5 s, rms 0.021; 0.011 about the
-    scaled speed).  A lowering leaves them as they were."""
+    the idle share the card keeps (speed.EDIT_BUSIER_FROM: on the H100 the raised clients'
+    grants ran 0.016 slower than before in their first 1.5 s, rms 0.021).  Two edits in a
+    row, before the grants catch up, scale as one; a neighbour removed as b is raised leaves
+    the card no busier (a review).  A lowering leaves them as they were."""
     at = 25.0  # (past speed.SETTLE_S: no settling floor over the speeds)
     sim = capped_pair(0.3, at)
     before = status_speeds(sim, at)
-    busy = sum(sim.core.history.usage(at - 1.0, at).values())
-    assert 0.5 < busy < 0.7 and min(before.values()) > 1.02
+    busy = held_share(sim, at)
+    assert 0.5 < busy < 0.6 and min(before.values()) > 1.02
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
     scale = math.sqrt((1.0 - (busy + 0.3 / before["b"])) / (1.0 - busy))
     after = status_speeds(sim, at)
     for name in "ab":
         assert after[name] - 1.0 == pytest.approx((before[name] - 1.0) * scale), name
+    # Raised in two edits before a grant is measured: as in one.
+    sim = capped_pair(0.3, at)
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.45, 0.45, 1 << 30)))
+    sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.6, 0.6, 1 << 30)))
+    # (the second rise is read at b's speed as the first edit scaled it)
+    assert status_speeds(sim, at) == pytest.approx(after, abs=0.001)
+    # ...and raised as its neighbour goes, the card hardly busier: as where a went alone
+    # (b's speed then read from its own tails, no longer pooled with a's).
+    sim = capped_pair(0.3, at)
+    sim.configure(config(("b", 0.3, 0.3, 1 << 30)))
+    alone = status_speeds(sim, at)["b"]
+    sim = capped_pair(0.3, at)
+    sim.configure(config(("b", 0.6, 0.6, 1 << 30)))
+    assert status_speeds(sim, at)["b"] == pytest.approx(alone, abs=0.002)
+    assert alone - 1.0 > 1.5 * (after["b"] - 1.0)  # (scaled as by a raise: far under it)
     sim = capped_pair(0.6, at)
     before = status_speeds(sim, at)
     sim.configure(config(("a", 0.3, 0.3, 1 << 30), ("b", 0.3, 0.3, 1 << 30)))
