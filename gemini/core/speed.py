@@ -200,8 +200,8 @@ WORK_PER_CLOCK = 0.85  # work ∝ clock ** this
 # 0.011 faster (0.024).
 # Not where the card idles more: its speed takes its time to rise, and the costs kept read the
 # 13 lowered clients as well as the scaled speed would (0.026), their 16 neighbours better
-# (0.034 against 0.041).  Nor from a card this busy, whose clock the caps hardly set (no run
-# on record began an edit past 0.79 busy: a guard, not a measured bound).
+# (0.034 against 0.041).  Nor from a card this busy, whose clock the caps hardly set (no raise
+# on record began past 0.79 busy, no edit at all past 0.95: a guard, not a measured bound).
 EDIT_BUSIER_FROM = 0.95
 # Each reading's weight in the ordinary grants' running mean: it forgets over ~10 grants (at a
 # reading every 2 ms).
