@@ -25,12 +25,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tail_estimators import (  # (the kept logs' readers)
-    case_tag,
-    held,
-    progress,
+    kept_pair,
     read_steps,
     read_text,
     results_with_logs,
+    speed_in_grants,
 )
 
 LINE = re.compile(r"\[(\d+\.\d+)\] \[([\w.-]+)\] calibrated: speed ([\d.]+) \(by (the clock|work):"
@@ -50,12 +49,12 @@ def readings(schd: str, name: str, grants: list, steps: list, bare: float) -> li
         t = float(m.group(1))
         until = float(lines[i + 1].group(1)) if i + 1 < len(lines) else math.inf
         end = min(until, t + SPAN_S[1])
-        granted = held(grants, name, t, end)
-        if t < steps[0][0] or end > steps[-1][0] or end - t < SPAN_S[0] or granted <= 0.0:
+        did = speed_in_grants(steps, grants, name, bare, t, end)
+        if t < steps[0][0] or end > steps[-1][0] or end - t < SPAN_S[0] or did is None:
             continue
         out.append({"by": m.group(4), "logged": float(m.group(3)),
                     "ratio": int(m.group(5)) / int(m.group(6)), "wait": float(m.group(7)) / 100,
-                    "did": (progress(steps, end) - progress(steps, t)) / bare / granted})
+                    "did": did})
     return out
 
 
@@ -64,16 +63,18 @@ def runs(logs: str):
     for res, d, ldir in results_with_logs(logs):
         card = res.split("-")[0]
         for p in d.get("pairs") or []:
-            tag = os.path.join(ldir, case_tag(p["case"]))
-            if p["window_s"] != 10 or "capped" not in p["case"] or not os.path.exists(
-                    f"{tag}-schd.log") or not isinstance(p.get("bare_rate"), (int, float)):
+            if p["window_s"] != 10 or "capped" not in p["case"] or not isinstance(
+                    p.get("bare_rate"), (int, float)) or (kept := kept_pair(ldir, p)) is None:
                 continue
-            schd, grants = read_text(f"{tag}-schd.log"), json.loads(read_text(f"{tag}-grants.json"))
+            tag, grants, steps = kept
+            if not os.path.exists(f"{tag}-schd.log"):
+                continue
+            schd = read_text(f"{tag}-schd.log")
             for c in p["clients"]:
-                if os.path.exists(f := f"{tag}-{c['name']}-steps.jsonl"):
+                if c["name"] in steps:
                     bare = c.get("bare_rate") or p["bare_rate"]
                     yield card, "pairs", p["path"], readings(schd, c["name"], grants,
-                                                             read_steps(f), bare)
+                                                             steps[c["name"]], bare)
         for path, v in (d.get("paths") or {}).items():
             tag = os.path.join(ldir, f"cap-{path}")
             if isinstance(v, dict) and v.get("cap_work_per_granted_s") and os.path.exists(

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import statistics
 import sys
@@ -32,12 +31,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tail_estimators import (  # (the kept logs' readers; and the repository's root on the path)
-    case_tag,
-    held,
-    progress,
-    read_steps,
-    read_text,
+    kept_pair,
     results_with_logs,
+    speed_in_grants,
 )
 
 from gemini.core.speed import busier_scale
@@ -56,24 +52,19 @@ def edit_runs(logs: str):
             if p["window_s"] != 10 or "edited_at_s" not in p or not p["case"].startswith(
                     "capped"):
                 continue
-            tag = os.path.join(ldir, case_tag(p["case"]))
-            if not os.path.exists(f"{tag}-grants.json"):
+            kept = kept_pair(ldir, p)
+            if kept is None or len(kept[2]) != len(p["clients"]):
                 continue
-            grants = json.loads(read_text(f"{tag}-grants.json"))
-            steps = {c["name"]: read_steps(f"{tag}-{c['name']}-steps.jsonl")
-                     for c in p["clients"] if os.path.exists(f"{tag}-{c['name']}-steps.jsonl")}
-            if len(steps) != len(p["clients"]):
-                continue
+            _, grants, steps = kept
             t0 = max(s[0][0] for s in steps.values())
             edit = t0 + p["edited_at_s"] + (p.get("edit_applied_ms") or 0) / 1e3
             spans = {k: (edit + a, edit + b) for k, (a, b) in SPANS.items()}
             speeds = {}
             for c in p["clients"]:
                 bare = c.get("bare_rate") or p["bare_rate"]
-                s = steps[c["name"]]
-                speeds[c["name"]] = {
-                    k: (progress(s, b) - progress(s, a)) / bare / g
-                    for k, (a, b) in spans.items() if (g := held(grants, c["name"], a, b)) > 0}
+                in_spans = {k: speed_in_grants(steps[c["name"]], grants, c["name"], bare, a, b)
+                            for k, (a, b) in spans.items()}
+                speeds[c["name"]] = {k: v for k, v in in_spans.items() if v is not None}
             busy = {k: busy_share(grants, a, b) for k, (a, b) in spans.items()}
             busy["second"] = busy_share(grants, edit - 1.0, edit)  # (gem-schd's short window)
             yield res, p["case"], p["path"], speeds, busy

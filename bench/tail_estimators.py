@@ -115,6 +115,25 @@ def held(grants, name, a, b):
     return sum(max(0.0, min(e, b) - max(s, a)) for n, s, e in grants if n == name)
 
 
+def speed_in_grants(steps, grants, name, bare, a, b):
+    """`name`'s work over [a, b] (steps / its bare rate) per second its grants held the GPU
+    there (None: they held none)."""
+    g = held(grants, name, a, b)
+    return (progress(steps, b) - progress(steps, a)) / bare / g if g > 0 else None
+
+
+def kept_pair(ldir, p):
+    """A pairs case's kept files: (their prefix, its grants, {client: steps} of the clients
+    whose steps were kept), or None where its grants were not."""
+    tag = os.path.join(ldir, case_tag(p["case"]))
+    if not os.path.exists(f"{tag}-grants.json"):
+        return None
+    grants = json.loads(read_text(f"{tag}-grants.json"))
+    steps = {c["name"]: read_steps(f) for c in p["clients"]
+             if os.path.exists(f := f"{tag}-{c['name']}-steps.jsonl")}
+    return tag, grants, steps
+
+
 def cal_lines(schd, name):
     out = []
     for m in CAL.finditer(schd):
@@ -186,10 +205,7 @@ def row(kind, res, case, path, name, cap, schd, steps, grants, bare, a, b, json_
     if est is None:
         return None
     g = held(grants, name, sa, b)
-    work = (progress(steps, b) - progress(steps, sa)) / bare
-    real = work / g if g > 0 else None
-    work_all = (progress(steps, b) - progress(steps, a)) / bare
-    g_all = held(grants, name, a, b)
+    real = speed_in_grants(steps, grants, name, bare, sa, b)
     # the calibration grants' tails (their second half, CALIBRATION_SETTLE_S / CALIBRATION_S)
     # ran at the continuous speed and are charged 1: take them out of `real`
     mine = sorted((s, e) for n, s, e in grants if n == name)
@@ -204,7 +220,7 @@ def row(kind, res, case, path, name, cap, schd, steps, grants, bare, a, b, json_
     real_ord = (real - f) / (1 - f) if real is not None and f < 1 else None
     return dict(kind=kind, res=res, case=case, path=path, client=name, cap=cap, real=real,
                 real_ord=real_ord, cal_share=f,
-                real_json=json_real, real_all=work_all / g_all if g_all else None,
+                real_json=json_real, real_all=speed_in_grants(steps, grants, name, bare, a, b),
                 n=n, **est)
 
 
@@ -235,18 +251,12 @@ def pairs_rows(res, d, ldir):
         if p["window_s"] != 10 or "capped" not in p["case"]:
             continue
         case = p["case"]
-        tag = case_tag(case)
-        schd_f = os.path.join(ldir, f"{tag}-schd.log")
-        if not os.path.exists(schd_f) or case in seen:
+        kept = kept_pair(ldir, p)
+        if kept is None or not os.path.exists(f"{kept[0]}-schd.log") or case in seen:
             continue
         seen.add(case)
-        schd = read_text(schd_f)
-        grants = json.loads(read_text(os.path.join(ldir, f"{tag}-grants.json")))
-        steps = {}
-        for c in p["clients"]:
-            f = os.path.join(ldir, f"{tag}-{c['name']}-steps.jsonl")
-            if os.path.exists(f):
-                steps[c["name"]] = read_steps(f)
+        tag, grants, steps = kept
+        schd = read_text(f"{tag}-schd.log")
         if not steps:
             continue
         t0 = max(s[0][0] for s in steps.values())

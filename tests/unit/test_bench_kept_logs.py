@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import clock_exponent
 import edit_speeds
+import tail_estimators
 
 CASE = "capped 0.3+0.3 b raised to 0.6"
 
@@ -21,7 +22,7 @@ CASE = "capped 0.3+0.3 b raised to 0.6"
 def write_run(folder: Path) -> dict:
     """A run whose edit lands at t = 20 (9.8 s from b's first step, at 10.15, and 50 ms on):
     a's grants run 1.10 before it, 1.04 after; b's 1.0."""
-    tag = folder / edit_speeds.case_tag(CASE)
+    tag = folder / tail_estimators.case_tag(CASE)
     grants = []
     for k in range(60):  # (turns of 0.5 s from t = 10: a 150 ms, then b 150 ms or 300 after)
         t = 10.0 + 0.5 * k
