@@ -704,7 +704,6 @@ class SpeedMeter:
         if known is not None and not calibrating:
             if known.costs_before_edit:  # (said now, one way or the other)
                 known.grant_costs, known.costs_before_edit = [], False
-                known.edit_scale = 1.0
             known.unsaid = 0 if said else known.unsaid + 1
             if known.unsaid >= RECENT_GRANTS:
                 known.grant_costs = []
